@@ -1,0 +1,54 @@
+"""simrun.lang: a Taichi-compatible differentiable kernel language, JIT-compiled with llvmlite.
+
+`import simrun.lang as ti` in place of `import taichi as ti`.
+"""
+
+from .api import (Kernel, arm64, cpu, cuda, data_oriented, dx11, dx12, func, gpu, init, kernel,
+                  metal, opengl, pyfunc, real_func, reset, sync, vulkan, x64)
+from .builtins import (abs, acos, asin, atan, atan2, bit_shl, bit_shr, cast, ceil, cos, exp,
+                       floor, log, logical_and, logical_not, logical_or, max, min, pow, round,
+                       rsqrt, select, sin, sqrt, tan, tanh)
+from .errors import AutodiffError, CompileError, SimrunError
+from .fields import Field, field, i, ij, ijk, ijkl, ik, j, jk, k, l, root
+from .frontend.special import ATOMICS as _ATOMICS
+from .frontend.special import Grouped as grouped
+from .frontend.special import NDRange as ndrange
+from .frontend.special import _loop_config as loop_config
+from .frontend.special import _random
+from .frontend.special import static, static_assert, static_print
+from .gui import GUI
+from .matrix import Matrix, Vector
+from .types import (f16, f32, f64, float16, float32, float64, i8, i16, i32, i64, int8, int16,
+                    int32, int64, template, types, u1, u8, u16, u32, u64, uint8, uint16, uint32,
+                    uint64)
+
+atomic_add = _ATOMICS["add"]
+atomic_sub = _ATOMICS["sub"]
+atomic_mul = _ATOMICS["mul"]
+atomic_min = _ATOMICS["min"]
+atomic_max = _ATOMICS["max"]
+atomic_and = _ATOMICS["and"]
+atomic_or = _ATOMICS["or"]
+atomic_xor = _ATOMICS["xor"]
+ifte = select
+
+
+def random(dtype=float):
+    """ti.random(dtype): uniform in [0, 1) for floats; a random integer for ints."""
+    from .frontend.context import active
+
+    if active():
+        return _random(dtype)
+    import numpy as _np
+
+    from .types import to_dtype
+
+    dt = to_dtype(dtype)
+    return float(_np.random.random()) if dt.is_float else int(_np.random.randint(0, 2**31))
+
+
+def is_active() -> bool:
+    return True
+
+
+__version__ = "0.1.0"

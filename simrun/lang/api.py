@@ -1,0 +1,318 @@
+"""ti.init, @ti.kernel, @ti.func, @ti.data_oriented: specialisation and the launch fast path."""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import fields as fields_mod
+from .errors import CompileError
+from .frontend.context import Emitter, _stack
+from .frontend.lower import LocalMatrix, Lowerer, lower_body
+from .frontend.source import get_source
+from .ir.nodes import KernelIR, Var
+from .matrix import Matrix
+from .runtime.parallel import Runtime
+from .types import DType, MatrixType, defaults, f32, f64, i32, i64, ndarray_type, template, \
+    to_dtype
+
+
+@dataclass
+class Config:
+    debug: bool = False
+    fast_math: bool = True
+    offline_cache: bool = True
+    arch: str = "cpu"
+
+
+config = Config()
+_runtime: list = []
+cpu = x64 = arm64 = "cpu"
+gpu = cuda = vulkan = metal = opengl = dx11 = dx12 = "gpu"
+
+
+def runtime() -> Runtime:
+    if not _runtime:
+        _runtime.append(Runtime(None, 0))
+    return _runtime[0]
+
+
+def init(arch=None, default_fp=None, default_ip=None, debug: bool = False, random_seed: int = 0,
+         cpu_max_num_threads: int | None = None, offline_cache: bool = True,
+         fast_math: bool = True, **ignored) -> None:
+    """Taichi's ti.init: CPU only; GPU requests fall back to the CPU with a warning."""
+    if arch not in (None, "cpu") and not isinstance(arch, (list, tuple)):
+        print(f"[simrun] arch={arch!r} is not available; running on the CPU", file=sys.stderr)
+    reset()
+    defaults.fp = to_dtype(default_fp) if default_fp is not None else f32
+    defaults.ip = to_dtype(default_ip) if default_ip is not None else i32
+    config.debug, config.fast_math, config.offline_cache = bool(debug), fast_math, offline_cache
+    _runtime.append(Runtime(cpu_max_num_threads, random_seed))
+
+
+def reset() -> None:
+    """Forget every compiled kernel (fields created before stay valid numpy storage)."""
+    for k in list(Kernel.instances):
+        k.variants.clear()
+    if _runtime:
+        _runtime.pop().shutdown()
+
+
+def sync() -> None:
+    """Kernels run synchronously on the CPU; kept for Taichi compatibility."""
+
+
+class _Param:
+    def __init__(self, name: str, annotation):
+        self.name = name
+        if annotation is inspect.Parameter.empty or annotation is template or \
+                isinstance(annotation, template):
+            self.kind = "template"
+        elif isinstance(annotation, ndarray_type) or annotation is ndarray_type:
+            self.kind = "ndarray"
+        elif isinstance(annotation, MatrixType):
+            self.kind = "matrix"
+        else:
+            self.kind = "scalar"
+            self.dtype = to_dtype(annotation)
+        self.annotation = annotation
+
+
+class NdarrayArg:
+    """A numpy array argument seen by the compiler: field-like, storage given per launch."""
+
+    is_ndarray_arg = True
+
+    def __init__(self, name: str, arr: np.ndarray, position: int):
+        self.name = name
+        self.dtype = to_dtype(arr.dtype)
+        self.shape = tuple(arr.shape)
+        self.elem_shape = ()
+        self.ncomp = 1
+        self.position = position
+        self.grad = self.dual = None
+
+
+def _template_key(value):
+    if isinstance(value, (int, float, str, bool, type(None), DType)):
+        return (type(value).__name__, value)
+    return ("id", id(value))
+
+
+class Kernel:
+    instances: list = []
+
+    def __init__(self, pyfunc, bound_self=None):
+        self.pyfunc = pyfunc
+        self.name = pyfunc.__name__
+        self.bound_self = bound_self
+        self.variants: dict = {}
+        self._sig = None
+        self.grad = GradKernel(self)
+        Kernel.instances.append(self)
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        cache = obj.__dict__.setdefault("_simrun_bound", {})
+        if self.name not in cache:
+            cache[self.name] = Kernel(self.pyfunc, bound_self=obj)
+        return cache[self.name]
+
+    @property
+    def is_bound_kernel(self) -> bool:
+        return self.bound_self is not None
+
+    def params(self):
+        if self._sig is None:
+            sig = inspect.signature(self.pyfunc)
+            params = [_Param(n, p.annotation) for n, p in sig.parameters.items()]
+            if self.bound_self is not None:
+                params = params[1:]
+            ret = sig.return_annotation
+            if ret is inspect.Parameter.empty or ret is None:
+                rets = []
+            elif isinstance(ret, MatrixType):
+                rets = [ret.dtype or defaults.fp] * (ret.n * ret.m)
+            else:
+                rets = [to_dtype(ret)]
+            self._sig = (params, rets, any(p.kind in ("template", "ndarray") for p in params))
+        return self._sig
+
+    def _key(self, params, args, mode):
+        parts = [mode]
+        for p, a in zip(params, args):
+            if p.kind == "template":
+                parts.append(_template_key(a))
+            elif p.kind == "ndarray":
+                arr = np.asarray(a)
+                parts.append((str(arr.dtype), arr.shape))
+        return tuple(parts)
+
+    def __call__(self, *args, **kwargs):
+        from .autodiff import tape
+
+        if kwargs:
+            args = self._bind_kwargs(args, kwargs)
+        mode = "fwd" if tape.forward_mode_active() else "primal"
+        compiled, flat, arrays = self.prepare(args, mode)
+        tape.before_launch(self, args, compiled)
+        return self._finish(compiled.launch(flat, arrays))
+
+    def _finish(self, result):
+        if result is None:
+            return None
+        _, rets, _ = self.params()
+        ann = inspect.signature(self.pyfunc).return_annotation
+        if isinstance(ann, MatrixType):
+            return Matrix(result) if ann.is_vector else \
+                Matrix([result[i * ann.m:(i + 1) * ann.m] for i in range(ann.n)])
+        return result[0]
+
+    def _bind_kwargs(self, args, kwargs):
+        sig = inspect.signature(self.pyfunc)
+        extra = (self.bound_self,) if self.bound_self is not None else ()
+        bound = sig.bind(*extra, *args, **kwargs)
+        return tuple(bound.arguments.values())[len(extra):]
+
+    def prepare(self, args, mode: str):
+        params, rets, specialised = self.params()
+        if len(args) != len(params):
+            raise TypeError(f"kernel '{self.name}' takes {len(params)} argument(s), "
+                            f"got {len(args)}")
+        key = self._key(params, args, mode) if specialised else (mode,)
+        compiled = self.variants.get(key)
+        if compiled is None:
+            compiled = self.compile(args, mode)
+            self.variants[key] = compiled
+        flat, arrays = [], []
+        for k, (p, a) in enumerate(zip(params, args)):
+            if p.kind == "scalar":
+                flat.append(a)
+            elif p.kind == "matrix":
+                flat.extend(Matrix(a).entries() if not isinstance(a, Matrix) else a.entries())
+            elif p.kind == "ndarray":
+                arrays.append((compiled.ndarray_slots[k], np.ascontiguousarray(a)))
+        return compiled, flat, arrays
+
+    def lower(self, args) -> tuple:
+        """Frontend: Python AST -> KernelIR for these arguments."""
+        params, rets, _ = self.params()
+        em = Emitter(self.name, config.debug)
+        scope: dict = {}
+        arg_vars: list = []
+        ndarrays: dict = {}
+        if self.bound_self is not None:
+            first = next(iter(inspect.signature(self.pyfunc).parameters))
+            scope[first] = self.bound_self
+        for k, (p, a) in enumerate(zip(params, args)):
+            if p.kind == "template":
+                scope[p.name] = a
+            elif p.kind == "scalar":
+                var = Var(p.name, p.dtype)
+                arg_vars.append(var)
+                scope[p.name] = var
+            elif p.kind == "matrix":
+                mt = p.annotation
+                dt = mt.dtype or defaults.fp
+                vs = [Var(f"{p.name}_{i}", dt) for i in range(mt.n * mt.m)]
+                arg_vars.extend(vs)
+                tmpl = Matrix([0] * mt.n) if mt.is_vector else Matrix([[0] * mt.m] * mt.n)
+                scope[p.name] = LocalMatrix(tmpl, vs)
+            else:
+                nd = NdarrayArg(p.name, np.asarray(a), k)
+                ndarrays[k] = nd
+                scope[p.name] = nd
+        src = get_source(self.pyfunc)
+        lw = Lowerer(em, src, scope)
+        lw.return_type = rets
+        _stack.append(em)
+        try:
+            tasks = lower_body(lw, src.tree.body)
+        except CompileError as exc:
+            raise exc.with_context(em.span, self.name) from None
+        finally:
+            _stack.pop()
+        kir = KernelIR(self.name, tasks, arg_vars, rets, span=src.span(src.tree),
+                       extra={"top_level_vars": em.top_level_vars})
+        return kir, ndarrays
+
+    def compile(self, args, mode: str):
+        from .autodiff import transform
+        from .compiler import compile_kernel
+
+        kir, ndarrays = self.lower(args)
+        kir = transform(kir, mode, self.name)
+        compiled = compile_kernel(kir, runtime(), config, None, None)
+        from .codegen.layout import build_layout  # noqa: F401  (layout lives on compiled)
+
+        compiled.ndarray_slots = {k: compiled.layout.field_slot[id(nd)]
+                                  for k, nd in ndarrays.items()
+                                  if id(nd) in compiled.layout.field_slot}
+        compiled.kir = kir
+        return compiled
+
+
+class GradKernel:
+    """`kernel.grad(*args)`: the reverse-mode adjoint of the kernel."""
+
+    def __init__(self, kernel: Kernel):
+        self.kernel = kernel
+
+    def __call__(self, *args, **kwargs):
+        from .autodiff import tape
+
+        k = self.kernel
+        if k.bound_self is None and self is not k.grad:
+            pass
+        if kwargs:
+            args = k._bind_kwargs(args, kwargs)
+        tape.run_grad(k, args)
+
+
+class Func:
+    """@ti.func: inlined into the calling kernel."""
+
+    def __init__(self, pyfunc, bound_self=None):
+        self.pyfunc = pyfunc
+        self.bound_self = bound_self
+        self.is_bound_func = bound_self is not None
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return Func(self.pyfunc, obj)
+
+    def __call__(self, *args, **kwargs):
+        from .frontend.context import active
+
+        if not active():
+            raise RuntimeError(f"ti.func '{self.pyfunc.__name__}' can only be called from a "
+                               "kernel or another ti.func")
+        raise RuntimeError("internal: ti.func calls are inlined by the frontend")
+
+
+def kernel(fn=None, **_options):
+    if fn is None:
+        return lambda f: Kernel(f)
+    return Kernel(fn)
+
+
+def func(fn=None, **_options):
+    if fn is None:
+        return lambda f: Func(f)
+    return Func(fn)
+
+
+pyfunc = real_func = func
+
+
+def data_oriented(cls):
+    return cls
+
+
+__all__ = ["init", "reset", "kernel", "func", "data_oriented", "sync", "config", "runtime",
+           "Kernel", "Func", "f32", "f64", "i64", "fields_mod"]

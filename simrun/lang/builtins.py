@@ -1,0 +1,166 @@
+"""Math and utility functions that work on Python numbers, kernel expressions and matrices alike.
+
+Called from Python scope they compute numbers; called while a kernel is being compiled they
+build IR; given a Matrix they apply element-wise.  This is what makes matrix functions, SVD and
+polar decomposition plain Python code.
+"""
+
+from __future__ import annotations
+
+import builtins as _py
+import math as _math
+import numbers
+
+import numpy as np
+
+from .ir import builder
+from .ir.nodes import Arith, Const, Expr
+from .ir.ops import OPS, Op
+from .types import DType, to_dtype
+
+
+def _is_matrix(x) -> bool:
+    from .matrix import Matrix
+
+    return isinstance(x, Matrix)
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (numbers.Number, np.number)) and not isinstance(x, Arith)
+
+
+def _apply(op: Op, *args):
+    """Element-wise over matrices, numeric in Python scope, IR inside kernels."""
+    for k, a in enumerate(args):
+        if _is_matrix(a):
+            from .matrix import Matrix
+
+            shaped = [x if _is_matrix(x) else None for x in args]
+            ref = a
+            rows = []
+            for i in range(ref.n):
+                row = []
+                for j in range(ref.m):
+                    row.append(_apply(op, *[s.rows[i][j] if s is not None else x
+                                            for s, x in zip(shaped, args)]))
+                rows.append(row)
+            out = Matrix.__new__(Matrix)
+            out.rows, out.is_vector = rows, ref.is_vector
+            return out
+    if all(_is_number(a) for a in args):
+        result = OPS[op].ref(*[float(a) if op in _FLOAT_OPS else a for a in args])
+        return result
+    return builder.make(op, *args)
+
+
+_FLOAT_OPS = {Op.SIN, Op.COS, Op.TAN, Op.ASIN, Op.ACOS, Op.ATAN, Op.TANH, Op.EXP, Op.LOG,
+              Op.SQRT, Op.RSQRT, Op.ATAN2, Op.TRUEDIV}
+
+
+def sin(x): return _apply(Op.SIN, x)
+def cos(x): return _apply(Op.COS, x)
+def tan(x): return _apply(Op.TAN, x)
+def asin(x): return _apply(Op.ASIN, x)
+def acos(x): return _apply(Op.ACOS, x)
+def atan(x): return _apply(Op.ATAN, x)
+def tanh(x): return _apply(Op.TANH, x)
+def exp(x): return _apply(Op.EXP, x)
+def log(x): return _apply(Op.LOG, x)
+def sqrt(x): return _apply(Op.SQRT, x)
+def rsqrt(x): return _apply(Op.RSQRT, x)
+def floor(x, dtype=None): return _rounding(Op.FLOOR, x, dtype)
+def ceil(x, dtype=None): return _rounding(Op.CEIL, x, dtype)
+def round(x, dtype=None): return _rounding(Op.ROUND, x, dtype)  # noqa: A001
+def atan2(y, x): return _apply(Op.ATAN2, y, x)
+def pow(x, y): return x**y  # noqa: A001
+def truediv(a, b): return _apply(Op.TRUEDIV, a, b)
+def abs(x): return _apply(Op.ABS, x)  # noqa: A001
+def logical_and(a, b): return _apply(Op.LOGICAL_AND, a, b)
+def logical_or(a, b): return _apply(Op.LOGICAL_OR, a, b)
+def logical_not(a): return _apply(Op.LOGICAL_NOT, a)
+def bit_shl(a, b): return a << b
+def bit_shr(a, b): return a >> b
+def bit_sar(a, b): return a >> b
+
+
+def _rounding(op, x, dtype):
+    r = _apply(op, x)
+    return cast(r, dtype) if dtype is not None else r
+
+
+def max(*args):  # noqa: A001
+    args = _flatten_args(args)
+    out = args[0]
+    for a in args[1:]:
+        out = _apply(Op.MAX, out, a)
+    return out
+
+
+def min(*args):  # noqa: A001
+    args = _flatten_args(args)
+    out = args[0]
+    for a in args[1:]:
+        out = _apply(Op.MIN, out, a)
+    return out
+
+
+def _flatten_args(args):
+    if len(args) == 1 and isinstance(args[0], (list, tuple)):
+        return list(args[0])
+    return list(args)
+
+
+def select(cond, a, b):
+    if _is_matrix(cond) or _is_matrix(a) or _is_matrix(b):
+        return _apply(Op.SELECT, cond, a, b)
+    if all(_is_number(v) for v in (cond, a, b)):
+        return a if cond else b
+    return builder.select(cond, a, b)
+
+
+ifte = select
+
+
+def cast(x, dtype):
+    dtype = to_dtype(dtype)
+    if _is_matrix(x):
+        return x.map(lambda e: cast(e, dtype))
+    if _is_number(x):
+        if dtype.is_float:
+            return float(np.array(x).astype(dtype.np))
+        return int(np.array(int(x)).astype(dtype.np))
+    return builder.cast(x, dtype)
+
+
+def bit_cast(x, dtype):
+    raise NotImplementedError("ti.bit_cast is not supported by simrun yet")
+
+
+def static_int(x) -> int:
+    """Matrix indices must be known at compile time (Taichi's rule for local matrices)."""
+    if isinstance(x, Const):
+        return int(x.value)
+    if isinstance(x, (int, np.integer)):
+        return int(x)
+    if isinstance(x, Expr):
+        raise TypeError(
+            "a local Vector/Matrix can only be indexed by a compile-time constant; "
+            "use ti.static(range(n)) for the loop over its components"
+        )
+    return int(x)
+
+
+def python_value(x):
+    if isinstance(x, Const):
+        return x.value
+    if isinstance(x, Arith):
+        raise TypeError("a kernel expression has no value in Python scope")
+    return x
+
+
+def is_dtype(x) -> bool:
+    return isinstance(x, DType)
+
+
+_py_math = _math
+_py_builtins = _py

@@ -1,0 +1,467 @@
+"""IR -> llvmlite.ir: one LLVM function per task, `i64 task(ctx, tid, nthreads)`.
+
+nthreads == 0 is the probe call: a small loop runs inline and returns 0, a large one returns
+its trip count untouched so the runtime can split it over threads (tid, nthreads).
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ..ir.nodes import (AssertStmt, Assign, Atomic, Break, Const, Continue, For, If, Load,
+                        OpExpr, Print, Random, Return, StackPop, StackPush, Store, VarRef, While,
+                        walk)
+from ..ir.ops import Op
+from ..types import DType, f64 as F64T, i64 as I64T
+from . import llvm_ops
+from .layout import STACK_BYTES, Layout, stmt_writes
+from .llvm_types import F64, I32, I64, PTR, const, llvm_type
+
+SMALL_FLAT_LOOP = 8192   # iterations run inline when the body has no inner loop
+CHUNKS_PER_THREAD = 4
+
+
+class TaskEmitter:
+    def __init__(self, module: ir.Module, name: str, task, layout: Layout, debug: bool,
+                 fast_math: bool = True):
+        self.module, self.task, self.layout = module, task, layout
+        self.debug, self.fast_math = debug, fast_math
+        self.fn = ir.Function(module, ir.FunctionType(I64, [PTR, I64, I64]), name)
+        self.fn.args[0].add_attribute("noalias")
+        self.ctx, self.tid, self.nthreads = self.fn.args
+        self.entry = self.fn.append_basic_block("entry")
+        self.eb = ir.IRBuilder(self.entry)
+        self.start = self.fn.append_basic_block("start")
+        self.b = ir.IRBuilder(self.start)
+        self.var_ptrs: dict = {}
+        self.field_bases: dict = {}
+        self.loop_targets: list = []
+        self.parallel = task.kind == "range"
+        self.reductions: dict = {}
+        self.operand_dtype: DType | None = None
+        self.cond_dtype: DType | None = None
+        self.written = {v for s in walk(task.body) for v in stmt_writes(s)}
+
+    # ------------------------------------------------------------ storage
+    def slot_ptr(self, builder, slot: int):
+        return builder.gep(self.ctx, [ir.Constant(I64, slot)], source_etype=I64)
+
+    def var_ptr(self, var):
+        ptr = self.var_ptrs.get(var)
+        if ptr is not None:
+            return ptr
+        t = llvm_type(var.dtype)
+        slot = self.layout.var_slot.get(var)
+        if slot is not None and var in self.written and not self.parallel:
+            ptr = self.slot_ptr(self.eb, slot)
+        else:
+            ptr = self.eb.alloca(t, name=var.name)
+            if slot is not None:
+                self.eb.store(self.eb.load(self.slot_ptr(self.eb, slot), typ=t), ptr)
+        self.var_ptrs[var] = ptr
+        return ptr
+
+    def field_base(self, f):
+        base = self.field_bases.get(id(f))
+        if base is None:
+            slot = self.layout.slot_of_field(f)
+            base = self.eb.load(self.slot_ptr(self.eb, slot), typ=PTR, name=f"{f.name}_base")
+            self.field_bases[id(f)] = base
+        return base
+
+    # ------------------------------------------------------------ expressions
+    def expr(self, e):
+        b = self.b
+        if isinstance(e, Const):
+            return const(e.dtype, e.value)
+        if isinstance(e, VarRef):
+            return b.load(self.var_ptr(e.var), typ=llvm_type(e.var.dtype))
+        if isinstance(e, OpExpr):
+            args = [self.expr(a) for a in e.args]
+            if e.op is Op.CAST:
+                return llvm_ops.cast(b, args[0], e.args[0].dtype, e.dtype)
+            self.operand_dtype = e.args[0].dtype
+            if e.op is Op.SELECT:
+                self.cond_dtype = e.args[0].dtype
+            return llvm_ops.EMITTERS[e.op](self, b, e.dtype, args)
+        raise TypeError(f"cannot emit {e!r}")
+
+    def element_ptr(self, s):
+        f = s.field
+        b = self.b
+        idx = []
+        for i in s.indices:
+            v = self.expr(i)
+            idx.append(b.sext(v, I64) if v.type.width < 64 else v)
+        if self.debug:
+            self.bounds_check(s, idx)
+        offset = ir.Constant(I64, 0)
+        for k, (i, n) in enumerate(zip(idx, f.shape)):
+            offset = b.add(b.mul(offset, ir.Constant(I64, n)), i) if k else i
+        if f.ncomp > 1:
+            offset = b.add(b.mul(offset, ir.Constant(I64, f.ncomp)), ir.Constant(I64, s.comp))
+        return b.gep(self.field_base(f), [offset], source_etype=llvm_type(f.dtype))
+
+    def bounds_check(self, s, idx) -> None:
+        b = self.b
+        site = len(self.layout.sites)
+        self.layout.sites.append(("index", s.field.name, s.span, s.field.shape))
+        bad = ir.Constant(ir.IntType(1), 0)
+        for i, n in zip(idx, s.field.shape):
+            bad = b.or_(bad, b.icmp_unsigned(">=", i, ir.Constant(I64, n)))
+        with b.if_then(bad, likely=False):
+            self.record_error(1, site, idx)
+
+    def record_error(self, code: int, site: int, values=()) -> None:
+        b = self.b
+        base = self.layout.err_slot
+        b.store(ir.Constant(I64, site), self.slot_ptr(b, base + 1))
+        for k, v in enumerate(list(values)[:5]):
+            b.store(v, self.slot_ptr(b, base + 2 + k))
+        b.store(ir.Constant(I64, code), self.slot_ptr(b, base))
+        b.ret(ir.Constant(I64, -1))
+        # code after the return goes into an unreachable block that if_then closes
+        b.position_at_end(self.fn.append_basic_block("dead"))
+
+    # ------------------------------------------------------------ statements
+    def stmts(self, body) -> None:
+        for s in body:
+            getattr(self, f"s_{type(s).__name__}")(s)
+
+    def s_Assign(self, s):
+        self.b.store(self.expr(s.value), self.var_ptr(s.var))
+
+    def s_Load(self, s):
+        ptr = self.element_ptr(s)
+        self.b.store(self.b.load(ptr, typ=llvm_type(s.field.dtype)), self.var_ptr(s.var))
+
+    def s_Store(self, s):
+        value = self.expr(s.value)
+        self.b.store(value, self.element_ptr(s))
+
+    def s_Atomic(self, s):
+        key = (id(s.field), s.comp)
+        value = self.expr(s.value)
+        if key in self.reductions and s.result is None:
+            acc = self.reductions[key]
+            old = self.b.load(acc, typ=value.type)
+            op = {"add": "fadd", "sub": "fsub"} if s.field.dtype.is_float else \
+                {"add": "add", "sub": "sub"}
+            fn = getattr(self.b, op[s.op])
+            self.b.store(fn(old, value, **({"flags": llvm_ops.FAST} if s.field.dtype.is_float
+                                           and self.fast_math else {})), acc)
+            return
+        ptr = self.element_ptr(s)
+        old = self.atomic_update(ptr, s.op, value, s.field.dtype, atomic=self.parallel)
+        if s.result is not None:
+            self.b.store(old, self.var_ptr(s.result))
+
+    def atomic_update(self, ptr, op: str, value, dtype: DType, atomic: bool):
+        b = self.b
+        isf = dtype.is_float
+        if atomic and op in ("add", "sub", "min", "max", "and", "or", "xor"):
+            name = {"add": "fadd" if isf else "add", "sub": "fsub" if isf else "sub",
+                    "min": "fmin" if isf else ("umin" if dtype.kind == "u" else "min"),
+                    "max": "fmax" if isf else ("umax" if dtype.kind == "u" else "max"),
+                    "and": "and", "or": "or", "xor": "xor"}[op]
+            return b.atomic_rmw(name, ptr, value, "monotonic")
+        t = llvm_type(dtype)
+        old = b.load(ptr, typ=t)
+        new = self.combine(op, old, value, dtype)
+        if not atomic:
+            b.store(new, ptr)
+            return old
+        # compare-and-swap loop for operations without a native atomicrmw (mul)
+        loop = self.fn.append_basic_block("cas")
+        done = self.fn.append_basic_block("cas_done")
+        before = b.block
+        b.branch(loop)
+        b.position_at_end(loop)
+        cur = b.phi(t)
+        cur.add_incoming(old, before)
+        new = self.combine(op, cur, value, dtype)
+        itype = ir.IntType(t.width if not isf else (32 if dtype.bits == 32 else 64))
+        if isf:
+            res = b.cmpxchg(ptr, b.bitcast(cur, itype), b.bitcast(new, itype), "monotonic",
+                            "monotonic")
+            seen = b.bitcast(b.extract_value(res, 0), t)
+        else:
+            res = b.cmpxchg(ptr, cur, new, "monotonic", "monotonic")
+            seen = b.extract_value(res, 0)
+        cur.add_incoming(seen, b.block)
+        b.cbranch(b.extract_value(res, 1), done, loop)
+        b.position_at_end(done)
+        return seen
+
+    def combine(self, op, old, value, dtype):
+        emit = {"add": Op.ADD, "sub": Op.SUB, "mul": Op.MUL, "min": Op.MIN, "max": Op.MAX,
+                "and": Op.BIT_AND, "or": Op.BIT_OR, "xor": Op.BIT_XOR}[op]
+        return llvm_ops.EMITTERS[emit](self, self.b, dtype, [old, value])
+
+    def s_Random(self, s):
+        b = self.b
+        base = b.load(self.slot_ptr(b, self.layout.rng_slot), typ=PTR)
+        ptr = b.gep(base, [b.mul(self.tid, ir.Constant(I64, 8))], source_etype=ir.IntType(8))
+        x = b.load(ptr, typ=I64)
+        x = b.xor(x, b.lshr(x, ir.Constant(I64, 12)))
+        x = b.xor(x, b.shl(x, ir.Constant(I64, 25)))
+        x = b.xor(x, b.lshr(x, ir.Constant(I64, 27)))
+        b.store(x, ptr)
+        r = b.mul(x, ir.Constant(I64, 2685821657736338717))
+        dt = s.var.dtype
+        if dt.is_float:
+            bits = 24 if dt.bits <= 32 else 53
+            mant = b.lshr(r, ir.Constant(I64, 64 - bits))
+            value = b.fmul(b.uitofp(mant, F64), ir.Constant(F64, 2.0 ** -bits))
+            value = llvm_ops.cast(b, value, F64T, dt)
+        else:
+            value = b.trunc(b.lshr(r, ir.Constant(I64, 32)), llvm_type(dt)) \
+                if dt.bits < 64 else r
+        b.store(value, self.var_ptr(s.var))
+
+    def s_If(self, s):
+        b = self.b
+        cond = llvm_ops.truthy(b, self.expr(s.cond), s.cond.dtype)
+        if s.orelse:
+            with b.if_else(cond) as (then, otherwise):
+                with then:
+                    self.stmts(s.then)
+                with otherwise:
+                    self.stmts(s.orelse)
+        else:
+            with b.if_then(cond):
+                self.stmts(s.then)
+
+    def _loop(self, head_cond, body, before_body=None, latch=None):
+        b = self.b
+        head = self.fn.append_basic_block("loop_head")
+        body_bb = self.fn.append_basic_block("loop_body")
+        latch_bb = self.fn.append_basic_block("loop_latch")
+        exit_bb = self.fn.append_basic_block("loop_exit")
+        b.branch(head)
+        b.position_at_end(head)
+        if head_cond is not None:
+            b.cbranch(head_cond(), body_bb, exit_bb)
+        else:
+            b.branch(body_bb)
+        b.position_at_end(body_bb)
+        if before_body:
+            before_body()
+        self.loop_targets.append((exit_bb, latch_bb))
+        self.stmts(body)
+        self.loop_targets.pop()
+        if not b.block.is_terminated:
+            b.branch(latch_bb)
+        b.position_at_end(latch_bb)
+        if latch:
+            latch()
+        b.branch(head)
+        b.position_at_end(exit_bb)
+
+    def s_For(self, s):
+        b = self.b
+        t = llvm_type(s.var.dtype)
+        begin, end = self.expr(s.begin), self.expr(s.end)
+        counter = self.eb.alloca(t, name="for_i")
+        b.store(begin, counter)
+        var_ptr = self.var_ptr(s.var)
+
+        def cond():
+            return b.icmp_signed("<", b.load(counter, typ=t), end)
+
+        def before():
+            b.store(b.load(counter, typ=t), var_ptr)
+
+        def latch():
+            b.store(b.add(b.load(counter, typ=t), ir.Constant(t, 1)), counter)
+
+        self._loop(cond, s.body, before, latch)
+
+    def s_While(self, s):
+        self._loop(None, s.body)
+
+    def s_Break(self, s):
+        self.b.branch(self.loop_targets[-1][0])
+        self.b.position_at_end(self.fn.append_basic_block("after_break"))
+
+    def s_Continue(self, s):
+        self.b.branch(self.loop_targets[-1][1])
+        self.b.position_at_end(self.fn.append_basic_block("after_continue"))
+
+    def s_AssertStmt(self, s):
+        b = self.b
+        site = len(self.layout.sites)
+        self.layout.sites.append(("assert", s.message, s.span, None))
+        failed = b.not_(llvm_ops.truthy(b, self.expr(s.cond), s.cond.dtype))
+        with b.if_then(failed, likely=False):
+            self.record_error(2, site)
+
+    def s_Print(self, s):
+        b = self.b
+        fmt, args = [], []
+        for item in s.items:
+            if isinstance(item, str):
+                fmt.append(item.replace("%", "%%"))
+            elif item.dtype.is_float:
+                fmt.append("%g")
+                args.append(b.fpext(self.expr(item), F64) if item.dtype.bits < 64
+                            else self.expr(item))
+            else:
+                fmt.append("%lld")
+                v = self.expr(item)
+                args.append(llvm_ops.cast(b, v, item.dtype, I64T) if item.dtype.bits < 64 else v)
+        text = (" ".join(fmt) + "\n").encode() + b"\0"
+        gv = ir.GlobalVariable(self.module, ir.ArrayType(ir.IntType(8), len(text)),
+                               name=self.module.get_unique_name("fmt"))
+        gv.initializer = ir.Constant(ir.ArrayType(ir.IntType(8), len(text)), bytearray(text))
+        gv.global_constant = True
+        printf = self.module.globals.get("printf") or ir.Function(
+            self.module, ir.FunctionType(I32, [PTR], var_arg=True), "printf")
+        fflush = self.module.globals.get("fflush") or ir.Function(
+            self.module, ir.FunctionType(I32, [PTR]), "fflush")
+        b.call(printf, [gv] + args)
+        b.call(fflush, [ir.Constant(PTR, None)])
+
+    def s_Return(self, s):
+        b = self.b
+        for k, v in enumerate(s.values):
+            b.store(self.expr(v), self.slot_ptr(b, self.layout.ret_slot + k))
+        b.ret(ir.Constant(I64, 0))
+        b.position_at_end(self.fn.append_basic_block("after_return"))
+
+    # ------------------------------------------------------------ autodiff stack
+    def _stack(self):
+        b = self.b
+        base = b.load(self.slot_ptr(b, self.layout.stack_slot), typ=PTR)
+        return b.gep(base, [b.mul(self.tid, ir.Constant(I64, STACK_BYTES))],
+                     source_etype=ir.IntType(8))
+
+    def s_StackPush(self, s):
+        b = self.b
+        st = self._stack()
+        size_p = b.gep(st, [ir.Constant(I64, 8)], source_etype=ir.IntType(8))
+        cap_p = b.gep(st, [ir.Constant(I64, 16)], source_etype=ir.IntType(8))
+        size = b.load(size_p, typ=I64)
+        cap = b.load(cap_p, typ=I64)
+        need = b.add(size, ir.Constant(I64, 8))
+        with b.if_then(b.icmp_unsigned(">", need, cap), likely=False):
+            newcap = b.select(b.icmp_unsigned("<", cap, ir.Constant(I64, 4096)),
+                              ir.Constant(I64, 4096), b.mul(cap, ir.Constant(I64, 2)))
+            realloc = self.module.globals.get("realloc") or ir.Function(
+                self.module, ir.FunctionType(PTR, [PTR, I64]), "realloc")
+            data = b.call(realloc, [b.load(st, typ=PTR), newcap])
+            b.store(data, st)
+            b.store(newcap, cap_p)
+        data = b.load(st, typ=PTR)
+        slot = b.gep(data, [size], source_etype=ir.IntType(8))
+        b.store(b.load(self.var_ptr(s.var), typ=llvm_type(s.var.dtype)), slot)
+        b.store(need, size_p)
+
+    def s_StackPop(self, s):
+        b = self.b
+        st = self._stack()
+        size_p = b.gep(st, [ir.Constant(I64, 8)], source_etype=ir.IntType(8))
+        size = b.sub(b.load(size_p, typ=I64), ir.Constant(I64, 8))
+        b.store(size, size_p)
+        slot = b.gep(b.load(st, typ=PTR), [size], source_etype=ir.IntType(8))
+        b.store(b.load(slot, typ=llvm_type(s.var.dtype)), self.var_ptr(s.var))
+
+    # ------------------------------------------------------------ task skeletons
+    def build(self):
+        if self.task.kind == "serial":
+            self.stmts(self.task.body)
+            if not self.b.block.is_terminated:
+                self.b.ret(ir.Constant(I64, 0))
+        else:
+            self.build_range()
+        self.eb.branch(self.start)
+        return self.fn
+
+    def _find_reductions(self):
+        accessed_other = set()
+        candidates = {}
+        for s in walk(self.task.body):
+            if isinstance(s, Atomic) and s.op in ("add", "sub") and s.result is None \
+                    and s.field.shape == ():
+                candidates[(id(s.field), s.comp)] = s.field
+            elif isinstance(s, (Load, Store, Atomic)):
+                accessed_other.add(id(s.field))
+        return {k: f for k, f in candidates.items() if k[0] not in accessed_other}
+
+    def build_range(self):
+        b, task = self.b, self.task
+        i64c = lambda v: ir.Constant(I64, v)  # noqa: E731
+        begin = b.sext(self.expr(task.begin), I64)
+        end = b.sext(self.expr(task.end), I64)
+        n = b.sub(end, begin)
+        n = b.select(b.icmp_signed("<", n, i64c(0)), i64c(0), n)
+        has_inner = any(isinstance(s, (For, While)) for s in walk(task.body))
+        small = 1 if has_inner else SMALL_FLAT_LOOP
+        chunk_p, c_p, step_p = (self.eb.alloca(I64, name=x) for x in ("chunk", "c", "cstep"))
+        probe = b.icmp_signed("==", self.nthreads, i64c(0))
+        with b.if_else(probe) as (then, otherwise):
+            with then:
+                with b.if_then(b.icmp_signed(">", n, i64c(small))):
+                    b.ret(n)
+                b.store(n, chunk_p)
+                b.store(i64c(0), c_p)
+                b.store(i64c(1), step_p)
+            with otherwise:
+                parts = b.mul(self.nthreads, i64c(CHUNKS_PER_THREAD))
+                chunk = b.sdiv(b.add(n, b.sub(parts, i64c(1))), parts)
+                chunk = b.select(b.icmp_signed("<", chunk, i64c(1)), i64c(1), chunk)
+                b.store(chunk, chunk_p)
+                b.store(self.tid, c_p)
+                b.store(self.nthreads, step_p)
+        reductions = self._find_reductions()
+        for key, f in reductions.items():
+            acc = self.eb.alloca(llvm_type(f.dtype), name=f"{f.name}_acc")
+            b.store(const(f.dtype, 0), acc)
+            self.reductions[key] = acc
+        chunk = b.load(chunk_p, typ=I64)
+        k_p = self.eb.alloca(I64, name="k")
+        hi_p = self.eb.alloca(I64, name="hi")
+
+        def chunk_cond():
+            return b.icmp_signed("<", b.mul(b.load(c_p, typ=I64), chunk), n)
+
+        def chunk_start():
+            lo = b.mul(b.load(c_p, typ=I64), chunk)
+            hi = b.add(lo, chunk)
+            b.store(b.select(b.icmp_signed("<", hi, n), hi, n), hi_p)
+            b.store(lo, k_p)
+            self._inner_loop(k_p, hi_p, begin)
+
+        def chunk_next():
+            b.store(b.add(b.load(c_p, typ=I64), b.load(step_p, typ=I64)), c_p)
+
+        self._loop(chunk_cond, [], chunk_start, chunk_next)
+        for key, f in reductions.items():
+            acc = self.reductions[key]
+            stub = type("S", (), {"field": f, "comp": key[1], "indices": (), "span": None})
+            ptr = self.element_ptr(stub)
+            self.atomic_update(ptr, "add", b.load(acc, typ=llvm_type(f.dtype)), f.dtype,
+                               atomic=True)
+        b.ret(i64c(0))
+
+    def _inner_loop(self, k_p, hi_p, begin):
+        b = self.b
+        var_ptr = self.var_ptr(self.task.var)
+        saved_targets = self.loop_targets
+        self.loop_targets = []
+
+        def cond():
+            return b.icmp_signed("<", b.load(k_p, typ=I64), b.load(hi_p, typ=I64))
+
+        def before():
+            idx = b.add(begin, b.load(k_p, typ=I64))
+            b.store(b.trunc(idx, llvm_type(self.task.var.dtype)), var_ptr)
+
+        def latch():
+            b.store(b.add(b.load(k_p, typ=I64), ir.Constant(I64, 1)), k_p)
+
+        self._loop(cond, self.task.body, before, latch)
+        self.loop_targets = saved_targets
+
+
+__all__ = ["TaskEmitter", "Assign", "Random", "Return", "StackPop", "StackPush", "Print"]

@@ -1,0 +1,104 @@
+"""The kernel context: one array of 8-byte slots shared by every task of a launch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir.nodes import Atomic, Load, Store, Var, expr_vars, walk
+from ..ir.nodes import Assign, For, If, Print, Random, Return, AssertStmt, StackPush, StackPop
+
+ERR_SLOTS = 8
+STACK_BYTES = 24  # per thread: data pointer, size, capacity
+
+
+@dataclass
+class Layout:
+    """Slot numbers for fields, arguments, cross-task locals, returns and runtime state."""
+
+    fields: list = field(default_factory=list)          # Field-like objects, slot = index
+    field_slot: dict = field(default_factory=dict)      # id(field) -> slot
+    var_slot: dict = field(default_factory=dict)        # Var -> slot
+    ret_slot: int = 0
+    n_ret: int = 0
+    err_slot: int = 0
+    rng_slot: int = 0
+    stack_slot: int = 0
+    size: int = 0
+    sites: list = field(default_factory=list)           # debug error sites
+
+    def slot_of_field(self, f) -> int:
+        return self.field_slot[id(f)]
+
+
+def _stmt_fields(s):
+    if isinstance(s, (Load, Store, Atomic)):
+        yield s.field
+
+
+def _stmt_exprs(s):
+    if isinstance(s, Assign):
+        yield s.value
+    elif isinstance(s, (Load,)):
+        yield from s.indices
+    elif isinstance(s, Store):
+        yield from s.indices
+        yield s.value
+    elif isinstance(s, Atomic):
+        yield from s.indices
+        yield s.value
+    elif isinstance(s, If):
+        yield s.cond
+    elif isinstance(s, For):
+        yield s.begin
+        yield s.end
+    elif isinstance(s, AssertStmt):
+        yield s.cond
+    elif isinstance(s, Print):
+        yield from (x for x in s.items if not isinstance(x, str))
+    elif isinstance(s, Return):
+        yield from s.values
+
+
+def stmt_reads(s):
+    for e in _stmt_exprs(s):
+        yield from expr_vars(e)
+    if isinstance(s, StackPush):
+        yield s.var
+
+
+def stmt_writes(s):
+    if isinstance(s, (Assign, Load, Random, StackPop)):
+        yield s.var
+    elif isinstance(s, Atomic) and s.result is not None:
+        yield s.result
+    elif isinstance(s, For):
+        yield s.var
+
+
+def build_layout(kernel) -> Layout:
+    lay = Layout()
+    for task in kernel.tasks:
+        for s in walk(task.body):
+            for f in _stmt_fields(s):
+                if id(f) not in lay.field_slot:
+                    lay.field_slot[id(f)] = len(lay.fields)
+                    lay.fields.append(f)
+    slot = len(lay.fields)
+    for v in kernel.arg_vars:
+        lay.var_slot[v] = slot
+        slot += 1
+    for v in kernel.extra.get("top_level_vars", []):
+        if v not in lay.var_slot:
+            lay.var_slot[v] = slot
+            slot += 1
+    lay.ret_slot, lay.n_ret = slot, len(kernel.ret_types)
+    slot += max(1, lay.n_ret)
+    lay.err_slot = slot
+    slot += ERR_SLOTS
+    lay.rng_slot = slot
+    lay.stack_slot = slot + 1
+    lay.size = slot + 2
+    return lay
+
+
+__all__ = ["Layout", "build_layout", "stmt_reads", "stmt_writes", "Var"]

@@ -1,0 +1,233 @@
+"""Opcode -> LLVM emitter table (numba's mathimpl style): one small function per op."""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ..ir.ops import Op
+from ..types import DType
+from .llvm_types import I32, llvm_type
+
+FAST = ("reassoc", "nsz", "arcp", "contract", "afn")
+
+
+def _intrinsic(b: ir.IRBuilder, name: str, args, t):
+    fn = b.module.declare_intrinsic(name, [t])
+    return b.call(fn, args)
+
+
+def _libm(b: ir.IRBuilder, name: str, args, t):
+    suffix = "f" if isinstance(t, ir.FloatType) else ""
+    fnty = ir.FunctionType(t, [t] * len(args))
+    fname = name + suffix
+    fn = b.module.globals.get(fname) or ir.Function(b.module, fnty, fname)
+    return b.call(fn, args)
+
+
+def _flags(cg):
+    return FAST if cg.fast_math else ()
+
+
+def _arith(fop, iop, uop=None):
+    def emit(cg, b, dt: DType, args):
+        if dt.is_float:
+            return getattr(b, fop)(*args, flags=_flags(cg))
+        return getattr(b, uop if (uop and dt.kind == "u") else iop)(*args)
+
+    return emit
+
+
+def _math1(intr=None, libm=None):
+    def emit(cg, b, dt, args):
+        t = llvm_type(dt)
+        if intr:
+            return _intrinsic(b, intr, args, t)
+        return _libm(b, libm, args, t)
+
+    return emit
+
+
+def _floordiv(cg, b, dt, args):
+    a, c = args
+    t = llvm_type(dt)
+    if dt.is_float:
+        return _intrinsic(b, "llvm.floor", [b.fdiv(a, c)], t)
+    if dt.kind == "u":
+        return b.udiv(a, c)
+    q = b.sdiv(a, c)
+    r = b.srem(a, c)
+    zero = ir.Constant(t, 0)
+    adjust = b.and_(b.icmp_signed("!=", r, zero),
+                    b.icmp_signed("!=", b.icmp_signed("<", r, zero), b.icmp_signed("<", c, zero)))
+    return b.sub(q, b.zext(adjust, t))
+
+
+def _mod(cg, b, dt, args):
+    a, c = args
+    t = llvm_type(dt)
+    if dt.is_float:
+        return b.fsub(a, b.fmul(c, _intrinsic(b, "llvm.floor", [b.fdiv(a, c)], t)))
+    if dt.kind == "u":
+        return b.urem(a, c)
+    r = b.srem(a, c)
+    zero = ir.Constant(t, 0)
+    adjust = b.and_(b.icmp_signed("!=", r, zero),
+                    b.icmp_signed("!=", b.icmp_signed("<", r, zero), b.icmp_signed("<", c, zero)))
+    return b.select(adjust, b.add(r, c), r)
+
+
+def _pow(cg, b, dt, args):
+    t = llvm_type(dt)
+    if dt.is_float:
+        return _intrinsic(b, "llvm.pow", args, t)
+    d = ir.DoubleType()
+    conv = [b.sitofp(a, d) if dt.kind == "i" else b.uitofp(a, d) for a in args]
+    r = _intrinsic(b, "llvm.pow", conv, d)
+    return b.fptosi(r, t) if dt.kind == "i" else b.fptoui(r, t)
+
+
+def _minmax(fname, pred):
+    def emit(cg, b, dt, args):
+        if dt.is_float:
+            return _intrinsic(b, fname, args, llvm_type(dt))
+        cmp = b.icmp_unsigned(pred, *args) if dt.kind == "u" else b.icmp_signed(pred, *args)
+        return b.select(cmp, *args)
+
+    return emit
+
+
+def _compare(pred):
+    def emit(cg, b, dt, args):
+        odt = cg.operand_dtype
+        if odt.is_float:
+            c = b.fcmp_ordered(pred, *args) if pred != "!=" else b.fcmp_unordered(pred, *args)
+        elif odt.kind == "u":
+            c = b.icmp_unsigned(pred, *args)
+        else:
+            c = b.icmp_signed(pred, *args)
+        return b.zext(c, I32)
+
+    return emit
+
+
+def truthy(b, value, dtype: DType):
+    if dtype.is_float:
+        return b.fcmp_unordered("!=", value, ir.Constant(value.type, 0.0))
+    return b.icmp_unsigned("!=", value, ir.Constant(value.type, 0))
+
+
+def _logical(kind):
+    def emit(cg, b, dt, args):
+        odt = cg.operand_dtype
+        x = truthy(b, args[0], odt)
+        if kind == "not":
+            return b.zext(b.not_(x), I32)
+        y = truthy(b, args[1], odt)
+        return b.zext(b.and_(x, y) if kind == "and" else b.or_(x, y), I32)
+
+    return emit
+
+
+def _neg(cg, b, dt, args):
+    return b.fneg(args[0], flags=_flags(cg)) if dt.is_float else b.neg(args[0])
+
+
+def _abs(cg, b, dt, args):
+    if dt.is_float:
+        return _intrinsic(b, "llvm.fabs", args, llvm_type(dt))
+    if dt.kind == "u":
+        return args[0]
+    neg = b.icmp_signed("<", args[0], ir.Constant(args[0].type, 0))
+    return b.select(neg, b.neg(args[0]), args[0])
+
+
+def _rounding(intr):
+    def emit(cg, b, dt, args):
+        if not dt.is_float:
+            return args[0]
+        t = llvm_type(dt)
+        if intr == "round":
+            return _intrinsic(b, "llvm.floor", [b.fadd(args[0], ir.Constant(t, 0.5))], t)
+        return _intrinsic(b, intr, args, t)
+
+    return emit
+
+
+def _rsqrt(cg, b, dt, args):
+    t = llvm_type(dt)
+    return b.fdiv(ir.Constant(t, 1.0), _intrinsic(b, "llvm.sqrt", args, t), flags=_flags(cg))
+
+
+def _shr(cg, b, dt, args):
+    return b.lshr(*args) if dt.kind == "u" else b.ashr(*args)
+
+
+def _select(cg, b, dt, args):
+    c, x, y = args
+    return b.select(truthy(b, c, cg.cond_dtype), x, y)
+
+
+def cast(b, value, src: DType, dst: DType):
+    """Convert between scalar types with C semantics (float->int truncates toward zero)."""
+    if src == dst:
+        return value
+    t = llvm_type(dst)
+    if src.is_float and dst.is_float:
+        return b.fpext(value, t) if dst.bits > src.bits else b.fptrunc(value, t)
+    if src.is_float:
+        return b.fptosi(value, t) if dst.kind == "i" else b.fptoui(value, t)
+    if dst.is_float:
+        return b.sitofp(value, t) if src.kind == "i" else b.uitofp(value, t)
+    sw, dw = value.type.width, t.width
+    if dw == sw:
+        return value
+    if dw < sw:
+        return b.trunc(value, t)
+    return b.sext(value, t) if src.kind == "i" else b.zext(value, t)
+
+
+EMITTERS = {
+    Op.NEG: _neg,
+    Op.ABS: _abs,
+    Op.SIN: _math1("llvm.sin"),
+    Op.COS: _math1("llvm.cos"),
+    Op.TAN: _math1(libm="tan"),
+    Op.ASIN: _math1(libm="asin"),
+    Op.ACOS: _math1(libm="acos"),
+    Op.ATAN: _math1(libm="atan"),
+    Op.TANH: _math1(libm="tanh"),
+    Op.EXP: _math1("llvm.exp"),
+    Op.LOG: _math1("llvm.log"),
+    Op.SQRT: _math1("llvm.sqrt"),
+    Op.RSQRT: _rsqrt,
+    Op.FLOOR: _rounding("llvm.floor"),
+    Op.CEIL: _rounding("llvm.ceil"),
+    Op.ROUND: _rounding("round"),
+    Op.LOGICAL_NOT: _logical("not"),
+    Op.BIT_NOT: lambda cg, b, dt, a: b.not_(a[0]),
+    Op.CAST: None,  # handled by cast() with the operand's type
+    Op.ADD: _arith("fadd", "add"),
+    Op.SUB: _arith("fsub", "sub"),
+    Op.MUL: _arith("fmul", "mul"),
+    Op.TRUEDIV: _arith("fdiv", "sdiv", "udiv"),
+    Op.FLOORDIV: _floordiv,
+    Op.MOD: _mod,
+    Op.POW: _pow,
+    Op.MIN: _minmax("llvm.minnum", "<"),
+    Op.MAX: _minmax("llvm.maxnum", ">"),
+    Op.ATAN2: lambda cg, b, dt, a: _libm(b, "atan2", a, llvm_type(dt)),
+    Op.LT: _compare("<"),
+    Op.LE: _compare("<="),
+    Op.GT: _compare(">"),
+    Op.GE: _compare(">="),
+    Op.EQ: _compare("=="),
+    Op.NE: _compare("!="),
+    Op.LOGICAL_AND: _logical("and"),
+    Op.LOGICAL_OR: _logical("or"),
+    Op.BIT_AND: lambda cg, b, dt, a: b.and_(*a),
+    Op.BIT_OR: lambda cg, b, dt, a: b.or_(*a),
+    Op.BIT_XOR: lambda cg, b, dt, a: b.xor(*a),
+    Op.SHL: lambda cg, b, dt, a: b.shl(*a),
+    Op.SHR: _shr,
+    Op.SELECT: _select,
+}

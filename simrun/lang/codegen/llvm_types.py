@@ -1,0 +1,24 @@
+"""simrun dtypes -> LLVM types."""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ..types import DType
+
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+F64 = ir.DoubleType()
+PTR = ir.PointerType()
+
+
+def llvm_type(dtype: DType) -> ir.Type:
+    if dtype.is_float:
+        return {16: ir.HalfType(), 32: ir.FloatType(), 64: ir.DoubleType()}[dtype.bits]
+    return ir.IntType(8 if dtype.bits == 1 else dtype.bits)
+
+
+def const(dtype: DType, value) -> ir.Constant:
+    t = llvm_type(dtype)
+    if dtype.is_float:
+        return ir.Constant(t, float(value))
+    return ir.Constant(t, int(value) & ((1 << t.width) - 1))

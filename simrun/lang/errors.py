@@ -1,0 +1,50 @@
+"""Errors that point at the user's source: file:line and a caret, never an internal traceback."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Span:
+    """Where an IR node came from in the user's source."""
+
+    file: str
+    line: int
+    col: int = 0
+    text: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+    def excerpt(self) -> str:
+        if not self.text:
+            return ""
+        return f"\n    {self.text.rstrip()}\n    {' ' * self.col}^"
+
+
+class SimrunError(Exception):
+    """Base of every error simrun raises on purpose."""
+
+
+class CompileError(SimrunError):
+    """A kernel the compiler cannot accept; the message names kernel, file:line and the fix."""
+
+    def __init__(self, message: str, span: Span | None = None, kernel: str | None = None):
+        self.span = span
+        self.kernel = kernel
+        self.bare = message
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        where = f"{self.span}: " if self.span else ""
+        who = f"in kernel '{self.kernel}': " if self.kernel else ""
+        tail = self.span.excerpt() if self.span else ""
+        return f"{where}{who}{self.bare}{tail}"
+
+    def with_context(self, span: Span | None, kernel: str | None) -> CompileError:
+        return CompileError(self.bare, self.span or span, self.kernel or kernel)
+
+
+class AutodiffError(CompileError):
+    """A gradient simrun cannot compute correctly; raised instead of returning a wrong one."""

@@ -1,0 +1,228 @@
+"""Fields: dense arrays that kernels read and write, stored in NumPy, with grad/dual companions."""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+
+import numpy as np
+
+from .types import DType, f32, to_dtype
+
+_ids = itertools.count()
+registry: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+def _norm_shape(shape) -> tuple | None:
+    if shape is None:
+        return None
+    if isinstance(shape, (int, np.integer)):
+        return (int(shape),)
+    return tuple(int(s) for s in shape)
+
+
+class Field:
+    """A scalar, vector or matrix field. `data` has shape (*shape, *elem_shape), C order."""
+
+    def __init__(self, dtype=None, shape=None, name: str = "", needs_grad: bool = False,
+                 needs_dual: bool = False, elem_shape: tuple = (), role: str = "primal",
+                 primal: Field | None = None, **_ignored):
+        self.dtype: DType = to_dtype(dtype) if dtype is not None else f32
+        self.elem_shape = tuple(elem_shape)
+        self.id = next(_ids)
+        self.name = name or f"field{self.id}"
+        self.role = role
+        self.primal = primal
+        self.grad: Field | None = None
+        self.dual: Field | None = None
+        self.data: np.ndarray | None = None
+        self.shape: tuple | None = None
+        self._wants = (needs_grad, needs_dual)
+        registry[self.id] = self
+        if shape is not None:
+            self._place(_norm_shape(shape))
+
+    # ------------------------------------------------------------ layout
+    @property
+    def ncomp(self) -> int:
+        return int(np.prod(self.elem_shape)) if self.elem_shape else 1
+
+    @property
+    def n(self) -> int:
+        return self.elem_shape[0]
+
+    @property
+    def m(self) -> int:
+        return self.elem_shape[1] if len(self.elem_shape) > 1 else 1
+
+    @property
+    def is_vector(self) -> bool:
+        return len(self.elem_shape) == 1
+
+    def _place(self, shape: tuple) -> None:
+        if self.shape is not None:
+            raise RuntimeError(f"field '{self.name}' is already placed with shape {self.shape}")
+        self.shape = shape
+        self.data = np.zeros(shape + self.elem_shape, dtype=self.dtype.np)
+        needs_grad, needs_dual = self._wants
+        if needs_grad:
+            self._make_grad()
+        if needs_dual:
+            self._make_dual()
+
+    def _companion(self, role: str) -> Field:
+        f = Field(self.dtype, None, name=f"{self.name}.{role}", elem_shape=self.elem_shape,
+                  role=role, primal=self)
+        f._place(self.shape)
+        return f
+
+    def _make_grad(self) -> None:
+        if self.grad is None and self.dtype.is_float:
+            self.grad = self._companion("grad")
+
+    def _make_dual(self) -> None:
+        if self.dual is None and self.dtype.is_float:
+            self.dual = self._companion("dual")
+
+    @property
+    def snode(self):
+        return self
+
+    def parent(self, n: int = 1):
+        return self
+
+    def _require_placed(self) -> np.ndarray:
+        if self.data is None:
+            raise RuntimeError(
+                f"field '{self.name}' has no shape yet: pass shape= to ti.field or place it with "
+                "ti.root.dense(...).place(...)"
+            )
+        return self.data
+
+    # ------------------------------------------------------------ Python-scope access
+    def _key(self, key) -> tuple:
+        data = self._require_placed()
+        if key is None:
+            key = ()
+        elif not isinstance(key, tuple):
+            key = (key,)
+        if len(key) != len(self.shape):
+            raise IndexError(
+                f"field '{self.name}' has {len(self.shape)} indices (shape {self.shape}), "
+                f"got {len(key)}: use f[None] for a 0-D field"
+            )
+        out = []
+        for axis, (k, n) in enumerate(zip(key, self.shape)):
+            from .matrix import Matrix
+
+            if isinstance(k, Matrix):
+                raise IndexError("index a field with integers, or unpack the vector: f[v[0], v[1]]")
+            k = int(k)
+            if not 0 <= k < n:
+                raise IndexError(
+                    f"index {k} out of range for axis {axis} of field '{self.name}' (size {n})"
+                )
+            out.append(k)
+        del data
+        return tuple(out)
+
+    def __getitem__(self, key):
+        idx = self._key(key)
+        value = self.data[idx]
+        if self.elem_shape:
+            from .matrix import Matrix
+
+            return Matrix(value.tolist(), _vector=self.is_vector)
+        return value.item()
+
+    def __setitem__(self, key, value):
+        idx = self._key(key)
+        if self.elem_shape:
+            value = np.asarray(value, dtype=self.dtype.np).reshape(self.elem_shape)
+        self.data[idx] = value
+
+    def to_numpy(self, dtype=None, keep_dims: bool = False) -> np.ndarray:
+        arr = self._require_placed().copy()
+        return arr.astype(dtype) if dtype is not None else arr
+
+    def from_numpy(self, arr) -> None:
+        data = self._require_placed()
+        arr = np.asarray(arr)
+        if arr.shape != data.shape:
+            raise ValueError(f"from_numpy: field '{self.name}' has shape {data.shape}, "
+                             f"array has {arr.shape}")
+        data[...] = arr
+
+    def fill(self, value) -> None:
+        self._require_placed()[...] = value
+
+    def copy_from(self, other: Field) -> None:
+        self.from_numpy(other.data)
+
+    def __repr__(self) -> str:
+        return f"<field {self.name} {self.dtype} shape={self.shape} elem={self.elem_shape}>"
+
+    def __str__(self) -> str:
+        return str(self.to_numpy())
+
+
+def field(dtype, shape=None, name: str = "", offset=None, needs_grad: bool = False,
+          needs_dual: bool = False, **kwargs) -> Field:
+    """ti.field: a scalar field; shape=None leaves it to be placed by ti.root."""
+    return Field(dtype, shape, name=name, needs_grad=needs_grad, needs_dual=needs_dual)
+
+
+def all_fields() -> list[Field]:
+    return [f for f in list(registry.values()) if f.role == "primal"]
+
+
+class _Axes:
+    def __init__(self, *axes: int):
+        self.axes = axes
+
+
+i, j, k, l = _Axes(0), _Axes(1), _Axes(2), _Axes(3)  # noqa: E741
+ij, ik, jk, ijk, ijkl = _Axes(0, 1), _Axes(0, 2), _Axes(1, 2), _Axes(0, 1, 2), _Axes(0, 1, 2, 3)
+
+
+class SNode:
+    """ti.root and its dense() children: only the shapes matter for simrun's flat storage."""
+
+    def __init__(self, shape: tuple = ()):
+        self.shape = shape
+
+    def dense(self, axes, dims) -> SNode:
+        dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
+        n_axes = len(axes.axes) if isinstance(axes, _Axes) else len(dims)
+        if len(dims) == 1 and n_axes > 1:
+            dims = dims * n_axes
+        return SNode(self.shape + tuple(int(d) for d in dims))
+
+    pointer = bitmasked = dense
+
+    def dynamic(self, axis, n: int, chunk_size=None) -> SNode:
+        return self.dense(axis, n)
+
+    def place(self, *fields, offset=None) -> SNode:
+        for f in fields:
+            if isinstance(f, Field):
+                f._place(self.shape)
+            else:
+                raise TypeError(f"place() takes fields, got {f!r}")
+        return self
+
+    def lazy_grad(self) -> None:
+        for f in all_fields():
+            if f.shape is not None:
+                f._make_grad()
+
+    def lazy_dual(self) -> None:
+        for f in all_fields():
+            if f.shape is not None:
+                f._make_dual()
+
+    def deactivate_all(self) -> None:
+        pass
+
+
+root = SNode()

@@ -1,0 +1,134 @@
+"""ti.func calls are inlined: arguments are copied (pass by value), returns become values."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+
+from .. import builtins as B
+from ..ir import builder
+from ..ir.nodes import Assign, If, VarRef
+from ..matrix import Matrix
+from ..types import DType, MatrixType, template, to_dtype
+from .source import get_source
+
+
+def _contains_return(stmts) -> bool:
+    return any(isinstance(n, ast.Return) for s in stmts for n in ast.walk(s))
+
+
+def _ends_with_return(stmts) -> bool:
+    return bool(stmts) and isinstance(stmts[-1], ast.Return)
+
+
+def inline_call(lw, func, args, kwargs, node):
+    from .lower import Lowerer, is_dynamic
+
+    pyfunc = func.pyfunc
+    if getattr(func, "bound_self", None) is not None:
+        args = [func.bound_self] + list(args)
+    key = pyfunc
+    if key in lw.func_stack:
+        raise lw.error(f"ti.func '{pyfunc.__name__}' calls itself; recursion is not supported "
+                       "in kernels (write a loop instead)", node)
+    if len(lw.func_stack) > 64:
+        raise lw.error("ti.func calls are nested more than 64 deep", node)
+    src = get_source(pyfunc)
+    sig = inspect.signature(pyfunc)
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise lw.error(f"calling ti.func '{pyfunc.__name__}': {exc}", node) from None
+    bound.apply_defaults()
+    scope: dict = {}
+    sub = Lowerer(lw.em, src, scope, lw.func_stack + (key,))
+    for name, value in bound.arguments.items():
+        ann = sig.parameters[name].annotation
+        if ann is not inspect.Parameter.empty and (ann is template or isinstance(ann, template)):
+            scope[name] = value
+            continue
+        if isinstance(ann, DType) or ann in (float, int):
+            value = B.cast(value, to_dtype(ann))
+        elif isinstance(ann, MatrixType):
+            value = ann(value.entries() if isinstance(value, Matrix) else value)
+        if is_dynamic(value):
+            sub.define(name, value, fresh=True)
+        else:
+            scope[name] = value
+    ret_ann = sig.return_annotation
+    result = _run(sub, list(src.tree.body), ret_ann)
+    return result
+
+
+def _run(sub, stmts, ret_ann, out=None):
+    """Lower stmts; returns the function's value. `out` holds the result variables."""
+    out = out if out is not None else {}
+    for idx, s in enumerate(stmts):
+        sub.em.span = sub.src.span(s)
+        rest = stmts[idx + 1:]
+        if isinstance(s, ast.Return):
+            if rest and not all(isinstance(r, ast.Pass) for r in rest):
+                raise sub.error("code after `return` in a ti.func is unreachable", rest[0])
+            value = sub.expr(s.value) if s.value is not None else None
+            return _deliver(sub, value, ret_ann, out)
+        if isinstance(s, ast.If) and _contains_return([s]):
+            cond = sub.expr(s.test)
+            then = s.body + ([] if _ends_with_return(s.body) else rest)
+            orelse = s.orelse + ([] if _ends_with_return(s.orelse) else rest)
+            from .lower import is_dynamic
+
+            if not is_dynamic(cond):
+                return _run(sub, then if cond else orelse, ret_ann, out)
+            sub.em.blocks.append([])
+            sub.scopes.append({})
+            _run(sub, then, ret_ann, out)
+            sub.scopes.pop()
+            then_block = sub.em.blocks.pop()
+            sub.em.blocks.append([])
+            sub.scopes.append({})
+            _run(sub, orelse, ret_ann, out)
+            sub.scopes.pop()
+            else_block = sub.em.blocks.pop()
+            sub.em.emit(If(builder.as_expr(cond), then_block, else_block))
+            return _result(out)
+        if isinstance(s, (ast.For, ast.While)) and _contains_return([s]):
+            raise sub.error("`return` inside a loop of a ti.func is not supported; set a "
+                            "variable and `break` instead", s)
+        sub.stmt(s)
+    return _result(out) if out else None
+
+
+def _deliver(sub, value, ret_ann, out):
+    if value is None:
+        return None
+    if isinstance(ret_ann, DType) or ret_ann in (float, int):
+        value = B.cast(value, to_dtype(ret_ann))
+    elif isinstance(ret_ann, MatrixType):
+        value = ret_ann(value.entries() if isinstance(value, Matrix) else value)
+    from .lower import is_dynamic
+
+    if isinstance(value, tuple):
+        value = Matrix(list(value)) if any(is_dynamic(v) for v in value) else value
+    if not is_dynamic(value) and "vars" not in out:
+        return value
+    entries = value.entries() if isinstance(value, Matrix) else [value]
+    if "vars" not in out:
+        out["vars"] = [sub.em.fresh("ret", builder.as_expr(e).dtype) for e in entries]
+        out["shape"] = value if isinstance(value, Matrix) else None
+    exprs = [builder.as_expr(e) for e in entries]
+    for var, e in zip(out["vars"], exprs):
+        sub.em.emit(Assign(var, builder.cast(e, var.dtype)))
+    return _result(out)
+
+
+def _result(out):
+    if "vars" not in out:
+        return None
+    refs = [VarRef(v) for v in out["vars"]]
+    shape = out["shape"]
+    if shape is None:
+        return refs[0]
+    m = Matrix.__new__(Matrix)
+    m.rows = [[refs[i * shape.m + j] for j in range(shape.m)] for i in range(shape.n)]
+    m.is_vector = shape.is_vector
+    return m

@@ -1,0 +1,200 @@
+"""For loops: static unrolling, serial counted loops, and the parallel outermost loop."""
+
+from __future__ import annotations
+
+import ast
+import itertools
+
+from ..fields import Field
+from ..ir import builder
+from ..ir.nodes import Assign, For, Task, VarRef
+from ..matrix import Matrix
+from ..types import i32
+from . import special
+
+
+def _iter_value(lw, node):
+    """Evaluate a loop's iterable; (is_static, value)."""
+    it = node.iter
+    if isinstance(it, ast.Call):
+        func = lw.expr(it.func)
+        if func is special.static:
+            return True, lw.expr(it.args[0])
+    return False, lw.expr(it)
+
+
+def _ranges(lw, value, node):
+    """Normalise range / ndrange / grouped / field iteration to ([(lo, hi)], grouped)."""
+    grouped = False
+    if isinstance(value, special.Grouped):
+        grouped, value = True, value.inner
+    if isinstance(value, special.KRange):
+        return [(value.lo, value.hi)], grouped
+    if isinstance(value, special.NDRange):
+        return list(value.bounds), grouped
+    if isinstance(value, Field) or hasattr(value, "shape") and hasattr(value, "_require_placed"):
+        return [(0, n) for n in value.shape], grouped
+    if isinstance(value, range):
+        return [(value.start, value.stop)], grouped
+    raise lw.error("kernels loop over range(...), ti.ndrange(...), ti.grouped(...), a field, "
+                   "or ti.static(...) of a Python iterable", node)
+
+
+def _targets(lw, node, n_dims: int, grouped: bool):
+    t = node.target
+    if grouped:
+        if not isinstance(t, ast.Name):
+            raise lw.error("a ti.grouped loop binds one name (a vector of indices)", node)
+        return [t.id]
+    names = [e.id for e in t.elts] if isinstance(t, ast.Tuple) else [t.id]
+    if len(names) != n_dims:
+        raise lw.error(f"the loop iterates over {n_dims} dimension(s) but binds "
+                       f"{len(names)} name(s)", node)
+    return names
+
+
+def _bind(lw, scope, names, grouped, vars_):
+    from .lower import LocalMatrix
+
+    if grouped:
+        scope[names[0]] = LocalMatrix(Matrix([0] * len(vars_)), list(vars_))
+    else:
+        for n, v in zip(names, vars_):
+            scope[n] = v
+
+
+def is_parallel_candidate(lw, node) -> bool:
+    it = node.iter
+    if isinstance(it, ast.Call):
+        func = lw.expr(it.func)
+        if func is special.static:
+            return False
+    if lw.em.pending_serialize:
+        return False
+    return True
+
+
+def lower_parallel_for(lw, node) -> Task:
+    em = lw.em
+    _, value = _iter_value(lw, node)
+    bounds, grouped = _ranges(lw, value, node)
+    names = _targets(lw, node, len(bounds), grouped)
+    bounds = [(builder.cast(lo, i32), builder.cast(hi, i32)) for lo, hi in bounds]
+    em.loop_kinds.append("parallel")
+    em.blocks.append([])
+    scope: dict = {}
+    try:
+        if len(bounds) == 1 and not grouped:
+            var = em.fresh(names[0], i32)
+            begin, end = bounds[0]
+            scope[names[0]] = var
+        else:
+            var = em.fresh("flat", i32)
+            begin = builder.const(0, i32)
+            extents = [hi - lo for lo, hi in bounds]
+            end = extents[0]
+            for e in extents[1:]:
+                end = end * e
+            idx_vars = []
+            stride = None
+            for d in reversed(range(len(bounds))):
+                flat = VarRef(var)
+                q = flat if stride is None else flat // stride
+                if d > 0:
+                    q = q % extents[d]
+                iv = em.fresh(names[0] if grouped else names[d], i32)
+                em.emit(Assign(iv, bounds[d][0] + q))
+                idx_vars.insert(0, iv)
+                stride = extents[d] if stride is None else stride * extents[d]
+            _bind(lw, scope, names, grouped, idx_vars)
+        lw.scopes.append(scope)
+        try:
+            lw.body(node.body)
+        finally:
+            lw.scopes.pop()
+    finally:
+        em.loop_kinds.pop()
+    body = em.blocks.pop()
+    return Task("range", body, var, begin, end, span=lw.src.span(node))
+
+
+def lower_for(lw, node) -> None:
+    if node.orelse:
+        raise lw.error("for/else is not supported in kernels", node)
+    is_static, value = _iter_value(lw, node)
+    if is_static:
+        _unroll(lw, node, value)
+        return
+    serialize = lw.em.pending_serialize
+    lw.em.pending_serialize = False
+    if not lw.em.loop_kinds and not serialize:
+        raise lw.error("internal: top-level loops are lowered as tasks", node)
+    bounds, grouped = _ranges(lw, value, node)
+    names = _targets(lw, node, len(bounds), grouped)
+    em = lw.em
+    vars_ = [em.fresh("idx" if grouped else names[d], i32) for d in range(len(bounds))]
+    scope: dict = {}
+    _bind(lw, scope, names, grouped, vars_)
+    em.loop_kinds.append("serial")
+    try:
+        body = lw.block(node.body, scope)
+    finally:
+        em.loop_kinds.pop()
+    for d in reversed(range(len(bounds))):
+        lo, hi = bounds[d]
+        body = [For(vars_[d], builder.cast(lo, i32), builder.cast(hi, i32), body,
+                    span=lw.src.span(node))]
+    em.emit(body[0])
+
+
+def _static_items(lw, value, node):
+    if isinstance(value, special.Grouped):
+        bounds, _ = _ranges(lw, value.inner, node)
+        return [Matrix(list(p)) for p in itertools.product(*[range(_int(lw, lo, node),
+                _int(lw, hi, node)) for lo, hi in bounds])]
+    if isinstance(value, special.KRange):
+        return list(range(_int(lw, value.lo, node), _int(lw, value.hi, node), value.step))
+    if isinstance(value, special.NDRange):
+        return list(itertools.product(*[range(_int(lw, lo, node), _int(lw, hi, node))
+                                        for lo, hi in value.bounds]))
+    if isinstance(value, Matrix):
+        return list(value)
+    try:
+        return list(value)
+    except TypeError:
+        raise lw.error("ti.static(...) in a for loop needs a Python iterable", node) from None
+
+
+def _int(lw, v, node) -> int:
+    from .lower import is_dynamic
+
+    if is_dynamic(v):
+        from ..ir.nodes import Const
+
+        if isinstance(v, Const):
+            return int(v.value)
+        raise lw.error("ti.static loop bounds must be compile-time constants", node)
+    return int(v)
+
+
+def _unroll(lw, node, value) -> None:
+    items = _static_items(lw, value, node)
+    t = node.target
+    for item in items:
+        scope: dict = {}
+        if isinstance(t, ast.Name):
+            scope[t.id] = item
+        else:
+            vals = list(item.entries()) if isinstance(item, Matrix) else list(item)
+            if len(vals) != len(t.elts):
+                raise lw.error("cannot unpack the static loop item", node)
+            for e, v in zip(t.elts, vals):
+                scope[e.id] = v
+        lw.scopes.append(scope)
+        try:
+            for s in node.body:
+                if isinstance(s, (ast.Break, ast.Continue)):
+                    raise lw.error("break/continue in a ti.static loop is not supported", s)
+                lw.stmt(s)
+        finally:
+            lw.scopes.pop()

@@ -1,0 +1,482 @@
+"""Python AST -> IR: one visit_* per statement, expressions evaluated to Python/IR values."""
+
+from __future__ import annotations
+
+import ast
+import operator
+
+from .. import builtins as B
+from ..errors import CompileError
+from ..ir import builder
+from ..ir.nodes import (AssertStmt, Assign, Break, Continue, Expr, For, If, Print, Return,
+                        Store, Task, Var, VarRef, While)
+from ..matrix import Matrix
+from ..types import DType, MatrixType, to_dtype
+from . import loops, special
+from .context import GlobalRef, atomic
+from .source import FuncSource
+
+_BINOPS = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+    ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
+    ast.Pow: operator.pow, ast.MatMult: operator.matmul, ast.BitAnd: operator.and_,
+    ast.BitOr: operator.or_, ast.BitXor: operator.xor, ast.LShift: operator.lshift,
+    ast.RShift: operator.rshift,
+}
+_CMPOPS = {
+    ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Is: operator.is_,
+    ast.IsNot: operator.is_not, ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+}
+_ATOMIC_AUG = {ast.Add: "add", ast.Sub: "sub", ast.BitAnd: "and", ast.BitOr: "or",
+               ast.BitXor: "xor"}
+
+
+class LocalMatrix:
+    """A name bound to a local vector/matrix: one Var per component."""
+
+    def __init__(self, template: Matrix, vars_: list):
+        self.n, self.m, self.is_vector = template.n, template.m, template.is_vector
+        self.vars = vars_
+
+    def value(self) -> Matrix:
+        out = Matrix.__new__(Matrix)
+        out.rows = [[VarRef(self.vars[i * self.m + j]) for j in range(self.m)]
+                    for i in range(self.n)]
+        out.is_vector = self.is_vector
+        return out
+
+
+def is_dynamic(value) -> bool:
+    if isinstance(value, (Expr, GlobalRef)):
+        return True
+    if isinstance(value, Matrix):
+        return any(is_dynamic(x) for x in value.entries())
+    return False
+
+
+class Lowerer:
+    """Lowers one function body (a kernel's or an inlined ti.func's) into the emitter's blocks."""
+
+    def __init__(self, em, src: FuncSource, scope: dict, func_stack: tuple = ()):
+        self.em = em
+        self.src = src
+        self.scopes = [scope]
+        self.func_stack = func_stack
+        self.return_vars: list | None = None
+        self.return_type = None
+
+    # ------------------------------------------------------------ scoping
+    def lookup(self, name: str, node):
+        for scope in reversed(self.scopes):
+            if name in scope:
+                b = scope[name]
+                if isinstance(b, Var):
+                    return VarRef(b)
+                if isinstance(b, LocalMatrix):
+                    return b.value()
+                return b
+        found, value = self.src.lookup(name)
+        if found:
+            return special.PY_BUILTINS.get(id(value), value) if callable(value) else value
+        raise self.error(f"name '{name}' is not defined", node)
+
+    def binding(self, name: str):
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope[name]
+        return None
+
+    def error(self, message: str, node=None) -> CompileError:
+        span = self.src.span(node) if node is not None else self.em.span
+        return CompileError(message, span, self.em.kernel_name)
+
+    def block(self, stmts, scope=None) -> list:
+        self.em.blocks.append([])
+        self.scopes.append(scope if scope is not None else {})
+        try:
+            for s in stmts:
+                self.stmt(s)
+        finally:
+            self.scopes.pop()
+        return self.em.blocks.pop()
+
+    # ------------------------------------------------------------ statements
+    def stmt(self, node) -> None:
+        self.em.span = self.src.span(node)
+        visit = getattr(self, f"visit_{type(node).__name__}", None)
+        if visit is None:
+            raise self.error(f"'{type(node).__name__}' statements are not supported in kernels "
+                             "and ti.funcs", node)
+        try:
+            visit(node)
+        except CompileError:
+            raise
+        except (TypeError, ValueError, IndexError, ZeroDivisionError, AttributeError,
+                KeyError, NotImplementedError, RecursionError) as exc:
+            raise self.error(str(exc), node) from None
+
+    def body(self, stmts) -> None:
+        for s in stmts:
+            self.stmt(s)
+
+    def visit_Pass(self, node) -> None:
+        pass
+
+    def visit_Expr(self, node) -> None:
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return  # docstring
+        self.expr(node.value)
+
+    def visit_Assign(self, node) -> None:
+        value = self.expr(node.value)
+        for target in node.targets:
+            self.assign(target, value)
+
+    def visit_AnnAssign(self, node) -> None:
+        ann = self.expr(node.annotation)
+        value = self.expr(node.value) if node.value is not None else 0
+        if isinstance(ann, MatrixType):
+            value = ann(value.entries() if isinstance(value, Matrix) else value)
+        elif ann is not None:
+            value = B.cast(value, to_dtype(ann))
+        if isinstance(node.target, ast.Name):
+            self.scopes[-1].pop(node.target.id, None)
+            self.define(node.target.id, value, fresh=True)
+        else:
+            self.assign(node.target, value)
+
+    def visit_AugAssign(self, node) -> None:
+        target = node.target
+        if isinstance(target, (ast.Subscript, ast.Attribute)):
+            place = self.expr(target)
+            if _has_global(place):
+                op = _ATOMIC_AUG.get(type(node.op))
+                value = self.expr(node.value)
+                if op is not None:
+                    atomic(op, place, value, want_result=False)
+                    return
+                self.assign(target, _BINOPS[type(node.op)](place, value))
+                return
+        current = self.expr(target)
+        self.assign(target, _BINOPS[type(node.op)](current, self.expr(node.value)))
+
+    def assign(self, target, value) -> None:
+        if isinstance(target, ast.Name):
+            self.define(target.id, value)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            values = list(value.entries()) if isinstance(value, Matrix) else list(value)
+            if len(values) != len(target.elts):
+                raise self.error(f"cannot unpack {len(values)} values into {len(target.elts)}")
+            values = [self.materialize(v) for v in values]
+            for t, v in zip(target.elts, values):
+                self.assign(t, v)
+        elif isinstance(target, ast.Subscript):
+            self.assign_subscript(target, value)
+        elif isinstance(target, ast.Attribute):
+            base = self.expr(target.value)
+            if isinstance(base, Matrix) and target.attr in "xyzw":
+                self.assign_component(target.value, "xyzw".index(target.attr), value)
+            else:
+                setattr(base, target.attr, value)
+        else:
+            raise self.error("unsupported assignment target", target)
+
+    def materialize(self, value):
+        """Copy a value into fresh variables so later assignments cannot change it."""
+        if is_dynamic(value) and not isinstance(value, Matrix):
+            var = self.em.fresh("t", builder.as_expr(value).dtype)
+            self.em.emit(Assign(var, builder.as_expr(value)))
+            return VarRef(var)
+        if isinstance(value, Matrix):
+            return value.map(self.materialize)
+        return value
+
+    def define(self, name: str, value, fresh: bool = False) -> None:
+        existing = None if fresh else self.binding(name)
+        if isinstance(value, (list, tuple)) and value and any(is_dynamic(v) for v in value):
+            value = Matrix(list(value))
+        if isinstance(existing, Var):
+            if isinstance(value, Matrix):
+                raise self.error(f"'{name}' is a scalar; cannot assign a vector/matrix to it")
+            self.em.emit(Assign(existing, builder.cast(value, existing.dtype)))
+        elif isinstance(existing, LocalMatrix):
+            entries = Matrix(value).entries() if not _is_scalarish(value) else \
+                [value] * len(existing.vars)
+            if len(entries) != len(existing.vars):
+                raise self.error(f"'{name}' has {len(existing.vars)} components, "
+                                 f"the value has {len(entries)}")
+            tmps = [self.materialize(e) for e in entries]
+            for var, e in zip(existing.vars, tmps):
+                self.em.emit(Assign(var, builder.cast(e, var.dtype)))
+        elif isinstance(value, Matrix):
+            vars_ = []
+            for i, e in enumerate(value.entries()):
+                e = builder.as_expr(e)
+                var = self.em.fresh(f"{name}_{i}", e.dtype)
+                self.em.emit(Assign(var, e))
+                vars_.append(var)
+            self.scopes[-1][name] = LocalMatrix(value, vars_)
+        elif is_dynamic(value) or isinstance(value, (int, float)) and not isinstance(value, bool):
+            e = builder.as_expr(value)
+            var = self.em.fresh(name, e.dtype)
+            self.em.emit(Assign(var, e))
+            self.scopes[-1][name] = var
+        else:
+            self.scopes[-1][name] = value  # a compile-time Python value
+
+    def assign_subscript(self, target, value) -> None:
+        base_node = target.value
+        binding = self.binding(base_node.id) if isinstance(base_node, ast.Name) else None
+        if isinstance(binding, LocalMatrix):
+            idx = self.expr(target.slice)
+            self.assign_component(base_node, idx, value)
+            return
+        place = self.expr(target)
+        if isinstance(place, GlobalRef):
+            self.store(place, value)
+        elif isinstance(place, Matrix) and all(isinstance(p, GlobalRef) for p in place.entries()):
+            values = Matrix(value).entries() if not _is_scalarish(value) else \
+                [value] * len(place.entries())
+            if len(values) != len(place.entries()):
+                raise self.error(f"cannot store {len(values)} values into a "
+                                 f"{len(place.entries())}-component element")
+            values = [builder.as_expr(v) for v in values]  # load all before storing any
+            for p, v in zip(place.entries(), values):
+                self.store(p, v)
+        elif isinstance(place, Matrix) or isinstance(binding, (list, dict)):
+            base = self.expr(base_node)
+            base[self.expr(target.slice)] = value
+        else:
+            raise self.error("this subscript cannot be assigned to", target)
+
+    def store(self, ref: GlobalRef, value) -> None:
+        self.em.emit(Store(ref.field, ref.comp, ref.indices, builder.cast(value, ref.dtype)))
+
+    def assign_component(self, base_node, idx, value) -> None:
+        lm = self.binding(base_node.id)
+        key = idx if isinstance(idx, tuple) else (idx,)
+        key = tuple(B.static_int(k) for k in key)
+        if len(key) == 1 and not lm.is_vector:
+            row = Matrix(value).entries()
+            for j, v in enumerate(row):
+                var = lm.vars[key[0] * lm.m + j]
+                self.em.emit(Assign(var, builder.cast(v, var.dtype)))
+            return
+        flat = key[0] * lm.m + (key[1] if len(key) > 1 else 0)
+        var = lm.vars[flat]
+        self.em.emit(Assign(var, builder.cast(value, var.dtype)))
+
+    def visit_If(self, node) -> None:
+        cond = self.expr(node.test)
+        if not is_dynamic(cond):
+            self.body(node.body if cond else node.orelse)
+            return
+        cond = builder.as_expr(cond)
+        then = self.block(node.body)
+        orelse = self.block(node.orelse)
+        self.em.emit(If(cond, then, orelse))
+
+    def visit_While(self, node) -> None:
+        if node.orelse:
+            raise self.error("while/else is not supported", node)
+        self.em.loop_kinds.append("while")
+        self.em.blocks.append([])
+        self.scopes.append({})
+        try:
+            cond = self.expr(node.test)
+            if is_dynamic(cond):
+                self.em.emit(If(B.logical_not(builder.as_expr(cond)), [Break()], []))
+            elif not cond:
+                self.em.emit(Break())
+            self.body(node.body)
+        finally:
+            self.scopes.pop()
+            self.em.loop_kinds.pop()
+        self.em.emit(While(self.em.blocks.pop()))
+
+    def visit_For(self, node) -> None:
+        loops.lower_for(self, node)
+
+    def visit_Break(self, node) -> None:
+        self._check_in_loop(node, "break")
+        self.em.emit(Break())
+
+    def visit_Continue(self, node) -> None:
+        self._check_in_loop(node, "continue")
+        self.em.emit(Continue())
+
+    def _check_in_loop(self, node, what: str) -> None:
+        if not self.em.loop_kinds:
+            raise self.error(f"'{what}' outside a loop", node)
+        if self.em.loop_kinds[-1] == "parallel":
+            raise self.error(f"'{what}' cannot be used in the outermost (parallel) loop of a "
+                             "kernel; add ti.loop_config(serialize=True) before the loop", node)
+
+    def visit_Assert(self, node) -> None:
+        cond = self.expr(node.test)
+        msg = ast.unparse(node.msg) if node.msg is not None else ast.unparse(node.test)
+        if not is_dynamic(cond):
+            if not cond:
+                raise self.error(f"assertion failed at compile time: {msg}", node)
+            return
+        if self.em.debug:
+            self.em.emit(AssertStmt(builder.as_expr(cond), msg))
+
+    def visit_Return(self, node) -> None:
+        value = self.expr(node.value) if node.value is not None else None
+        if self.func_stack:
+            raise self.error("internal: returns in ti.func are lowered by the inliner", node)
+        if self.em.loop_kinds:
+            raise self.error("a kernel can only return from its top level, not inside a loop",
+                             node)
+        values = [] if value is None else (value.entries() if isinstance(value, Matrix)
+                                           else [value])
+        types = self.return_type
+        if types is None:
+            raise self.error("this kernel returns a value but has no return annotation "
+                             "(e.g. `-> ti.f32`)", node)
+        if len(types) != len(values):
+            raise self.error(f"kernel returns {len(values)} values, annotation says {len(types)}")
+        self.em.emit(Return([builder.cast(v, t) for v, t in zip(values, types)]))
+
+    # ------------------------------------------------------------ expressions
+    def expr(self, node):
+        visit = getattr(self, f"expr_{type(node).__name__}", None)
+        if visit is None:
+            raise self.error(f"'{type(node).__name__}' expressions are not supported in kernels",
+                             node)
+        return visit(node)
+
+    def expr_Constant(self, node):
+        return node.value
+
+    def expr_Name(self, node):
+        return self.lookup(node.id, node)
+
+    def expr_Tuple(self, node):
+        return tuple(self.expr(e) for e in node.elts)
+
+    def expr_List(self, node):
+        return [self.expr(e) for e in node.elts]
+
+    def expr_Dict(self, node):
+        return {self.expr(k): self.expr(v) for k, v in zip(node.keys, node.values)}
+
+    def expr_BinOp(self, node):
+        a, b = self.expr(node.left), self.expr(node.right)
+        if isinstance(a, list) and is_dynamic(Matrix(a)):
+            a = Matrix(a)
+        if isinstance(b, list) and is_dynamic(Matrix(b)):
+            b = Matrix(b)
+        result = _BINOPS[type(node.op)](a, b)
+        if result is NotImplemented:
+            raise self.error("unsupported operand types", node)
+        return result
+
+    def expr_UnaryOp(self, node):
+        v = self.expr(node.operand)
+        if isinstance(node.op, ast.Not):
+            return B.logical_not(v) if is_dynamic(v) else (not v)
+        return {ast.USub: operator.neg, ast.UAdd: operator.pos,
+                ast.Invert: operator.invert}[type(node.op)](v)
+
+    def expr_BoolOp(self, node):
+        values = [self.expr(v) for v in node.values]
+        is_and = isinstance(node.op, ast.And)
+        if not any(is_dynamic(v) for v in values):
+            result = values[0]
+            for v in values[1:]:
+                result = (result and v) if is_and else (result or v)
+            return result
+        result = values[0]
+        for v in values[1:]:
+            result = B.logical_and(result, v) if is_and else B.logical_or(result, v)
+        return result
+
+    def expr_Compare(self, node):
+        left = self.expr(node.left)
+        result = None
+        for op, comp in zip(node.ops, node.comparators):
+            right = self.expr(comp)
+            r = _CMPOPS[type(op)](left, right)
+            result = r if result is None else (
+                B.logical_and(result, r) if is_dynamic(r) or is_dynamic(result)
+                else (result and r))
+            left = right
+        return result
+
+    def expr_IfExp(self, node):
+        cond = self.expr(node.test)
+        if not is_dynamic(cond):
+            return self.expr(node.body if cond else node.orelse)
+        return B.select(cond, self.expr(node.body), self.expr(node.orelse))
+
+    def expr_Attribute(self, node):
+        base = self.expr(node.value)
+        try:
+            return getattr(base, node.attr)
+        except AttributeError:
+            raise self.error(f"'{type(base).__name__}' value has no attribute '{node.attr}'",
+                             node) from None
+
+    def expr_Subscript(self, node):
+        base = self.expr(node.value)
+        index = self.expr(node.slice)
+        return special.subscript(self, base, index, node)
+
+    def expr_Call(self, node):
+        return special.call(self, node)
+
+    def expr_JoinedStr(self, node):
+        return [self.expr(v) for v in node.values]
+
+    def expr_FormattedValue(self, node):
+        return self.expr(node.value)
+
+    def expr_Starred(self, node):
+        return special.Starred(self.expr(node.value))
+
+    def expr_Lambda(self, node):
+        raise self.error("lambdas are not supported in kernels; use a ti.func", node)
+
+
+def _has_global(value) -> bool:
+    if isinstance(value, GlobalRef):
+        return True
+    return isinstance(value, Matrix) and all(isinstance(x, GlobalRef) for x in value.entries())
+
+
+def _is_scalarish(value) -> bool:
+    return not isinstance(value, (Matrix, list, tuple))
+
+
+def lower_body(lowerer: Lowerer, stmts) -> list[Task]:
+    """Kernel top level: each outermost non-static for loop becomes a parallel task."""
+    tasks: list[Task] = []
+    serial: list = []
+    em = lowerer.em
+
+    def flush():
+        nonlocal serial
+        if serial:
+            tasks.append(Task("serial", serial, span=serial[0].span))
+            serial = []
+
+    em.blocks.append(serial)
+    for s in stmts:
+        em.span = lowerer.src.span(s)
+        if isinstance(s, ast.For) and loops.is_parallel_candidate(lowerer, s):
+            em.blocks.pop()
+            flush()
+            tasks.append(loops.lower_parallel_for(lowerer, s))
+            em.blocks.append(serial)
+        else:
+            lowerer.stmt(s)
+    em.blocks.pop()
+    flush()
+    return tasks
+
+
+__all__ = ["Lowerer", "LocalMatrix", "lower_body", "Print", "DType"]

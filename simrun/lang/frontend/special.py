@@ -1,0 +1,239 @@
+"""Calls and subscripts that the frontend treats specially: ti.static, atomics, ranges, funcs."""
+
+from __future__ import annotations
+
+import builtins as py
+from dataclasses import dataclass
+
+from .. import builtins as B
+from ..fields import Field
+from ..ir import builder
+from ..ir.nodes import Print, Random, Var, VarRef
+from ..matrix import Matrix
+from ..types import defaults, i32, to_dtype
+from .context import GlobalRef, atomic, current
+
+
+@dataclass
+class Starred:
+    value: object
+
+
+class KRange:
+    """range() inside kernels: bounds may be kernel expressions."""
+
+    def __init__(self, *args):
+        if len(args) == 1:
+            self.lo, self.hi, self.step = 0, args[0], 1
+        else:
+            self.lo, self.hi = args[0], args[1]
+            self.step = args[2] if len(args) > 2 else 1
+        if self.step != 1 and not isinstance(self.step, int):
+            raise TypeError("range() step must be a compile-time integer")
+        if self.step != 1:
+            raise TypeError("range() with a step other than 1 is only supported in ti.static")
+
+    def __iter__(self):
+        return iter(py.range(int(self.lo), int(self.hi), self.step))
+
+
+class StaticKRange(KRange):
+    def __init__(self, *args):
+        if len(args) == 3:
+            self.lo, self.hi, self.step = args
+        else:
+            super().__init__(*args)
+
+
+class NDRange:
+    """ti.ndrange(a, (lo, hi), ...)."""
+
+    def __init__(self, *args):
+        self.bounds = []
+        for a in args:
+            if isinstance(a, (tuple, list)):
+                self.bounds.append((a[0], a[1]))
+            else:
+                self.bounds.append((0, a))
+
+    @property
+    def shape(self):
+        return tuple(hi - lo for lo, hi in self.bounds)
+
+    def __iter__(self):
+        import itertools
+
+        return itertools.product(*[py.range(int(lo), int(hi)) for lo, hi in self.bounds])
+
+
+class Grouped:
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __iter__(self):
+        inner = self.inner
+        if isinstance(inner, Field):
+            inner = NDRange(*inner.shape)
+        for p in inner:
+            yield Matrix(list(p) if isinstance(p, tuple) else [p])
+
+
+def static(value, *more):
+    """ti.static: compile-time evaluation; in Python scope it returns its argument."""
+    if more:
+        return (value,) + more
+    if isinstance(value, KRange):
+        return py.range(int(value.lo), int(value.hi), value.step)
+    return value
+
+
+def static_assert(cond, msg: str = ""):
+    if not cond:
+        raise AssertionError(f"static assertion failed: {msg}" if msg else
+                             "static assertion failed")
+
+
+def static_print(*args):
+    print(*args)
+
+
+def _index_list(index) -> list:
+    if index is None:
+        return []
+    if isinstance(index, Matrix):
+        return index.entries()
+    if isinstance(index, tuple):
+        out = []
+        for x in index:
+            out.extend(x.entries() if isinstance(x, Matrix) else [x])
+        return out
+    return [index]
+
+
+def field_ref(field, index):
+    """field[index] inside a kernel: lazy GlobalRef(s), one per component."""
+    idx = _index_list(index)
+    if len(idx) != len(field.shape):
+        raise TypeError(f"field '{field.name}' has {len(field.shape)} dimension(s) "
+                        f"(shape {field.shape}) but is indexed with {len(idx)} index(es)"
+                        + ("; use f[None] for a 0-D field" if not field.shape else ""))
+    exprs = tuple(builder.cast(builder.as_expr(i), i32) for i in idx)
+    if not field.elem_shape:
+        return GlobalRef(field, 0, exprs)
+    out = Matrix.__new__(Matrix)
+    if field.is_vector:
+        out.rows = [[GlobalRef(field, c, exprs)] for c in py.range(field.n)]
+        out.is_vector = True
+    else:
+        out.rows = [[GlobalRef(field, r * field.m + c, exprs) for c in py.range(field.m)]
+                    for r in py.range(field.n)]
+        out.is_vector = False
+    return out
+
+
+def subscript(lw, base, index, node):
+    if isinstance(base, Field) or getattr(base, "is_ndarray_arg", False):
+        return field_ref(base, index)
+    if isinstance(base, Matrix):
+        return base[index]
+    if isinstance(base, GlobalRef):
+        raise lw.error("a scalar field element cannot be indexed again", node)
+    if isinstance(index, (VarRef,)) or (hasattr(index, "dtype") and not isinstance(index, int)):
+        raise lw.error("Python lists/tuples can only be indexed by compile-time constants "
+                       "inside kernels", node)
+    return base[index]
+
+
+def _random(dtype=float):
+    em = current()
+    dtype = to_dtype(dtype)
+    var = em.fresh("rand", dtype)
+    em.emit(Random(var))
+    return VarRef(var)
+
+
+def _print(*args, sep=" ", end="\n"):
+    em = current()
+    items = []
+    for a in args:
+        if isinstance(a, Matrix):
+            items.append("[")
+            items.extend(builder.as_expr(x) for x in a.entries())
+            items.append("]")
+        elif isinstance(a, (list, tuple)):
+            items.extend(x if isinstance(x, str) else builder.as_expr(x) for x in a)
+        elif isinstance(a, str):
+            items.append(a)
+        else:
+            items.append(builder.as_expr(a))
+    em.emit(Print(items))
+
+
+def _loop_config(serialize=False, **kwargs):
+    current().pending_serialize = bool(serialize)
+
+
+def _make_atomic(op):
+    def f(x, y):
+        return atomic(op, x, y)
+
+    f.__name__ = f"atomic_{op}"
+    return f
+
+
+ATOMICS = {name: _make_atomic(name) for name in
+           ("add", "sub", "mul", "min", "max", "and", "or", "xor")}
+
+
+def _int(x=0):
+    if isinstance(x, (int, float, str)):
+        return int(x)
+    return B.cast(x, defaults.ip)
+
+
+def _float(x=0.0):
+    if isinstance(x, (int, float, str)):
+        return float(x)
+    return B.cast(x, defaults.fp)
+
+
+def _len(x):
+    if isinstance(x, Field):
+        return x.shape[0]
+    return py.len(x)
+
+
+PY_BUILTINS = {
+    id(py.range): KRange, id(py.min): B.min, id(py.max): B.max, id(py.abs): B.abs,
+    id(py.int): _int, id(py.float): _float, id(py.print): _print, id(py.len): _len,
+}
+
+
+def call(lw, node):
+    from .inline import inline_call
+    from ..api import Func, Kernel
+
+    func = lw.expr(node.func)
+    if func is static:
+        values = [lw.expr(a) for a in node.args]
+        return static(*values)
+    args = []
+    for a in node.args:
+        v = lw.expr(a)
+        if isinstance(v, Starred):
+            args.extend(list(v.value.entries()) if isinstance(v.value, Matrix) else v.value)
+        else:
+            args.append(v)
+    kwargs = {k.arg: lw.expr(k.value) for k in node.keywords}
+    if isinstance(func, Func) or getattr(func, "is_bound_func", False):
+        return inline_call(lw, func, args, kwargs, node)
+    if isinstance(func, Kernel) or getattr(func, "is_bound_kernel", False):
+        raise lw.error("a kernel cannot call another kernel; make the callee a @ti.func", node)
+    if func is KRange and not any(isinstance(a, (VarRef,)) or hasattr(a, "dtype")
+                                  for a in args) and len(args) == 3:
+        return StaticKRange(*args)
+    return func(*args, **kwargs)
+
+
+__all__ = ["Var", "static", "ATOMICS", "call", "subscript", "KRange", "NDRange", "Grouped",
+           "_random", "_print", "_loop_config", "static_assert", "static_print"]

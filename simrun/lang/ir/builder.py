@@ -1,0 +1,94 @@
+"""Construction helpers: typing, operand casts and constant folding for new IR nodes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..types import DType, literal_dtype
+from .nodes import Const, Expr, OpExpr
+from .ops import OPS, Op, operand_type, result_type
+
+# The frontend installs a converter for values that are not Expr yet (lazy global loads).
+value_hooks: list = []
+
+
+def as_expr(value) -> Expr:
+    if isinstance(value, Expr):
+        return value
+    for hook in value_hooks:
+        converted = hook(value)
+        if converted is not None:
+            return converted
+    if isinstance(value, (bool, int, float, np.integer, np.floating)):
+        return Const(_normalize(value, literal_dtype(value)), literal_dtype(value))
+    raise TypeError(f"{type(value).__name__} value {value!r} cannot be used in kernel arithmetic")
+
+
+def _normalize(value, dtype: DType):
+    if dtype.is_float:
+        return float(np.array(value).astype(dtype.np)) if dtype.bits < 64 else float(value)
+    return int(np.array(int(value)).astype(dtype.np))
+
+
+def const(value, dtype: DType) -> Const:
+    return Const(_normalize(value, dtype), dtype)
+
+
+def cast(e, dtype: DType) -> Expr:
+    e = as_expr(e)
+    if e.dtype == dtype:
+        return e
+    if isinstance(e, Const):
+        v = e.value
+        if dtype.is_int and isinstance(v, float):
+            v = int(v)  # C semantics: truncation toward zero
+        return const(v, dtype)
+    return OpExpr(Op.CAST, (e,), dtype)
+
+
+def make(op: Op, *args) -> Expr:
+    """Build op(args) with Taichi typing; folds constants."""
+    exprs = [as_expr(a) for a in args]
+    rtype = result_type(op, [e.dtype for e in exprs])
+    otypes = operand_type(op, [e.dtype for e in exprs], rtype)
+    exprs = [cast(e, t) for e, t in zip(exprs, otypes)]
+    if op is Op.POW and exprs[1].dtype.is_int and not exprs[0].dtype.is_int:
+        pass
+    if all(isinstance(e, Const) for e in exprs):
+        try:
+            value = OPS[op].ref(*[e.value for e in exprs])
+            return const(value, rtype)
+        except (ArithmeticError, ValueError, OverflowError):
+            pass
+    return OpExpr(op, tuple(exprs), rtype)
+
+
+def binary(op: Op, a, b) -> Expr:
+    from ..matrix import Matrix
+
+    if isinstance(a, Matrix) or isinstance(b, Matrix):
+        return NotImplemented
+    if op is Op.POW:
+        return power(a, b)
+    return make(op, a, b)
+
+
+def unary(op: Op, a) -> Expr:
+    return make(op, a)
+
+
+def power(a, b) -> Expr:
+    """x ** n for a small non-negative integer constant n is unrolled into multiplications."""
+    if isinstance(b, (int, np.integer)) and not isinstance(b, bool) and 0 <= b <= 16:
+        a = as_expr(a)
+        if b == 0:
+            return const(1, a.dtype)
+        result = a
+        for _ in range(b - 1):
+            result = make(Op.MUL, result, a)
+        return result
+    return make(Op.POW, a, b)
+
+
+def select(c, a, b) -> Expr:
+    return make(Op.SELECT, c, a, b)

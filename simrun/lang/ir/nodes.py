@@ -1,0 +1,278 @@
+"""The typed, structured IR: scalar expressions (pure trees) and statements (explicit effects).
+
+Expressions carry Python operators so IR can be written as ordinary arithmetic, in the frontend
+and in the derivative rules alike.  Global loads, stores and atomics are statements with
+explicit indices, locals are named variables, and control flow stays structured, so the
+autodiff passes can walk and reverse it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import Span
+from ..types import DType
+from .ops import Op
+
+_ids = itertools.count()
+
+
+@dataclass(eq=False)
+class Var:
+    """A mutable local scalar variable (an alloca in codegen)."""
+
+    name: str
+    dtype: DType
+    id: int = field(default_factory=lambda: next(_ids))
+
+    def __repr__(self) -> str:
+        return f"%{self.name}{self.id}"
+
+
+class Arith:
+    """Python operators that build IR; shared by Expr and the frontend's lazy global loads."""
+
+    __hash__ = object.__hash__
+
+    def _bin(self, op, other, swap=False):
+        from .builder import binary
+
+        return binary(op, other, self) if swap else binary(op, self, other)
+
+    def __add__(self, o): return self._bin(Op.ADD, o)
+    def __radd__(self, o): return self._bin(Op.ADD, o, True)
+    def __sub__(self, o): return self._bin(Op.SUB, o)
+    def __rsub__(self, o): return self._bin(Op.SUB, o, True)
+    def __mul__(self, o): return self._bin(Op.MUL, o)
+    def __rmul__(self, o): return self._bin(Op.MUL, o, True)
+    def __truediv__(self, o): return self._bin(Op.TRUEDIV, o)
+    def __rtruediv__(self, o): return self._bin(Op.TRUEDIV, o, True)
+    def __floordiv__(self, o): return self._bin(Op.FLOORDIV, o)
+    def __rfloordiv__(self, o): return self._bin(Op.FLOORDIV, o, True)
+    def __mod__(self, o): return self._bin(Op.MOD, o)
+    def __rmod__(self, o): return self._bin(Op.MOD, o, True)
+    def __pow__(self, o): return self._bin(Op.POW, o)
+    def __rpow__(self, o): return self._bin(Op.POW, o, True)
+    def __lt__(self, o): return self._bin(Op.LT, o)
+    def __le__(self, o): return self._bin(Op.LE, o)
+    def __gt__(self, o): return self._bin(Op.GT, o)
+    def __ge__(self, o): return self._bin(Op.GE, o)
+    def __eq__(self, o): return self._bin(Op.EQ, o)  # type: ignore[override]
+    def __ne__(self, o): return self._bin(Op.NE, o)  # type: ignore[override]
+    def __and__(self, o): return self._bin(Op.BIT_AND, o)
+    def __rand__(self, o): return self._bin(Op.BIT_AND, o, True)
+    def __or__(self, o): return self._bin(Op.BIT_OR, o)
+    def __ror__(self, o): return self._bin(Op.BIT_OR, o, True)
+    def __xor__(self, o): return self._bin(Op.BIT_XOR, o)
+    def __rxor__(self, o): return self._bin(Op.BIT_XOR, o, True)
+    def __lshift__(self, o): return self._bin(Op.SHL, o)
+    def __rshift__(self, o): return self._bin(Op.SHR, o)
+
+    def __neg__(self):
+        from .builder import unary
+
+        return unary(Op.NEG, self)
+
+    def __pos__(self):
+        return self
+
+    def __invert__(self):
+        from .builder import unary
+
+        return unary(Op.BIT_NOT, self)
+
+    def __abs__(self):
+        from .builder import unary
+
+        return unary(Op.ABS, self)
+
+    def __bool__(self):
+        raise TypeError(
+            "a kernel value has no Python truth value here; use it in an `if` of the kernel, "
+            "or ti.static(...) for compile-time conditions"
+        )
+
+
+class Expr(Arith):
+    """Base of pure scalar expressions."""
+
+    dtype: DType
+
+
+@dataclass(eq=False, repr=False)
+class Const(Expr):
+    value: Any
+    dtype: DType
+
+
+@dataclass(eq=False, repr=False)
+class VarRef(Expr):
+    var: Var
+
+    @property
+    def dtype(self) -> DType:  # type: ignore[override]
+        return self.var.dtype
+
+
+@dataclass(eq=False, repr=False)
+class OpExpr(Expr):
+    op: Op
+    args: tuple
+    dtype: DType
+
+
+# ---------------------------------------------------------------- statements
+
+
+@dataclass(eq=False)
+class Stmt:
+    span: Span | None = field(default=None, kw_only=True)
+
+
+@dataclass(eq=False)
+class Assign(Stmt):
+    var: Var
+    value: Expr
+
+
+@dataclass(eq=False)
+class Load(Stmt):
+    """var = field[indices] (component comp of a vector/matrix element)."""
+
+    var: Var
+    field: Any
+    comp: int
+    indices: tuple
+
+
+@dataclass(eq=False)
+class Store(Stmt):
+    field: Any
+    comp: int
+    indices: tuple
+    value: Expr
+
+
+@dataclass(eq=False)
+class Atomic(Stmt):
+    """field[indices] <op>= value; the old value goes to `result` when it is used."""
+
+    op: str
+    field: Any
+    comp: int
+    indices: tuple
+    value: Expr
+    result: Var | None = None
+
+
+@dataclass(eq=False)
+class Random(Stmt):
+    var: Var
+
+
+@dataclass(eq=False)
+class If(Stmt):
+    cond: Expr
+    then: list
+    orelse: list
+
+
+@dataclass(eq=False)
+class For(Stmt):
+    """Serial counted loop: var runs begin, begin+1, ..., end-1."""
+
+    var: Var
+    begin: Expr
+    end: Expr
+    body: list
+
+
+@dataclass(eq=False)
+class While(Stmt):
+    """`while True` loop; the frontend turns `while cond:` into a leading `if not cond: break`."""
+
+    body: list
+
+
+@dataclass(eq=False)
+class Break(Stmt):
+    pass
+
+
+@dataclass(eq=False)
+class Continue(Stmt):
+    pass
+
+
+@dataclass(eq=False)
+class AssertStmt(Stmt):
+    cond: Expr
+    message: str
+
+
+@dataclass(eq=False)
+class Print(Stmt):
+    items: list
+
+
+@dataclass(eq=False)
+class Return(Stmt):
+    values: list
+
+
+@dataclass(eq=False)
+class StackPush(Stmt):
+    """Autodiff: save var's current value on the per-thread stack."""
+
+    var: Var
+
+
+@dataclass(eq=False)
+class StackPop(Stmt):
+    """Autodiff: restore var from the per-thread stack."""
+
+    var: Var
+
+
+@dataclass(eq=False)
+class Task:
+    """One offloaded piece of a kernel: a parallel range loop, or serial code run once."""
+
+    kind: str  # "range" or "serial"
+    body: list
+    var: Var | None = None
+    begin: Expr | None = None
+    end: Expr | None = None
+    span: Span | None = None
+
+
+@dataclass(eq=False)
+class KernelIR:
+    name: str
+    tasks: list
+    arg_vars: list  # Var per scalar argument, in slot order
+    ret_types: list
+    span: Span | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def walk(stmts):
+    """Yield every statement, nested ones included, in program order."""
+    for s in stmts:
+        yield s
+        if isinstance(s, If):
+            yield from walk(s.then)
+            yield from walk(s.orelse)
+        elif isinstance(s, (For, While)):
+            yield from walk(s.body)
+
+
+def expr_vars(e: Expr):
+    """Yield every Var an expression reads."""
+    if isinstance(e, VarRef):
+        yield e.var
+    elif isinstance(e, OpExpr):
+        for a in e.args:
+            yield from expr_vars(a)

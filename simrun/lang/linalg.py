@@ -1,0 +1,1 @@
+"""Small dense linear algebra written in the language itself (inlined into kernels)."""

@@ -1,0 +1,92 @@
+"""A compiled kernel variant: its context buffer, task entry points, and argument marshalling."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from ..errors import SimrunError
+
+TASK_FN = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+
+
+class KernelRuntimeError(SimrunError, RuntimeError):
+    pass
+
+
+class CompiledKernel:
+    def __init__(self, name: str, layout, addresses: list, arg_specs: list, ret_types: list,
+                 runtime, ndarray_slots: dict):
+        self.name = name
+        self.layout = layout
+        self.fns = [TASK_FN(a) for a in addresses]
+        self.runtime = runtime
+        self.ctx = np.zeros(layout.size, dtype=np.int64)
+        self.ctx_addr = self.ctx.ctypes.data
+        self.f64 = self.ctx.view(np.float64)
+        self.f32 = self.ctx.view(np.float32)
+        self.i32 = self.ctx.view(np.int32)
+        self.arg_specs = arg_specs  # (slot, dtype) per flattened scalar argument
+        self.ret_types = ret_types
+        self.ndarray_slots = ndarray_slots  # argument position -> slot
+        for slot, f in enumerate(layout.fields):
+            if not getattr(f, "is_ndarray_arg", False):
+                self.ctx[slot] = f.data.ctypes.data
+        self.ctx[layout.rng_slot] = runtime.rng.ctypes.data
+        self.ctx[layout.stack_slot] = runtime.stacks.ctypes.data
+
+    def set_args(self, flat_args) -> None:
+        ctx = self.ctx
+        for (slot, dt), value in zip(self.arg_specs, flat_args):
+            if dt.is_float:
+                if dt.bits == 64:
+                    self.f64[slot] = value
+                else:
+                    ctx[slot] = 0
+                    self.f32[2 * slot] = value
+            else:
+                ctx[slot] = int(value)
+
+    def launch(self, flat_args, arrays=()):
+        self.set_args(flat_args)
+        for slot, arr in arrays:
+            self.ctx[slot] = arr.ctypes.data
+        ctx = self.ctx_addr
+        run = self.runtime.run
+        for fn in self.fns:
+            if run(fn, ctx) < 0:
+                self.raise_error()
+        if self.ret_types:
+            return self.read_returns()
+        return None
+
+    def read_returns(self):
+        out = []
+        for k, dt in enumerate(self.ret_types):
+            slot = self.layout.ret_slot + k
+            if dt.is_float:
+                out.append(float(self.f64[slot] if dt.bits == 64 else self.f32[2 * slot]))
+            elif dt.bits == 64:
+                out.append(int(self.ctx[slot]))
+            else:
+                out.append(int(self.i32[2 * slot]) if dt.kind == "i"
+                           else int(self.ctx[slot] & ((1 << dt.bits) - 1)))
+        return out
+
+    def raise_error(self):
+        base = self.layout.err_slot
+        code, site = int(self.ctx[base]), int(self.ctx[base + 1])
+        self.ctx[base] = 0
+        sites = self.layout.sites
+        info = sites[site] if 0 <= site < len(sites) else ("?", "?", None, None)
+        kind, what, span, shape = info
+        where = f"{span}: " if span is not None else ""
+        text = f"\n    {span.text.strip()}" if span is not None and span.text else ""
+        if code == 1:
+            idx = [int(self.ctx[base + 2 + k]) for k in range(len(shape or ()))]
+            raise IndexError(f"{where}in kernel '{self.name}': index {tuple(idx)} is out of "
+                             f"range for field '{what}' of shape {shape}{text}")
+        if code == 2:
+            raise AssertionError(f"{where}in kernel '{self.name}': assertion failed: {what}{text}")
+        raise KernelRuntimeError(f"kernel '{self.name}' failed (code {code})")
