@@ -3,6 +3,8 @@
 `import simrun.lang as ti` in place of `import taichi as ti`.
 """
 
+from . import ad
+from .ad import Tape, stop_grad
 from .api import (Kernel, arm64, cpu, cuda, data_oriented, dx11, dx12, func, gpu, init, kernel,
                   metal, opengl, pyfunc, real_func, reset, sync, vulkan, x64)
 from .builtins import (abs, acos, asin, atan, atan2, bit_shl, bit_shr, cast, ceil, cos, exp,
@@ -17,6 +19,7 @@ from .frontend.special import _loop_config as loop_config
 from .frontend.special import _random
 from .frontend.special import static, static_assert, static_print
 from .gui import GUI
+
 from .matrix import Matrix, Vector
 from .types import (f16, f32, f64, float16, float32, float64, i8, i16, i32, i64, int8, int16,
                     int32, int64, template, types, u1, u8, u16, u32, u64, uint8, uint16, uint32,
@@ -31,6 +34,7 @@ atomic_and = _ATOMICS["and"]
 atomic_or = _ATOMICS["or"]
 atomic_xor = _ATOMICS["xor"]
 ifte = select
+
 
 
 def random(dtype=float):

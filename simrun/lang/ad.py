@@ -1,1 +1,76 @@
-"""ti.ad: Tape, FwdMode, grad_replaced/grad_for, no_grad, clear_all_gradients."""
+"""ti.ad: Tape, FwdMode, grad_replaced / grad_for, no_grad, clear_all_gradients."""
+
+from __future__ import annotations
+
+import functools
+
+from .autodiff.tape import FwdMode, Tape, active_tapes, clear_all_gradients, suppress
+
+__all__ = ["Tape", "FwdMode", "grad_replaced", "grad_for", "no_grad", "clear_all_gradients",
+           "stop_grad", "grad_check"]
+
+
+class GradReplaced:
+    """A Python function whose gradient is a user-supplied function (checkpointing, stable SVD)."""
+
+    def __init__(self, fn):
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.backward = None
+
+    def __call__(self, *args, **kwargs):
+        tapes = active_tapes()
+        if tapes and self.backward is not None:
+            for t in tapes:
+                t.record_custom(lambda *a: self.backward(*a, **kwargs), args)
+        suppress(+1 if tapes else 0)
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            suppress(-1 if tapes else 0)
+
+    def grad(self, *args, **kwargs):
+        if self.backward is None:
+            raise RuntimeError(f"no @ti.ad.grad_for({self.fn.__name__}) gradient is registered")
+        return self.backward(*args, **kwargs)
+
+
+def grad_replaced(fn):
+    return GradReplaced(fn)
+
+
+def grad_for(primal):
+    if not isinstance(primal, GradReplaced):
+        raise TypeError("ti.ad.grad_for(f) needs f decorated with @ti.ad.grad_replaced")
+
+    def register(backward):
+        primal.backward = backward
+        return backward
+
+    return register
+
+
+def no_grad(fn):
+    """Run fn on the forward pass only; the tape records nothing for it."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        suppress(+1)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            suppress(-1)
+
+    wrapper.grad = lambda *a, **k: None
+    return wrapper
+
+
+def stop_grad(x):
+    """Kept for API compatibility: simrun differentiates only fields with gradients."""
+    return x
+
+
+def grad_check(tape, fields):
+    from .autodiff.check import grad_check as _check
+
+    return _check(tape, fields)

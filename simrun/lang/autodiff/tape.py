@@ -1,20 +1,207 @@
-"""Runtime side of autodiff: launch recording, snapshots of overwritten fields, replay."""
+"""Runtime side of autodiff: launch recording, snapshots of overwritten fields, replay.
+
+A launch that overwrites a field which it, or an earlier launch on the tape, has read gets
+that field saved before it runs; the backward pass restores it around the launch's gradient,
+so every gradient kernel sees the values its forward launch saw (Taichi's global data access
+rules become unnecessary).
+"""
 
 from __future__ import annotations
 
-_state = {"tapes": [], "fwd": []}
+import numpy as np
+
+from ..errors import AutodiffError
+from .analysis import kernel_access
+
+_state: dict = {"tapes": [], "fwd": [], "suppress": 0}
 
 
 def forward_mode_active() -> bool:
     return bool(_state["fwd"])
 
 
+def access_of(compiled):
+    acc = getattr(compiled, "access", None)
+    if acc is None:
+        acc = kernel_access(compiled.kir)
+        compiled.access = acc
+    return acc
+
+
+def _is_storage(f) -> bool:
+    return getattr(f, "data", None) is not None and not getattr(f, "is_ndarray_arg", False)
+
+
+def _snapshot(fields) -> dict:
+    return {f: f.data.copy() for f in fields if _is_storage(f)}
+
+
+def _restore(snap: dict) -> None:
+    for f, arr in snap.items():
+        f.data[...] = arr
+
+
 def before_launch(kernel, args, compiled) -> None:
-    for t in _state["tapes"]:
-        t.record(kernel, args)
+    acc = access_of(compiled)
+    if _state["suppress"]:
+        return
+    if _state["tapes"]:
+        for tape in _state["tapes"]:
+            tape.record(kernel, args, acc)
+        return
+    clobbered = acc.reads & acc.writes
+    if clobbered and any(getattr(f, "grad", None) is not None for f in acc.reads | acc.writes):
+        kernel.last_snapshot = _snapshot(clobbered)
+    else:
+        kernel.last_snapshot = None
 
 
-def run_grad(kernel, args) -> None:
+def run_grad(kernel, args, snapshot=None) -> None:
+    """Launch kernel's gradient; restores the pre-launch values of fields it overwrote."""
     mode = "fwd_reverse" if forward_mode_active() else "reverse"
+    if mode == "fwd_reverse":
+        _ensure_grad_duals(kernel, args)
     compiled, flat, arrays = kernel.prepare(args, mode)
+    if snapshot is None and not _state["tapes"]:
+        snapshot = getattr(kernel, "last_snapshot", None)
+    if snapshot:
+        _restore(snapshot)
     compiled.launch(flat, arrays)
+
+
+def _ensure_grad_duals(kernel, args) -> None:
+    compiled, _, _ = kernel.prepare(args, "primal")
+    acc = access_of(compiled)
+    for f in acc.reads | acc.writes:
+        if getattr(f, "dual", None) is not None and f.grad is not None:
+            f.grad._make_dual()
+
+
+class Record:
+    def __init__(self, kernel, args, snapshot, custom=None):
+        self.kernel, self.args, self.snapshot, self.custom = kernel, args, snapshot, custom
+
+
+class Tape:
+    """with ti.ad.Tape(loss): record launches; on exit, set loss.grad = 1 and replay backwards."""
+
+    def __init__(self, loss=None, clear_gradients: bool = True, validation: bool = False,
+                 grad_check=None):
+        self.loss = loss
+        self.clear_gradients = clear_gradients
+        self.validation = validation
+        self.grad_check = grad_check
+        self.records: list = []
+        self.read_so_far: set = set()
+        self.entered = False
+        self.gradient_evaluated = False
+
+    def __enter__(self):
+        loss = self.loss
+        if loss is not None:
+            if getattr(loss, "shape", None) != ():
+                raise AutodiffError(
+                    f"ti.ad.Tape(loss=...) needs a 0-D field (shape ()), got "
+                    f"{getattr(loss, 'name', loss)!r} with shape {getattr(loss, 'shape', '?')}; "
+                    "for several outputs use kernel.grad() with the output grads set by hand")
+            if loss.grad is None:
+                raise AutodiffError(f"the loss field '{loss.name}' has no gradient: create it "
+                                    "with needs_grad=True or call ti.root.lazy_grad()")
+            loss.fill(0)
+        if self.clear_gradients:
+            clear_all_gradients()
+        _state["tapes"].append(self)
+        self.entered = True
+        if self.grad_check:
+            self._check_inputs = [f.to_numpy() for f in self.grad_check]
+        return self
+
+    def record(self, kernel, args, acc) -> None:
+        self.read_so_far |= acc.reads
+        keep = acc.writes & self.read_so_far
+        self.records.append(Record(kernel, args, _snapshot(keep)))
+
+    def record_custom(self, backward, args) -> None:
+        self.records.append(Record(None, args, {}, custom=backward))
+
+    def __exit__(self, exc_type, exc, tb):
+        _state["tapes"].remove(self)
+        if exc_type is not None:
+            return False
+        if self.loss is not None:
+            self.loss.grad.fill(1)
+        self.grad()
+        if self.grad_check:
+            from .check import grad_check
+
+            grad_check(self, self.grad_check)
+        return False
+
+    def grad(self) -> None:
+        if self.gradient_evaluated:
+            raise RuntimeError("this Tape's gradients were already evaluated")
+        final = {}
+        for rec in self.records:
+            for f in rec.snapshot:
+                if f not in final:
+                    final[f] = f.data.copy()
+        for rec in reversed(self.records):
+            if rec.custom is not None:
+                rec.custom(*rec.args)
+                continue
+            _restore(rec.snapshot)
+            run_grad(rec.kernel, rec.args, snapshot=rec.snapshot or {})
+            _restore(rec.snapshot)
+        _restore(final)
+        self.gradient_evaluated = True
+
+
+def clear_all_gradients(gradient_type=None) -> None:
+    from ..fields import all_fields
+
+    for f in all_fields():
+        if f.grad is not None and f.grad.data is not None:
+            f.grad.data[...] = 0
+
+
+class FwdMode:
+    """with ti.ad.FwdMode(loss, param, seed): kernels also compute d(field)/d(param) . seed."""
+
+    def __init__(self, loss, param, seed=None, clear_gradients: bool = True):
+        self.loss, self.param, self.seed = loss, param, seed
+        self.clear_gradients = clear_gradients
+
+    def __enter__(self):
+        from ..fields import all_fields
+
+        p = self.param
+        if p.dual is None:
+            raise AutodiffError(f"field '{p.name}' has no dual: create it with needs_dual=True "
+                                "or call ti.root.lazy_dual()")
+        if self.clear_gradients:
+            for f in all_fields():
+                if f.dual is not None:
+                    f.dual.data[...] = 0
+                if f.grad is not None and f.grad.dual is not None:
+                    f.grad.dual.data[...] = 0
+        if self.seed is None:
+            if p.data.size != 1:
+                raise AutodiffError(f"FwdMode needs seed= for the non-scalar field '{p.name}' "
+                                    f"of shape {p.data.shape}")
+            p.dual.data[...] = 1
+        else:
+            p.dual.data[...] = np.asarray(self.seed, dtype=p.data.dtype).reshape(p.data.shape)
+        _state["fwd"].append(self)
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        _state["fwd"].remove(self)
+        return False
+
+
+def active_tapes() -> list:
+    return _state["tapes"]
+
+
+def suppress(delta: int) -> None:
+    _state["suppress"] += delta

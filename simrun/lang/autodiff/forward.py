@@ -1,0 +1,118 @@
+"""Forward mode on the IR: every float local carries a dual; fields carry .dual companions."""
+
+from __future__ import annotations
+
+from ..errors import AutodiffError
+from ..ir import builder
+from ..ir.nodes import (Assign, Atomic, Const, For, If, KernelIR, Load, OpExpr, StackPop,
+                        StackPush, Store, Task, Var, VarRef, While)
+from .rules import partials
+
+
+def has_dual(f) -> bool:
+    return getattr(f, "dual", None) is not None
+
+
+class Dualizer:
+    def __init__(self, kernel_name: str):
+        self.kernel_name = kernel_name
+        self.duals: dict = {}
+
+    def dual(self, v: Var) -> Var:
+        d = self.duals.get(v)
+        if d is None:
+            d = Var(f"dot_{v.name}", v.dtype)
+            self.duals[v] = d
+        return d
+
+    def d(self, e):
+        """The dual of expression e, or None when it is identically zero."""
+        if isinstance(e, Const) or not e.dtype.is_float:
+            return None
+        if isinstance(e, VarRef):
+            return VarRef(self.dual(e.var)) if e.var.dtype.is_float else None
+        if isinstance(e, OpExpr):
+            total = None
+            for a, p in zip(e.args, partials(e)):
+                if p is None:
+                    continue
+                da = self.d(a)
+                if da is None:
+                    continue
+                term = builder.cast(p * da, e.dtype)
+                total = term if total is None else total + term
+            return total
+        return None
+
+    def zero_or(self, e, dtype):
+        return e if e is not None else builder.const(0, dtype)
+
+    def block(self, body) -> list:
+        out = []
+        for s in body:
+            if isinstance(s, Assign):
+                if s.var.dtype.is_float:
+                    t = Var("dtmp", s.var.dtype)
+                    out.append(Assign(t, self.zero_or(self.d(s.value), s.var.dtype)))
+                    out.append(s)
+                    out.append(Assign(self.dual(s.var), VarRef(t)))
+                else:
+                    out.append(s)
+            elif isinstance(s, Load):
+                out.append(s)
+                if s.var.dtype.is_float:
+                    if has_dual(s.field):
+                        out.append(Load(self.dual(s.var), s.field.dual, s.comp, s.indices,
+                                        span=s.span))
+                    else:
+                        out.append(Assign(self.dual(s.var), builder.const(0, s.var.dtype)))
+            elif isinstance(s, Store):
+                out.append(s)
+                if has_dual(s.field):
+                    out.append(Store(s.field.dual, s.comp, s.indices,
+                                     self.zero_or(self.d(s.value), s.field.dtype), span=s.span))
+            elif isinstance(s, Atomic):
+                out.append(s)
+                if has_dual(s.field):
+                    if s.op not in ("add", "sub"):
+                        raise AutodiffError(f"forward mode cannot differentiate ti.atomic_{s.op}"
+                                            f" on field '{s.field.name}'", s.span,
+                                            self.kernel_name)
+                    dv = self.d(s.value)
+                    if dv is not None:
+                        out.append(Atomic(s.op, s.field.dual, s.comp, s.indices, dv,
+                                          span=s.span))
+            elif isinstance(s, If):
+                out.append(If(s.cond, self.block(s.then), self.block(s.orelse), span=s.span))
+            elif isinstance(s, For):
+                out.append(For(s.var, s.begin, s.end, self.block(s.body), span=s.span))
+            elif isinstance(s, While):
+                w = While(self.block(s.body), span=s.span)
+                out.append(w)
+            elif isinstance(s, StackPush):
+                out.append(s)
+                if s.var.dtype.is_float:
+                    out.append(StackPush(self.dual(s.var)))
+            elif isinstance(s, StackPop):
+                if s.var.dtype.is_float:
+                    out.append(StackPop(self.dual(s.var)))
+                out.append(s)
+            else:
+                out.append(s)
+        return out
+
+
+def forward_kernel(kir: KernelIR) -> KernelIR:
+    dz = Dualizer(kir.name)
+    tasks = []
+    for t in kir.tasks:
+        body = dz.block(t.body)
+        tasks.append(Task(t.kind, body, t.var, t.begin, t.end, t.span))
+    extra = dict(kir.extra)
+    slot_vars = set(kir.extra.get("top_level_vars", []))
+    extra["top_level_vars"] = list(slot_vars) + [d for v, d in dz.duals.items() if v in slot_vars]
+    for v in kir.arg_vars:
+        if v in dz.duals:
+            tasks.insert(0, Task("serial", [Assign(dz.duals[v], builder.const(0, v.dtype))]))
+            extra["top_level_vars"].append(dz.duals[v])
+    return KernelIR(kir.name + "_fwd", tasks, kir.arg_vars, kir.ret_types, kir.span, extra)
