@@ -10,6 +10,8 @@ import numpy as np
 
 from . import fields as fields_mod
 from .errors import CompileError
+from .autodiff import tape as _tape
+from .autodiff.tape import _state as _tape_state
 from .frontend.context import Emitter, _stack
 from .frontend.lower import LocalMatrix, Lowerer, lower_body
 from .frontend.source import get_source
@@ -153,18 +155,16 @@ class Kernel:
         return tuple(parts)
 
     def __call__(self, *args, **kwargs):
-        from .autodiff import tape
-
         if kwargs:
             args = self._bind_kwargs(args, kwargs)
-        mode = "fwd" if tape.forward_mode_active() else "primal"
+        mode = "fwd" if _tape_state["fwd"] else "primal"
         compiled, flat, arrays = self.prepare(args, mode)
-        tape.before_launch(self, args, compiled)
-        return self._finish(compiled.launch(flat, arrays))
+        if compiled.tracked or _tape_state["tapes"]:
+            _tape.before_launch(self, args, compiled)
+        result = compiled.launch(flat, arrays)
+        return None if result is None else self._finish(result)
 
     def _finish(self, result):
-        if result is None:
-            return None
         _, rets, _ = self.params()
         ann = inspect.signature(self.pyfunc).return_annotation
         if isinstance(ann, MatrixType):
@@ -253,6 +253,8 @@ class Kernel:
                                   for k, nd in ndarrays.items()
                                   if id(nd) in compiled.layout.field_slot}
         compiled.kir = kir
+        acc = _tape.access_of(compiled)
+        compiled.tracked = bool(acc.reads & acc.writes)
         return compiled
 
 

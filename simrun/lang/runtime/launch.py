@@ -30,6 +30,7 @@ class CompiledKernel:
         self.arg_specs = arg_specs  # (slot, dtype) per flattened scalar argument
         self.ret_types = ret_types
         self.ndarray_slots = ndarray_slots  # argument position -> slot
+        self.tracked = True  # set by the compiler: launches that may need snapshots
         for slot, f in enumerate(layout.fields):
             if not getattr(f, "is_ndarray_arg", False):
                 self.ctx[slot] = f.data.ctypes.data
@@ -49,7 +50,8 @@ class CompiledKernel:
                 ctx[slot] = int(value)
 
     def launch(self, flat_args, arrays=()):
-        self.set_args(flat_args)
+        if flat_args:
+            self.set_args(flat_args)
         for slot, arr in arrays:
             self.ctx[slot] = arr.ctypes.data
         ctx = self.ctx_addr
