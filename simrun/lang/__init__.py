@@ -19,6 +19,7 @@ from .frontend.special import _loop_config as loop_config
 from .frontend.special import _random
 from .frontend.special import static, static_assert, static_print
 from .gui import GUI
+from .linalg import polar_decompose, svd, sym_eig
 
 from .matrix import Matrix, Vector
 from .types import (f16, f32, f64, float16, float32, float64, i8, i16, i32, i64, int8, int16,

@@ -289,12 +289,14 @@ class Func:
         return Func(self.pyfunc, obj)
 
     def __call__(self, *args, **kwargs):
-        from .frontend.context import active
+        from .frontend.inline import inline_call
+        from .frontend.special import LOWERERS
 
-        if not active():
+        if not LOWERERS:
             raise RuntimeError(f"ti.func '{self.pyfunc.__name__}' can only be called from a "
                                "kernel or another ti.func")
-        raise RuntimeError("internal: ti.func calls are inlined by the frontend")
+        lw, node = LOWERERS[-1]
+        return inline_call(lw, self, list(args), kwargs, node)
 
 
 def kernel(fn=None, **_options):

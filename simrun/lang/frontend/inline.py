@@ -98,6 +98,44 @@ def _run(sub, stmts, ret_ann, out=None):
     return _result(out) if out else None
 
 
+def _spec(value):
+    """Structure of a return value: scalars, matrices and tuples of them."""
+    from .lower import is_dynamic
+
+    if isinstance(value, tuple):
+        return ("tuple", [_spec(v) for v in value])
+    if isinstance(value, Matrix):
+        return ("matrix", value.n, value.m, value.is_vector)
+    if is_dynamic(value):
+        return ("scalar",)
+    return ("static", value)
+
+
+def _flatten(value) -> list:
+    if isinstance(value, tuple):
+        return [x for v in value for x in _flatten(v)]
+    if isinstance(value, Matrix):
+        return value.entries()
+    from .lower import is_dynamic
+
+    return [value] if is_dynamic(value) else []
+
+
+def _unflatten(spec, refs: list):
+    kind = spec[0]
+    if kind == "tuple":
+        return tuple(_unflatten(s, refs) for s in spec[1])
+    if kind == "static":
+        return spec[1]
+    if kind == "scalar":
+        return refs.pop(0)
+    _, n, m, vec = spec
+    out = Matrix.__new__(Matrix)
+    out.rows = [[refs.pop(0) for _ in range(m)] for _ in range(n)]
+    out.is_vector = vec
+    return out
+
+
 def _deliver(sub, value, ret_ann, out):
     if value is None:
         return None
@@ -105,30 +143,20 @@ def _deliver(sub, value, ret_ann, out):
         value = B.cast(value, to_dtype(ret_ann))
     elif isinstance(ret_ann, MatrixType):
         value = ret_ann(value.entries() if isinstance(value, Matrix) else value)
-    from .lower import is_dynamic
-
-    if isinstance(value, tuple):
-        value = Matrix(list(value)) if any(is_dynamic(v) for v in value) else value
-    if not is_dynamic(value) and "vars" not in out:
-        return value
-    entries = value.entries() if isinstance(value, Matrix) else [value]
+    if isinstance(value, list):
+        value = tuple(value)
+    spec = _spec(value)
     if "vars" not in out:
-        out["vars"] = [sub.em.fresh("ret", builder.as_expr(e).dtype) for e in entries]
-        out["shape"] = value if isinstance(value, Matrix) else None
-    exprs = [builder.as_expr(e) for e in entries]
-    for var, e in zip(out["vars"], exprs):
-        sub.em.emit(Assign(var, builder.cast(e, var.dtype)))
+        if spec[0] == "static":
+            return value
+        out["vars"] = [sub.em.fresh("ret", builder.as_expr(e).dtype) for e in _flatten(value)]
+        out["spec"] = spec
+    for var, e in zip(out["vars"], _flatten(value)):
+        sub.em.emit(Assign(var, builder.cast(builder.as_expr(e), var.dtype)))
     return _result(out)
 
 
 def _result(out):
     if "vars" not in out:
         return None
-    refs = [VarRef(v) for v in out["vars"]]
-    shape = out["shape"]
-    if shape is None:
-        return refs[0]
-    m = Matrix.__new__(Matrix)
-    m.rows = [[refs[i * shape.m + j] for j in range(shape.m)] for i in range(shape.n)]
-    m.is_vector = shape.is_vector
-    return m
+    return _unflatten(out["spec"], [VarRef(v) for v in out["vars"]])

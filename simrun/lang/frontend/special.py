@@ -232,7 +232,14 @@ def call(lw, node):
     if func is KRange and not any(isinstance(a, (VarRef,)) or hasattr(a, "dtype")
                                   for a in args) and len(args) == 3:
         return StaticKRange(*args)
-    return func(*args, **kwargs)
+    LOWERERS.append((lw, node))
+    try:
+        return func(*args, **kwargs)
+    finally:
+        LOWERERS.pop()
+
+
+LOWERERS: list = []  # (lowerer, call node) while a plain Python function runs inside a kernel
 
 
 __all__ = ["Var", "static", "ATOMICS", "call", "subscript", "KRange", "NDRange", "Grouped",
