@@ -5,26 +5,92 @@
 
 from . import ad
 from .ad import Tape, stop_grad
-from .api import (Kernel, arm64, cpu, cuda, data_oriented, dx11, dx12, func, gpu, init, kernel,
-                  metal, opengl, pyfunc, real_func, reset, sync, vulkan, x64)
-from .builtins import (abs, acos, asin, atan, atan2, bit_shl, bit_shr, cast, ceil, cos, exp,
-                       floor, log, logical_and, logical_not, logical_or, max, min, pow, round,
-                       rsqrt, select, sin, sqrt, tan, tanh)
+from .api import (
+    Kernel,
+    arm64,
+    cpu,
+    cuda,
+    data_oriented,
+    dx11,
+    dx12,
+    func,
+    gpu,
+    init,
+    kernel,
+    metal,
+    opengl,
+    pyfunc,
+    real_func,
+    reset,
+    sync,
+    vulkan,
+    x64,
+)
+from .builtins import (
+    abs,
+    acos,
+    asin,
+    atan,
+    atan2,
+    bit_shl,
+    bit_shr,
+    cast,
+    ceil,
+    cos,
+    exp,
+    floor,
+    log,
+    logical_and,
+    logical_not,
+    logical_or,
+    max,
+    min,
+    pow,
+    round,
+    rsqrt,
+    select,
+    sin,
+    sqrt,
+    tan,
+    tanh,
+)
 from .errors import AutodiffError, CompileError, SimrunError
 from .fields import Field, field, i, ij, ijk, ijkl, ik, j, jk, k, l, root
 from .frontend.special import ATOMICS as _ATOMICS
 from .frontend.special import Grouped as grouped
 from .frontend.special import NDRange as ndrange
 from .frontend.special import _loop_config as loop_config
-from .frontend.special import _random
-from .frontend.special import static, static_assert, static_print
+from .frontend.special import _random, static, static_assert, static_print
 from .gui import GUI
 from .linalg import polar_decompose, svd, sym_eig
-
 from .matrix import Matrix, Vector
-from .types import (f16, f32, f64, float16, float32, float64, i8, i16, i32, i64, int8, int16,
-                    int32, int64, template, types, u1, u8, u16, u32, u64, uint8, uint16, uint32,
-                    uint64)
+from .types import (
+    f16,
+    f32,
+    f64,
+    float16,
+    float32,
+    float64,
+    i8,
+    i16,
+    i32,
+    i64,
+    int8,
+    int16,
+    int32,
+    int64,
+    template,
+    types,
+    u1,
+    u8,
+    u16,
+    u32,
+    u64,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
 
 atomic_add = _ATOMICS["add"]
 atomic_sub = _ATOMICS["sub"]

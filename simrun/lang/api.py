@@ -9,17 +9,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import fields as fields_mod
-from .errors import CompileError
 from .autodiff import tape as _tape
 from .autodiff.tape import _state as _tape_state
+from .errors import CompileError
 from .frontend.context import Emitter, _stack
 from .frontend.lower import LocalMatrix, Lowerer, lower_body
 from .frontend.source import get_source
 from .ir.nodes import KernelIR, Var
 from .matrix import Matrix
 from .runtime.parallel import Runtime
-from .types import DType, MatrixType, defaults, f32, f64, i32, i64, ndarray_type, template, \
-    to_dtype
+from .types import DType, MatrixType, defaults, f32, f64, i32, i64, ndarray_type, template, to_dtype
 
 
 @dataclass

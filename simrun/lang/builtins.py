@@ -31,7 +31,7 @@ def _is_number(x) -> bool:
 
 def _apply(op: Op, *args):
     """Element-wise over matrices, numeric in Python scope, IR inside kernels."""
-    for k, a in enumerate(args):
+    for _k, a in enumerate(args):
         if _is_matrix(a):
             from .matrix import Matrix
 

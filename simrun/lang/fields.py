@@ -13,6 +13,23 @@ _ids = itertools.count()
 registry: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
+def _caller_assignment_name() -> str | None:
+    """`x = ti.field(...)` in user code names the field 'x' (for error messages)."""
+    import linecache
+    import re
+    import sys
+
+    frame = sys._getframe(1)
+    pkg = __name__.rsplit(".", 1)[0]
+    while frame is not None and frame.f_globals.get("__name__", "").startswith(pkg):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+    m = re.match(r"\s*(?:self\.)?([A-Za-z_]\w*)\s*(?::[^=]+)?=[^=]", line)
+    return m.group(1) if m else None
+
+
 def _norm_shape(shape) -> tuple | None:
     if shape is None:
         return None
@@ -30,7 +47,7 @@ class Field:
         self.dtype: DType = to_dtype(dtype) if dtype is not None else f32
         self.elem_shape = tuple(elem_shape)
         self.id = next(_ids)
-        self.name = name or f"field{self.id}"
+        self.name = name or _caller_assignment_name() or f"field{self.id}"
         self.role = role
         self.primal = primal
         self.grad: Field | None = None

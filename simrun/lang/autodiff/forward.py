@@ -4,8 +4,23 @@ from __future__ import annotations
 
 from ..errors import AutodiffError
 from ..ir import builder
-from ..ir.nodes import (Assign, Atomic, Const, For, If, KernelIR, Load, OpExpr, StackPop,
-                        StackPush, Store, Task, Var, VarRef, While)
+from ..ir.nodes import (
+    Assign,
+    Atomic,
+    Const,
+    For,
+    If,
+    KernelIR,
+    Load,
+    OpExpr,
+    StackPop,
+    StackPush,
+    Store,
+    Task,
+    Var,
+    VarRef,
+    While,
+)
 from .rules import partials
 
 

@@ -8,7 +8,7 @@ iteration counter in `While.counter`.
 from __future__ import annotations
 
 from ..ir import builder
-from ..ir.nodes import (Assign, Break, Continue, For, If, Var, VarRef, While, walk)
+from ..ir.nodes import Assign, Break, Continue, For, If, Var, VarRef, While, walk
 from ..types import i32, i64
 
 
@@ -131,4 +131,10 @@ def _and():
 
 
 def normalize(body) -> list:
-    return Normalizer().block(body)
+    """Normalise a task body; a `continue` in the parallel loop skips the rest of the iteration."""
+    nz = Normalizer()
+    if _own_jumps(body):
+        brk, cont = nz.fresh("brk", i32), nz.fresh("cont", i32)
+        return [Assign(brk, builder.const(0, i32)), Assign(cont, builder.const(0, i32))] + \
+            nz.block(body, (brk, cont))
+    return nz.block(body)

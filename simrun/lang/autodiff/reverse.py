@@ -11,9 +11,28 @@ from __future__ import annotations
 
 from ..errors import AutodiffError
 from ..ir import builder
-from ..ir.nodes import (AssertStmt, Assign, Atomic, Break, For, If, KernelIR, Load, Print,
-                        Random, Return, StackPop, StackPush, Store, Task, Var, VarRef, While,
-                        expr_vars, walk)
+from ..ir.nodes import (
+    AssertStmt,
+    Assign,
+    Atomic,
+    Break,
+    For,
+    If,
+    KernelIR,
+    Load,
+    Print,
+    Random,
+    Return,
+    StackPop,
+    StackPush,
+    Store,
+    Task,
+    Var,
+    VarRef,
+    While,
+    expr_vars,
+    walk,
+)
 from ..ir.printer import Printer
 from .analysis import kernel_access, used_vars
 from .normalize import normalize
@@ -265,7 +284,7 @@ def _defs(s):
 
 def _slot_vars_used_across(kir, slot_vars) -> set:
     used = set()
-    for k, task in enumerate(kir.tasks):
+    for _k, task in enumerate(kir.tasks):
         defined = {v for s in walk(task.body) for v in _defs(s)}
         for s in walk(task.body):
             for e in _exprs(s):

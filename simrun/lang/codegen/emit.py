@@ -8,11 +8,27 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ..ir.nodes import (AssertStmt, Assign, Atomic, Break, Const, Continue, For, If, Load,
-                        OpExpr, Print, Random, Return, StackPop, StackPush, Store, VarRef, While,
-                        walk)
+from ..ir.nodes import (
+    Assign,
+    Atomic,
+    Const,
+    For,
+    Load,
+    OpExpr,
+    Print,
+    Random,
+    Return,
+    StackPop,
+    StackPush,
+    Store,
+    VarRef,
+    While,
+    walk,
+)
 from ..ir.ops import Op
-from ..types import DType, f64 as F64T, i64 as I64T
+from ..types import DType
+from ..types import f64 as F64T
+from ..types import i64 as I64T
 from . import llvm_ops
 from .layout import STACK_BYTES, Layout, stmt_writes
 from .llvm_types import F64, I32, I64, PTR, const, llvm_type

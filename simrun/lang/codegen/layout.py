@@ -4,8 +4,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir.nodes import Atomic, Load, Store, Var, expr_vars, walk
-from ..ir.nodes import Assign, For, If, Print, Random, Return, AssertStmt, StackPush, StackPop
+from ..ir.nodes import (
+    AssertStmt,
+    Assign,
+    Atomic,
+    For,
+    If,
+    Load,
+    Print,
+    Random,
+    Return,
+    StackPop,
+    StackPush,
+    Store,
+    Var,
+    expr_vars,
+    walk,
+)
 
 ERR_SLOTS = 8
 STACK_BYTES = 24  # per thread: data pointer, size, capacity

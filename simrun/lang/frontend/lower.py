@@ -8,8 +8,21 @@ import operator
 from .. import builtins as B
 from ..errors import CompileError
 from ..ir import builder
-from ..ir.nodes import (AssertStmt, Assign, Break, Continue, Expr, For, If, Print, Return,
-                        Store, Task, Var, VarRef, While)
+from ..ir.nodes import (
+    AssertStmt,
+    Assign,
+    Break,
+    Continue,
+    Expr,
+    If,
+    Print,
+    Return,
+    Store,
+    Task,
+    Var,
+    VarRef,
+    While,
+)
 from ..matrix import Matrix
 from ..types import DType, MatrixType, to_dtype
 from . import loops, special
@@ -310,7 +323,7 @@ class Lowerer:
     def _check_in_loop(self, node, what: str) -> None:
         if not self.em.loop_kinds:
             raise self.error(f"'{what}' outside a loop", node)
-        if self.em.loop_kinds[-1] == "parallel":
+        if self.em.loop_kinds[-1] == "parallel" and what == "break":
             raise self.error(f"'{what}' cannot be used in the outermost (parallel) loop of a "
                              "kernel; add ti.loop_config(serialize=True) before the loop", node)
 

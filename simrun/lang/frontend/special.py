@@ -210,8 +210,8 @@ PY_BUILTINS = {
 
 
 def call(lw, node):
-    from .inline import inline_call
     from ..api import Func, Kernel
+    from .inline import inline_call
 
     func = lw.expr(node.func)
     if func is static:

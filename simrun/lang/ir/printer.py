@@ -5,8 +5,26 @@ Used for debugging (SIMRUN_PRINT_IR), golden tests, and as the compile-cache key
 
 from __future__ import annotations
 
-from .nodes import (AssertStmt, Assign, Atomic, Break, Const, Continue, For, If, Load,
-                    OpExpr, Print, Random, Return, StackPop, StackPush, Store, VarRef, While)
+from .nodes import (
+    AssertStmt,
+    Assign,
+    Atomic,
+    Break,
+    Const,
+    Continue,
+    For,
+    If,
+    Load,
+    OpExpr,
+    Print,
+    Random,
+    Return,
+    StackPop,
+    StackPush,
+    Store,
+    VarRef,
+    While,
+)
 
 
 class Printer:

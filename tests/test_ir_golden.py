@@ -1,0 +1,80 @@
+"""Golden tests: kernel source in, printed IR out (SIMRUN_UPDATE_GOLDEN=1 rewrites them)."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+import simrun.lang as ti
+from simrun.lang.autodiff.reverse import reverse_kernel
+from simrun.lang.codegen.layout import build_layout
+from simrun.lang.compiler import kernel_text
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+@pytest.fixture(autouse=True)
+def _init():
+    ti.init(default_fp=ti.f32)
+
+
+def _check(name: str, text: str) -> None:
+    path = GOLDEN / f"{name}.ir"
+    if os.environ.get("SIMRUN_UPDATE_GOLDEN") or not path.exists():
+        path.write_text(text)
+    assert text == path.read_text()
+
+
+def _ir(kernel, *args, mode="primal"):
+    kir, _ = kernel.lower(args)
+    if mode == "reverse":
+        kir = reverse_kernel(kir)
+    return kernel_text(kir, build_layout(kir))
+
+
+def _gravity_energy():
+    x = ti.Vector.field(2, dtype=ti.f32, shape=8, needs_grad=True)
+    U = ti.field(dtype=ti.f32, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def compute_U():
+        for i, j in ti.ndrange(8, 8):
+            r = x[i] - x[j]
+            U[None] += -1 / r.norm(1e-3)
+
+    return compute_U
+
+
+def _serial_loop():
+    x = ti.field(ti.f32, shape=4, needs_grad=True)
+    y = ti.field(ti.f32, shape=4, needs_grad=True)
+
+    @ti.kernel
+    def power(n: ti.i32):
+        for i in x:
+            acc = 1.0
+            for _ in range(n):
+                acc = acc * x[i]
+            if acc > 1:
+                acc = ti.sqrt(acc)
+            y[i] = acc
+
+    return power
+
+
+def test_frontend_gravity_energy():
+    _check("gravity_energy", _ir(_gravity_energy()))
+
+
+def test_reverse_gravity_energy():
+    _check("gravity_energy_reverse", _ir(_gravity_energy(), mode="reverse"))
+
+
+def test_frontend_serial_loop_and_branch():
+    _check("serial_loop", _ir(_serial_loop(), 3))
+
+
+def test_reverse_serial_loop_pushes_loop_carried_locals():
+    text = _ir(_serial_loop(), 3, mode="reverse")
+    _check("serial_loop_reverse", text)
+    assert "push" in text and "pop" in text
