@@ -274,6 +274,8 @@ def reverse_kernel(kir: KernelIR) -> KernelIR:
     extra = dict(kir.extra)
     extra["top_level_vars"] = list(slot_vars) + [a for v, a in adj_slots.items()
                                                  if v in slot_vars]
+    extra["n_prologue"] = len(prologue)
+    extra["cross_task_locals"] = bool(used_later)
     return KernelIR(kir.name + "_grad", prologue + tasks, kir.arg_vars, [], kir.span, extra)
 
 

@@ -64,9 +64,37 @@ def run_grad(kernel, args, snapshot=None) -> None:
     compiled, flat, arrays = kernel.prepare(args, mode)
     if snapshot is None and not _state["tapes"]:
         snapshot = getattr(kernel, "last_snapshot", None)
+    primal, pflat, parrays = kernel.prepare(args, "fwd" if mode == "fwd_reverse" else "primal")
+    acc = access_of(primal)
+    n_tasks = len(primal.fns)
+    if n_tasks > 1 and acc.reads & acc.writes:
+        _grad_task_by_task(kernel, compiled, flat, arrays, primal, pflat, parrays, acc, snapshot)
+        return
     if snapshot:
         _restore(snapshot)
     compiled.launch(flat, arrays)
+
+
+def _grad_task_by_task(kernel, compiled, flat, arrays, primal, pflat, parrays, acc, snapshot):
+    """A kernel whose later loops read what earlier loops wrote: the gradient of loop k runs
+    on the state loop k saw, rebuilt by replaying loops 0..k-1 from the pre-launch state."""
+    if compiled.kir.extra.get("cross_task_locals"):
+        raise AutodiffError(
+            f"kernel '{kernel.name}' passes local variables between its loops and also reads "
+            "fields it writes; simrun cannot rebuild each loop's state for the gradient. Split "
+            "it into one kernel per loop", compiled.kir.span, kernel.name)
+    post = _snapshot(acc.writes)
+    pre = snapshot if snapshot else _snapshot(acc.reads & acc.writes)
+    first = compiled.kir.extra.get("n_prologue", 0)
+    n = len(primal.fns)
+    if first:
+        compiled.launch(flat, arrays, tasks=range(first))
+    for k in reversed(range(n)):
+        _restore(pre)
+        if k:
+            primal.launch(pflat, parrays, tasks=range(k))
+        compiled.launch(flat, arrays, tasks=[first + (n - 1 - k)])
+    _restore(post)
 
 
 def _ensure_grad_duals(kernel, args) -> None:
@@ -113,7 +141,9 @@ class Tape:
         _state["tapes"].append(self)
         self.entered = True
         if self.grad_check:
-            self._check_inputs = [f.to_numpy() for f in self.grad_check]
+            from .check import capture_state
+
+            self._check_state = capture_state()
         return self
 
     def record(self, kernel, args, acc) -> None:

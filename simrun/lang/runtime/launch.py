@@ -49,14 +49,15 @@ class CompiledKernel:
             else:
                 ctx[slot] = int(value)
 
-    def launch(self, flat_args, arrays=()):
+    def launch(self, flat_args, arrays=(), tasks=None):
+        """Run all tasks (or the given task indices) with these arguments."""
         if flat_args:
             self.set_args(flat_args)
         for slot, arr in arrays:
             self.ctx[slot] = arr.ctypes.data
         ctx = self.ctx_addr
         run = self.runtime.run
-        for fn in self.fns:
+        for fn in (self.fns if tasks is None else [self.fns[k] for k in tasks]):
             if run(fn, ctx) < 0:
                 self.raise_error()
         if self.ret_types:
