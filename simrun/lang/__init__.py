@@ -61,7 +61,6 @@ from .frontend.special import Grouped as grouped
 from .frontend.special import NDRange as ndrange
 from .frontend.special import _loop_config as loop_config
 from .frontend.special import _random, static, static_assert, static_print
-from .gui import GUI
 from .linalg import polar_decompose, svd, sym_eig
 from .matrix import Matrix, Vector
 from .types import (
@@ -123,3 +122,11 @@ def is_active() -> bool:
 
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    if name == "GUI":  # matplotlib is imported only by programs that draw
+        from .gui import GUI
+
+        return GUI
+    raise AttributeError(f"module 'simrun.lang' has no attribute '{name}'")
