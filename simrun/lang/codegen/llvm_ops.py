@@ -12,7 +12,12 @@ FAST = ("reassoc", "nsz", "arcp", "contract", "afn")
 
 
 def _intrinsic(b: ir.IRBuilder, name: str, args, t):
-    fn = b.module.declare_intrinsic(name, [t])
+    suffix = {16: "f16", 32: "f32", 64: "f64"}[t.width] if hasattr(t, "width") else \
+        ("f32" if isinstance(t, ir.FloatType) else "f64" if isinstance(t, ir.DoubleType)
+         else "f16")
+    full = f"{name}.{suffix}"
+    fn = b.module.globals.get(full) or ir.Function(b.module,
+                                                    ir.FunctionType(t, [t] * len(args)), full)
     return b.call(fn, args)
 
 
