@@ -70,6 +70,7 @@ def to_dtype(obj) -> DType:
     """Accept ti dtypes, Python float/int and numpy dtypes wherever Taichi does."""
     if isinstance(obj, DType):
         return obj
+    obj = getattr(obj, "dtype_alias", obj)  # `float`/`int` seen inside a kernel
     if obj is float:
         return defaults.fp
     if obj is int:

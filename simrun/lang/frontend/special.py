@@ -203,6 +203,9 @@ def _len(x):
     return py.len(x)
 
 
+_int.dtype_alias = int
+_float.dtype_alias = float
+
 PY_BUILTINS = {
     id(py.range): KRange, id(py.min): B.min, id(py.max): B.max, id(py.abs): B.abs,
     id(py.int): _int, id(py.float): _float, id(py.print): _print, id(py.len): _len,
