@@ -1,0 +1,38 @@
+"""Energy and step kernels used by scenes, written in plain ``simrun.lang`` (Taichi syntax).
+
+A scene names a kernel as ``kernels/<module>.py:<kernel>``. The modules are loaded by file path,
+so this folder need not be importable; this docstring is where the convention lives.
+
+Energy kernels
+    ``@ti.kernel`` functions that ACCUMULATE a potential energy into the 0-D field ``U`` with
+    ``U[None] += ...``. Forces are never written by hand: each step the stepper runs every
+    energy term under ``with ti.ad.Tape(loss=U):`` and uses F = -x.grad (so U must depend on
+    ``x`` differentiably). Keep each kernel one simple loop nest (Taichi's autodiff rules).
+
+Arguments are bound by NAME (the stepper reads the kernel's signature):
+    x          positions, ``ti.Vector.field(dim, float, N, needs_grad=True)``
+    v          velocities, ``ti.Vector.field(dim, float, N)``
+    m          masses, ``ti.field(float, N)``
+    x0         positions at step 0 (the rest shape of meshes), like ``x``, no gradient
+    U          potential energy, ``ti.field(float, ())``
+    bonds, angles, dihedrals, triangles
+               topology as integer fields of shape (rows, 2 | 3 | 4 | 3): ``bonds[b, 0]``
+    dt         the time step (scalar)
+    <other>    a field returned by the module's ``allocate`` hook, or else a scalar parameter
+               taken from the scene's ``params:`` or from the module's ``DEFAULTS[kernel]``
+Template arguments are annotated ``ti.template()``, scalars ``float`` (the scene's precision)
+or ``ti.i32``. Taichi kernels cannot have default values, hence ``DEFAULTS``.
+
+Optional module hooks
+    DEFAULTS = {"kernel_name": {"param": value, ...}}
+    def allocate(ctx) -> dict[str, field]
+        creates extra fields (e.g. per-triangle rest shapes, an MPM grid) after ``ti.init``;
+        ``ctx`` has n, dim, dtype (and np_dtype), x0, masses, topology (NumPy) and params
+        (the merged scene params of this module's kernels). Fields it returns can be named by any kernel of the
+        module and are saved with the run state, so ``--resume`` restores them.
+
+Step kernels
+    Scenes whose dynamics is not "particles + energy" (MPM) list ``step_kernels`` that replace
+    the integrator. They are bound the same way and called in order once per step, after the
+    forces of the energy terms have been computed (so ``x.grad`` holds dU/dx).
+"""

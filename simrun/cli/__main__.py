@@ -1,0 +1,5 @@
+"""``python -m simrun.cli``."""
+
+from simrun.cli import main
+
+main()

@@ -1,0 +1,73 @@
+"""What every command shares: consoles, the exit-code policy, the shared options."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from simrun.scene import SceneError
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+SceneArg = Annotated[Path, typer.Argument(metavar="SCENE", help="Scene file (YAML, schema version 1), e.g. "
+                                                "scenes/gravity.yaml.", show_default=False)]
+SetOpt = Annotated[list[str] | None, typer.Option(
+    "--set", metavar="KEY.PATH=VALUE",
+    help="Override a scene value before validation; repeatable. Values are YAML, e.g. "
+         "--set dt=1e-4 --set energy.0.params.softening=0.01 --set initial.low=[0,0].")]
+ThreadsOpt = Annotated[int | None, typer.Option(
+    "--threads", min=1, help="CPU threads for kernels (default: all cores). Use 1 for runs "
+                             "that must repeat bit for bit across machines.")]
+
+
+def is_compile_error(exc: BaseException) -> bool:
+    """Errors the kernel compiler raises for a bad kernel (reported like bad input)."""
+    try:
+        from simrun.lang.errors import CompileError
+    except ImportError:  # pragma: no cover - the compiler is part of the package
+        return False
+    return isinstance(exc, CompileError)
+
+
+def fail(message: str, code: int) -> typer.Exit:
+    err.print(message, markup=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def _on_sigterm(_signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def exit_codes(on_interrupt: Callable[[], str] | None = None) -> Iterator[None]:
+    """Map errors to exit codes: 2 bad input, 1 simulation failure, 130 interrupted.
+
+    Bad input prints its one-paragraph message and no traceback.
+    """
+    from simrun.stepper import SimulationError
+
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        yield
+    except SceneError as exc:
+        raise fail(f"error: {exc}", EXIT_BAD_INPUT) from None
+    except SimulationError as exc:
+        raise fail(f"simulation failed: {exc}", EXIT_FAILED) from None
+    except KeyboardInterrupt:
+        note = on_interrupt() if on_interrupt else ""
+        raise fail(f"interrupted{': ' + note if note else ''}", EXIT_INTERRUPTED) from None
+    except Exception as exc:
+        if is_compile_error(exc):
+            raise fail(f"error: kernel does not compile: {exc}", EXIT_BAD_INPUT) from None
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -1,0 +1,25 @@
+"""``simrun render RUN_DIR``: (re)draw a run's pictures from its saved frames."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from simrun.cli.common import EXIT_BAD_INPUT, exit_codes, fail, out
+
+
+def render(run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run folder holding frames.npz, "
+                                                     "e.g. outputs/gravity/run-001.",
+                                                show_default=False)]) -> None:
+    """Render first.png, last.png, energy.png and animation.gif from RUN_DIR's frames."""
+    if not (run_dir / "frames.npz").is_file():
+        raise fail(f"error: {run_dir}: no frames.npz here, so there is nothing to render. Give "
+                   "the folder of a run (e.g. outputs/gravity/run-001).", EXIT_BAD_INPUT)
+    with exit_codes():
+        from simrun.render import render_run
+
+        written = render_run(run_dir)
+    for path in written:
+        out.print(str(path))

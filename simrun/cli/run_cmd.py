@@ -1,0 +1,91 @@
+"""``simrun run SCENE``: simulate a scene, write its outputs, render pictures, summarise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from simrun.cli.common import SceneArg, SetOpt, ThreadsOpt, err, exit_codes, out
+from simrun.cli.progress import step_bar
+from simrun.outputs.rundir import choose_run_dir
+from simrun.scene import Scene, load_scene
+from simrun.stepper import RunResult, run_scene
+
+
+def overrides(sets: list[str] | None, steps: int | None, seed: int | None) -> list[str]:
+    extra = [f"steps={steps}"] if steps is not None else []
+    extra += [f"seed={seed}"] if seed is not None else []
+    return list(sets or []) + extra
+
+
+def render_pictures(run_dir: Path) -> tuple[list[Path], str | None]:
+    """Render with simrun.render; a rendering problem is reported, not fatal to the run."""
+    try:
+        from simrun.render import render_run
+
+        return list(render_run(run_dir)), None
+    except Exception as exc:  # noqa: BLE001 - the simulation's outputs are still good
+        return [], f"{type(exc).__name__}: {exc}"
+
+
+def summary(scene: Scene, result: RunResult, render_error: str | None) -> None:
+    steps = result.steps_done - result.start_step
+    stepping = result.wall_s - result.setup_s
+    rate = f"{steps / stepping:,.0f} steps/s" if stepping > 0 else "-"
+    resumed = f", resumed at step {result.start_step}" if result.start_step else ""
+    out.print(f"[bold green]done[/] {scene.name}: {steps} steps in {result.wall_s:.2f} s "
+              f"(setup and compile {result.setup_s:.2f} s, then {rate}{resumed})")
+    if result.drift is not None:
+        out.print(f"  energy   total {result.energy_first:.9g} -> {result.energy_last:.9g} "
+                  f"(relative drift {result.drift:+.3e})")
+    out.print(f"  frames   one every {scene.outputs.every} steps, to step {result.steps_done}")
+    files = sorted(p.name for p in result.out_dir.iterdir() if not p.name.startswith("."))
+    out.print(f"  outputs  {result.out_dir}")
+    out.print(f"           {' '.join(files)}", soft_wrap=True)
+    if render_error:
+        err.print(f"warning: pictures were not rendered ({render_error}); try "
+                  f"'simrun render {result.out_dir}'", markup=False)
+
+
+def run(
+    scene_path: SceneArg,
+    steps: Annotated[int | None, typer.Option("--steps", min=1, help="Total steps (overrides "
+                                              "the scene's 'steps').")] = None,
+    sets: SetOpt = None,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Output folder (default: "
+                       "outputs/<scene name>/run-NNN under the current folder).")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", min=0, help="Random seed (overrides "
+                                             "the scene's 'seed').")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run from its "
+                      "last saved frame, bit for bit (the newest run, or --out).")] = False,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace the run already in "
+                         "--out.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary; "
+                     "print only the output folder.")] = False,
+    no_render: Annotated[bool, typer.Option("--no-render", help="Skip the PNG/GIF pictures.")
+                         ] = False,
+    threads: ThreadsOpt = None,
+) -> None:
+    """Simulate SCENE and write frames, energies, run.json and pictures to a run folder."""
+    state: dict[str, Path] = {}
+
+    def interrupted() -> str:
+        where = state.get("dir")
+        if where is None:
+            return "nothing was written"
+        return (f"outputs so far are in {where}; continue with 'simrun run {scene_path} "
+                f"--resume --out {where}'")
+
+    with exit_codes(interrupted):
+        scene = load_scene(scene_path, overrides(sets, steps, seed))
+        state["dir"] = choose_run_dir(scene.name, out_dir, resume=resume, overwrite=overwrite)
+        with step_bar(scene.name, enabled=not quiet) as progress:
+            result = run_scene(scene, state["dir"], resume=resume, progress=progress,
+                               threads=threads)
+        render_error = None if no_render else render_pictures(result.out_dir)[1]
+    if quiet:
+        out.print(str(result.out_dir))
+    else:
+        summary(scene, result, render_error)

@@ -1,0 +1,74 @@
+"""Where a run's files go: ``outputs/<scene>/run-NNN`` by default, or a folder given by the user."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from simrun.scene import SceneError
+
+OUTPUT_FILES = ("frames.npz", "trajectory.xyz", "energy.csv", "state.npz", "run.json",
+                "scene.yaml", "topology.npz", "first.png", "last.png", "energy.png",
+                "animation.gif")
+_RUN_ID = re.compile(r"^run-(\d+)$")
+
+
+def run_ids(base: Path) -> list[tuple[int, Path]]:
+    if not base.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in base.iterdir()
+             if p.is_dir() and (m := _RUN_ID.match(p.name))]
+    return sorted(found)
+
+
+def new_run_dir(base: Path) -> Path:
+    """Create and return ``base/run-NNN`` with the next free number."""
+    base.mkdir(parents=True, exist_ok=True)
+    number = run_ids(base)[-1][0] + 1 if run_ids(base) else 1
+    while True:
+        path = base / f"run-{number:03d}"
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            number += 1
+
+
+def latest_run_dir(base: Path) -> Path:
+    """The newest ``run-NNN`` under ``base`` that has a resume state."""
+    for _number, path in reversed(run_ids(base)):
+        if (path / "state.npz").is_file():
+            return path
+    raise SceneError(f"{base}: there is no earlier run of this scene to resume. Run it without "
+                     "--resume first, or give the run folder with --out.")
+
+
+def clear_outputs(path: Path) -> None:
+    """Remove the files a run writes (and stray temporaries), nothing else."""
+    for name in OUTPUT_FILES:
+        (path / name).unlink(missing_ok=True)
+    for tmp in path.glob(".*.tmp"):
+        tmp.unlink(missing_ok=True)
+
+
+def choose_run_dir(scene_name: str, out: Path | None, *, resume: bool, overwrite: bool,
+                   root: Path = Path("outputs")) -> Path:
+    """Pick (and prepare) the folder for a run, following --out/--resume/--overwrite."""
+    if out is None:
+        base = root / scene_name
+        return latest_run_dir(base) if resume else new_run_dir(base)
+    if resume:
+        return out
+    if out.exists() and not out.is_dir():
+        raise SceneError(f"{out}: is a file, not a folder. Give --out a folder for the run.")
+    if out.is_dir() and any(out.iterdir()):
+        ours = [n for n in OUTPUT_FILES if (out / n).exists()]
+        if not ours:
+            raise SceneError(f"{out}: the folder is not empty and holds no simrun run. Choose "
+                             "an empty or new folder for --out.")
+        if not overwrite:
+            raise SceneError(f"{out}: the folder already holds a run. Add --overwrite to "
+                             "replace it, --resume to continue it, or choose another --out.")
+        clear_outputs(out)
+    out.mkdir(parents=True, exist_ok=True)
+    return out

@@ -1,0 +1,177 @@
+"""Everything a run writes into its folder, kept valid at every instant.
+
+Frames are held in memory and the files are rewritten atomically at each ``flush`` (the
+stepper flushes at most about once a second, and always at the end or on an error), so a run
+killed at any moment leaves readable files that end at the last flushed frame:
+
+- ``frames.npz``: step (F,), time (F,), x (F, N, D), and v / f when asked for
+- ``trajectory.xyz``: the same frames as extended XYZ
+- ``energy.csv``: step,time,kinetic,potential,total
+- ``state.npz``: the full state of the last flushed frame, for ``--resume``
+- ``scene.yaml``, ``topology.npz``, ``run.json`` (written by their own functions)
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from simrun.outputs.atomic import atomic_savez, atomic_write_text
+from simrun.outputs.xyz import format_frame, split_frames
+
+ENERGY_HEADER = "step,time,kinetic,potential,total"
+
+
+@dataclass
+class Frame:
+    """One saved moment of a run; ``state`` holds every array needed to resume from it."""
+
+    step: int
+    time: float
+    x: np.ndarray
+    v: np.ndarray
+    kinetic: float
+    potential: float
+    f: np.ndarray | None = None
+    state: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+@dataclass
+class WriterOptions:
+    positions: bool = True
+    velocities: bool = True
+    forces: bool = False
+    energies: bool = True
+    xyz: bool = True
+    cell: np.ndarray = field(default_factory=lambda: np.eye(3))
+    origin: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    periodic: bool = False
+    digits: int = 17
+
+
+def write_scene(path: Path, data: dict[str, Any]) -> None:
+    text = "# Resolved scene written by simrun (defaults filled in, overrides applied).\n"
+    atomic_write_text(path, text + yaml.safe_dump(data, sort_keys=False))
+
+
+def write_topology(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    atomic_savez(path, **{k: np.asarray(v, dtype=np.int32) for k, v in arrays.items()})
+
+
+def energy_csv(rows: list[tuple[int, float, float, float]]) -> str:
+    lines = [ENERGY_HEADER]
+    lines += [f"{s},{t!r},{k!r},{p!r},{k + p!r}" for s, t, k, p in rows]
+    return "\n".join(lines) + "\n"
+
+
+def read_energy_csv(path: Path) -> np.ndarray:
+    """``energy.csv`` as a structured array with fields step,time,kinetic,potential,total."""
+    text = Path(path).read_text()
+    return np.genfromtxt(io.StringIO(text), delimiter=",", names=True, dtype=None,
+                         ndmin=1, encoding="utf-8")
+
+
+def _block_step(block: str) -> int:
+    for token in block.split("\n", 2)[1].split():
+        if token.startswith("Step="):
+            return int(token[5:])
+    return -1
+
+
+class RunWriter:
+    """Collects frames and rewrites the run's frame files atomically on ``flush``."""
+
+    def __init__(self, out_dir: Path, options: WriterOptions) -> None:
+        self.out_dir = Path(out_dir)
+        self.options = options
+        self.steps: list[int] = []
+        self.times: list[float] = []
+        self.xs: list[np.ndarray] = []
+        self.vs: list[np.ndarray] = []
+        self.fs: list[np.ndarray] = []
+        self.energies: list[tuple[int, float, float, float]] = []
+        self.xyz_blocks: list[str] = []
+        self.last_state: dict[str, np.ndarray] | None = None
+        self.dirty = False
+
+    def add(self, frame: Frame) -> None:
+        """Keep a copy of ``frame`` (the stepper goes on integrating in its arrays).
+
+        Everything is prepared first and appended last, so an interrupt cannot leave the
+        lists with different lengths.
+        """
+        opts = self.options
+        x, v = np.array(frame.x, copy=True), np.array(frame.v, copy=True)
+        f = np.array(frame.f, copy=True) if opts.forces and frame.f is not None else None
+        block = None
+        if opts.xyz and opts.positions:
+            block = format_frame(x, step=frame.step, time=frame.time, cell=opts.cell,
+                                 origin=opts.origin, periodic=opts.periodic,
+                                 v=v if opts.velocities else None, f=f,
+                                 energy=frame.potential, digits=opts.digits)
+        state = {"step": np.int64(frame.step), "time": np.float64(frame.time), "x": x, "v": v,
+                 **{k: np.array(a, copy=True) for k, a in frame.state.items()}}
+        self.steps.append(frame.step)
+        self.times.append(frame.time)
+        self.xs.append(x)
+        if opts.velocities:
+            self.vs.append(v)
+        if f is not None:
+            self.fs.append(f)
+        self.energies.append((frame.step, frame.time, frame.kinetic, frame.potential))
+        if block is not None:
+            self.xyz_blocks.append(block)
+        self.last_state = state
+        self.dirty = True
+
+    def frames_arrays(self) -> dict[str, np.ndarray]:
+        arrays = {"step": np.asarray(self.steps, dtype=np.int64),
+                  "time": np.asarray(self.times, dtype=np.float64)}
+        if self.options.positions:
+            arrays["x"] = np.stack(self.xs)
+        if self.vs:
+            arrays["v"] = np.stack(self.vs)
+        if self.fs:
+            arrays["f"] = np.stack(self.fs)
+        return arrays
+
+    def flush(self) -> None:
+        """Rewrite frames, energies, trajectory, then the resume state (last, on purpose:
+        a state file never points past the frames on disk)."""
+        if not self.dirty or not self.steps:
+            return
+        out = self.out_dir
+        atomic_savez(out / "frames.npz", **self.frames_arrays())
+        if self.options.energies:
+            atomic_write_text(out / "energy.csv", energy_csv(self.energies))
+        if self.xyz_blocks:
+            atomic_write_text(out / "trajectory.xyz", "".join(self.xyz_blocks))
+        if self.last_state is not None:
+            atomic_savez(out / "state.npz", **self.last_state)
+        self.dirty = False
+
+    def load_existing(self, upto_step: int, every: int) -> None:
+        """Take back the frames on disk up to ``upto_step`` that an uninterrupted run with
+        output cadence ``every`` would also have (for ``--resume``)."""
+        out = self.out_dir
+        with np.load(out / "frames.npz") as data:
+            keep = (data["step"] <= upto_step) & (data["step"] % every == 0)
+            self.steps = [int(s) for s in data["step"][keep]]
+            self.times = [float(t) for t in data["time"][keep]]
+            self.xs = list(data["x"][keep]) if "x" in data else []
+            self.vs = list(data["v"][keep]) if "v" in data else []
+            self.fs = list(data["f"][keep]) if "f" in data else []
+        kept = set(self.steps)
+        if (out / "energy.csv").exists():
+            table = read_energy_csv(out / "energy.csv")
+            self.energies = [(int(r["step"]), float(r["time"]), float(r["kinetic"]),
+                              float(r["potential"])) for r in table if int(r["step"]) in kept]
+        if (out / "trajectory.xyz").exists():
+            blocks = split_frames((out / "trajectory.xyz").read_text())
+            self.xyz_blocks = [b for b in blocks if _block_step(b) in kept]
+        self.dirty = True

@@ -1,0 +1,119 @@
+"""Extended XYZ (as read by ASE and OVITO): one block per frame, 2-D padded with z = 0.
+
+Comment line: ``Lattice="..." Properties=species:S:1:pos:R:3[:vel:R:3][:forces:R:3]
+Time=... Step=... pbc="F F F"`` (and ``energy=`` when the potential is known).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import shlex
+from pathlib import Path
+
+import numpy as np
+
+SPECIES = "X"
+_PAIR = re.compile(r'(\w+)=("[^"]*"|\S+)')
+
+
+def pad3(a: np.ndarray) -> np.ndarray:
+    """(N, 2) -> (N, 3) with z = 0; (N, 3) unchanged."""
+    a = np.asarray(a, dtype=float)
+    if a.shape[1] == 3:
+        return a
+    return np.concatenate([a, np.zeros((a.shape[0], 3 - a.shape[1]))], axis=1)
+
+
+def cell_for(low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A 3x3 diagonal cell and its origin for a box; a missing z extent becomes 1."""
+    low3 = pad3(np.asarray(low, float)[None])[0]
+    size = pad3(np.asarray(high, float)[None] - np.asarray(low, float)[None])[0]
+    size[size <= 0] = 1.0
+    return np.diag(size), low3
+
+
+def _real(value: float, digits: int) -> str:
+    """A float that reads back as a float (``10.0``, not ``10``)."""
+    text = f"{value:.{digits}g}"
+    return text if any(c in text for c in ".eninf") else text + ".0"
+
+
+def format_frame(x: np.ndarray, *, step: int, time: float, cell: np.ndarray,
+                 origin: np.ndarray, periodic: bool = False, v: np.ndarray | None = None,
+                 f: np.ndarray | None = None, energy: float | None = None,
+                 digits: int = 17) -> str:
+    """One frame as extended-XYZ text (``digits`` significant digits: exact for f64)."""
+    columns = [pad3(x)]
+    props = "species:S:1:pos:R:3"
+    if v is not None:
+        columns.append(pad3(v))
+        props += ":vel:R:3"
+    if f is not None:
+        columns.append(pad3(f))
+        props += ":forces:R:3"
+    pbc = "T T T" if periodic else "F F F"
+    lattice = " ".join(f"{c:.{digits}g}" for c in np.asarray(cell).ravel())
+    org = " ".join(f"{c:.{digits}g}" for c in origin)
+    header = (f'Lattice="{lattice}" Origin="{org}" Properties={props} '
+              f'Time={_real(time, digits)} Step={step} pbc="{pbc}"')
+    if energy is not None:
+        header += f" energy={_real(energy, digits)}"
+    buf = io.StringIO()
+    table = np.concatenate(columns, axis=1)
+    np.savetxt(buf, table, fmt=f"{SPECIES} " + " ".join([f"%.{digits}g"] * table.shape[1]))
+    return f"{len(x)}\n{header}\n{buf.getvalue()}"
+
+
+def _parse_info(line: str) -> dict[str, str]:
+    return {k: v.strip('"') for k, v in _PAIR.findall(line)}
+
+
+def _parse_properties(spec: str) -> list[tuple[str, str, int]]:
+    parts = spec.split(":")
+    return [(parts[i], parts[i + 1], int(parts[i + 2])) for i in range(0, len(parts), 3)]
+
+
+def _read_block(lines: list[str], start: int) -> tuple[dict, int]:
+    n = int(lines[start].strip())
+    info = _parse_info(lines[start + 1])
+    props = _parse_properties(info.get("Properties", "species:S:1:pos:R:3"))
+    rows = [shlex.split(line) for line in lines[start + 2: start + 2 + n]]
+    if len(rows) != n:
+        raise ValueError(f"frame at line {start + 1} is truncated ({len(rows)} of {n} atoms)")
+    frame: dict = {"n": n, "info": info}
+    col = 0
+    for name, kind, count in props:
+        values = [r[col: col + count] for r in rows]
+        col += count
+        if kind == "R":
+            frame[name] = np.array(values, dtype=float).reshape(n, count)
+        elif kind == "I":
+            frame[name] = np.array(values, dtype=int).reshape(n, count)
+        else:
+            frame[name] = [" ".join(v) for v in values]
+    return frame, start + 2 + n
+
+
+def read_xyz(path: str | Path) -> list[dict]:
+    """All frames of an extended-XYZ file: dicts with ``info``, ``pos`` and any other columns."""
+    lines = Path(path).read_text().splitlines()
+    frames, i = [], 0
+    while i < len(lines):
+        if not lines[i].strip():
+            i += 1
+            continue
+        frame, i = _read_block(lines, i)
+        frames.append(frame)
+    return frames
+
+
+def split_frames(text: str) -> list[str]:
+    """Split extended-XYZ text into per-frame blocks (each ending in a newline)."""
+    lines = text.splitlines(keepends=True)
+    blocks, i = [], 0
+    while i < len(lines):
+        n = int(lines[i].strip())
+        blocks.append("".join(lines[i: i + n + 2]))
+        i += n + 2
+    return blocks

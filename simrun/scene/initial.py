@@ -1,0 +1,107 @@
+"""Initial positions and velocities of a scene, in NumPy (float64; the stepper casts)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from simrun.scene.schema import Scene
+
+
+def random_box(rng: np.random.Generator, count: int, low, high) -> np.ndarray:
+    """Uniform positions in the box ``[low, high)`` (one row per particle)."""
+    low, high = np.asarray(low, float), np.asarray(high, float)
+    return low + (high - low) * rng.random((count, len(low)))
+
+
+def lattice(shape, spacing, origin, jitter: float, rng: np.random.Generator) -> np.ndarray:
+    """A regular grid numbered x-major (``i * ny + j``), optionally jittered."""
+    idx = np.indices(tuple(shape)).reshape(len(shape), -1).T.astype(float)
+    x = np.asarray(origin, float) + idx * np.asarray(spacing, float)
+    if jitter > 0:
+        x += rng.uniform(-jitter, jitter, size=x.shape)
+    return x
+
+
+def _perpendicular(rng: np.random.Generator, d: np.ndarray) -> np.ndarray:
+    while True:
+        r = rng.normal(size=3)
+        p = r - r.dot(d) * d
+        norm = np.linalg.norm(p)
+        if norm > 1e-6:
+            return p / norm
+
+
+def random_walk(rng: np.random.Generator, count: int, dim: int, bond_length: float,
+                angle_deg: float, start) -> np.ndarray:
+    """A freely rotating chain: fixed bond length and bond angle, random torsions."""
+    deflect = np.pi - np.radians(angle_deg)
+    x = np.zeros((count, dim))
+    x[0] = start
+    d = rng.normal(size=dim)
+    d /= np.linalg.norm(d)
+    sign = 1.0
+    for i in range(1, count):
+        if i > 1:
+            if dim == 3:
+                p = _perpendicular(rng, d)
+                d = np.cos(deflect) * d + np.sin(deflect) * p
+            else:
+                sign = -sign if rng.random() < 0.5 else sign
+                c, s = np.cos(sign * deflect), np.sin(sign * deflect)
+                d = np.array([c * d[0] - s * d[1], s * d[0] + c * d[1]])
+            d /= np.linalg.norm(d)
+        x[i] = x[i - 1] + bond_length * d
+    return x
+
+
+def read_state_file(path: Path, frame: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """Positions (and velocities if present) from a ``.npz`` or extended-XYZ file."""
+    if path.suffix == ".npz":
+        with np.load(path) as data:
+            if "x" not in data:
+                raise ValueError(f"{path} has no array 'x' (it has {', '.join(data.files)})")
+            x = np.asarray(data["x"], float)
+            v = np.asarray(data["v"], float) if "v" in data else None
+        if x.ndim == 3:
+            x = x[frame]
+            v = v[frame] if v is not None and v.ndim == 3 else v
+        return x, v
+    from simrun.outputs.xyz import read_xyz
+
+    frames = read_xyz(path)
+    if not frames:
+        raise ValueError(f"{path} holds no frames")
+    chosen = frames[frame]
+    return chosen["pos"], chosen.get("vel")
+
+
+def _positions(scene: Scene, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
+    init, p = scene.initial, scene.particles
+    opts = init.options
+    if init.type == "random":
+        return random_box(rng, p.count, opts["low"], opts["high"]), None
+    if init.type == "lattice":
+        return lattice(opts["shape"], opts["spacing"], opts["origin"], opts["jitter"], rng), None
+    if init.type == "random_walk":
+        return random_walk(rng, p.count, p.dim, opts["bond_length"], opts["angle"],
+                           opts["start"]), None
+    x, v = read_state_file(Path(opts["path"]), opts["frame"])
+    return x[:, : p.dim], None if v is None else v[:, : p.dim]
+
+
+def initial_state(scene: Scene) -> tuple[np.ndarray, np.ndarray]:
+    """Positions and velocities at step 0 (deterministic given the scene's seed)."""
+    rng = np.random.default_rng(scene.seed)
+    x, v_file = _positions(scene, rng)
+    masses = np.asarray(scene.particles.masses, float)[:, None]
+    v = np.tile(np.asarray(scene.initial.velocity, float), (len(x), 1))
+    if v_file is not None:
+        v = v + v_file
+    temperature = scene.initial.temperature
+    if temperature > 0:
+        thermal = rng.normal(size=x.shape) * np.sqrt(temperature / masses)
+        thermal -= (masses * thermal).sum(axis=0) / masses.sum()  # no centre-of-mass drift
+        v = v + thermal
+    return x, v

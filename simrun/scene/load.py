@@ -1,0 +1,209 @@
+"""YAML file -> validated ``Scene``; every error names file:line:col of the offending node.
+
+The file is composed (not constructed) with PyYAML's SafeLoader so each value keeps its
+source position; ``--set`` overrides are applied to that node tree and validated the same way.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import yaml
+from yaml.nodes import Node, ScalarNode
+
+from simrun.scene import load_state, load_terms
+from simrun.scene.errors import SceneError, error_at
+from simrun.scene.nodes import (
+    MapReader,
+    as_bool,
+    as_choice,
+    as_float,
+    as_int,
+    as_seq,
+    as_str,
+    as_vector,
+)
+from simrun.scene.overrides import apply_overrides
+from simrun.scene.schema import (
+    BOUNDARIES,
+    INTEGRATORS,
+    PRECISIONS,
+    SCHEMA_VERSION,
+    Boundary,
+    Integrator,
+    Outputs,
+    Particles,
+    Scene,
+)
+
+TOP_KEYS = ("version", "name", "description", "precision", "seed", "particles", "initial",
+            "energy", "topology", "integrator", "step_kernels", "dt", "steps", "boundary",
+            "outputs")
+
+
+def display_path(path: Path) -> str:
+    """The path as the user would write it: relative to the cwd when that is shorter."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return str(path)
+    return rel if len(rel) < len(str(path)) else str(path)
+
+
+def compose(path: Path) -> Node:
+    """Read ``path`` into a YAML node tree (safe loader only), with marks named after it."""
+    shown = display_path(path)
+    if not path.exists():
+        raise SceneError(f"{shown}: scene file not found. Check the path (it is relative to "
+                         f"the current directory, {Path.cwd()}).")
+    if not path.is_file():
+        raise SceneError(f"{shown}: is not a file. Give the path of a scene .yaml file.")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SceneError(f"{shown}: cannot read the scene file ({exc}).") from None
+    loader = yaml.SafeLoader(text)
+    loader.name = shown
+    try:
+        node = loader.get_single_node()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        raise error_at(mark, f"YAML syntax error: {exc.problem or exc.context}",
+                       "Check indentation, colons and brackets around this place") from None
+    finally:
+        loader.dispose()
+    if node is None:
+        raise SceneError(f"{shown}: the scene file is empty. Start it with 'version: 1'.")
+    return node
+
+
+def _particles(node: Node) -> Particles:
+    r = MapReader(node, "particles")
+    r.done(("count", "dim", "mass"))
+    count = as_int(r.require("count", "Add 'count: N' (the number of particles)"),
+                   "particles.count", 1)
+    dim_node = r.get("dim")
+    dim = as_int(dim_node, "particles.dim") if dim_node else 2
+    if dim not in (2, 3):
+        raise error_at(dim_node, f"'particles.dim' is {dim} but must be 2 or 3")
+    mass_node = r.get("mass")
+    if mass_node is None:
+        masses = (1.0,) * count
+    elif isinstance(mass_node, ScalarNode):
+        masses = (as_float(mass_node, "particles.mass", positive=True),) * count
+    else:
+        items = as_seq(mass_node, "particles.mass", count)
+        masses = tuple(as_float(n, f"particles.mass[{i}]", positive=True)
+                       for i, n in enumerate(items))
+    return Particles(count, dim, masses)
+
+
+def _typed(node: Node | None, section: str, choices: tuple[str, ...], extra: tuple[str, ...],
+           default: str) -> tuple[str, MapReader | None]:
+    """Sections written either as a bare type name or as a mapping with ``type:``."""
+    if node is None:
+        return default, None
+    if isinstance(node, ScalarNode):
+        return as_choice(node, section, choices), None
+    r = MapReader(node, section)
+    r.done(("type",) + extra)
+    type_node = r.get("type")
+    return (as_choice(type_node, f"{section}.type", choices) if type_node else default), r
+
+
+def _integrator(node: Node | None) -> Integrator:
+    kind, r = _typed(node, "integrator", INTEGRATORS, ("damping",), "symplectic_euler")
+    damping_node = r.get("damping") if r else None
+    damping = as_float(damping_node, "integrator.damping", nonnegative=True) if damping_node else 0.0
+    return Integrator(kind, damping)
+
+
+def _boundary(node: Node | None, dim: int) -> Boundary:
+    kind, r = _typed(node, "boundary", BOUNDARIES, ("low", "high"), "none")
+    if kind == "none":
+        if r:
+            r.done(("type",))
+        return Boundary("none", None, None)
+    if r is None:
+        raise error_at(node, f"a '{kind}' boundary needs a box",
+                       f"Write boundary: {{type: {kind}, low: [0, 0], high: [1, 1]}}")
+    low = as_vector(r.require("low"), "boundary.low", dim)
+    high = as_vector(r.require("high"), "boundary.high", dim)
+    if any(h <= lo for lo, h in zip(low, high)):
+        raise error_at(r.get("high"), f"boundary box is empty: high {list(high)} must exceed "
+                       f"low {list(low)} in every coordinate")
+    return Boundary(kind, low, high)
+
+
+def _outputs(node: Node | None, steps: int) -> Outputs:
+    default_every = max(1, steps // 100)
+    if node is None:
+        return Outputs(default_every)
+    r = MapReader(node, "outputs")
+    flags = ("positions", "velocities", "forces", "energies", "xyz")
+    r.done(("every",) + flags)
+    every_node = r.get("every")
+    every = as_int(every_node, "outputs.every", 1) if every_node else default_every
+    values = {f: as_bool(r.get(f), f"outputs.{f}") for f in flags if r.get(f) is not None}
+    return Outputs(every, **values)
+
+
+def _name(node: Node | None, path: Path) -> str:
+    name = as_str(node, "name") if node else path.stem
+    if not name or not all(c.isalnum() or c in "-_." for c in name) or name.startswith("."):
+        raise error_at(node, f"scene name {name!r} may only use letters, digits, '-', '_' and "
+                       "'.', because it names the output folder", "Rename it, e.g. my_scene")
+    return name
+
+
+def _version(r: MapReader) -> int:
+    node = r.require("version", f"Add 'version: {SCHEMA_VERSION}' as the first line")
+    version = as_int(node, "version")
+    if version != SCHEMA_VERSION:
+        raise error_at(node, f"scene schema version {version} is not supported (this simrun "
+                       f"reads version {SCHEMA_VERSION})", f"Set version: {SCHEMA_VERSION}")
+    return version
+
+
+def _build(root: Node, path: Path) -> Scene:
+    r = MapReader(root, "scene")
+    r.done(TOP_KEYS)
+    version = _version(r)
+    name_node, prec_node, seed_node = r.get("name"), r.get("precision"), r.get("seed")
+    if r.get("description") is not None:
+        as_str(r.get("description"), "description")
+    particles = _particles(r.require("particles", "Add 'particles: {count: N, dim: 2}'"))
+    dt = as_float(r.require("dt", "Add 'dt: 1e-4' (the time step)"), "dt", positive=True)
+    steps = as_int(r.require("steps", "Add 'steps: 1000'"), "steps", 1)
+    init = load_state.initial(r.get("initial"), particles, path.parent)
+    energy = load_terms.energy_terms(r.get("energy"), path.parent)
+    stepk = load_terms.step_kernels(r.get("step_kernels"), path.parent)
+    if stepk is not None and r.get("integrator") is not None:
+        raise error_at(r.key_node("integrator"), "a scene with 'step_kernels' integrates "
+                       "itself, so 'integrator' has no effect", "Remove 'integrator'")
+    if not energy and stepk is None:
+        raise error_at(root, "the scene has no 'energy' terms and no 'step_kernels', so "
+                       "nothing moves the particles",
+                       "Add 'energy: [{kernel: kernels/gravity.py:gravity}]'")
+    return Scene(
+        source=path.resolve(), version=version,
+        name=_name(name_node, path),
+        precision=as_choice(prec_node, "precision", PRECISIONS) if prec_node else "f64",
+        seed=as_int(seed_node, "seed", 0) if seed_node else 0,
+        particles=particles, initial=init, energy=energy,
+        topology=load_state.topology(r.get("topology"), particles, init),
+        integrator=_integrator(r.get("integrator")), dt=dt, steps=steps,
+        boundary=_boundary(r.get("boundary"), particles.dim),
+        outputs=_outputs(r.get("outputs"), steps), step_kernels=stepk)
+
+
+def load_scene(path: str | os.PathLike[str], overrides: Iterable[str] = ()) -> Scene:
+    """Load and validate a scene file, applying ``key.path=value`` overrides first.
+
+    Raises SceneError (one paragraph with file:line:col) for anything wrong in the scene.
+    """
+    path = Path(path)
+    root = apply_overrides(compose(path), overrides)
+    return _build(root, path.resolve())

@@ -1,0 +1,153 @@
+"""Scene sections about particles' starting state: ``initial`` and ``topology``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from yaml.nodes import MappingNode, Node
+
+from simrun.scene.errors import choices_text, error_at
+from simrun.scene.initial import read_state_file
+from simrun.scene.nodes import (
+    MapReader,
+    as_choice,
+    as_float,
+    as_index_rows,
+    as_int,
+    as_seq,
+    as_str,
+    as_vector,
+    plain,
+)
+from simrun.scene.schema import INITIAL_TYPES, TOPOLOGY_KINDS, Initial, Particles, Topology
+from simrun.scene.topology import GENERATORS, generate
+
+COMMON_KEYS = ("type", "velocity", "temperature")
+TYPE_KEYS = {
+    "random": ("low", "high"),
+    "lattice": ("shape", "spacing", "origin", "jitter"),
+    "random_walk": ("bond_length", "angle", "start"),
+    "file": ("path", "frame"),
+}
+
+
+def _box(reader: MapReader, dim: int) -> dict[str, Any]:
+    low_node, high_node = reader.get("low"), reader.get("high")
+    low = as_vector(low_node, "initial.low", dim) if low_node else (0.0,) * dim
+    high = as_vector(high_node, "initial.high", dim) if high_node else (1.0,) * dim
+    if any(h <= lo for lo, h in zip(low, high)):
+        raise error_at(high_node or reader.node, f"initial box is empty: high {list(high)} "
+                       f"must exceed low {list(low)} in every coordinate")
+    return {"low": list(low), "high": list(high)}
+
+
+def _lattice(reader: MapReader, p: Particles) -> dict[str, Any]:
+    shape_node = reader.require("shape", f"Add 'shape: [nx, ny{', nz' * (p.dim - 2)}]'")
+    items = as_seq(shape_node, "initial.shape", p.dim)
+    shape = [as_int(n, "initial.shape", 1) for n in items]
+    if int(np.prod(shape)) != p.count:
+        raise error_at(shape_node, f"lattice shape {shape} makes {int(np.prod(shape))} "
+                       f"particles but particles.count is {p.count}",
+                       f"Set particles.count: {int(np.prod(shape))} or change the shape")
+    spacing_node, origin_node, jitter_node = (reader.get(k) for k in ("spacing", "origin",
+                                                                      "jitter"))
+    spacing = as_vector(spacing_node, "initial.spacing", p.dim) if spacing_node else (1.0,) * p.dim
+    if min(spacing) <= 0:
+        raise error_at(spacing_node, "lattice spacing must be positive", "Use e.g. spacing: 0.1")
+    origin = as_vector(origin_node, "initial.origin", p.dim) if origin_node else (0.0,) * p.dim
+    jitter = as_float(jitter_node, "initial.jitter", nonnegative=True) if jitter_node else 0.0
+    return {"shape": shape, "spacing": list(spacing), "origin": list(origin), "jitter": jitter}
+
+
+def _random_walk(reader: MapReader, p: Particles) -> dict[str, Any]:
+    bond, angle, start = (reader.get(k) for k in ("bond_length", "angle", "start"))
+    angle_deg = as_float(angle, "initial.angle", positive=True) if angle else 109.5
+    if angle_deg > 180:
+        raise error_at(angle, f"'initial.angle' is {angle_deg:g} degrees but must be at most "
+                       "180", "Give the bond angle in degrees (180 = straight)")
+    return {"bond_length": as_float(bond, "initial.bond_length", positive=True) if bond else 1.0,
+            "angle": angle_deg,
+            "start": list(as_vector(start, "initial.start", p.dim)) if start else [0.0] * p.dim}
+
+
+def _file(reader: MapReader, p: Particles, scene_dir: Path) -> dict[str, Any]:
+    path_node = reader.require("path", "Add 'path: state.npz' (or an extended-XYZ file)")
+    path = (scene_dir / as_str(path_node, "initial.path")).resolve()
+    frame_node = reader.get("frame")
+    frame = as_int(frame_node, "initial.frame") if frame_node else -1
+    if not path.is_file():
+        raise error_at(path_node, f"initial state file '{path}' does not exist",
+                       "Give a path relative to the scene file")
+    if path.suffix not in (".npz", ".xyz", ".extxyz"):
+        raise error_at(path_node, f"'{path.name}' is neither .npz nor extended XYZ (.xyz)",
+                       "Convert it to one of those formats")
+    try:
+        x, _v = read_state_file(path, frame)
+    except (ValueError, KeyError, IndexError, OSError) as exc:
+        raise error_at(path_node, f"cannot read initial state from '{path.name}': {exc}") from None
+    if x.ndim != 2 or x.shape[0] != p.count or x.shape[1] < p.dim:
+        raise error_at(path_node, f"'{path.name}' holds positions of shape {x.shape} but the "
+                       f"scene needs {p.count} particles in {p.dim}-D",
+                       "Match particles.count and particles.dim to the file")
+    return {"path": str(path), "frame": frame}
+
+
+def initial(node: Node | None, p: Particles, scene_dir: Path) -> Initial:
+    if node is None:
+        return Initial("random", {"low": [0.0] * p.dim, "high": [1.0] * p.dim},
+                       (0.0,) * p.dim, 0.0)
+    reader = MapReader(node, "initial")
+    reader.done(COMMON_KEYS + tuple(k for keys in TYPE_KEYS.values() for k in keys))
+    type_node = reader.get("type")
+    kind = as_choice(type_node, "initial.type", INITIAL_TYPES) if type_node else "random"
+    reader.done(COMMON_KEYS + TYPE_KEYS[kind], f" (it does not apply to type '{kind}')")
+    if kind == "random":
+        options = _box(reader, p.dim)
+    elif kind == "lattice":
+        options = _lattice(reader, p)
+    elif kind == "random_walk":
+        options = _random_walk(reader, p)
+    else:
+        options = _file(reader, p, scene_dir)
+    vel, temp = reader.get("velocity"), reader.get("temperature")
+    return Initial(kind, options,
+                   as_vector(vel, "initial.velocity", p.dim) if vel else (0.0,) * p.dim,
+                   as_float(temp, "initial.temperature", nonnegative=True) if temp else 0.0)
+
+
+def _topology_entry(kind: str, node: Node, p: Particles, init: Initial) -> np.ndarray:
+    name = f"topology.{kind}"
+    if not isinstance(node, MappingNode):
+        rows = as_index_rows(node, name, TOPOLOGY_KINDS[kind], p.count)
+        return np.asarray(rows, dtype=np.int32).reshape(-1, TOPOLOGY_KINDS[kind])
+    reader = MapReader(node, name)
+    reader.done(("generate",))
+    gen_node = reader.require("generate", f"Add 'generate: {GENERATORS[kind][0]}'")
+    gen = as_choice(gen_node, f"{name}.generate", GENERATORS[kind])
+    shape = tuple(init.options["shape"]) if init.type == "lattice" else None
+    if gen == "grid" and (shape is None or len(shape) != 2):
+        raise error_at(gen_node, f"'{name}: generate: grid' needs a 2-D lattice initial state",
+                       "Set initial.type: lattice with shape: [nx, ny]")
+    return generate(kind, gen, p.count, shape)
+
+
+def topology(node: Node | None, p: Particles, init: Initial) -> Topology:
+    if node is None:
+        return Topology()
+    reader = MapReader(node, "topology")
+    reader.done(TOPOLOGY_KINDS)
+    arrays, spec = {}, {}
+    for kind in TOPOLOGY_KINDS:
+        entry = reader.get(kind)
+        if entry is None:
+            continue
+        if kind == "dihedrals" and p.dim != 3:
+            raise error_at(entry, "dihedrals need 3-D particles", "Set particles.dim: 3")
+        rows = _topology_entry(kind, entry, p, init)
+        if len(rows) == 0:
+            raise error_at(entry, f"'topology.{kind}' is empty",
+                           f"Remove it or give {choices_text([kind])} rows")
+        arrays[kind], spec[kind] = rows, plain(entry)
+    return Topology(arrays, spec)

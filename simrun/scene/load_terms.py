@@ -1,0 +1,85 @@
+"""Scene sections that name kernels: ``energy`` terms and ``step_kernels``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from yaml.nodes import Node, ScalarNode
+
+from simrun.scene.errors import error_at, where
+from simrun.scene.nodes import MapReader, as_float, as_seq, as_str, scalar
+from simrun.scene.schema import EnergyTerm, KernelRef, StepKernels
+
+REF_FIX = "Write it as kernels/<module>.py:<kernel>, e.g. kernels/gravity.py:gravity"
+
+
+def search_dirs(scene_dir: Path) -> list[Path]:
+    """Where relative kernel paths are looked up: the scene's folder, its parent, the cwd."""
+    dirs = [scene_dir, scene_dir.parent, Path.cwd()]
+    unique: list[Path] = []
+    for d in dirs:
+        if d.resolve() not in unique:
+            unique.append(d.resolve())
+    return unique
+
+
+def kernel_ref(node: Node, name: str, scene_dir: Path) -> KernelRef:
+    text = as_str(node, name)
+    module, sep, kernel = text.rpartition(":")
+    if not sep or not module.endswith(".py") or not kernel.isidentifier():
+        raise error_at(node, f"'{name}' is {text!r}, which is not a kernel reference", REF_FIX)
+    candidates = [Path(module)] if Path(module).is_absolute() else [
+        d / module for d in search_dirs(scene_dir)]
+    for path in candidates:
+        if path.is_file():
+            return KernelRef(path.resolve(), kernel, where(node))
+    searched = ", ".join(str(c.parent) for c in candidates)
+    raise error_at(node, f"kernel module '{module}' was not found (looked in {searched})",
+                   "Check the file name, or give a path relative to the scene file")
+
+
+def params(node: Node | None, name: str) -> dict[str, float | int]:
+    """A mapping of parameter names to numbers (ints stay ints, bools are refused)."""
+    if node is None:
+        return {}
+    reader = MapReader(node, name)
+    out: dict[str, float | int] = {}
+    for key, (key_node, value) in reader.items.items():
+        if not key.isidentifier():
+            raise error_at(key_node, f"parameter name '{key}' in '{name}' is not a valid "
+                           "Python identifier", "Use the kernel argument's name")
+        raw = scalar(value) if isinstance(value, ScalarNode) else None
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            out[key] = raw
+        else:
+            out[key] = as_float(value, f"{name}.{key}")
+    return out
+
+
+def energy_terms(node: Node | None, scene_dir: Path) -> tuple[EnergyTerm, ...]:
+    if node is None:
+        return ()
+    terms = []
+    for i, item in enumerate(as_seq(node, "energy")):
+        section = f"energy[{i}]"
+        reader = MapReader(item, section)
+        reader.done(("kernel", "params"))
+        ref = kernel_ref(reader.require("kernel", "Add 'kernel: kernels/<module>.py:<kernel>'"),
+                         f"{section}.kernel", scene_dir)
+        terms.append(EnergyTerm(ref, params(reader.get("params"), f"{section}.params"),
+                                where(item)))
+    return tuple(terms)
+
+
+def step_kernels(node: Node | None, scene_dir: Path) -> StepKernels | None:
+    if node is None:
+        return None
+    reader = MapReader(node, "step_kernels")
+    reader.done(("kernels", "params"))
+    items = as_seq(reader.require("kernels"), "step_kernels.kernels")
+    if not items:
+        raise error_at(reader.get("kernels"), "'step_kernels.kernels' is empty",
+                       "List the kernels to call each step, in order")
+    refs = tuple(kernel_ref(n, f"step_kernels.kernels[{i}]", scene_dir)
+                 for i, n in enumerate(items))
+    return StepKernels(refs, params(reader.get("params"), "step_kernels.params"))

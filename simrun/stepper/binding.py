@@ -1,0 +1,147 @@
+"""Kernel modules: import by file path, find kernels, bind their arguments by name.
+
+The convention (documented in ``kernels/__init__.py``): a kernel's parameters are matched by
+name against the system's fields, the scalar ``dt``, fields from the module's ``allocate``
+hook, then the scene's ``params`` and the module's ``DEFAULTS``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect
+import sys
+import traceback
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from simrun.scene import SceneError
+from simrun.scene.errors import did_you_mean
+from simrun.scene.schema import TOPOLOGY_KINDS, KernelRef
+
+_MODULES: dict[tuple[str, float], ModuleType] = {}
+
+
+@dataclass
+class KernelContext:
+    """What a module's ``allocate(ctx)`` hook may use to size and fill its fields."""
+
+    n: int
+    dim: int
+    dtype: Any  # the simrun.lang float type of the scene
+    np_dtype: type
+    x0: np.ndarray
+    masses: np.ndarray
+    topology: Mapping[str, np.ndarray]
+    params: Mapping[str, float | int]
+
+
+@dataclass
+class BoundKernel:
+    """A kernel with its arguments fixed; calling it launches the kernel."""
+
+    ref: KernelRef
+    kernel: Callable[..., Any]
+    args: tuple[Any, ...]
+
+    def __call__(self) -> None:
+        self.kernel(*self.args)
+
+
+def _import_error(path: Path, exc: BaseException) -> SceneError:
+    line = getattr(exc, "lineno", None) if isinstance(exc, SyntaxError) else None
+    if line is None:
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == str(path)]
+        line = frames[-1].lineno if frames else None
+    where = f"{path}:{line}" if line else str(path)
+    return SceneError(f"{where}: the kernel module failed to load: {type(exc).__name__}: "
+                      f"{exc}. Fix the module (it must be plain simrun.lang code that imports "
+                      "'simrun.lang as ti').")
+
+
+def load_module(path: Path) -> ModuleType:
+    """Import a kernel module from its file (cached while the file is unchanged)."""
+    key = (str(path), path.stat().st_mtime)
+    if key in _MODULES:
+        return _MODULES[key]
+    digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]
+    name = f"simrun_kernels.{path.stem}_{digest}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise SceneError(f"{path}: cannot be imported as a Python module. Give a .py file.")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except SceneError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any error in user code is a bad scene
+        sys.modules.pop(name, None)
+        raise _import_error(path, exc) from None
+    _MODULES[key] = module
+    return module
+
+
+def is_kernel(obj: Any) -> bool:
+    """A ``@ti.kernel`` of simrun.lang (or Taichi, whose kernels carry ``_primal``)."""
+    import simrun.lang as ti
+
+    kernel_type = getattr(ti, "Kernel", None)
+    return (isinstance(kernel_type, type) and isinstance(obj, kernel_type)) or \
+        hasattr(obj, "_primal")
+
+
+def parameter_names(kernel: Any) -> list[str]:
+    fn = getattr(kernel, "pyfunc", None) or inspect.unwrap(kernel)
+    return list(inspect.signature(fn).parameters)
+
+
+def module_kernels(module: ModuleType) -> list[str]:
+    return [n for n, obj in vars(module).items() if not n.startswith("_") and is_kernel(obj)]
+
+
+def find_kernel(ref: KernelRef, module: ModuleType) -> Any:
+    obj = getattr(module, ref.name, None)
+    if obj is not None and is_kernel(obj):
+        return obj
+    names = module_kernels(module)
+    hint = did_you_mean(ref.name, names)
+    listed = "It defines: " + (", ".join(names) if names else "no kernels")
+    raise SceneError(f"{ref.where}: '{ref.name}' is not a @ti.kernel in {ref.path}. "
+                     f"{hint + ' ' if hint else ''}{listed}.")
+
+
+def check_params(ref: KernelRef, given: Iterable[str], accepted: Iterable[str], where: str
+                 ) -> None:
+    """Every scene parameter must name an argument of (one of) the kernel(s)."""
+    accepted = sorted(set(accepted))
+    for name in given:
+        if name not in accepted:
+            hint = did_you_mean(name, accepted)
+            raise SceneError(f"{where}: parameter '{name}' is not an argument of kernel "
+                             f"'{ref.name}' ({ref.path.name}). {hint + ' ' if hint else ''}"
+                             f"Its arguments are: {', '.join(accepted)}.")
+
+
+def bind(ref: KernelRef, kernel: Any, values: Mapping[str, Any], defaults: Mapping[str, Any]
+         ) -> BoundKernel:
+    """Fix the kernel's arguments from ``values`` (fields, dt, params) and ``defaults``."""
+    args = []
+    for name in parameter_names(kernel):
+        if name in values:
+            args.append(values[name])
+        elif name in defaults:
+            args.append(defaults[name])
+        elif name in TOPOLOGY_KINDS:
+            raise SceneError(f"{ref.where}: kernel '{ref.name}' needs topology '{name}' but the "
+                             f"scene defines none. Add 'topology: {{{name}: ...}}' to the scene.")
+        else:
+            raise SceneError(f"{ref.where}: kernel '{ref.name}' argument '{name}' has no value. "
+                             f"Add it under this term's 'params:' (or to DEFAULTS in "
+                             f"{ref.path.name}).")
+    return BoundKernel(ref, kernel, tuple(args))

@@ -1,0 +1,35 @@
+"""``simrun check``: build a scene's system and compile (and run once) all of its kernels."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from simrun.scene import Scene, initial_state
+from simrun.stepper.system import System
+
+
+@dataclass
+class CheckReport:
+    energy_kernels: list[str]
+    step_kernels: list[str]
+    extra_fields: list[str]
+    potential: float
+    compile_s: float
+
+
+def check_scene(scene: Scene, threads: int | None = None) -> CheckReport:
+    """Compile every kernel by evaluating the forces once and each step kernel once.
+
+    Nothing is written. Raises SceneError or simrun.lang's CompileError on bad input.
+    """
+    started = time.perf_counter()
+    x0, v0 = initial_state(scene)
+    system = System(scene, x0, threads)
+    system.set_state(x0, v0)
+    potential, _forces = system.forces()
+    for kernel in system.step_kernels:
+        kernel()
+    return CheckReport([str(k.ref.name) for k in system.energy],
+                       [str(k.ref.name) for k in system.step_kernels],
+                       sorted(system.extra), potential, time.perf_counter() - started)

@@ -1,0 +1,181 @@
+"""The step loop: output cadence, NaN watch, progress callbacks, flushing, resume.
+
+``run_scene`` never prints; it reports progress through a callback and raises
+``SimulationError`` (NaN/Inf, naming the step), ``SceneError`` (bad input) or
+``KeyboardInterrupt``. Whatever happens, the files written so far are flushed and valid, and
+``run.json`` records the exit status.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from simrun.outputs import Frame, RunWriter
+from simrun.scene import Scene, SceneError, initial_state
+from simrun.stepper import files
+from simrun.stepper.integrators import State, kinetic_energy, make_step
+from simrun.stepper.system import System
+
+ProgressFn = Callable[[int, int], None]
+
+
+class SimulationError(Exception):
+    """The simulation itself failed (e.g. NaN); ``step`` is the first bad step."""
+
+    def __init__(self, message: str, step: int) -> None:
+        super().__init__(message)
+        self.step = step
+
+
+@dataclass
+class RunResult:
+    out_dir: Path
+    status: str
+    start_step: int
+    steps_done: int
+    steps_total: int
+    wall_s: float
+    energy_first: float | None
+    energy_last: float | None
+    setup_s: float = 0.0  # building fields and compiling kernels, part of wall_s
+
+    @property
+    def drift(self) -> float | None:
+        """Relative total-energy change from the first to the last saved frame."""
+        if self.energy_first is None or self.energy_last is None:
+            return None
+        return (self.energy_last - self.energy_first) / max(abs(self.energy_first), 1e-300)
+
+
+def check_finite(state: State, scene: Scene) -> None:
+    """Raise SimulationError naming the step if positions, velocities or U are not finite."""
+    total = float(state.x.sum(dtype=np.float64)) + float(state.v.sum(dtype=np.float64))
+    if math.isfinite(total + float(state.f.sum(dtype=np.float64)) + state.potential):
+        return  # fast path; the loop below finds out what went wrong
+    for what, arr in (("positions", state.x), ("velocities", state.v), ("forces", state.f)):
+        bad = ~np.isfinite(arr).all(axis=1)
+        if bad.any():
+            first = int(np.argmax(bad))
+            raise SimulationError(
+                f"step {state.step} (t = {state.step * scene.dt:.6g}): {what} became NaN or "
+                f"infinite (first at particle {first}, {int(bad.sum())} particles in all). The "
+                f"simulation is unstable: try a smaller dt (now {scene.dt:g}) or softer "
+                "energy parameters.", state.step)
+    if not math.isfinite(state.potential):
+        raise SimulationError(f"step {state.step} (t = {state.step * scene.dt:.6g}): the "
+                              f"potential energy became {state.potential}. Try a smaller dt.",
+                              state.step)
+
+
+def make_frame(state: State, system: System, scene: Scene) -> Frame:
+    return Frame(step=state.step, time=state.step * scene.dt, x=state.x, v=state.v,
+                 f=state.f if scene.outputs.forces else None,
+                 kinetic=kinetic_energy(state.v, system.masses), potential=state.potential,
+                 state={"x0": system.x0_np, **system.extra_state()})
+
+
+def prepare(scene: Scene, checkpoint: dict | None, threads: int | None) -> tuple[System, State]:
+    """Build the system and the state at step 0 or at the checkpoint; compiles the kernels."""
+    if checkpoint is None:
+        x0, v0 = initial_state(scene)
+        system = System(scene, x0, threads)
+        step, x, v = 0, x0, v0
+    else:
+        system = System(scene, checkpoint["x0"], threads)
+        step, x, v = int(checkpoint["step"]), checkpoint["x"], checkpoint["v"]
+        system.load_extra_state(checkpoint)
+    system.set_state(x, v)
+    x, v = system.get_state()
+    potential, f = system.forces()
+    state = State(step, x, v, f, potential)
+    check_finite(state, scene)
+    return system, state
+
+
+class _Clock:
+    """Time-based throttles for flushing (adaptive) and progress reports."""
+
+    def __init__(self, flush_interval: float) -> None:
+        self.flush_interval = flush_interval
+        self.next_flush = time.perf_counter() + flush_interval
+        self.next_progress = 0.0
+
+    def flush_due(self) -> bool:
+        return time.perf_counter() >= self.next_flush
+
+    def flushed(self, took: float) -> None:
+        self.next_flush = time.perf_counter() + max(self.flush_interval, 10 * took)
+
+    def progress_due(self) -> bool:
+        now = time.perf_counter()
+        if now >= self.next_progress:
+            self.next_progress = now + 0.1
+            return True
+        return False
+
+
+def loop(scene: Scene, system: System, state: State, writer: RunWriter,
+         progress: ProgressFn | None, flush_interval: float) -> None:
+    step_fn, every, total = make_step(scene, system), scene.outputs.every, scene.steps
+    clock = _Clock(flush_interval)
+    while state.step < total:
+        step_fn(state)
+        state.step += 1
+        check_finite(state, scene)
+        if state.step % every == 0 or state.step == total:
+            writer.add(make_frame(state, system, scene))
+            if clock.flush_due():
+                started = time.perf_counter()
+                writer.flush()
+                clock.flushed(time.perf_counter() - started)
+        if progress is not None and (state.step == total or clock.progress_due()):
+            progress(state.step, total)
+
+
+def run_scene(scene: Scene, out_dir: Path, *, resume: bool = False,
+              progress: ProgressFn | None = None, threads: int | None = None,
+              flush_interval: float = 1.0) -> RunResult:
+    """Run ``scene`` into ``out_dir`` (created); with ``resume``, continue the run there."""
+    started = time.perf_counter()
+    out_dir = Path(out_dir)
+    checkpoint = files.load_checkpoint(out_dir, scene) if resume else None
+    x0_hint = None if checkpoint is None else checkpoint["x0"]
+    writer = RunWriter(out_dir, files.writer_options(scene, x0_hint))
+    info = files.start(out_dir, scene, checkpoint)
+    status, state = "error", None
+    try:
+        system, state = prepare(scene, checkpoint, threads)
+        info["timings"]["setup_s"] = round(time.perf_counter() - started, 4)
+        if checkpoint is None:
+            writer.add(make_frame(state, system, scene))
+        else:
+            writer.load_existing(state.step, scene.outputs.every)
+        writer.flush()
+        loop(scene, system, state, writer, progress, flush_interval)
+        status = "ok"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    except SimulationError as exc:
+        status, info["error"] = "failed", str(exc)
+        raise
+    except SceneError as exc:
+        status, info["error"] = "bad input", str(exc)
+        raise
+    finally:
+        try:
+            writer.flush()
+        finally:
+            files.finish(out_dir, info, status, writer, state, started)
+    energies = writer.energies
+    return RunResult(out_dir, status, info.get("resumed_from_step", 0), state.step, scene.steps,
+                     time.perf_counter() - started,
+                     energies[0][2] + energies[0][3] if energies else None,
+                     energies[-1][2] + energies[-1][3] if energies else None,
+                     info["timings"].get("setup_s", 0.0))

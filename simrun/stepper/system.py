@@ -1,0 +1,145 @@
+"""The simulated system: simrun.lang fields for one scene, its bound kernels, and forces.
+
+Forces are never hand-written: ``forces()`` runs every energy term under
+``ti.ad.Tape(loss=U)`` and returns F = -dU/dx read from ``x.grad``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from simrun.scene import Scene, SceneError
+from simrun.stepper.binding import (
+    BoundKernel,
+    KernelContext,
+    bind,
+    check_params,
+    find_kernel,
+    load_module,
+    parameter_names,
+)
+
+BASE_NAMES = ("x", "v", "m", "x0", "U", "dt", "bonds", "angles", "dihedrals", "triangles")
+
+
+class System:
+    """Fields and kernels of a scene, after ``ti.init`` (one System per process at a time)."""
+
+    def __init__(self, scene: Scene, x0: np.ndarray, threads: int | None = None) -> None:
+        import simrun.lang as ti
+
+        self.ti = ti
+        self.scene = scene
+        self.fp = ti.f32 if scene.precision == "f32" else ti.f64
+        self.np_dtype = np.float32 if scene.precision == "f32" else np.float64
+        options: dict[str, Any] = {"arch": ti.cpu, "default_fp": self.fp,
+                                   "random_seed": scene.seed}
+        if threads:
+            options["cpu_max_num_threads"] = threads
+        ti.init(**options)
+        self._make_fields(np.asarray(x0))
+        self.extra: dict[str, Any] = {}
+        self._allocate_module_fields()
+        self.energy = [self._bind_term(term) for term in scene.energy]
+        self.step_kernels = self._bind_step_kernels()
+
+    def _make_fields(self, x0: np.ndarray) -> None:
+        ti, p = self.ti, self.scene.particles
+        self.x = ti.Vector.field(p.dim, dtype=self.fp, shape=p.count, needs_grad=True)
+        self.v = ti.Vector.field(p.dim, dtype=self.fp, shape=p.count)
+        self.x0 = ti.Vector.field(p.dim, dtype=self.fp, shape=p.count)
+        self.m = ti.field(dtype=self.fp, shape=p.count)
+        self.U = ti.field(dtype=self.fp, shape=(), needs_grad=True)
+        self.x0_np = x0.astype(self.np_dtype)
+        self.masses = np.asarray(p.masses, dtype=self.np_dtype)
+        self.x0.from_numpy(self.x0_np)
+        self.x.from_numpy(self.x0_np)
+        self.m.from_numpy(self.masses)
+        self.topology: dict[str, Any] = {}
+        for kind, rows in self.scene.topology.arrays.items():
+            f = ti.field(dtype=ti.i32, shape=rows.shape)
+            f.from_numpy(np.ascontiguousarray(rows, dtype=np.int32))
+            self.topology[kind] = f
+
+    def _module_params(self, path) -> dict[str, float | int]:
+        merged: dict[str, float | int] = {}
+        for term in self.scene.energy:
+            if term.kernel.path == path:
+                merged.update(term.params)
+        sk = self.scene.step_kernels
+        if sk is not None and any(ref.path == path for ref in sk.kernels):
+            merged.update(sk.params)
+        return merged
+
+    def _allocate_module_fields(self) -> None:
+        refs = [t.kernel for t in self.scene.energy]
+        refs += list(self.scene.step_kernels.kernels) if self.scene.step_kernels else []
+        for path in dict.fromkeys(ref.path for ref in refs):
+            hook = getattr(load_module(path), "allocate", None)
+            if hook is None:
+                continue
+            p = self.scene.particles
+            ctx = KernelContext(p.count, p.dim, self.fp, self.np_dtype, self.x0_np, self.masses,
+                                dict(self.scene.topology.arrays), self._module_params(path))
+            try:
+                fields = hook(ctx)
+            except (ValueError, KeyError) as exc:
+                raise SceneError(f"{path}: allocate() rejected this scene: {exc}. Check the "
+                                 "scene's topology and parameters for this module.") from None
+            for name, f in fields.items():
+                if name in BASE_NAMES or name in self.extra:
+                    raise SceneError(f"{path}: allocate() returns a field named '{name}', which "
+                                     "is already taken. Rename it in the kernel module.")
+                self.extra[name] = f
+
+    def values(self) -> dict[str, Any]:
+        """Everything a kernel argument can be bound to, except scene params."""
+        return {"x": self.x, "v": self.v, "m": self.m, "x0": self.x0, "U": self.U,
+                "dt": self.scene.dt, **self.topology, **self.extra}
+
+    def _bind_term(self, term) -> BoundKernel:
+        module = load_module(term.kernel.path)
+        kernel = find_kernel(term.kernel, module)
+        check_params(term.kernel, term.params, parameter_names(kernel), term.where)
+        defaults = getattr(module, "DEFAULTS", {}).get(term.kernel.name, {})
+        return bind(term.kernel, kernel, {**self.values(), **term.params}, defaults)
+
+    def _bind_step_kernels(self) -> list[BoundKernel]:
+        sk = self.scene.step_kernels
+        if sk is None:
+            return []
+        found = [(ref, load_module(ref.path)) for ref in sk.kernels]
+        kernels = [find_kernel(ref, module) for ref, module in found]
+        accepted = {name for k in kernels for name in parameter_names(k)}
+        check_params(sk.kernels[0], sk.params, accepted, sk.kernels[0].where)
+        return [bind(ref, k, {**self.values(), **sk.params},
+                     getattr(module, "DEFAULTS", {}).get(ref.name, {}))
+                for (ref, module), k in zip(found, kernels)]
+
+    # --- state -------------------------------------------------------------------------
+    def forces(self) -> tuple[float, np.ndarray]:
+        """Potential energy and F = -dU/dx at the current positions (autodiff)."""
+        if not self.energy:
+            return 0.0, np.zeros_like(self.x0_np)
+        with self.ti.ad.Tape(loss=self.U):
+            for kernel in self.energy:
+                kernel()
+        return float(self.U[None]), -self.x.grad.to_numpy()
+
+    def set_state(self, x: np.ndarray, v: np.ndarray) -> None:
+        self.x.from_numpy(np.ascontiguousarray(x, dtype=self.np_dtype))
+        self.v.from_numpy(np.ascontiguousarray(v, dtype=self.np_dtype))
+
+    def get_state(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.x.to_numpy(), self.v.to_numpy()
+
+    def extra_state(self) -> dict[str, np.ndarray]:
+        return {f"field:{name}": f.to_numpy() for name, f in self.extra.items()}
+
+    def load_extra_state(self, arrays: dict[str, np.ndarray]) -> None:
+        for name, f in self.extra.items():
+            key = f"field:{name}"
+            if key in arrays:
+                f.from_numpy(np.ascontiguousarray(arrays[key]))

@@ -1,0 +1,196 @@
+"""The command line through a real subprocess: outputs, exit codes, messages, interrupt+resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+GRAVITY = str(REPO / "scenes" / "gravity.yaml")
+RUN_FILES = {"frames.npz", "trajectory.xyz", "energy.csv", "run.json", "scene.yaml",
+             "state.npz"}
+PICTURES = {"first.png", "last.png", "energy.png", "animation.gif"}
+
+
+def simrun(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {**os.environ, "MPLBACKEND": "Agg", "COLUMNS": "100"}
+    return subprocess.run([sys.executable, "-m", "simrun.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def has_renderer() -> bool:
+    try:
+        from simrun.render import render_run  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def test_version_and_help(tmp_path: Path) -> None:
+    version = simrun("--version", cwd=tmp_path)
+    assert version.returncode == 0 and version.stdout.strip() == "simrun 0.1.0"
+    helped = simrun("--help", cwd=tmp_path)
+    assert helped.returncode == 0
+    for command in ("run", "check", "render"):
+        assert command in helped.stdout
+    run_help = simrun("run", "--help", cwd=tmp_path)
+    assert "--resume" in run_help.stdout and "--set" in run_help.stdout
+
+
+def test_run_gravity_writes_everything(tmp_path: Path) -> None:
+    done = simrun("run", GRAVITY, "--steps", "400", "--out", "out", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "out"
+    written = {p.name for p in out.iterdir()}
+    assert RUN_FILES <= written
+    if has_renderer():
+        assert PICTURES <= written
+    with np.load(out / "frames.npz") as frames:
+        assert frames["step"].tolist() == list(range(0, 401, 100))
+        assert frames["x"].shape == (5, 8, 2) and frames["v"].shape == (5, 8, 2)
+    info = json.loads((out / "run.json").read_text())
+    assert info["status"] == "ok" and info["steps_done"] == 400 and info["seed"] == 0
+    assert set(info["versions"]) == {"simrun", "python", "numpy", "llvmlite"}
+    assert "energy" in done.stdout and "drift" in done.stdout and str(out.name) in done.stdout
+
+
+def test_default_output_folders_are_numbered(tmp_path: Path) -> None:
+    for expected in ("run-001", "run-002"):
+        done = simrun("run", GRAVITY, "--steps", "50", "--quiet", "--no-render", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == str(Path("outputs") / "gravity" / expected)
+    assert (tmp_path / "outputs" / "gravity" / "run-002" / "frames.npz").is_file()
+    resumed = simrun("run", GRAVITY, "--steps", "80", "--resume", "-q", "--no-render",
+                     cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.strip() == str(Path("outputs") / "gravity" / "run-002")
+
+
+def test_existing_output_needs_overwrite(tmp_path: Path) -> None:
+    args = ("run", GRAVITY, "--steps", "20", "--out", "o", "-q", "--no-render")
+    assert simrun(*args, cwd=tmp_path).returncode == 0
+    again = simrun(*args, cwd=tmp_path)
+    assert again.returncode == 2 and "--overwrite" in again.stderr
+    assert simrun(*args, "--overwrite", cwd=tmp_path).returncode == 0
+
+
+BAD_SCENES = {
+    "unknown_key": ("version: 1\nparticles: {count: 2}\ndt: 1e-3\nsteps: 1\nsteps_: 2\n",
+                    "bad.yaml:5:1: unknown key 'steps_'"),
+    "wrong_type": ("version: 1\nparticles: {count: two}\n", "bad.yaml:2:20: 'particles.count' "
+                                                            "must be an integer"),
+    "out_of_range": ("version: 1\nparticles: {count: 2}\ndt: 0\n", "bad.yaml:3:5: 'dt' is 0"),
+    "missing_module": ("version: 1\nparticles: {count: 2}\ndt: 1e-3\nsteps: 1\n"
+                       "energy: [{kernel: kernels/none.py:k}]\n",
+                       "bad.yaml:5:19: kernel module 'kernels/none.py' was not found"),
+    "syntax": ("version: 1\nparticles: [count: 2\n", "bad.yaml:3:1: YAML syntax error"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_SCENES))
+def test_bad_scene_exits_2_with_location(tmp_path: Path, case: str) -> None:
+    text, expected = BAD_SCENES[case]
+    (tmp_path / "bad.yaml").write_text(text)
+    for command in ("run", "check"):
+        done = simrun(command, "bad.yaml", cwd=tmp_path)
+        assert done.returncode == 2
+        assert expected in done.stderr
+        assert "Traceback" not in done.stderr
+    assert not (tmp_path / "outputs").exists() or not any((tmp_path / "outputs").rglob("*.npz"))
+
+
+def test_missing_scene_file_exits_2(tmp_path: Path) -> None:
+    done = simrun("run", "nope.yaml", cwd=tmp_path)
+    assert done.returncode == 2 and "nope.yaml: scene file not found" in done.stderr
+
+
+def test_bad_override_exits_2(tmp_path: Path) -> None:
+    done = simrun("run", GRAVITY, "--set", "dt=-1", cwd=tmp_path)
+    assert done.returncode == 2 and "--set dt=-1 (command line): 'dt' is -1" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_kernel_compile_error_exits_2_at_the_kernel_line(tmp_path: Path) -> None:
+    (tmp_path / "k.py").write_text(
+        "import simrun.lang as ti\n\n\n@ti.kernel\n"
+        "def bad(x: ti.template(), U: ti.template()):\n"
+        "    for i in x:\n"
+        "        U[None] += no_such_function(x[i])\n")
+    (tmp_path / "s.yaml").write_text("version: 1\nparticles: {count: 2}\ndt: 1e-3\nsteps: 2\n"
+                                     "energy: [{kernel: k.py:bad}]\n")
+    done = simrun("check", "s.yaml", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "k.py:7" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_nan_exits_1_naming_the_step(tmp_path: Path) -> None:
+    scene = str(REPO / "scenes" / "molecule.yaml")
+    done = simrun("run", scene, "--set", "dt=0.5", "--steps", "3000", "--out", "o",
+                  "--no-render", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "simulation failed: step " in done.stderr and "NaN or infinite" in done.stderr
+    assert "Traceback" not in done.stderr
+    info = json.loads((tmp_path / "o" / "run.json").read_text())
+    assert info["status"] == "failed"
+    with np.load(tmp_path / "o" / "frames.npz") as frames:
+        assert np.isfinite(frames["x"]).all()
+
+
+def test_check_compiles_without_writing(tmp_path: Path) -> None:
+    done = simrun("check", str(REPO / "scenes" / "mpm.yaml"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "ok" in done.stdout and "p2g" in done.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_exits_130_and_resume_matches_an_uninterrupted_run(tmp_path: Path) -> None:
+    steps = ("--steps", "20000", "--no-render")
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    proc = subprocess.Popen([sys.executable, "-m", "simrun.cli", "run", GRAVITY, *steps,
+                             "--out", "cut", "-q"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    state = tmp_path / "cut" / "state.npz"
+    deadline = time.time() + 60
+    while not state.exists() and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    if proc.returncode == 0:
+        pytest.skip("the run finished before it could be interrupted")
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "--resume" in err and "Traceback" not in err
+    info = json.loads((tmp_path / "cut" / "run.json").read_text())
+    assert info["status"] == "interrupted" and 0 < info["steps_done"] < 20000
+    with np.load(tmp_path / "cut" / "frames.npz") as frames:
+        assert len(frames["step"]) >= 1
+    resumed = simrun("run", GRAVITY, *steps, "--out", "cut", "--resume", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    whole = simrun("run", GRAVITY, *steps, "--out", "whole", cwd=tmp_path)
+    assert whole.returncode == 0, whole.stderr
+    with np.load(tmp_path / "cut" / "frames.npz") as a, \
+            np.load(tmp_path / "whole" / "frames.npz") as b:
+        for key in ("step", "time", "x", "v"):
+            assert np.array_equal(a[key], b[key]), key
+    for name in ("energy.csv", "trajectory.xyz"):
+        assert (tmp_path / "cut" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes()
+
+
+def test_render_command(tmp_path: Path) -> None:
+    missing = simrun("render", "nowhere", cwd=tmp_path)
+    assert missing.returncode == 2 and "no frames.npz" in missing.stderr
+    if not has_renderer():
+        pytest.skip("simrun.render is not available yet")
+    assert simrun("run", GRAVITY, "--steps", "200", "--out", "r", "--no-render",
+                  cwd=tmp_path).returncode == 0
+    done = simrun("render", "r", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert PICTURES <= {p.name for p in (tmp_path / "r").iterdir()}
