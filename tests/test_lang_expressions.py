@@ -584,8 +584,6 @@ def python_int_on_the_left(k: ti.i32) -> ti.types.vector(2, ti.i32):
     return ti.Vector([1 << k, 1024 >> k])
 
 
-@pytest.mark.xfail(strict=True, reason="simrun bug: `1 << x` / `1024 >> x` with a Python int on "
-                   "the left fail to compile (no __rlshift__/__rrshift__ on kernel expressions)")
 def test_shift_with_python_int_on_the_left():
     np.testing.assert_array_equal(python_int_on_the_left(3).to_numpy(), [8, 128])
 

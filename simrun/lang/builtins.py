@@ -126,6 +126,10 @@ def cast(x, dtype):
     if _is_matrix(x):
         return x.map(lambda e: cast(e, dtype))
     if _is_number(x):
+        from .frontend.context import active
+
+        if active():  # a typed constant: `x: ti.f64 = 0.1` keeps f64
+            return builder.const(x if dtype.is_float else int(x), dtype)
         if dtype.is_float:
             return float(np.array(x).astype(dtype.np))
         return int(np.array(int(x)).astype(dtype.np))

@@ -37,6 +37,25 @@ SMALL_FLAT_LOOP = 8192   # iterations run inline when the body has no inner loop
 CHUNKS_PER_THREAD = 4
 
 
+def _accumulation(s):
+    """The increment e when s is `v = v + e` (what `v += e` lowers to), else None."""
+    from ..ir import builder
+    from ..ir.nodes import OpExpr as _Op
+
+    v = s.value
+    if isinstance(v, _Op) and v.op is Op.CAST:
+        v = v.args[0]
+    if not (isinstance(v, _Op) and v.op in (Op.ADD, Op.SUB)):
+        return None
+    lhs = v.args[0]
+    if isinstance(lhs, _Op) and lhs.op is Op.CAST:
+        lhs = lhs.args[0]
+    if not (isinstance(lhs, VarRef) and lhs.var is s.var):
+        return None
+    delta = builder.cast(v.args[1], s.var.dtype)
+    return delta if v.op is Op.ADD else -delta
+
+
 class TaskEmitter:
     def __init__(self, module: ir.Module, name: str, task, layout: Layout, debug: bool,
                  fast_math: bool = True):
@@ -68,8 +87,8 @@ class TaskEmitter:
             return ptr
         t = llvm_type(var.dtype)
         slot = self.layout.var_slot.get(var)
-        if slot is not None and var in self.written and not self.parallel:
-            ptr = self.slot_ptr(self.eb, slot)
+        if slot is not None and var in self.written:
+            ptr = self.slot_ptr(self.eb, slot)  # shared by all iterations (Taichi's global temp)
         else:
             ptr = self.eb.alloca(t, name=var.name)
             if slot is not None:
@@ -145,6 +164,17 @@ class TaskEmitter:
             getattr(self, f"s_{type(s).__name__}")(s)
 
     def s_Assign(self, s):
+        if self.parallel and s.var in self.layout.var_slot:
+            delta = _accumulation(s)
+            if delta is not None:  # `total += ...` on a top-level local: atomic / reduction
+                value = self.expr(delta)
+                acc = self.reductions.get(("var", s.var))
+                if acc is not None:
+                    old = self.b.load(acc, typ=value.type)
+                    self.b.store(self.combine("add", old, value, s.var.dtype), acc)
+                else:
+                    self.atomic_update(self.var_ptr(s.var), "add", value, s.var.dtype, True)
+                return
         self.b.store(self.expr(s.value), self.var_ptr(s.var))
 
     def s_Load(self, s):
@@ -404,6 +434,23 @@ class TaskEmitter:
                 accessed_other.add(id(s.field))
         return {k: f for k, f in candidates.items() if k[0] not in accessed_other}
 
+    def _find_var_reductions(self) -> list:
+        """Top-level locals touched only as `v += e` in this loop: per-thread partials."""
+        from ..ir.nodes import expr_vars
+        from .layout import stmt_reads
+
+        accumulated, disqualified = set(), set()
+        for s in walk(self.task.body):
+            delta = _accumulation(s) if isinstance(s, Assign) else None
+            if delta is not None and s.var in self.layout.var_slot:
+                accumulated.add(s.var)
+                disqualified |= set(expr_vars(delta))
+            else:
+                disqualified |= set(stmt_reads(s)) | set(stmt_writes(s))
+        for e in (self.task.begin, self.task.end):
+            disqualified |= set(expr_vars(e))
+        return [v for v in accumulated if v not in disqualified]
+
     def build_range(self):
         b, task = self.b, self.task
         i64c = lambda v: ir.Constant(I64, v)  # noqa: E731
@@ -434,6 +481,11 @@ class TaskEmitter:
             acc = self.eb.alloca(llvm_type(f.dtype), name=f"{f.name}_acc")
             b.store(const(f.dtype, 0), acc)
             self.reductions[key] = acc
+        var_reductions = self._find_var_reductions()
+        for v in var_reductions:
+            acc = self.eb.alloca(llvm_type(v.dtype), name=f"{v.name}_acc")
+            b.store(const(v.dtype, 0), acc)
+            self.reductions[("var", v)] = acc
         chunk = b.load(chunk_p, typ=I64)
         k_p = self.eb.alloca(I64, name="k")
         hi_p = self.eb.alloca(I64, name="hi")
@@ -458,6 +510,10 @@ class TaskEmitter:
             ptr = self.element_ptr(stub)
             self.atomic_update(ptr, "add", b.load(acc, typ=llvm_type(f.dtype)), f.dtype,
                                atomic=True)
+        for v in var_reductions:
+            acc = self.reductions[("var", v)]
+            self.atomic_update(self.var_ptr(v), "add", b.load(acc, typ=llvm_type(v.dtype)),
+                               v.dtype, atomic=True)
         b.ret(i64c(0))
 
     def _inner_loop(self, k_p, hi_p, begin):

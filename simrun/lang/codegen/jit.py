@@ -54,10 +54,23 @@ def cache_dir() -> Path | None:
     return Path(base) / "kernels"
 
 
+def _codegen_fingerprint() -> str:
+    """Any change to the code generator invalidates cached objects, with no version to bump."""
+    if "fingerprint" not in _state:
+        h = hashlib.sha256()
+        here = Path(__file__).parent
+        for path in sorted(here.glob("*.py")) + [here.parent / "compiler.py",
+                                                  here.parent / "ir" / "ops.py"]:
+            h.update(path.read_bytes())
+        _state["fingerprint"] = h.hexdigest()
+    return _state["fingerprint"]
+
+
 def cache_key(text: str) -> str:
     st = _init()
     h = hashlib.sha256()
-    for part in (ENGINE_VERSION, llvmlite.__version__, st["cpu"], st["features"], text):
+    for part in (ENGINE_VERSION, _codegen_fingerprint(), llvmlite.__version__, st["cpu"],
+                 st["features"], text):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:24]

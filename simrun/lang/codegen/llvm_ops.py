@@ -52,15 +52,40 @@ def _math1(intr=None, libm=None):
     return emit
 
 
+def safe_divisor(b, c, dt):
+    """x / 0 on integers yields 0 (and INT_MIN / -1 wraps) instead of a SIGFPE."""
+    t = c.type
+    bad = b.icmp_unsigned("==", c, ir.Constant(t, 0))
+    if dt.kind == "i":
+        bad = b.or_(bad, b.icmp_signed("==", c, ir.Constant(t, -1)))
+    return b.select(bad, ir.Constant(t, 1), c), bad
+
+
+def _int_div(cg, b, dt, args):
+    a, c = args
+    d, bad = safe_divisor(b, c, dt)
+    if dt.kind == "u":
+        return b.select(bad, ir.Constant(a.type, 0), b.udiv(a, d))
+    special = b.select(b.icmp_signed("==", c, ir.Constant(c.type, -1)), b.neg(a),
+                       ir.Constant(a.type, 0))
+    return b.select(bad, special, b.sdiv(a, d))
+
+
+def _int_rem(b, a, c, dt):
+    d, bad = safe_divisor(b, c, dt)
+    r = b.urem(a, d) if dt.kind == "u" else b.srem(a, d)
+    return b.select(bad, ir.Constant(a.type, 0), r)
+
+
 def _floordiv(cg, b, dt, args):
     a, c = args
     t = llvm_type(dt)
     if dt.is_float:
         return _intrinsic(b, "llvm.floor", [b.fdiv(a, c)], t)
     if dt.kind == "u":
-        return b.udiv(a, c)
-    q = b.sdiv(a, c)
-    r = b.srem(a, c)
+        return _int_div(cg, b, dt, args)
+    q = _int_div(cg, b, dt, args)
+    r = _int_rem(b, a, c, dt)
     zero = ir.Constant(t, 0)
     adjust = b.and_(b.icmp_signed("!=", r, zero),
                     b.icmp_signed("!=", b.icmp_signed("<", r, zero), b.icmp_signed("<", c, zero)))
@@ -73,8 +98,8 @@ def _mod(cg, b, dt, args):
     if dt.is_float:
         return b.fsub(a, b.fmul(c, _intrinsic(b, "llvm.floor", [b.fdiv(a, c)], t)))
     if dt.kind == "u":
-        return b.urem(a, c)
-    r = b.srem(a, c)
+        return _int_rem(b, a, c, dt)
+    r = _int_rem(b, a, c, dt)
     zero = ir.Constant(t, 0)
     adjust = b.and_(b.icmp_signed("!=", r, zero),
                     b.icmp_signed("!=", b.icmp_signed("<", r, zero), b.icmp_signed("<", c, zero)))
@@ -214,7 +239,8 @@ EMITTERS = {
     Op.ADD: _arith("fadd", "add"),
     Op.SUB: _arith("fsub", "sub"),
     Op.MUL: _arith("fmul", "mul"),
-    Op.TRUEDIV: _arith("fdiv", "sdiv", "udiv"),
+    Op.TRUEDIV: lambda cg, b, dt, a: (b.fdiv(*a, flags=_flags(cg)) if dt.is_float
+                                      else _int_div(cg, b, dt, a)),
     Op.FLOORDIV: _floordiv,
     Op.MOD: _mod,
     Op.POW: _pow,

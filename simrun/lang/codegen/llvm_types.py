@@ -20,5 +20,7 @@ def llvm_type(dtype: DType) -> ir.Type:
 def const(dtype: DType, value) -> ir.Constant:
     t = llvm_type(dtype)
     if dtype.is_float:
-        return ir.Constant(t, float(value))
+        import numpy as np
+
+        return ir.Constant(t, float(np.array(value).astype(dtype.np)))
     return ir.Constant(t, int(value) & ((1 << t.width) - 1))

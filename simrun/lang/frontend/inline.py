@@ -79,6 +79,7 @@ def _run(sub, stmts, ret_ann, out=None):
 
             if not is_dynamic(cond):
                 return _run(sub, then if cond else orelse, ret_ann, out)
+            out["force"] = True  # both branches must write the same result variables
             sub.em.blocks.append([])
             sub.scopes.append({})
             _run(sub, then, ret_ann, out)
@@ -111,14 +112,21 @@ def _spec(value):
     return ("static", value)
 
 
-def _flatten(value) -> list:
+def _flatten(value, keep_static: bool = False) -> list:
     if isinstance(value, tuple):
-        return [x for v in value for x in _flatten(v)]
+        return [x for v in value for x in _flatten(v, keep_static)]
     if isinstance(value, Matrix):
         return value.entries()
     from .lower import is_dynamic
 
-    return [value] if is_dynamic(value) else []
+    return [value] if is_dynamic(value) or keep_static else []
+
+
+def _materialized(spec):
+    """The spec once every compile-time value is stored in a variable too."""
+    if spec[0] == "tuple":
+        return ("tuple", [_materialized(s) for s in spec[1]])
+    return ("scalar",) if spec[0] == "static" else spec
 
 
 def _unflatten(spec, refs: list):
@@ -147,11 +155,13 @@ def _deliver(sub, value, ret_ann, out):
         value = tuple(value)
     spec = _spec(value)
     if "vars" not in out:
-        if spec[0] == "static":
+        if spec[0] == "static" and not out.get("force"):
             return value
-        out["vars"] = [sub.em.fresh("ret", builder.as_expr(e).dtype) for e in _flatten(value)]
+        spec = _materialized(spec)
+        out["vars"] = [sub.em.fresh("ret", builder.as_expr(e).dtype)
+                       for e in _flatten(value, True)]
         out["spec"] = spec
-    for var, e in zip(out["vars"], _flatten(value)):
+    for var, e in zip(out["vars"], _flatten(value, True)):
         sub.em.emit(Assign(var, builder.cast(builder.as_expr(e), var.dtype)))
     return _result(out)
 

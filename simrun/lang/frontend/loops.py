@@ -125,10 +125,7 @@ def lower_for(lw, node) -> None:
     if is_static:
         _unroll(lw, node, value)
         return
-    serialize = lw.em.pending_serialize
     lw.em.pending_serialize = False
-    if not lw.em.loop_kinds and not serialize:
-        raise lw.error("internal: top-level loops are lowered as tasks", node)
     bounds, grouped = _ranges(lw, value, node)
     names = _targets(lw, node, len(bounds), grouped)
     em = lw.em

@@ -190,7 +190,15 @@ class Lowerer:
         elif isinstance(target, ast.Attribute):
             base = self.expr(target.value)
             if isinstance(base, Matrix) and target.attr in "xyzw":
-                self.assign_component(target.value, "xyzw".index(target.attr), value)
+                comp = "xyzw".index(target.attr)
+                place = base[comp]
+                if isinstance(place, GlobalRef):
+                    self.store(place, value)
+                elif isinstance(target.value, ast.Name) and \
+                        isinstance(self.binding(target.value.id), LocalMatrix):
+                    self.assign_component(target.value, comp, value)
+                else:
+                    raise self.error("this vector component cannot be assigned to", target)
             else:
                 setattr(base, target.attr, value)
         else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..types import DType, literal_dtype
+from ..types import DType, defaults, literal_dtype, promote
 from .nodes import Const, Expr, OpExpr
 from .ops import OPS, Op, operand_type, result_type
 
@@ -20,7 +20,9 @@ def as_expr(value) -> Expr:
         if converted is not None:
             return converted
     if isinstance(value, (bool, int, float, np.integer, np.floating)):
-        return Const(_normalize(value, literal_dtype(value)), literal_dtype(value))
+        dt = literal_dtype(value)
+        raw = float(value) if dt.is_float else int(value)
+        return Const(raw, dt, weak=True)
     raise TypeError(f"{type(value).__name__} value {value!r} cannot be used in kernel arithmetic")
 
 
@@ -36,7 +38,7 @@ def const(value, dtype: DType) -> Const:
 
 def cast(e, dtype: DType) -> Expr:
     e = as_expr(e)
-    if e.dtype == dtype:
+    if e.dtype == dtype and not getattr(e, "weak", False):
         return e
     if isinstance(e, Const):
         v = e.value
@@ -46,9 +48,29 @@ def cast(e, dtype: DType) -> Expr:
     return OpExpr(Op.CAST, (e,), dtype)
 
 
+def _typing_dtypes(exprs) -> list:
+    """Python literals take the other operands' type (f64 field * 0.1 stays exact f64)."""
+    strong = [e.dtype for e in exprs if not getattr(e, "weak", False)]
+    if not strong or len(strong) == len(exprs):
+        return [e.dtype for e in exprs]
+    if any(getattr(e, "weak", False) and e.dtype.is_float for e in exprs) and \
+            not any(t.is_float for t in strong):
+        strong.append(defaults.fp)
+    common = strong[0]
+    for t in strong[1:]:
+        common = promote(common, t)
+    return [common if getattr(e, "weak", False) else e.dtype for e in exprs]
+
+
 def make(op: Op, *args) -> Expr:
     """Build op(args) with Taichi typing; folds constants."""
     exprs = [as_expr(a) for a in args]
+    if op is not Op.SELECT:
+        exprs = [cast(e, t) if getattr(e, "weak", False) else e
+                 for e, t in zip(exprs, _typing_dtypes(exprs))]
+    elif len(exprs) == 3:
+        exprs = exprs[:1] + [cast(e, t) if getattr(e, "weak", False) else e
+                             for e, t in zip(exprs[1:], _typing_dtypes(exprs[1:]))]
     rtype = result_type(op, [e.dtype for e in exprs])
     otypes = operand_type(op, [e.dtype for e in exprs], rtype)
     exprs = [cast(e, t) for e, t in zip(exprs, otypes)]

@@ -69,6 +69,8 @@ class Arith:
     def __rxor__(self, o): return self._bin(Op.BIT_XOR, o, True)
     def __lshift__(self, o): return self._bin(Op.SHL, o)
     def __rshift__(self, o): return self._bin(Op.SHR, o)
+    def __rlshift__(self, o): return self._bin(Op.SHL, o, True)
+    def __rrshift__(self, o): return self._bin(Op.SHR, o, True)
 
     def __neg__(self):
         from .builder import unary
@@ -103,8 +105,11 @@ class Expr(Arith):
 
 @dataclass(eq=False, repr=False)
 class Const(Expr):
+    """A constant; `weak` for Python literals, which adopt the type of the other operand."""
+
     value: Any
     dtype: DType
+    weak: bool = False
 
 
 @dataclass(eq=False, repr=False)
