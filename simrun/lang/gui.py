@@ -44,6 +44,8 @@ def _points(a: Any) -> np.ndarray:
     a = np.asarray(a.to_numpy() if hasattr(a, "to_numpy") else a, dtype=np.float64)
     if a.ndim == 3:
         a = a[..., 0]
+    if a.shape[-1:] != (2,):
+        raise ValueError(f"GUI positions must have shape (N, 2) or (2,), got {a.shape}")
     return a.reshape(-1, 2)
 
 
