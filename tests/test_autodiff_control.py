@@ -462,9 +462,6 @@ def test_parallel_cross_iteration_read_write_raises():
             weighted_sum()
 
 
-@pytest.mark.xfail(strict=True, reason="simrun bug: the parallel-loop race check compares index "
-                   "expressions as text, so an index local reassigned between the read and the "
-                   "write (j = i - 1 ... j = i) passes and the gradient is silently wrong")
 def test_parallel_cross_iteration_via_reassigned_index_raises():
     x.from_numpy(np.ones(N))
     shift_right_aliased()
@@ -629,11 +626,6 @@ def prefix_through_accumulator():
 acc_field = ti.field(ti.f64, (), needs_grad=True)
 
 
-@pytest.mark.xfail(strict=True, reason="simrun bug: a parallel loop that atomically adds to "
-                   "s[None] and reads s[None] (iteration i reads what iteration j writes) is not "
-                   "caught by the race check, because both accesses have the same index text; "
-                   "the gradient is silently wrong ([2, 6, 12, 20] instead of [11, 12, 13, 14] "
-                   "for x = [1, 2, 3, 4] run in order)")
 def test_parallel_read_of_accumulated_scalar_raises():
     x.from_numpy(np.array([1.0, 2.0, 3.0, 4.0]))
     acc_field[None] = 0
@@ -641,3 +633,71 @@ def test_parallel_read_of_accumulated_scalar_raises():
     y.grad.fill(1.0)
     with pytest.raises(ti.AutodiffError):
         prefix_through_accumulator.grad()
+
+
+# ---------------------------------------------------------------- which in-place loops are owned
+grid2 = ti.field(ti.f64, (N, 3), needs_grad=True)
+row = ti.field(ti.f64, N, needs_grad=True)
+
+
+@ti.kernel
+def shift_columns_in_place():
+    for i in range(N):
+        for j in range(2):
+            grid2[i, j + 1] = grid2[i, j + 1] + grid2[i, j] * grid2[i, j]
+
+
+@ti.kernel
+def offset_index_in_place():
+    for i in range(N - 1):
+        k = i + 1
+        row[k] = row[k] * row[i + 1]
+
+
+@ti.kernel
+def ndrange_shared_row():
+    for i, j in ti.ndrange(N, 3):
+        row[i] += row[i] * grid2[i, j]
+
+
+@ti.kernel
+def halved_index():
+    for i in range(N):
+        row[i // 2] = row[i // 2] * 2.0
+
+
+def test_loop_owning_its_row_differentiates():
+    """x[i, j + 1] written from x[i, j] in an inner loop: iteration i owns row i."""
+    rng = np.random.default_rng(3)
+    G = rng.uniform(0.5, 1.5, (N, 3))
+    grid2.from_numpy(G)
+    shift_columns_in_place()
+    grid2.grad.from_numpy(np.ones((N, 3)))
+    shift_columns_in_place.grad()
+    # out2 = g2 + (g1 + g0^2)^2, out1 = g1 + g0^2, out0 = g0
+    g0, g1 = G[:, 0], G[:, 1]
+    want = np.stack([1 + 2 * g0 + 4 * g0 * (g1 + g0 ** 2), 1 + 2 * (g1 + g0 ** 2),
+                     np.ones(N)], axis=1)
+    np.testing.assert_allclose(grid2.grad.to_numpy(), want, rtol=1e-12)
+
+
+def test_offset_index_through_local_is_owned():
+    R = np.array([1.0, 2.0, 3.0, 4.0])
+    row.from_numpy(R)
+    offset_index_in_place()
+    row.grad.fill(1.0)
+    offset_index_in_place.grad()
+    want = np.where(np.arange(N) == 0, 1.0, 2 * R)
+    np.testing.assert_allclose(row.grad.to_numpy(), want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("kernel", [ndrange_shared_row, halved_index],
+                         ids=["ndrange_row_shared_by_j", "i_floordiv_2"])
+def test_iterations_sharing_elements_raise(kernel):
+    row.fill(1.0)
+    grid2.fill(1.0)
+    kernel()
+    row.grad.fill(1.0)
+    with pytest.raises(ti.AutodiffError) as info:
+        kernel.grad()
+    assert "'row'" in str(info.value) and kernel.__name__ in str(info.value)

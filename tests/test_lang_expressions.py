@@ -463,6 +463,14 @@ def test_random_reproducible_with_seed():
     assert not np.array_equal(a1, a3)
 
 
+def test_random_independent_of_thread_count():
+    """Counter-based draws: a paper's numbers must not depend on the machine's core count."""
+    a1, b1 = _random_run(5, threads=1)
+    a2, b2 = _random_run(5, threads=2)
+    np.testing.assert_array_equal(a1, a2)
+    np.testing.assert_array_equal(b1, b2)
+
+
 def test_random_changes_between_launches():
     ti.init(arch=ti.cpu, random_seed=1)
     fill_random()

@@ -122,7 +122,7 @@ def forward_kernel(kir: KernelIR) -> KernelIR:
     tasks = []
     for t in kir.tasks:
         body = dz.block(t.body)
-        tasks.append(Task(t.kind, body, t.var, t.begin, t.end, t.span))
+        tasks.append(Task(t.kind, body, t.var, t.begin, t.end, t.span, t.index_vars))
     extra = dict(kir.extra)
     slot_vars = set(kir.extra.get("top_level_vars", []))
     extra["top_level_vars"] = list(slot_vars) + [d for v, d in dz.duals.items() if v in slot_vars]

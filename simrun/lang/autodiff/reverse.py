@@ -33,9 +33,9 @@ from ..ir.nodes import (
     expr_vars,
     walk,
 )
-from ..ir.printer import Printer
 from .analysis import kernel_access, used_vars
 from .normalize import normalize
+from .races import check_races
 from .rules import partials
 
 
@@ -219,7 +219,7 @@ class TaskReverser:
 
     # ------------------------------------------------------------ whole task
     def run(self) -> Task:
-        self.check_races()
+        check_races(self.task, self.kernel_name)
         body = normalize(self.task.body)
         self.used = used_vars(body)
         self.find_multi(body, False, {})
@@ -229,27 +229,7 @@ class TaskReverser:
         init = [Assign(a, builder.const(0, a.dtype)) for v, a in self.adj.items()
                 if v not in self.slot_vars]
         return Task(self.task.kind, init + fwd + rev, self.task.var, self.task.begin,
-                    self.task.end, self.task.span)
-
-    def check_races(self) -> None:
-        if self.task.kind != "range":
-            return
-        seen: dict = {}
-        reads, writes = set(), set()
-        p = Printer()
-        for s in walk(self.task.body):
-            if isinstance(s, (Load, Store, Atomic)):
-                key = ",".join(p.expr(i) for i in s.indices) + f".{s.comp}"
-                (reads if isinstance(s, Load) else writes).add(s.field)
-                seen.setdefault(s.field, {}).setdefault(key, s.span)
-        for f in reads & writes:
-            if len({k.rsplit(".", 1)[0] for k in seen[f]}) > 1:
-                span = next(iter(seen[f].values()))
-                raise self.error(
-                    f"this parallel loop both reads and writes field '{f.name}' at different "
-                    "indices, so one iteration may read what another writes; the gradient would "
-                    "be wrong. Split the reads and the writes into two kernels (or two loops), "
-                    "or add ti.loop_config(serialize=True) before the loop", span)
+                    self.task.end, self.task.span, self.task.index_vars)
 
 
 def reverse_kernel(kir: KernelIR) -> KernelIR:

@@ -41,22 +41,25 @@ def _restore(snap: dict) -> None:
         f.data[...] = arr
 
 
-def before_launch(kernel, args, compiled) -> None:
+def before_launch(kernel, args, compiled):
+    """Record the launch on the active tapes; returns the random key it must launch with."""
     acc = access_of(compiled)
     if _state["suppress"]:
-        return
+        return None
     if _state["tapes"]:
+        key = compiled.runtime.next_rng_key() if compiled.uses_random else None
         for tape in _state["tapes"]:
-            tape.record(kernel, args, acc)
-        return
+            tape.record(kernel, args, acc, key)
+        return key
     clobbered = acc.reads & acc.writes
     if clobbered and any(getattr(f, "grad", None) is not None for f in acc.reads | acc.writes):
         kernel.last_snapshot = _snapshot(clobbered)
     else:
         kernel.last_snapshot = None
+    return None
 
 
-def run_grad(kernel, args, snapshot=None) -> None:
+def run_grad(kernel, args, snapshot=None, rng_key=None) -> None:
     """Launch kernel's gradient; restores the pre-launch values of fields it overwrote."""
     mode = "fwd_reverse" if forward_mode_active() else "reverse"
     if mode == "fwd_reverse":
@@ -65,19 +68,24 @@ def run_grad(kernel, args, snapshot=None) -> None:
     if snapshot is None and not _state["tapes"]:
         snapshot = getattr(kernel, "last_snapshot", None)
     primal, pflat, parrays = kernel.prepare(args, "fwd" if mode == "fwd_reverse" else "primal")
+    if rng_key is None:
+        rng_key = primal.last_rng_key
     acc = access_of(primal)
     n_tasks = len(primal.fns)
     if n_tasks > 1 and acc.reads & acc.writes:
-        _grad_task_by_task(kernel, compiled, flat, arrays, primal, pflat, parrays, acc, snapshot)
+        _grad_task_by_task(kernel, (compiled, flat, arrays), (primal, pflat, parrays), acc,
+                           snapshot, rng_key)
         return
     if snapshot:
         _restore(snapshot)
-    compiled.launch(flat, arrays)
+    compiled.launch(flat, arrays, rng_key=rng_key)
 
 
-def _grad_task_by_task(kernel, compiled, flat, arrays, primal, pflat, parrays, acc, snapshot):
+def _grad_task_by_task(kernel, grad_call, primal_call, acc, snapshot, rng_key):
     """A kernel whose later loops read what earlier loops wrote: the gradient of loop k runs
     on the state loop k saw, rebuilt by replaying loops 0..k-1 from the pre-launch state."""
+    compiled, flat, arrays = grad_call
+    primal, pflat, parrays = primal_call
     if compiled.kir.extra.get("cross_task_locals"):
         raise AutodiffError(
             f"kernel '{kernel.name}' passes local variables between its loops and also reads "
@@ -88,12 +96,12 @@ def _grad_task_by_task(kernel, compiled, flat, arrays, primal, pflat, parrays, a
     first = compiled.kir.extra.get("n_prologue", 0)
     n = len(primal.fns)
     if first:
-        compiled.launch(flat, arrays, tasks=range(first))
+        compiled.launch(flat, arrays, tasks=range(first), rng_key=rng_key)
     for k in reversed(range(n)):
         _restore(pre)
         if k:
-            primal.launch(pflat, parrays, tasks=range(k))
-        compiled.launch(flat, arrays, tasks=[first + (n - 1 - k)])
+            primal.launch(pflat, parrays, tasks=range(k), rng_key=rng_key)
+        compiled.launch(flat, arrays, tasks=[first + (n - 1 - k)], rng_key=rng_key)
     _restore(post)
 
 
@@ -106,8 +114,9 @@ def _ensure_grad_duals(kernel, args) -> None:
 
 
 class Record:
-    def __init__(self, kernel, args, snapshot, custom=None):
+    def __init__(self, kernel, args, snapshot, custom=None, rng_key=None):
         self.kernel, self.args, self.snapshot, self.custom = kernel, args, snapshot, custom
+        self.rng_key = rng_key
 
 
 class Tape:
@@ -146,10 +155,10 @@ class Tape:
             self._check_state = capture_state()
         return self
 
-    def record(self, kernel, args, acc) -> None:
+    def record(self, kernel, args, acc, rng_key=None) -> None:
         self.read_so_far |= acc.reads
         keep = acc.writes & self.read_so_far
-        self.records.append(Record(kernel, args, _snapshot(keep)))
+        self.records.append(Record(kernel, args, _snapshot(keep), rng_key=rng_key))
 
     def record_custom(self, backward, args) -> None:
         self.records.append(Record(None, args, {}, custom=backward))
@@ -180,7 +189,7 @@ class Tape:
                 rec.custom(*rec.args)
                 continue
             _restore(rec.snapshot)
-            run_grad(rec.kernel, rec.args, snapshot=rec.snapshot or {})
+            run_grad(rec.kernel, rec.args, snapshot=rec.snapshot or {}, rng_key=rec.rng_key)
             _restore(rec.snapshot)
         _restore(final)
         self.gradient_evaluated = True

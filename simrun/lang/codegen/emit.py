@@ -56,6 +56,21 @@ def _accumulation(s):
     return delta if v.op is Op.ADD else -delta
 
 
+_GOLDEN = 0x9E3779B97F4A7C15
+
+
+def _u64(value: int):
+    value %= 2**64
+    return ir.Constant(I64, value - 2**64 if value >= 2**63 else value)
+
+
+def _mix64(b, z):
+    """splitmix64's finaliser: a bijection of u64 with full avalanche."""
+    for shift, mul in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB)):
+        z = b.mul(b.xor(z, b.lshr(z, ir.Constant(I64, shift))), _u64(mul))
+    return b.xor(z, b.lshr(z, ir.Constant(I64, 31)))
+
+
 class TaskEmitter:
     def __init__(self, module: ir.Module, name: str, task, layout: Layout, debug: bool,
                  fast_math: bool = True):
@@ -76,6 +91,12 @@ class TaskEmitter:
         self.operand_dtype: DType | None = None
         self.cond_dtype: DType | None = None
         self.written = {v for s in walk(task.body) for v in stmt_writes(s)}
+        self.rng_iter = self.rng_ctr = None
+        if any(isinstance(s, Random) for s in walk(task.body)):
+            self.rng_iter = self.eb.alloca(I64, name="rng_iter")
+            self.rng_ctr = self.eb.alloca(I64, name="rng_ctr")
+            self.eb.store(ir.Constant(I64, 0), self.rng_iter)
+            self.eb.store(ir.Constant(I64, 0), self.rng_ctr)
 
     # ------------------------------------------------------------ storage
     def slot_ptr(self, builder, slot: int):
@@ -245,15 +266,18 @@ class TaskEmitter:
         return llvm_ops.EMITTERS[emit](self, self.b, dtype, [old, value])
 
     def s_Random(self, s):
+        """Counter-based: a hash of (launch key, draw site, iteration, draw number).
+
+        The numbers depend neither on thread count nor on schedule, and a gradient kernel
+        replaying its forward sweep with the forward launch's key draws the very same ones.
+        """
         b = self.b
-        base = b.load(self.slot_ptr(b, self.layout.rng_slot), typ=PTR)
-        ptr = b.gep(base, [b.mul(self.tid, ir.Constant(I64, 8))], source_etype=ir.IntType(8))
-        x = b.load(ptr, typ=I64)
-        x = b.xor(x, b.lshr(x, ir.Constant(I64, 12)))
-        x = b.xor(x, b.shl(x, ir.Constant(I64, 25)))
-        x = b.xor(x, b.lshr(x, ir.Constant(I64, 27)))
-        b.store(x, ptr)
-        r = b.mul(x, ir.Constant(I64, 2685821657736338717))
+        ctr = b.load(self.rng_ctr, typ=I64)
+        b.store(b.add(ctr, ir.Constant(I64, 1)), self.rng_ctr)
+        key = b.load(self.slot_ptr(b, self.layout.rng_slot), typ=I64)
+        h = _mix64(b, b.xor(key, _u64(s.site * _GOLDEN)))
+        h = _mix64(b, b.xor(h, b.load(self.rng_iter, typ=I64)))
+        r = _mix64(b, b.add(h, ctr))
         dt = s.var.dtype
         if dt.is_float:
             bits = 24 if dt.bits <= 32 else 53
@@ -528,6 +552,9 @@ class TaskEmitter:
         def before():
             idx = b.add(begin, b.load(k_p, typ=I64))
             b.store(b.trunc(idx, llvm_type(self.task.var.dtype)), var_ptr)
+            if self.rng_iter is not None:
+                b.store(idx, self.rng_iter)
+                b.store(ir.Constant(I64, 0), self.rng_ctr)
 
         def latch():
             b.store(b.add(b.load(k_p, typ=I64), ir.Constant(I64, 1)), k_p)

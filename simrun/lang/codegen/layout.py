@@ -36,7 +36,8 @@ class Layout:
     ret_slot: int = 0
     n_ret: int = 0
     err_slot: int = 0
-    rng_slot: int = 0
+    rng_slot: int = 0                                   # this launch's random key (u64)
+    uses_random: bool = False
     stack_slot: int = 0
     size: int = 0
     sites: list = field(default_factory=list)           # debug error sites
@@ -94,6 +95,7 @@ def build_layout(kernel) -> Layout:
     lay = Layout()
     for task in kernel.tasks:
         for s in walk(task.body):
+            lay.uses_random |= isinstance(s, Random)
             for f in _stmt_fields(s):
                 if id(f) not in lay.field_slot:
                     lay.field_slot[id(f)] = len(lay.fields)

@@ -19,6 +19,11 @@ class Emitter:
         self.loop_kinds: list[str] = []  # "parallel" | "serial" | "while"
         self.top_level_vars: list[Var] = []
         self.pending_serialize = False
+        self.random_sites = 0
+
+    def next_random_site(self) -> int:
+        self.random_sites += 1
+        return self.random_sites
 
     def emit(self, stmt) -> None:
         if stmt.span is None:

@@ -88,6 +88,7 @@ def lower_parallel_for(lw, node) -> Task:
             var = em.fresh(names[0], i32)
             begin, end = bounds[0]
             scope[names[0]] = var
+            idx_vars = [var]
         else:
             var = em.fresh("flat", i32)
             begin = builder.const(0, i32)
@@ -115,7 +116,8 @@ def lower_parallel_for(lw, node) -> Task:
     finally:
         em.loop_kinds.pop()
     body = em.blocks.pop()
-    return Task("range", body, var, begin, end, span=lw.src.span(node))
+    return Task("range", body, var, begin, end, span=lw.src.span(node),
+                index_vars=tuple(idx_vars))
 
 
 def lower_for(lw, node) -> None:

@@ -148,7 +148,7 @@ def _random(dtype=float):
     em = current()
     dtype = to_dtype(dtype)
     var = em.fresh("rand", dtype)
-    em.emit(Random(var))
+    em.emit(Random(var, em.next_random_site()))
     return VarRef(var)
 
 

@@ -175,6 +175,7 @@ class Atomic(Stmt):
 @dataclass(eq=False)
 class Random(Stmt):
     var: Var
+    site: int = 0  # distinguishes the draws of one launch; see codegen s_Random
 
 
 @dataclass(eq=False)
@@ -251,6 +252,7 @@ class Task:
     begin: Expr | None = None
     end: Expr | None = None
     span: Span | None = None
+    index_vars: tuple = ()  # a range task's loop indices, a bijection of `var`
 
 
 @dataclass(eq=False)

@@ -70,7 +70,7 @@ class Printer:
                 self.lines.append(f"{pad}{res}atomic_{s.op} {self.place(s)}, "
                                   f"{self.expr(s.value)}")
             elif isinstance(s, Random):
-                self.lines.append(f"{pad}{self.var(s.var)} = random")
+                self.lines.append(f"{pad}{self.var(s.var)} = random #{s.site}")
             elif isinstance(s, If):
                 self.lines.append(f"{pad}if {self.expr(s.cond)}:")
                 self.stmts(s.then, depth + 1)

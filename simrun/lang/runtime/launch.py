@@ -34,7 +34,8 @@ class CompiledKernel:
         for slot, f in enumerate(layout.fields):
             if not getattr(f, "is_ndarray_arg", False):
                 self.ctx[slot] = f.data.ctypes.data
-        self.ctx[layout.rng_slot] = runtime.rng.ctypes.data
+        self.uses_random = layout.uses_random
+        self.last_rng_key = None
         self.ctx[layout.stack_slot] = runtime.stacks.ctypes.data
 
     def set_args(self, flat_args) -> None:
@@ -49,10 +50,18 @@ class CompiledKernel:
             else:
                 ctx[slot] = int(value)
 
-    def launch(self, flat_args, arrays=(), tasks=None):
-        """Run all tasks (or the given task indices) with these arguments."""
+    def launch(self, flat_args, arrays=(), tasks=None, rng_key=None):
+        """Run all tasks (or the given task indices) with these arguments.
+
+        rng_key replays the random numbers of an earlier launch (gradients need them).
+        """
         if flat_args:
             self.set_args(flat_args)
+        if self.uses_random:
+            if rng_key is None:
+                rng_key = self.runtime.next_rng_key()
+            self.ctx.view(np.uint64)[self.layout.rng_slot] = rng_key
+            self.last_rng_key = rng_key
         for slot, arr in arrays:
             self.ctx[slot] = arr.ctypes.data
         ctx = self.ctx_addr

@@ -9,19 +9,22 @@ import numpy as np
 
 
 class Runtime:
-    """Process-wide state shared by all kernels: threads, RNG states and autodiff stacks."""
+    """Process-wide state shared by all kernels: threads, random seed and autodiff stacks."""
 
     def __init__(self, num_threads: int | None = None, seed: int = 0):
         self.num_threads = max(1, num_threads or os.cpu_count() or 1)
         self.pool = ThreadPoolExecutor(self.num_threads - 1) if self.num_threads > 1 else None
-        self.rng = np.zeros(self.num_threads, dtype=np.uint64)
         self.seed(seed)
         self.stacks = np.zeros(self.num_threads * 3, dtype=np.uint64)
 
     def seed(self, seed: int) -> None:
-        ss = np.random.SeedSequence(seed)
-        states = ss.generate_state(self.num_threads, dtype=np.uint64)
-        self.rng[:] = np.where(states == 0, np.uint64(0x9E3779B97F4A7C15), states)
+        self.rng_seed = int(np.random.SeedSequence(seed).generate_state(1, dtype=np.uint64)[0])
+        self.rng_launches = 0
+
+    def next_rng_key(self) -> int:
+        """A fresh key per launch that draws random numbers (see codegen's s_Random)."""
+        self.rng_launches += 1
+        return (self.rng_seed + self.rng_launches * 0x9E3779B97F4A7C15) % 2**64
 
     def run(self, fn, ctx: int) -> int:
         """Probe-run a task; split it over threads when it reports a large trip count."""

@@ -1,0 +1,127 @@
+"""Reject parallel loops whose iterations may read what other iterations write.
+
+The gradient of such a loop depends on the order the iterations ran in, which the reverse
+sweep cannot know, so it would be silently wrong.  A field that a parallel loop both reads
+and writes (stores or atomics) passes only if every access to it is provably owned by its
+iteration: some index positions hold the same expression in every access, and those
+expressions are the loop's own indices plus loop-invariant offsets (`x[i]`, `x[i + 1, k]`),
+so distinct iterations touch distinct elements.  Index locals are looked through where they
+are assigned once at the top of the loop body; a local assigned twice (`j = i - 1 ... j = i`)
+is never trusted.  Everything else (`x[j]` with `j` loaded, `s[None]`, `x[i // 2]`) is an
+error naming the field, kernel and source line.
+"""
+
+from __future__ import annotations
+
+from ..errors import AutodiffError
+from ..ir.nodes import (
+    Assign,
+    Atomic,
+    Const,
+    For,
+    Load,
+    OpExpr,
+    Random,
+    Store,
+    Task,
+    VarRef,
+    walk,
+)
+from ..ir.ops import Op
+from .analysis import used_vars
+
+
+def check_races(task: Task, kernel_name: str) -> None:
+    if task.kind != "range":
+        return
+    canon = _Canonical(task)
+    used = used_vars(task.body)
+    reads, writes, accesses = set(), set(), {}
+    for s in walk(task.body):
+        if isinstance(s, (Load, Store, Atomic)):
+            (reads if isinstance(s, Load) else writes).add(s.field)
+            if isinstance(s, Atomic) and s.result in used:
+                reads.add(s.field)
+            accesses.setdefault(s.field, []).append(s)
+    for f in reads & writes:
+        if not _owned([tuple(canon.key(i) for i in s.indices) for s in accesses[f]], canon):
+            span = next((s.span for s in accesses[f] if not isinstance(s, Load)),
+                        accesses[f][0].span)
+            raise AutodiffError(
+                f"this parallel loop both reads and writes field '{f.name}', and simrun cannot "
+                "prove that each iteration touches only its own elements (every access must "
+                "index it by the loop's own indices, e.g. x[i] or x[i, j + 1]); one iteration "
+                "may read what another writes, so the gradient would be wrong. Split the reads "
+                "and the writes into two kernels (or two loops), or put "
+                "ti.loop_config(serialize=True) before the loop", span, kernel_name)
+
+
+class _Canonical:
+    """Index expressions as comparable keys, looking through once-assigned top-level locals."""
+
+    def __init__(self, task: Task):
+        self.index_vars = set(task.index_vars)
+        counts: dict = {}
+        for s in walk(task.body):
+            for v in _assigned(s):
+                counts[v] = counts.get(v, 0) + 1
+        self.assigned = set(counts)
+        expected = {v: 0 if v is task.var else 1 for v in self.index_vars}
+        if any(counts.get(v, 0) != n for v, n in expected.items()):
+            self.index_vars = set()  # the body reassigns a loop index: trust nothing
+        self.defs = {s.var: s.value for s in task.body
+                     if isinstance(s, Assign) and counts.get(s.var) == 1
+                     and s.var not in self.index_vars}
+
+    def key(self, e):
+        if isinstance(e, VarRef):
+            if e.var in self.defs:
+                return self.key(self.defs[e.var])
+            return ("var", e.var.id)
+        if isinstance(e, Const):
+            return ("const", e.value)
+        if isinstance(e, OpExpr):
+            return (e.op.value,) + tuple(self.key(a) for a in e.args)
+        return ("opaque", id(e))
+
+    def invariant(self, k) -> bool:
+        if k[0] == "var":
+            return not any(v.id == k[1] for v in self.assigned | self.index_vars)
+        if k[0] == "opaque":
+            return False
+        return k[0] == "const" or all(self.invariant(a) for a in k[1:])
+
+    def loop_index(self, k):
+        """The loop index that k is (plus an invariant offset), else None."""
+        if k[0] == "var":
+            return next((v for v in self.index_vars if v.id == k[1]), None)
+        if k[0] == Op.CAST.value:
+            return self.loop_index(k[1])
+        if k[0] in (Op.ADD.value, Op.SUB.value):
+            a, b = k[1], k[2]
+            if self.invariant(b):
+                return self.loop_index(a)
+            if k[0] == Op.ADD.value and self.invariant(a):
+                return self.loop_index(b)
+        return None
+
+
+def _owned(keys: list, canon: _Canonical) -> bool:
+    if not canon.index_vars or len({len(k) for k in keys}) != 1:
+        return False
+    covered = set()
+    for pos in range(len(keys[0])):
+        if len({k[pos] for k in keys}) == 1:
+            v = canon.loop_index(keys[0][pos])
+            if v is not None:
+                covered.add(v)
+    return covered == canon.index_vars
+
+
+def _assigned(s):
+    if isinstance(s, (Assign, Load, Random)):
+        yield s.var
+    elif isinstance(s, Atomic) and s.result is not None:
+        yield s.result
+    elif isinstance(s, For):
+        yield s.var
