@@ -602,10 +602,6 @@ def top_level_local_used_in_loop():
         loss[None] += s * x[i]
 
 
-@pytest.mark.xfail(strict=True, raises=ti.AutodiffError,
-                   reason="simrun limitation: a top-level local read inside a parallel loop "
-                   "raises AutodiffError instead of differentiating (the issue asks that "
-                   "kernels mixing top-level statements and loops differentiate correctly)")
 def test_top_level_local_used_in_parallel_loop():
     X = np.array([1.0, 2.0, 3.0, 4.0])
     x.from_numpy(X)

@@ -386,9 +386,5 @@ def test_trajectory_jvp_one_step():
     _trajectory_case(1)
 
 
-@pytest.mark.xfail(strict=True, reason="simrun bug: Tape clears x.grad on entry but not "
-                   "x.grad.dual, so inside FwdMode each step's Hessian-vector product is added "
-                   "to the previous step's: the trajectory JVP is silently wrong from step 2 "
-                   "(error 1e-3 after 2 steps, 2e-2 after 5)")
 def test_trajectory_jvp_several_steps():
     _trajectory_case(5)

@@ -291,9 +291,6 @@ def use_y_stopped():
         loss[None] += y[i] * x[i]
 
 
-@pytest.mark.xfail(strict=True, reason="simrun bug: ti.stop_grad(field) inside a kernel is a "
-                   "no-op, so the gradient still flows through the field (Taichi stops it): "
-                   "4x instead of 2x here, silently")
 def test_stop_grad_inside_kernel():
     X = np.array([1.0, 2.0, 3.0, 4.0])
     x.from_numpy(X)
@@ -301,6 +298,17 @@ def test_stop_grad_inside_kernel():
         make_y()
         use_y_stopped()
     np.testing.assert_allclose(x.grad.to_numpy(), 2 * X, rtol=1e-14)
+
+
+def test_stop_grad_stops_tangents_too():
+    """Forward mode agrees with reverse: d(loss)/dx . s with y held constant is 2x . s."""
+    X, S = np.array([1.0, 2.0, 3.0, 4.0]), np.array([0.5, -1.0, 2.0, 0.25])
+    x.from_numpy(X)
+    with ti.ad.FwdMode(loss=loss, param=x, seed=S):
+        make_y()  # y.dual = 2 s, which the stopped loads must ignore
+        loss[None] = 0
+        use_y_stopped()
+    assert loss.dual[None] == pytest.approx(float(2 * X @ S), rel=1e-14)
 
 
 @ti.kernel
@@ -325,9 +333,6 @@ def square_in_place_never_launched():
         x[i] = x[i] * x[i]
 
 
-@pytest.mark.xfail(strict=True, reason="simrun bug: kernel.grad() run without its forward launch "
-                   "replays the primal's in-place write, so the grad kernel changes the primal "
-                   "field (x becomes x*x); Taichi's grad kernels never write primal fields")
 def test_grad_without_forward_does_not_write_primal():
     X = np.array([1.0, 2.0, 3.0, 0.5])
     x.from_numpy(X)
@@ -364,10 +369,6 @@ def test_backward_loop_over_time_indexed_field():
     assert traj.grad[0] == pytest.approx(d, rel=1e-12)
 
 
-@pytest.mark.xfail(strict=True, reason="simrun bug: kernel.grad(t) restores the snapshot taken "
-                   "before the kernel's *last* launch whatever its arguments, so the backward "
-                   "loop step.grad(t), t = T-1..0, resets the final state traj[T] to its value "
-                   "before step(T-1) ran (0 here): the grad kernels destroy primal data")
 def test_backward_loop_keeps_the_final_state():
     traj.fill(0)
     traj[0] = 0.3
@@ -501,3 +502,35 @@ def test_struct_for_over_2d_field():
     i, j = np.meshgrid(np.arange(3), np.arange(4), indexing="ij")
     np.testing.assert_allclose(g2_in.grad.to_numpy(), 2 * F * (i + 1) + np.cos(F) * j,
                                rtol=1e-14)
+
+
+def test_grad_after_state_changed_uses_current_state():
+    """Forward, then a Python-scope write: the old snapshot no longer describes the state."""
+    X = np.array([1.0, 2.0, 3.0, 0.5])
+    x.from_numpy(X)
+    square_in_place()
+    x.from_numpy(X + 1.0)  # the user moved on; grad is taken where x is now
+    x.grad.fill(1.0)
+    square_in_place.grad()
+    np.testing.assert_allclose(x.grad.to_numpy(), 2 * (X + 1.0), rtol=1e-14)
+    np.testing.assert_allclose(x.to_numpy(), X + 1.0, rtol=0)
+
+
+@ti.kernel
+def noisy_step(t: ti.i32):
+    traj[t + 1] = traj[t] * (1.0 + ti.random())
+
+
+def test_backward_loop_replays_each_launchs_random_numbers():
+    traj.fill(0)
+    traj[0] = 1.0
+    for t in range(STEPS_T):
+        noisy_step(t)
+    values = traj.to_numpy()
+    factors = values[1:] / values[:-1]
+    traj.grad.fill(0)
+    traj.grad[STEPS_T] = 1.0
+    for t in reversed(range(STEPS_T)):
+        noisy_step.grad(t)
+    assert traj.grad[0] == pytest.approx(np.prod(factors), rel=1e-12)
+    np.testing.assert_array_equal(traj.to_numpy(), values)

@@ -66,7 +66,15 @@ def no_grad(fn):
 
 
 def stop_grad(x):
-    """Kept for API compatibility: simrun differentiates only fields with gradients."""
+    """Inside a kernel: loads of field x carry no derivative in this kernel (Taichi's rule)."""
+    from .frontend.context import active, current
+
+    if active():
+        field = getattr(x, "field", x)
+        if not hasattr(field, "grad"):
+            raise current().error("ti.stop_grad() takes a field (e.g. ti.stop_grad(x)), got "
+                                  f"{type(x).__name__}")
+        current().stop_grad.add(field)
     return x
 
 

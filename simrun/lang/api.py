@@ -14,7 +14,7 @@ from .autodiff.tape import _state as _tape_state
 from .errors import CompileError
 from .frontend.context import Emitter, _stack
 from .frontend.lower import LocalMatrix, Lowerer, lower_body
-from .frontend.source import get_source
+from .frontend.source import get_source, remember_decoration_scope, signature_of
 from .ir.nodes import KernelIR, Var
 from .matrix import Matrix
 from .runtime.parallel import Runtime
@@ -109,9 +109,12 @@ class Kernel:
     def __init__(self, pyfunc, bound_self=None):
         self.pyfunc = pyfunc
         self.name = pyfunc.__name__
+        self.__name__ = self.__qualname__ = pyfunc.__name__  # introspectable like a function
+        self.__doc__ = pyfunc.__doc__
         self.bound_self = bound_self
         self.variants: dict = {}
         self._sig = None
+        self._ret_ann = None
         self.grad = GradKernel(self)
         Kernel.instances.append(self)
 
@@ -129,11 +132,11 @@ class Kernel:
 
     def params(self):
         if self._sig is None:
-            sig = inspect.signature(self.pyfunc)
+            sig = signature_of(self.pyfunc)
             params = [_Param(n, p.annotation) for n, p in sig.parameters.items()]
             if self.bound_self is not None:
                 params = params[1:]
-            ret = sig.return_annotation
+            ret = self._ret_ann = sig.return_annotation
             if ret is inspect.Parameter.empty or ret is None:
                 rets = []
             elif isinstance(ret, MatrixType):
@@ -158,14 +161,15 @@ class Kernel:
             args = self._bind_kwargs(args, kwargs)
         mode = "fwd" if _tape_state["fwd"] else "primal"
         compiled, flat, arrays = self.prepare(args, mode)
-        if compiled.tracked or _tape_state["tapes"]:
-            _tape.before_launch(self, args, compiled)
-        result = compiled.launch(flat, arrays)
+        rng_key = None
+        if compiled.tracked or compiled.uses_random or _tape_state["tapes"]:
+            rng_key = _tape.before_launch(self, args, compiled)
+        result = compiled.launch(flat, arrays, rng_key=rng_key)
         return None if result is None else self._finish(result)
 
     def _finish(self, result):
-        _, rets, _ = self.params()
-        ann = inspect.signature(self.pyfunc).return_annotation
+        self.params()
+        ann = self._ret_ann
         if isinstance(ann, MatrixType):
             return Matrix(result) if ann.is_vector else \
                 Matrix([result[i * ann.m:(i + 1) * ann.m] for i in range(ann.n)])
@@ -236,7 +240,8 @@ class Kernel:
         finally:
             _stack.pop()
         kir = KernelIR(self.name, tasks, arg_vars, rets, span=src.span(src.tree),
-                       extra={"top_level_vars": em.top_level_vars})
+                       extra={"top_level_vars": em.top_level_vars,
+                              "stop_grad": em.stop_grad})
         return kir, ndarrays
 
     def compile(self, args, mode: str):
@@ -254,6 +259,7 @@ class Kernel:
         compiled.kir = kir
         acc = _tape.access_of(compiled)
         compiled.tracked = bool(acc.reads & acc.writes)
+        compiled.written = tuple(f for f in acc.writes if hasattr(f, "version"))
         return compiled
 
 
@@ -298,16 +304,22 @@ class Func:
         return inline_call(lw, self, list(args), kwargs, node)
 
 
+def _decorate(cls, fn):
+    # the decorating scope's locals, for `from __future__ import annotations` (see source.py)
+    remember_decoration_scope(fn, sys._getframe(2))
+    return cls(fn)
+
+
 def kernel(fn=None, **_options):
     if fn is None:
-        return lambda f: Kernel(f)
-    return Kernel(fn)
+        return lambda f: _decorate(Kernel, f)
+    return _decorate(Kernel, fn)
 
 
 def func(fn=None, **_options):
     if fn is None:
-        return lambda f: Func(f)
-    return Func(fn)
+        return lambda f: _decorate(Func, f)
+    return _decorate(Func, fn)
 
 
 pyfunc = real_func = func

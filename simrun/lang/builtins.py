@@ -29,12 +29,14 @@ def _is_number(x) -> bool:
     return isinstance(x, (numbers.Number, np.number)) and not isinstance(x, Arith)
 
 
-def _apply(op: Op, *args):
+def _apply(op: Op, *args, _kernel_matrix: bool = False):
     """Element-wise over matrices, numeric in Python scope, IR inside kernels."""
     for _k, a in enumerate(args):
         if _is_matrix(a):
+            from .frontend.context import active
             from .matrix import Matrix
 
+            in_kernel = active()  # a ti.Vector([2.5, ...]) built in a kernel holds expressions
             shaped = [x if _is_matrix(x) else None for x in args]
             ref = a
             rows = []
@@ -42,16 +44,25 @@ def _apply(op: Op, *args):
                 row = []
                 for j in range(ref.m):
                     row.append(_apply(op, *[s.rows[i][j] if s is not None else x
-                                            for s, x in zip(shaped, args)]))
+                                            for s, x in zip(shaped, args)],
+                                      _kernel_matrix=in_kernel))
                 rows.append(row)
             out = Matrix.__new__(Matrix)
             out.rows, out.is_vector = rows, ref.is_vector
             return out
     if all(_is_number(a) for a in args):
-        result = OPS[op].ref(*[float(a) if op in _FLOAT_OPS else a for a in args])
-        return result
+        ref = OPS[op].ref if _kernel_matrix else _PYTHON_NUMBER_REFS.get(op, OPS[op].ref)
+        return ref(*[float(a) if op in _FLOAT_OPS else a for a in args])
     return builder.make(op, *args)
 
+
+# Taichi evaluates ti.* functions of plain Python numbers with numpy, in Python scope and
+# also inside kernels (a literal or a Python global never becomes a kernel expression):
+# ti.round(2.5) is numpy's round-half-to-even 2.0 there, while a kernel expression rounds
+# halfway cases away from zero (ti.round(x) with x = 2.5 at run time is 3.0). Same here.
+_PYTHON_NUMBER_REFS = {Op.ROUND: lambda a: float(np.round(a)),
+                       Op.FLOOR: lambda a: float(np.floor(a)),
+                       Op.CEIL: lambda a: float(np.ceil(a))}
 
 _FLOAT_OPS = {Op.SIN, Op.COS, Op.TAN, Op.ASIN, Op.ACOS, Op.ATAN, Op.TANH, Op.EXP, Op.LOG,
               Op.SQRT, Op.RSQRT, Op.ATAN2, Op.TRUEDIV}
@@ -128,12 +139,24 @@ def cast(x, dtype):
     if _is_number(x):
         from .frontend.context import active
 
+        if dtype.is_int and isinstance(x, (float, np.floating)):
+            x = _float_to_int(float(x), dtype)
         if active():  # a typed constant: `x: ti.f64 = 0.1` keeps f64
             return builder.const(x if dtype.is_float else int(x), dtype)
         if dtype.is_float:
             return float(np.array(x).astype(dtype.np))
         return int(np.array(int(x)).astype(dtype.np))
     return builder.cast(x, dtype)
+
+
+def _float_to_int(x: float, dtype: DType) -> int:
+    """Truncation toward zero. Out of range (undefined in C) gives what the generated code
+    gives on x86-64 and what Taichi gives: the minimum of a signed 32/64-bit type."""
+    if dtype.kind == "i" and dtype.bits >= 32:
+        low = -(1 << (dtype.bits - 1))
+        if not _math.isfinite(x) or not low <= _math.trunc(x) < -low:
+            return low
+    return int(x) if _math.isfinite(x) else 0
 
 
 def bit_cast(x, dtype):

@@ -41,6 +41,8 @@ def _norm_shape(shape) -> tuple | None:
 class Field:
     """A scalar, vector or matrix field. `data` has shape (*shape, *elem_shape), C order."""
 
+    version = 0  # bumped by every write (kernel launch or Python scope); kernel.grad() uses it
+
     def __init__(self, dtype=None, shape=None, name: str = "", needs_grad: bool = False,
                  needs_dual: bool = False, elem_shape: tuple = (), role: str = "primal",
                  primal: Field | None = None, **_ignored):
@@ -157,6 +159,7 @@ class Field:
         if self.elem_shape:
             value = np.asarray(value, dtype=self.dtype.np).reshape(self.elem_shape)
         self.data[idx] = value
+        self.version += 1
 
     def to_numpy(self, dtype=None, keep_dims: bool = False) -> np.ndarray:
         arr = self._require_placed().copy()
@@ -169,9 +172,11 @@ class Field:
             raise ValueError(f"from_numpy: field '{self.name}' has shape {data.shape}, "
                              f"array has {arr.shape}")
         data[...] = arr
+        self.version += 1
 
     def fill(self, value) -> None:
         self._require_placed()[...] = value
+        self.version += 1
 
     def copy_from(self, other: Field) -> None:
         self.from_numpy(other.data)

@@ -29,8 +29,9 @@ def has_dual(f) -> bool:
 
 
 class Dualizer:
-    def __init__(self, kernel_name: str):
+    def __init__(self, kernel_name: str, stopped: frozenset = frozenset()):
         self.kernel_name = kernel_name
+        self.stopped = stopped  # ti.stop_grad fields: their loads carry no tangent
         self.duals: dict = {}
 
     def dual(self, v: Var) -> Var:
@@ -76,7 +77,7 @@ class Dualizer:
             elif isinstance(s, Load):
                 out.append(s)
                 if s.var.dtype.is_float:
-                    if has_dual(s.field):
+                    if has_dual(s.field) and s.field not in self.stopped:
                         out.append(Load(self.dual(s.var), s.field.dual, s.comp, s.indices,
                                         span=s.span))
                     else:
@@ -118,7 +119,7 @@ class Dualizer:
 
 
 def forward_kernel(kir: KernelIR) -> KernelIR:
-    dz = Dualizer(kir.name)
+    dz = Dualizer(kir.name, frozenset(kir.extra.get("stop_grad", ())))
     tasks = []
     for t in kir.tasks:
         body = dz.block(t.body)

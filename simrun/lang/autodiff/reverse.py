@@ -44,8 +44,10 @@ def has_grad(f) -> bool:
 
 
 class TaskReverser:
-    def __init__(self, task: Task, replay_fields: set, kernel_name: str, slot_vars: set):
+    def __init__(self, task: Task, replay_fields: set, kernel_name: str, slot_vars: set,
+                 stopped: frozenset = frozenset()):
         self.task = task
+        self.stopped = stopped  # ti.stop_grad fields: their loads take no adjoint
         self.replay = replay_fields
         self.kernel_name = kernel_name
         self.slot_vars = slot_vars
@@ -125,11 +127,8 @@ class TaskReverser:
             return
         if isinstance(e, VarRef):
             v = e.var
-            if v in self.slot_vars and self.task.kind == "range":
-                raise self.error(
-                    f"the gradient flows into '{v.name}', a variable of the kernel's top level "
-                    "used inside its parallel loop; compute it inside the loop (or pass it as a "
-                    "field) so each iteration owns its value", self.task.span)
+            # a top-level local read by a parallel loop: every iteration adds to its adjoint
+            # (`a = a + g` is a reduction the code generator gives per-thread partials)
             a = self.adjoint(v)
             out.append(Assign(a, VarRef(a) + builder.cast(g, v.dtype)))
             return
@@ -167,7 +166,7 @@ class TaskReverser:
                 g = self.take_adjoint(s.var, out)
                 if s.var in self.multi:
                     out.append(StackPop(s.var))
-                if g is not None and has_grad(s.field):
+                if g is not None and has_grad(s.field) and s.field not in self.stopped:
                     out.append(Atomic("add", s.field.grad, s.comp, s.indices, g, span=s.span))
             elif isinstance(s, Random):
                 if s.var in self.multi:
@@ -239,7 +238,8 @@ def reverse_kernel(kir: KernelIR) -> KernelIR:
     tasks = []
     adj_slots: dict = {}
     for task in reversed(kir.tasks):
-        rv = TaskReverser(task, replay, kir.name, slot_vars)
+        rv = TaskReverser(task, replay, kir.name, slot_vars,
+                          frozenset(kir.extra.get("stop_grad", ())))
         rv.adj = adj_slots
         tasks.append(rv.run())
     used_later = _slot_vars_used_across(kir, slot_vars)

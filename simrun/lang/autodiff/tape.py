@@ -44,41 +44,94 @@ def _restore(snap: dict) -> None:
 def before_launch(kernel, args, compiled):
     """Record the launch on the active tapes; returns the random key it must launch with."""
     acc = access_of(compiled)
-    if _state["suppress"]:
-        return None
-    if _state["tapes"]:
-        key = compiled.runtime.next_rng_key() if compiled.uses_random else None
-        for tape in _state["tapes"]:
-            tape.record(kernel, args, acc, key)
-        return key
+    key = compiled.runtime.next_rng_key() if compiled.uses_random else None
+    if key is not None:
+        kernel.rng_keys = getattr(kernel, "rng_keys", {})
+        kernel.rng_keys[_args_key(args)] = key
     clobbered = acc.reads & acc.writes
+    snap = None
+    for tape in _state["tapes"] if not _state["suppress"] else ():
+        snap = tape.record(kernel, args, acc, key)
     if clobbered and any(getattr(f, "grad", None) is not None for f in acc.reads | acc.writes):
-        kernel.last_snapshot = _snapshot(clobbered)
+        snap = {f: a for f, a in snap.items() if f in clobbered} if snap is not None \
+            else _snapshot(clobbered)
+        # the state this launch will leave: its written fields' versions, one bump each
+        after = {f: f.version + 1 for f in compiled.written}
+        kernel.last_launch = _LastLaunch(args, snap, after)
     else:
-        kernel.last_snapshot = None
-    return None
+        kernel.last_launch = None
+    return key
+
+
+def _args_key(args):
+    try:
+        key = tuple(a if not isinstance(a, np.ndarray) else id(a) for a in args)
+        hash(key)
+        return key
+    except TypeError:
+        return None
+
+
+class _LastLaunch:
+    """A launch's pre-launch values, valid while the fields still hold what it left."""
+
+    def __init__(self, args, snapshot: dict, after: dict):
+        self.args, self.snapshot, self.after = args, snapshot, after
+
+    def matches(self, args) -> bool:
+        return (_same_args(args, self.args)
+                and all(f.version == v for f, v in self.after.items()))
+
+
+def _same_args(a, b) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x is y:
+            continue
+        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+            return False
+        try:
+            if not bool(x == y):
+                return False
+        except Exception:
+            return False
+    return True
 
 
 def run_grad(kernel, args, snapshot=None, rng_key=None) -> None:
-    """Launch kernel's gradient; restores the pre-launch values of fields it overwrote."""
+    """Launch kernel's gradient at the state its forward launch saw; primal fields are kept.
+
+    On a tape, `snapshot` holds the pre-launch values.  Called alone (`kernel.grad()`), the
+    gradient is taken where the kernel's last launch with these arguments started, if the
+    fields still hold what that launch left; otherwise at the current state (the grad kernel
+    may run without its forward).  Either way the primal fields end as they were.
+    """
     mode = "fwd_reverse" if forward_mode_active() else "reverse"
     if mode == "fwd_reverse":
         _ensure_grad_duals(kernel, args)
     compiled, flat, arrays = kernel.prepare(args, mode)
-    if snapshot is None and not _state["tapes"]:
-        snapshot = getattr(kernel, "last_snapshot", None)
     primal, pflat, parrays = kernel.prepare(args, "fwd" if mode == "fwd_reverse" else "primal")
-    if rng_key is None:
-        rng_key = primal.last_rng_key
+    if rng_key is None and primal.uses_random:
+        rng_key = getattr(kernel, "rng_keys", {}).get(_args_key(args), primal.last_rng_key)
     acc = access_of(primal)
+    keep = None
+    if snapshot is None and not _state["tapes"]:
+        last = getattr(kernel, "last_launch", None)
+        snapshot = last.snapshot if last is not None and last.matches(args) else None
+        keep = _snapshot(acc.reads & acc.writes), {f: f.version for f in acc.writes}
     n_tasks = len(primal.fns)
     if n_tasks > 1 and acc.reads & acc.writes:
         _grad_task_by_task(kernel, (compiled, flat, arrays), (primal, pflat, parrays), acc,
                            snapshot, rng_key)
-        return
-    if snapshot:
-        _restore(snapshot)
-    compiled.launch(flat, arrays, rng_key=rng_key)
+    else:
+        if snapshot:
+            _restore(snapshot)
+        compiled.launch(flat, arrays, rng_key=rng_key)
+    if keep is not None:
+        _restore(keep[0])
+        for f, v in keep[1].items():
+            f.version = v
 
 
 def _grad_task_by_task(kernel, grad_call, primal_call, acc, snapshot, rng_key):
@@ -145,6 +198,8 @@ class Tape:
                 raise AutodiffError(f"the loss field '{loss.name}' has no gradient: create it "
                                     "with needs_grad=True or call ti.root.lazy_grad()")
             loss.fill(0)
+            if getattr(loss, "dual", None) is not None and loss.dual.data is not None:
+                loss.dual.data[...] = 0  # the loss restarts from 0, so does its tangent
         if self.clear_gradients:
             clear_all_gradients()
         _state["tapes"].append(self)
@@ -155,10 +210,11 @@ class Tape:
             self._check_state = capture_state()
         return self
 
-    def record(self, kernel, args, acc, rng_key=None) -> None:
+    def record(self, kernel, args, acc, rng_key=None) -> dict:
         self.read_so_far |= acc.reads
         keep = acc.writes & self.read_so_far
         self.records.append(Record(kernel, args, _snapshot(keep), rng_key=rng_key))
+        return self.records[-1].snapshot
 
     def record_custom(self, backward, args) -> None:
         self.records.append(Record(None, args, {}, custom=backward))
@@ -201,6 +257,10 @@ def clear_all_gradients(gradient_type=None) -> None:
     for f in all_fields():
         if f.grad is not None and f.grad.data is not None:
             f.grad.data[...] = 0
+            # inside FwdMode the gradients carry tangents (Hessian-vector products): a
+            # cleared gradient has a zero tangent too
+            if getattr(f.grad, "dual", None) is not None and f.grad.dual.data is not None:
+                f.grad.dual.data[...] = 0
 
 
 class FwdMode:

@@ -110,10 +110,39 @@ def _pow(cg, b, dt, args):
     t = llvm_type(dt)
     if dt.is_float:
         return _intrinsic(b, "llvm.pow", args, t)
-    d = ir.DoubleType()
-    conv = [b.sitofp(a, d) if dt.kind == "i" else b.uitofp(a, d) for a in args]
-    r = _intrinsic(b, "llvm.pow", conv, d)
-    return b.fptosi(r, t) if dt.kind == "i" else b.fptoui(r, t)
+    return _int_pow(cg, b, args[0], args[1], dt)
+
+
+def _int_pow(cg, b, base, exp, dt):
+    """Integer ** integer by repeated squaring, wrapping like integer `*` (Taichi 1.7.4:
+    3 ** 21 in i32 is 1870418611). A negative exponent uses its magnitude, as Taichi does
+    without debug mode (2 ** -1 == 2); the double-precision pow this replaces returned 0 and
+    saturated on overflow."""
+    t = base.type
+    zero, one = ir.Constant(t, 0), ir.Constant(t, 1)
+    if dt.kind == "i":
+        exp = b.select(b.icmp_signed("<", exp, zero), b.neg(exp), exp)
+    before = b.block
+    loop = cg.fn.append_basic_block("ipow")
+    done = cg.fn.append_basic_block("ipow_done")
+    b.branch(loop)
+    b.position_at_end(loop)
+    acc, sq, n = b.phi(t), b.phi(t), b.phi(t)
+    odd = b.icmp_unsigned("!=", b.and_(n, one), zero)
+    acc2 = b.select(odd, b.mul(acc, sq), acc)
+    sq2 = b.mul(sq, sq)
+    n2 = b.lshr(n, one)  # logical: INT_MIN's magnitude is 2**31 as unsigned
+    acc.add_incoming(one, before)
+    sq.add_incoming(base, before)
+    n.add_incoming(exp, before)
+    acc.add_incoming(acc2, loop)
+    sq.add_incoming(sq2, loop)
+    n.add_incoming(n2, loop)
+    b.cbranch(b.icmp_unsigned("!=", n2, zero), loop, done)
+    b.position_at_end(done)
+    result = b.phi(t)
+    result.add_incoming(acc2, loop)
+    return result
 
 
 def _minmax(fname, pred):
@@ -176,8 +205,8 @@ def _rounding(intr):
         if not dt.is_float:
             return args[0]
         t = llvm_type(dt)
-        if intr == "round":
-            return _intrinsic(b, "llvm.floor", [b.fadd(args[0], ir.Constant(t, 0.5))], t)
+        if intr == "round":  # C round(): halfway cases away from zero, like Taichi's kernels
+            return _intrinsic(b, "llvm.round", args, t)
         return _intrinsic(b, intr, args, t)
 
     return emit

@@ -20,6 +20,7 @@ class Emitter:
         self.top_level_vars: list[Var] = []
         self.pending_serialize = False
         self.random_sites = 0
+        self.stop_grad: set = set()  # fields whose loads carry no derivative (ti.stop_grad)
 
     def next_random_site(self) -> int:
         self.random_sites += 1

@@ -10,7 +10,7 @@ from ..ir import builder
 from ..ir.nodes import Assign, If, VarRef
 from ..matrix import Matrix
 from ..types import DType, MatrixType, template, to_dtype
-from .source import get_source
+from .source import get_source, signature_of
 
 
 def _contains_return(stmts) -> bool:
@@ -34,7 +34,7 @@ def inline_call(lw, func, args, kwargs, node):
     if len(lw.func_stack) > 64:
         raise lw.error("ti.func calls are nested more than 64 deep", node)
     src = get_source(pyfunc)
-    sig = inspect.signature(pyfunc)
+    sig = signature_of(pyfunc)
     try:
         bound = sig.bind(*args, **kwargs)
     except TypeError as exc:

@@ -7,6 +7,8 @@ import builtins
 import functools
 import inspect
 import textwrap
+import weakref
+from collections import ChainMap
 from dataclasses import dataclass
 
 from ..errors import CompileError, Span
@@ -72,3 +74,100 @@ def get_source(func) -> FuncSource:
             except ValueError:
                 pass
     return FuncSource(func.__name__, file, tree, lines, func.__globals__, closure, first_line)
+
+
+# ------------------------------------------------------------------ annotations
+# With `from __future__ import annotations` (PEP 563) every annotation is a string such as
+# "ti.f32" or "ti.types.vector(3, ti.f32)". They are evaluated once, on first use, in the
+# function's closure, the locals of the scope that applied the decorator (a kernel built
+# inside a function may name that function's locals only in annotations, which then are not
+# closure variables) and the module globals, in that order.
+_SIGNATURES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_DECORATION_LOCALS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _has_string_annotations(func) -> bool:
+    anns = getattr(func, "__annotations__", None) or {}
+    return any(isinstance(a, str) for a in anns.values())
+
+
+def remember_decoration_scope(func, frame) -> None:
+    """Called by @ti.kernel / @ti.func with the decorating frame; keeps its locals only when
+    string annotations may need them (a module-level decorator has no locals of its own)."""
+    if frame is None or not _has_string_annotations(func):
+        return
+    scopes = []
+    while frame is not None and frame.f_locals is not frame.f_globals:
+        scopes.append(dict(frame.f_locals))
+        # a class body (@ti.data_oriented methods): the function around the class too
+        if "__module__" in frame.f_locals and "__qualname__" in frame.f_locals:
+            frame = frame.f_back
+            continue
+        break
+    if scopes:
+        try:
+            _DECORATION_LOCALS[func] = dict(ChainMap(*scopes))
+        except TypeError:
+            pass
+
+
+def _annotation_span(func, name: str | None):
+    """file:line of the annotation of parameter `name` (None: the return annotation)."""
+    try:
+        src = get_source(func)
+    except CompileError:
+        return None
+    args = src.tree.args
+    node = src.tree.returns if name is None else next(
+        (a.annotation for a in [*args.posonlyargs, *args.args, *args.kwonlyargs,
+                                args.vararg, args.kwarg] if a is not None and a.arg == name),
+        None)
+    return src.span(node if node is not None else src.tree)
+
+
+def _evaluate(func, text: str, name: str | None, namespace):
+    try:
+        return eval(text, func.__globals__, namespace)  # noqa: S307 (the user's own source)
+    except Exception as exc:
+        what = f"parameter '{name}'" if name is not None else "return value"
+        raise CompileError(
+            f"cannot evaluate the annotation {text!r} of the {what} of "
+            f"'{func.__qualname__}' ({type(exc).__name__}: {exc}); with `from __future__ "
+            "import annotations` annotations are evaluated in the module's globals and the "
+            "function's closure: define the names they use there",
+            _annotation_span(func, name),
+        ) from None
+
+
+def signature_of(func) -> inspect.Signature:
+    """inspect.signature with string annotations evaluated (see above); cached per function."""
+    try:
+        cached = _SIGNATURES.get(func)
+    except TypeError:
+        cached = None
+    if cached is not None:
+        return cached
+    sig = inspect.signature(func)
+    if _has_string_annotations(func):
+        closure = {}
+        if func.__closure__:
+            for cname, cell in zip(func.__code__.co_freevars, func.__closure__):
+                try:
+                    closure[cname] = cell.cell_contents
+                except ValueError:
+                    pass
+        namespace = ChainMap(closure, _DECORATION_LOCALS.get(func, {}))
+        params = []
+        for pname, p in sig.parameters.items():
+            if isinstance(p.annotation, str):
+                p = p.replace(annotation=_evaluate(func, p.annotation, pname, namespace))
+            params.append(p)
+        ret = sig.return_annotation
+        if isinstance(ret, str):
+            ret = _evaluate(func, ret, None, namespace)
+        sig = sig.replace(parameters=params, return_annotation=ret)
+    try:
+        _SIGNATURES[func] = sig
+    except TypeError:
+        pass
+    return sig

@@ -86,7 +86,22 @@ def _pymod(a, b):
 
 
 def _round(a):
-    return float(math.floor(a + 0.5))
+    """C round() (Taichi's kernels): halfway cases away from zero. Exact for every float,
+    unlike floor(a + 0.5), which rounds 0.49999997 (f32) and -0.5 the wrong way."""
+    if isinstance(a, int) or not math.isfinite(a):
+        return a
+    t = float(math.trunc(a))
+    if abs(a - t) >= 0.5:
+        t += math.copysign(1.0, a)
+    return math.copysign(t, a)
+
+
+def _pow(a, b):
+    """Integer ** integer wraps like repeated `*` (const() wraps the value to the type); a
+    negative exponent uses its magnitude, matching the generated code (and Taichi 1.7.4)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a ** abs(b)
+    return a**b
 
 
 _U, _B = 1, 2
@@ -105,8 +120,10 @@ OPS: dict[Op, OpInfo] = {
     Op.LOG: OpInfo(_U, T.FLOAT, True, math.log),
     Op.SQRT: OpInfo(_U, T.FLOAT, True, math.sqrt),
     Op.RSQRT: OpInfo(_U, T.FLOAT, True, lambda a: 1.0 / math.sqrt(a)),
-    Op.FLOOR: OpInfo(_U, T.SAME, False, lambda a: float(math.floor(a))),
-    Op.CEIL: OpInfo(_U, T.SAME, False, lambda a: float(math.ceil(a))),
+    Op.FLOOR: OpInfo(_U, T.SAME, False, lambda a: a if isinstance(a, int) else
+                     math.copysign(float(math.floor(a)), a)),  # C floor(): keeps -0.0
+    Op.CEIL: OpInfo(_U, T.SAME, False, lambda a: a if isinstance(a, int) else
+                    math.copysign(float(math.ceil(a)), a)),  # ceil(-0.5) is -0.0
     Op.ROUND: OpInfo(_U, T.SAME, False, _round),
     Op.LOGICAL_NOT: OpInfo(_U, T.BOOL, False, lambda a: int(not a)),
     Op.BIT_NOT: OpInfo(_U, T.INT, False, lambda a: ~a),
@@ -117,7 +134,7 @@ OPS: dict[Op, OpInfo] = {
     Op.TRUEDIV: OpInfo(_B, T.FLOAT, True, lambda a, b: a / b),
     Op.FLOORDIV: OpInfo(_B, T.SAME, False, _floordiv),
     Op.MOD: OpInfo(_B, T.SAME, True, _pymod),
-    Op.POW: OpInfo(_B, T.SAME, True, lambda a, b: a**b),
+    Op.POW: OpInfo(_B, T.SAME, True, _pow),
     Op.MIN: OpInfo(_B, T.SAME, True, min),
     Op.MAX: OpInfo(_B, T.SAME, True, max),
     Op.ATAN2: OpInfo(_B, T.FLOAT, True, math.atan2),

@@ -35,6 +35,7 @@ class CompiledKernel:
             if not getattr(f, "is_ndarray_arg", False):
                 self.ctx[slot] = f.data.ctypes.data
         self.uses_random = layout.uses_random
+        self.written: tuple = ()  # fields whose version a launch bumps (set by the compiler)
         self.last_rng_key = None
         self.ctx[layout.stack_slot] = runtime.stacks.ctypes.data
 
@@ -66,6 +67,8 @@ class CompiledKernel:
             self.ctx[slot] = arr.ctypes.data
         ctx = self.ctx_addr
         run = self.runtime.run
+        for f in self.written:
+            f.version += 1
         for fn in (self.fns if tasks is None else [self.fns[k] for k in tasks]):
             if run(fn, ctx) < 0:
                 self.raise_error()
