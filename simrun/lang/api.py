@@ -163,7 +163,7 @@ class Kernel:
         compiled, flat, arrays = self.prepare(args, mode)
         rng_key = None
         if compiled.tracked or compiled.uses_random or _tape_state["tapes"]:
-            rng_key = _tape.before_launch(self, args, compiled)
+            rng_key = _tape.before_launch(self, args, compiled, flat)
         result = compiled.launch(flat, arrays, rng_key=rng_key)
         return None if result is None else self._finish(result)
 

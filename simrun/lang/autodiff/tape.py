@@ -12,6 +12,7 @@ import numpy as np
 
 from ..errors import AutodiffError
 from .analysis import kernel_access
+from .regions import WriteRegions
 
 _state: dict = {"tapes": [], "fwd": [], "suppress": 0}
 
@@ -32,16 +33,29 @@ def _is_storage(f) -> bool:
     return getattr(f, "data", None) is not None and not getattr(f, "is_ndarray_arg", False)
 
 
-def _snapshot(fields) -> dict:
-    return {f: f.data.copy() for f in fields if _is_storage(f)}
+def regions_of(compiled):
+    reg = getattr(compiled, "regions", None)
+    if reg is None:
+        reg = compiled.regions = WriteRegions(compiled.kir)
+    return reg
+
+
+def _snapshot(fields, regions=None, flat_args=()) -> dict:
+    """{field: (index, saved values)}: with regions, only what the launch may overwrite."""
+    snap = {}
+    for f in fields:
+        if _is_storage(f):
+            index = regions.index(f, flat_args) if regions is not None else Ellipsis
+            snap[f] = (index, f.data[index].copy())
+    return snap
 
 
 def _restore(snap: dict) -> None:
-    for f, arr in snap.items():
-        f.data[...] = arr
+    for f, (index, arr) in snap.items():
+        f.data[index] = arr
 
 
-def before_launch(kernel, args, compiled):
+def before_launch(kernel, args, compiled, flat_args=()):
     """Record the launch on the active tapes; returns the random key it must launch with."""
     acc = access_of(compiled)
     key = compiled.runtime.next_rng_key() if compiled.uses_random else None
@@ -51,10 +65,10 @@ def before_launch(kernel, args, compiled):
     clobbered = acc.reads & acc.writes
     snap = None
     for tape in _state["tapes"] if not _state["suppress"] else ():
-        snap = tape.record(kernel, args, acc, key)
+        snap = tape.record(kernel, args, acc, key, regions_of(compiled), flat_args)
     if clobbered and any(getattr(f, "grad", None) is not None for f in acc.reads | acc.writes):
         snap = {f: a for f, a in snap.items() if f in clobbered} if snap is not None \
-            else _snapshot(clobbered)
+            else _snapshot(clobbered, regions_of(compiled), flat_args)
         # the state this launch will leave: its written fields' versions, one bump each
         after = {f: f.version + 1 for f in compiled.written}
         kernel.last_launch = _LastLaunch(args, snap, after)
@@ -119,7 +133,8 @@ def run_grad(kernel, args, snapshot=None, rng_key=None) -> None:
     if snapshot is None and not _state["tapes"]:
         last = getattr(kernel, "last_launch", None)
         snapshot = last.snapshot if last is not None and last.matches(args) else None
-        keep = _snapshot(acc.reads & acc.writes), {f: f.version for f in acc.writes}
+        keep = (_snapshot(acc.reads & acc.writes, regions_of(primal), pflat),
+                {f: f.version for f in acc.writes})
     n_tasks = len(primal.fns)
     if n_tasks > 1 and acc.reads & acc.writes:
         _grad_task_by_task(kernel, (compiled, flat, arrays), (primal, pflat, parrays), acc,
@@ -210,10 +225,11 @@ class Tape:
             self._check_state = capture_state()
         return self
 
-    def record(self, kernel, args, acc, rng_key=None) -> dict:
+    def record(self, kernel, args, acc, rng_key=None, regions=None, flat_args=()) -> dict:
         self.read_so_far |= acc.reads
         keep = acc.writes & self.read_so_far
-        self.records.append(Record(kernel, args, _snapshot(keep), rng_key=rng_key))
+        self.records.append(Record(kernel, args, _snapshot(keep, regions, flat_args),
+                                   rng_key=rng_key))
         return self.records[-1].snapshot
 
     def record_custom(self, backward, args) -> None:
@@ -239,7 +255,7 @@ class Tape:
         for rec in self.records:
             for f in rec.snapshot:
                 if f not in final:
-                    final[f] = f.data.copy()
+                    final[f] = (Ellipsis, f.data.copy())
         for rec in reversed(self.records):
             if rec.custom is not None:
                 rec.custom(*rec.args)

@@ -1,0 +1,88 @@
+"""Snapshots of time-indexed fields copy one time slice per launch, not the whole trajectory.
+
+A DiffTaichi-style step writes x[t + 1, :] from x[t, :]; saving all of x before each of T
+launches would make a trajectory cost O(T^2).  The gradients must stay exact either way.
+"""
+
+import numpy as np
+import pytest
+
+import simrun.lang as ti
+
+T, P = 12, 5
+pos = ti.field(ti.f64, (T + 1, P), needs_grad=True)
+vel = ti.Vector.field(2, ti.f64, (T + 1, P), needs_grad=True)
+gain = ti.field(ti.f64, P, needs_grad=True)
+total = ti.field(ti.f64, (), needs_grad=True)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _f64():
+    ti.init(arch=ti.cpu, default_fp=ti.f64)
+
+
+@ti.kernel
+def step(t: ti.i32):
+    for p in range(P):
+        nxt = t + 1
+        vel[nxt, p] = vel[t, p] * 0.9 + ti.Vector([ti.sin(pos[t, p]), 1.0]) * gain[p]
+        pos[nxt, p] = pos[t, p] + 0.1 * vel[nxt, p][0]
+
+
+@ti.kernel
+def smooth_in_place(t: ti.i32):
+    for p in range(P):
+        pos[t, p] = pos[t, p] * pos[t, p] * 0.5 + gain[p]
+
+
+@ti.kernel
+def final_cost():
+    for p in range(P):
+        total[None] += pos[T, p] ** 2 + vel[T, p].norm_sqr()
+
+
+def run(G, X0, record=False):
+    gain.from_numpy(G)
+    pos.fill(0)
+    vel.fill(0)
+    pos.from_numpy(np.vstack([X0, np.zeros((T, P))]))
+    with ti.ad.Tape(loss=total) as tape:
+        for t in range(T):
+            step(t)
+            smooth_in_place(t + 1)
+        final_cost()
+    return total[None], tape
+
+
+def test_time_slice_snapshots_and_exact_gradient():
+    rng = np.random.default_rng(0)
+    G, X0 = rng.uniform(-0.5, 0.5, P), rng.uniform(-1, 1, P)
+    value, tape = run(G, X0)
+    grad_g = gain.grad.to_numpy()
+    # each launch saved the slice it overwrote: (1, P) of pos, never the (T + 1, P) field
+    assert sum(len(rec.snapshot) for rec in tape.records) >= 2 * T
+    for rec in tape.records:
+        for f, (_index, saved) in rec.snapshot.items():
+            assert saved.shape[:2] == (1, P), (rec.kernel.name, f.name, saved.shape)
+    h = 1e-6
+    for k in range(P):
+        d = np.zeros(P)
+        d[k] = h
+        fd = (run(G + d, X0)[0] - run(G - d, X0)[0]) / (2 * h)
+        assert grad_g[k] == pytest.approx(fd, rel=1e-6, abs=1e-9)
+
+
+@ti.kernel
+def scatter_two_slices(t: ti.i32):
+    for p in range(P):
+        pos[t + 1, p] = pos[t, p] * 2.0
+        pos[t + 2, p] = pos[t + 1, p] + 1.0
+
+
+def test_writes_to_two_slices_save_the_whole_field():
+    pos.fill(1.0)
+    with ti.ad.Tape(loss=total) as tape:
+        scatter_two_slices(0)
+        final_cost()
+    _index, saved = tape.records[0].snapshot[pos]
+    assert saved.shape == (T + 1, P)
