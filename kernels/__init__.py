@@ -31,6 +31,11 @@ Optional module hooks
         (the merged scene params of this module's kernels). Fields it returns can be named by any kernel of the
         module and are saved with the run state, so ``--resume`` restores them.
 
+    def render_shapes(params) -> dict
+        scenery for the pictures (not the physics): ``{"boxes": [[low, high], ...],
+        "circles": [[x, y, r], ...]}`` in the x-y plane, e.g. the MPM walls and obstacle;
+        ``params`` are the module's merged scene params. Stored in run.json as ``shapes``.
+
 Step kernels
     Scenes whose dynamics is not "particles + energy" (MPM) list ``step_kernels`` that replace
     the integrator. They are bound the same way and called in order once per step, after the

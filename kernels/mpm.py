@@ -5,6 +5,11 @@ x.grad = dU/dx under the tape, and these step kernels transfer momentum plus the
 impulse -dt * x.grad to a grid (p2g), update the grid (gravity, a round obstacle, walls) and
 bring velocities and the APIC affine matrix C back to the particles (g2p). A scene lists them
 in order: clear_grid, p2g, grid_op, g2p. The domain is the unit square.
+
+Gravity can act on the grid (``gravity`` of grid_op) or be an energy term
+(``kernels/external.py:uniform_gravity``), which puts it into the potential energy that
+energy.csv records; ``scenes/mpm.yaml`` does the latter and sets ``gravity: 0`` here, as it
+must, or gravity would count twice.
 """
 
 import simrun.lang as ti
@@ -17,6 +22,14 @@ DEFAULTS = {
                 "obstacle_r": 0.07},
     "g2p": dict(_STEP),
 }
+
+
+def render_shapes(params) -> dict:
+    """What the pictures draw behind the particles: the walls and the round obstacle."""
+    p = {**DEFAULTS["grid_op"], **params}
+    wall = p["bound"] / p["n_grid"]  # grid nodes closer than `bound` cells stop at the walls
+    return {"boxes": [[[wall, wall], [1.0 - wall, 1.0 - wall]]],
+            "circles": [[p["obstacle_x"], p["obstacle_y"], p["obstacle_r"]]]}
 
 
 def allocate(ctx) -> dict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -12,12 +13,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
+from run_outputs import PICTURES, check_run_dir
 
 REPO = Path(__file__).resolve().parents[1]
 GRAVITY = str(REPO / "scenes" / "gravity.yaml")
-RUN_FILES = {"frames.npz", "trajectory.xyz", "energy.csv", "run.json", "scene.yaml",
-             "state.npz"}
-PICTURES = {"first.png", "last.png", "energy.png", "animation.gif"}
 
 
 def simrun(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -26,40 +26,42 @@ def simrun(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedP
                           capture_output=True, text=True, timeout=timeout)
 
 
-def has_renderer() -> bool:
-    try:
-        from simrun.render import render_run  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def test_version_and_help(tmp_path: Path) -> None:
     version = simrun("--version", cwd=tmp_path)
     assert version.returncode == 0 and version.stdout.strip() == "simrun 0.1.0"
     helped = simrun("--help", cwd=tmp_path)
     assert helped.returncode == 0
-    for command in ("run", "check", "render"):
-        assert command in helped.stdout
+    for text in ("run", "check", "render", "scenes/gravity.yaml", "Exit status"):
+        assert text in helped.stdout
+    bare = simrun(cwd=tmp_path)  # no command: the same help, exit 2
+    assert bare.returncode == 2 and "Commands" in bare.stdout + bare.stderr
     run_help = simrun("run", "--help", cwd=tmp_path)
-    assert "--resume" in run_help.stdout and "--set" in run_help.stdout
+    for text in ("--resume", "--set", "--steps N", "--out DIR", "--seed S", "energy.csv",
+                 "animation.gif", "Examples"):
+        assert text in run_help.stdout, text
 
 
 def test_run_gravity_writes_everything(tmp_path: Path) -> None:
     done = simrun("run", GRAVITY, "--steps", "400", "--out", "out", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     out = tmp_path / "out"
-    written = {p.name for p in out.iterdir()}
-    assert RUN_FILES <= written
-    if has_renderer():
-        assert PICTURES <= written
-    with np.load(out / "frames.npz") as frames:
-        assert frames["step"].tolist() == list(range(0, 401, 100))
-        assert frames["x"].shape == (5, 8, 2) and frames["v"].shape == (5, 8, 2)
-    info = json.loads((out / "run.json").read_text())
-    assert info["status"] == "ok" and info["steps_done"] == 400 and info["seed"] == 0
-    assert set(info["versions"]) == {"simrun", "python", "numpy", "llvmlite"}
-    assert "energy" in done.stdout and "drift" in done.stdout and str(out.name) in done.stdout
+    info = check_run_dir(out, name="gravity", steps=400, every=100, n=8, dim=2, max_drift=1e-4)
+    assert info["seed"] == 0
+    # the summary: steps, wall time, energy drift, where the outputs are
+    summary = done.stdout
+    assert re.search(r"done gravity: 400 steps in \d+\.\d\d s", summary), summary
+    assert re.search(r"relative drift [+-]\d\.\d{3}e[+-]\d\d", summary), summary
+    assert f"outputs   out{os.sep}" in summary and "animation.gif" in summary
+    assert "pictures  drawn in" in summary
+    assert "steps/s" in done.stderr  # the progress bar
+
+
+def test_summary_says_when_energy_is_not_conserved(tmp_path: Path) -> None:
+    done = simrun("run", GRAVITY, "--steps", "50", "--set", "integrator.damping=5",
+                  "--out", "o", "--no-render", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "not expected to be conserved" in done.stdout
+    assert "pictures" not in done.stdout
 
 
 def test_default_output_folders_are_numbered(tmp_path: Path) -> None:
@@ -92,7 +94,15 @@ BAD_SCENES = {
                        "energy: [{kernel: kernels/none.py:k}]\n",
                        "bad.yaml:5:19: kernel module 'kernels/none.py' was not found"),
     "syntax": ("version: 1\nparticles: [count: 2\n", "bad.yaml:3:1: YAML syntax error"),
+    "missing_state_file": ("version: 1\nparticles: {count: 2}\ndt: 1e-3\nsteps: 1\n"
+                           "initial: {type: file, path: start.npz}\n",
+                           "bad.yaml:5:29: initial state file"),
+    "unknown_kernel_param": ("version: 1\nparticles: {count: 2}\ndt: 1e-3\nsteps: 1\nenergy:\n"
+                             f"  - kernel: {REPO / 'kernels' / 'gravity.py'}:gravity\n"
+                             "    params: {sofening: 1}\n",
+                             "bad.yaml:6:5: parameter 'sofening' is not an argument"),
 }
+HINTS = {"unknown_key": "Did you mean 'steps'?", "unknown_kernel_param": "Did you mean 'softening'?"}
 
 
 @pytest.mark.parametrize("case", sorted(BAD_SCENES))
@@ -101,8 +111,9 @@ def test_bad_scene_exits_2_with_location(tmp_path: Path, case: str) -> None:
     (tmp_path / "bad.yaml").write_text(text)
     for command in ("run", "check"):
         done = simrun(command, "bad.yaml", cwd=tmp_path)
-        assert done.returncode == 2
+        assert done.returncode == 2, done.stderr
         assert expected in done.stderr
+        assert HINTS.get(case, "") in done.stderr
         assert "Traceback" not in done.stderr
     assert not (tmp_path / "outputs").exists() or not any((tmp_path / "outputs").rglob("*.npz"))
 
@@ -152,45 +163,49 @@ def test_check_compiles_without_writing(tmp_path: Path) -> None:
 
 
 def test_ctrl_c_exits_130_and_resume_matches_an_uninterrupted_run(tmp_path: Path) -> None:
-    steps = ("--steps", "20000", "--no-render")
+    # So many steps that the run is always still going when Ctrl-C comes; the resumed and
+    # the uninterrupted run then both stop at a total a little past the interruption.
     env = {**os.environ, "MPLBACKEND": "Agg"}
-    proc = subprocess.Popen([sys.executable, "-m", "simrun.cli", "run", GRAVITY, *steps,
-                             "--out", "cut", "-q"], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "simrun.cli", "run", GRAVITY, "--steps",
+                             "100000000", "--no-render", "--out", "cut", "-q"], cwd=tmp_path,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     state = tmp_path / "cut" / "state.npz"
     deadline = time.time() + 60
     while not state.exists() and time.time() < deadline:
         time.sleep(0.05)
-    time.sleep(1.0)
+    time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=60)
-    if proc.returncode == 0:
-        pytest.skip("the run finished before it could be interrupted")
     assert proc.returncode == 130, err
     assert "interrupted" in err and "--resume" in err and "Traceback" not in err
     info = json.loads((tmp_path / "cut" / "run.json").read_text())
-    assert info["status"] == "interrupted" and 0 < info["steps_done"] < 20000
+    assert info["status"] == "interrupted" and 0 < info["steps_done"] < 100000000
     with np.load(tmp_path / "cut" / "frames.npz") as frames:
-        assert len(frames["step"]) >= 1
+        assert len(frames["step"]) >= 1 and frames["step"][-1] <= info["steps_done"]
+    total = str(info["steps_done"] + 1050)  # not on the output cadence: the last frame too
+    steps = ("--steps", total, "--no-render")
     resumed = simrun("run", GRAVITY, *steps, "--out", "cut", "--resume", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     whole = simrun("run", GRAVITY, *steps, "--out", "whole", cwd=tmp_path)
     assert whole.returncode == 0, whole.stderr
     with np.load(tmp_path / "cut" / "frames.npz") as a, \
             np.load(tmp_path / "whole" / "frames.npz") as b:
+        assert a["step"][-1] == int(total)
         for key in ("step", "time", "x", "v"):
             assert np.array_equal(a[key], b[key]), key
-    for name in ("energy.csv", "trajectory.xyz"):
+    for name in ("energy.csv", "trajectory.xyz", "state.npz"):
         assert (tmp_path / "cut" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes()
 
 
 def test_render_command(tmp_path: Path) -> None:
     missing = simrun("render", "nowhere", cwd=tmp_path)
     assert missing.returncode == 2 and "no frames.npz" in missing.stderr
-    if not has_renderer():
-        pytest.skip("simrun.render is not available yet")
     assert simrun("run", GRAVITY, "--steps", "200", "--out", "r", "--no-render",
                   cwd=tmp_path).returncode == 0
+    assert not PICTURES & {p.name for p in (tmp_path / "r").iterdir()}
     done = simrun("render", "r", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert PICTURES <= {p.name for p in (tmp_path / "r").iterdir()}
+    assert sorted(Path(line).name for line in done.stdout.split()) == sorted(PICTURES)
+    for name in PICTURES:
+        with Image.open(tmp_path / "r" / name) as im:
+            assert im.width >= 300 and im.height >= 300

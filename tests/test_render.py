@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from simrun.render import render_animation, render_energy, render_frame, render_run
+from simrun.render import render_animation, render_energy, render_frame, render_run, run_meta
 from simrun.render.animation import subsample
 from simrun.render.energy import read_energy, relative_drift
-from simrun.render.frames import fit_limits
+from simrun.render.frames import _AXES_RECT, FramePlot, fit_limits, typical_spacing
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -153,3 +154,51 @@ def test_animation_subsamples_and_keeps_endpoints(tmp_path):
 def test_animation_single_frame(tmp_path):
     run = _make_run(tmp_path, frames=1, topology=False, energy_rows=1)
     assert _gif_frames(render_animation(run / "frames.npz", tmp_path / "one.gif")) == 1
+
+
+def test_scene_name_boundary_box_and_module_shapes_are_drawn(tmp_path):
+    run = _make_run(tmp_path, topology=False, energy_rows=0)
+    (run / "scene.yaml").write_text(
+        "version: 1\nname: demo\nboundary: {type: reflect, low: [-2, -2], high: [8, 8]}\n")
+    (run / "run.json").write_text(json.dumps({"shapes": {"circles": [[6.5, 6.5, 1.0]]}}))
+    name, shapes = run_meta(run)
+    assert name == "demo"
+    assert shapes.boxes == [((-2.0, -2.0), (8.0, 8.0))] and shapes.circles == [(6.5, 6.5, 1.0)]
+    first = render_run(run)[0]
+    # the view covers the box; the obstacle is a grey disc (no particle is there)
+    limits = fit_limits(np.zeros((1, 2)), shapes=shapes)
+    assert limits[0, 0] < -2 and limits[0, 1] > 8
+    image = np.asarray(Image.open(first).convert("RGB"), dtype=int)
+    h, w, _ = image.shape
+    ax0, ay0, aw, ah = _AXES_RECT
+    span = limits[0, 1] - limits[0, 0]
+    px = round((ax0 + aw * (6.5 - limits[0, 0]) / span) * w)
+    py = round((1 - ay0 - ah * (6.5 - limits[1, 0]) / span) * h)
+    assert np.abs(image[py, px] - 209).max() <= 3, image[py, px]
+
+
+def test_unreadable_metadata_still_renders(tmp_path):
+    run = _make_run(tmp_path, energy_rows=3)
+    (run / "scene.yaml").write_text("version: [1\n")
+    (run / "run.json").write_text("{not json")
+    (run / "run.json").write_text(json.dumps({"shapes": {"circles": [["a", 1]], "boxes": 3}}))
+    assert run_meta(run)[1].circles == [] and len(render_run(run)) == 4
+
+
+def test_marker_size_follows_particle_spacing():
+    dense, sparse = _grid(30)[0] * 0.01, _grid(3)[0] * 10.0
+    assert typical_spacing(dense) == pytest.approx(0.01)
+    assert typical_spacing(sparse) == pytest.approx(10.0)
+    assert typical_spacing(np.zeros((1, 2))) is None
+    lots = np.random.default_rng(1).random((5000, 2))  # sampled, not 5000 x 5000
+    assert 0.002 < typical_spacing(lots) < 0.02
+
+
+def test_trails_leave_a_gap_at_a_periodic_wrap(tmp_path):
+    t = np.linspace(0, 1, 20)
+    x = np.stack([np.stack([(0.2 + t) % 1.0, np.full_like(t, 0.5)], axis=1)], axis=1)
+    plot = FramePlot(fit_limits(x, box=((0, 0), (1, 1))), 1)
+    plot.add_trails(x)
+    trail = [c for c in plot.ax.collections if c is not plot.points][0].get_paths()[0]
+    gaps = np.isnan(trail.vertices).any(axis=1)
+    assert gaps.sum() == 1 and gaps[16]  # only the step from x = 1.0 back to 0.0

@@ -13,13 +13,19 @@ from simrun.cli.run_cmd import run
 
 HELP = """Differentiable physical simulation from the command line.
 
-Scenes are YAML files (see scenes/): particles, energy kernels written in simrun.lang (forces
-come from autodiff of the energy), an integrator, and what to save.
+A scene is a YAML file (scenes/*.yaml in the simrun repository; keys in scenes/README.md):
+particles, energy terms written in simrun.lang (forces are F = -dU/dx by autodiff, never by
+hand), an integrator, dt, steps and what to save.
 
 \b
   simrun run scenes/gravity.yaml          simulate; outputs go to outputs/gravity/run-NNN
   simrun check scenes/gravity.yaml        validate and compile without running
   simrun render outputs/gravity/run-001   redraw the pictures of a run
+  simrun run --help                       all options, and what a run folder holds
+
+\b
+Shipped scenes: gravity (the reference N-body example, N = 8), gravity_1024, molecule
+(bonds, angles, dihedrals), fem (neo-Hookean beam), mpm (strip over an obstacle).
 
 Exit status: 0 ok, 1 the simulation failed (e.g. NaN), 2 bad input, 130 interrupted.
 """

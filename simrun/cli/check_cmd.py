@@ -8,8 +8,11 @@ from simrun.stepper import check_scene
 
 
 def check(scene_path: SceneArg, sets: SetOpt = None, threads: ThreadsOpt = None) -> None:
-    """Validate SCENE and compile every kernel it names (forces and step kernels), without
-    running or writing anything. Exit 0 when the scene is ready to run."""
+    """Validate SCENE and compile its kernels; run and write nothing.
+
+    Every kernel the scene names (energy terms and step kernels) is compiled and the
+    potential energy at step 0 is evaluated. Exit 0 when the scene is ready to run, 2 with
+    file:line:column when it is not."""
     with exit_codes():
         scene = load_scene(scene_path, list(sets or []))
         report = check_scene(scene, threads)

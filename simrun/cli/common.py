@@ -25,7 +25,7 @@ SetOpt = Annotated[list[str] | None, typer.Option(
     help="Override a scene value before validation; repeatable. Values are YAML, e.g. "
          "--set dt=1e-4 --set energy.0.params.softening=0.01 --set initial.low=[0,0].")]
 ThreadsOpt = Annotated[int | None, typer.Option(
-    "--threads", min=1, help="CPU threads for kernels (default: all cores). Use 1 for runs "
+    "--threads", min=1, metavar="N", help="CPU threads for kernels (default: all cores). Use 1 for runs "
                              "that must repeat bit for bit across machines.")]
 
 

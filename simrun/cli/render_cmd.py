@@ -13,7 +13,10 @@ from simrun.cli.common import EXIT_BAD_INPUT, exit_codes, fail, out
 def render(run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run folder holding frames.npz, "
                                                      "e.g. outputs/gravity/run-001.",
                                                 show_default=False)]) -> None:
-    """Render first.png, last.png, energy.png and animation.gif from RUN_DIR's frames."""
+    """Redraw the pictures of a run from its saved frames.
+
+    Writes first.png, last.png, energy.png and animation.gif into RUN_DIR from its
+    frames.npz, energy.csv, topology.npz, scene.yaml and run.json."""
     if not (run_dir / "frames.npz").is_file():
         raise fail(f"error: {run_dir}: no frames.npz here, so there is nothing to render. Give "
                    "the folder of a run (e.g. outputs/gravity/run-001).", EXIT_BAD_INPUT)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -20,17 +22,26 @@ def overrides(sets: list[str] | None, steps: int | None, seed: int | None) -> li
     return list(sets or []) + extra
 
 
-def render_pictures(run_dir: Path) -> tuple[list[Path], str | None]:
-    """Render with simrun.render; a rendering problem is reported, not fatal to the run."""
+def render_pictures(run_dir: Path) -> tuple[list[Path], str | None, float]:
+    """Render with simrun.render; a rendering problem is reported, not fatal to the run.
+
+    Returns the pictures written, the error (or None) and the seconds it took."""
+    started = time.perf_counter()
     try:
         from simrun.render import render_run
 
-        return list(render_run(run_dir)), None
+        return list(render_run(run_dir)), None, time.perf_counter() - started
     except Exception as exc:  # noqa: BLE001 - the simulation's outputs are still good
-        return [], f"{type(exc).__name__}: {exc}"
+        return [], f"{type(exc).__name__}: {exc}", time.perf_counter() - started
 
 
-def summary(scene: Scene, result: RunResult, render_error: str | None) -> None:
+def conserves_energy(scene: Scene) -> bool:
+    """Whether the scene's dynamics should keep the total energy (no damping, own stepping)."""
+    return scene.step_kernels is None and scene.integrator.damping == 0
+
+
+def summary(scene: Scene, result: RunResult, render_error: str | None,
+            render_s: float | None) -> None:
     steps = result.steps_done - result.start_step
     stepping = result.wall_s - result.setup_s
     rate = f"{steps / stepping:,.0f} steps/s" if stepping > 0 else "-"
@@ -38,12 +49,20 @@ def summary(scene: Scene, result: RunResult, render_error: str | None) -> None:
     out.print(f"[bold green]done[/] {scene.name}: {steps} steps in {result.wall_s:.2f} s "
               f"(setup and compile {result.setup_s:.2f} s, then {rate}{resumed})")
     if result.drift is not None:
-        out.print(f"  energy   total {result.energy_first:.9g} -> {result.energy_last:.9g} "
-                  f"(relative drift {result.drift:+.3e})")
-    out.print(f"  frames   one every {scene.outputs.every} steps, to step {result.steps_done}")
+        note = "" if conserves_energy(scene) else (
+            "; not expected to be conserved: the scene's "
+            + ("step kernels" if scene.step_kernels is not None else "damping")
+            + " dissipate")
+        out.print(f"  energy    total {result.energy_first:.9g} -> {result.energy_last:.9g} "
+                  f"(relative drift {result.drift:+.3e}{note})")
+    first_t, last_t = 0.0, result.steps_done * scene.dt
+    out.print(f"  frames    one every {scene.outputs.every} steps, to step {result.steps_done} "
+              f"(t = {first_t:g} to {last_t:.6g})")
+    if render_s is not None and not render_error:
+        out.print(f"  pictures  drawn in {render_s:.2f} s")
     files = sorted(p.name for p in result.out_dir.iterdir() if not p.name.startswith("."))
-    out.print(f"  outputs  {result.out_dir}")
-    out.print(f"           {' '.join(files)}", soft_wrap=True)
+    out.print(f"  outputs   {result.out_dir}{os.sep}")
+    out.print(f"            {' '.join(files)}", soft_wrap=True)
     if render_error:
         err.print(f"warning: pictures were not rendered ({render_error}); try "
                   f"'simrun render {result.out_dir}'", markup=False)
@@ -51,12 +70,12 @@ def summary(scene: Scene, result: RunResult, render_error: str | None) -> None:
 
 def run(
     scene_path: SceneArg,
-    steps: Annotated[int | None, typer.Option("--steps", min=1, help="Total steps (overrides "
-                                              "the scene's 'steps').")] = None,
+    steps: Annotated[int | None, typer.Option("--steps", min=1, metavar="N", help="Total "
+                                              "steps (overrides the scene's 'steps').")] = None,
     sets: SetOpt = None,
-    out_dir: Annotated[Path | None, typer.Option("--out", help="Output folder (default: "
+    out_dir: Annotated[Path | None, typer.Option("--out", metavar="DIR", help="Output folder (default: "
                        "outputs/<scene name>/run-NNN under the current folder).")] = None,
-    seed: Annotated[int | None, typer.Option("--seed", min=0, help="Random seed (overrides "
+    seed: Annotated[int | None, typer.Option("--seed", min=0, metavar="S", help="Random seed (overrides "
                                              "the scene's 'seed').")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run from its "
                       "last saved frame, bit for bit (the newest run, or --out).")] = False,
@@ -68,7 +87,20 @@ def run(
                          ] = False,
     threads: ThreadsOpt = None,
 ) -> None:
-    """Simulate SCENE and write frames, energies, run.json and pictures to a run folder."""
+    """Simulate SCENE; save frames, energies, pictures.
+
+    The run folder (outputs/<scene name>/run-NNN, or --out DIR) gets the resolved
+    scene.yaml, frames.npz, trajectory.xyz (extended XYZ for OVITO/ASE), energy.csv
+    (step,time,kinetic,potential,total), run.json (versions, seed, timings, exit status),
+    first.png, last.png, energy.png and animation.gif. Files are replaced atomically, so a
+    stopped run leaves readable files; --resume continues it.
+
+    \b
+    Examples:
+      simrun run scenes/gravity.yaml
+      simrun run scenes/molecule.yaml --steps 2000 --set dt=1e-3 --out /tmp/mol
+      simrun run scenes/gravity.yaml --resume          (after Ctrl-C)
+    """
     state: dict[str, Path] = {}
 
     def interrupted() -> str:
@@ -84,8 +116,10 @@ def run(
         with step_bar(scene.name, enabled=not quiet) as progress:
             result = run_scene(scene, state["dir"], resume=resume, progress=progress,
                                threads=threads)
-        render_error = None if no_render else render_pictures(result.out_dir)[1]
+        render_error, render_s = None, None
+        if not no_render:
+            _pictures, render_error, render_s = render_pictures(result.out_dir)
     if quiet:
         out.print(str(result.out_dir))
     else:
-        summary(scene, result, render_error)
+        summary(scene, result, render_error, render_s)

@@ -5,16 +5,29 @@ Why Agg only: renders happen on headless machines and in tests; no pyplot state,
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 from simrun.render.animation import render_animation
 from simrun.render.energy import render_energy
-from simrun.render.frames import Box, fit_limits, render_frame
+from simrun.render.frames import (
+    Box,
+    Shapes,
+    as_positions_frames,
+    depth_range,
+    fit_limits,
+    render_frame,
+    typical_spacing,
+)
 
-__all__ = ["render_animation", "render_energy", "render_frame", "render_run"]
+__all__ = ["Shapes", "render_animation", "render_energy", "render_frame", "render_run"]
+
+TRAILS_MAX_PARTICLES = 64  # last.png draws paths of free particles up to this many
 
 
 def _topology(run_dir: Path) -> tuple[np.ndarray | None, np.ndarray | None]:
@@ -28,32 +41,62 @@ def _topology(run_dir: Path) -> tuple[np.ndarray | None, np.ndarray | None]:
         )
 
 
+def run_meta(run_dir: Path) -> tuple[str, Shapes]:
+    """The scene's name and the scenery to draw, from the run's scene.yaml and run.json.
+
+    Either file may be missing or unreadable (pictures of bare frames are still drawn).
+    """
+    name, shapes = "", Shapes()
+    with contextlib.suppress(OSError, ValueError, yaml.YAMLError):
+        scene = yaml.safe_load((run_dir / "scene.yaml").read_text(encoding="utf-8"))
+        if isinstance(scene, dict):
+            name = str(scene.get("name") or "")
+            boundary = scene.get("boundary")
+            if isinstance(boundary, dict) and boundary.get("type") in ("reflect", "periodic"):
+                shapes = Shapes.from_dict({"boxes": [[boundary.get("low"),
+                                                      boundary.get("high")]]})
+    with contextlib.suppress(OSError, ValueError):
+        info = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+        if isinstance(info, dict):
+            extra = Shapes.from_dict(info.get("shapes"))
+            shapes.boxes += extra.boxes
+            shapes.circles += extra.circles
+    return name, shapes
+
+
 def render_run(
     run_dir: str | os.PathLike, *, box: Box | None = None, max_frames: int = 60, fps: float = 15
 ) -> list[Path]:
     """Render first.png, last.png, energy.png and animation.gif into `run_dir`.
 
     Each image is written only when its inputs exist (frames.npz, energy.csv); returns the
-    paths written. Raises FileNotFoundError when the directory holds neither.
+    paths written. Raises FileNotFoundError when the directory holds neither. The stills and
+    the animation share one view (limits over the whole run, marker sizes from the first
+    frame's particle spacing); last.png also shows each particle's path when there are few.
     """
     run_dir = Path(run_dir)
     frames, energy = run_dir / "frames.npz", run_dir / "energy.csv"
     if not frames.exists() and not energy.exists():
         raise FileNotFoundError(f"{run_dir}: no frames.npz or energy.csv to render")
+    name, shapes = run_meta(run_dir)
     written: list[Path] = []
     x = np.zeros((0, 0, 2))
+    bonds = triangles = limits = spacing = None
     if frames.exists():
         bonds, triangles = _topology(run_dir)
         with np.load(frames) as npz:
-            x = npz["x"] if npz["x"].ndim == 3 else npz["x"][..., None]  # (F, N) is 1-D
+            x = as_positions_frames(npz["x"])
             step = npz["step"] if "step" in npz.files else np.arange(len(x))
             time = npz["time"] if "time" in npz.files else None
     if len(x):
         # Whole-run limits, so first.png, last.png and the animation are directly comparable.
-        limits = fit_limits(x, box)
-        still_box = box if box is not None else (limits[:, 0], limits[:, 1])
-        for name, i in (("first", 0), ("last", len(x) - 1)):
-            title = f"{name}: step {int(step[i])}"
+        limits = fit_limits(x, box, shapes=shapes)
+        spacing = typical_spacing(x[0])
+        depth = depth_range(x)
+        free = bonds is None and triangles is None and x.shape[1] <= TRAILS_MAX_PARTICLES
+        for label, i in (("first", 0), ("last", len(x) - 1)):
+            title = f"{name}: " if name else ""
+            title += f"{label} frame, step {int(step[i])}"
             if time is not None:
                 title += f", t = {float(time[i]):.4g}"
             written.append(
@@ -61,13 +104,17 @@ def render_run(
                     x[i],
                     bonds=bonds,
                     triangles=triangles,
-                    box=still_box,
                     title=title,
-                    path=run_dir / f"{name}.png",
+                    path=run_dir / f"{label}.png",
+                    shapes=shapes,
+                    limits=limits,
+                    spacing=spacing,
+                    depth=depth,
+                    trails=x[: i + 1] if free and label == "last" and i > 0 else None,
                 )
             )
     if energy.exists():
-        written.append(render_energy(energy, run_dir / "energy.png"))
+        written.append(render_energy(energy, run_dir / "energy.png", title=name))
     if len(x):
         written.append(
             render_animation(
@@ -77,7 +124,10 @@ def render_run(
                 triangles=triangles,
                 max_frames=max_frames,
                 fps=fps,
-                box=box,
+                shapes=shapes,
+                name=name,
+                limits=limits,
+                spacing=spacing,
             )
         )
     return written

@@ -30,6 +30,7 @@ def check_scene(scene: Scene, threads: int | None = None) -> CheckReport:
     potential, _forces = system.forces()
     for kernel in system.step_kernels:
         kernel()
+    system.render_shapes()  # a broken render_shapes hook is bad input too
     return CheckReport([str(k.ref.name) for k in system.energy],
                        [str(k.ref.name) for k in system.step_kernels],
                        sorted(system.extra), potential, time.perf_counter() - started)

@@ -152,6 +152,9 @@ def run_scene(scene: Scene, out_dir: Path, *, resume: bool = False,
     try:
         system, state = prepare(scene, checkpoint, threads)
         info["timings"]["setup_s"] = round(time.perf_counter() - started, 4)
+        shapes = system.render_shapes()
+        if shapes:
+            info["shapes"] = shapes  # what the pictures draw behind the particles
         if checkpoint is None:
             writer.add(make_frame(state, system, scene))
         else:

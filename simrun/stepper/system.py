@@ -94,6 +94,26 @@ class System:
                                      "is already taken. Rename it in the kernel module.")
                 self.extra[name] = f
 
+    def render_shapes(self) -> dict[str, list]:
+        """Scenery for the pictures from the modules' optional ``render_shapes(params)`` hook:
+        ``{"boxes": [[low, high], ...], "circles": [[x, y, r], ...]}`` (e.g. MPM walls)."""
+        refs = [t.kernel for t in self.scene.energy]
+        refs += list(self.scene.step_kernels.kernels) if self.scene.step_kernels else []
+        merged: dict[str, list] = {"boxes": [], "circles": []}
+        for path in dict.fromkeys(ref.path for ref in refs):
+            hook = getattr(load_module(path), "render_shapes", None)
+            if hook is None:
+                continue
+            try:
+                found = hook(dict(self._module_params(path)))
+                for kind in merged:
+                    merged[kind] += np.asarray(found.get(kind, []), dtype=float).tolist()
+            except (AttributeError, KeyError, TypeError, ValueError) as exc:
+                raise SceneError(f"{path}: render_shapes() failed: {type(exc).__name__}: "
+                                 f"{exc}. It must return {{'boxes': [[low, high], ...], "
+                                 "'circles': [[x, y, r], ...]}.") from None
+        return {kind: rows for kind, rows in merged.items() if rows}
+
     def values(self) -> dict[str, Any]:
         """Everything a kernel argument can be bound to, except scene params."""
         return {"x": self.x, "v": self.v, "m": self.m, "x0": self.x0, "U": self.U,
