@@ -2,12 +2,16 @@
 
 Locals overwritten inside the task (assigned twice, or inside a loop) are pushed on a growable
 per-thread stack before each overwrite and popped on the way back, so no fixed stack size
-limits loop trip counts.  Global loads' adjoints go to field.grad atomically; a store's adjoint
+limits loop trip counts.  Inner loops whose iterations can be rebuilt from their inputs
+(recompute.py: the typical energy loop `acc += e(x[i], x[j])`) instead re-run their body at
+the start of each reverse iteration and save their locals once around the whole loop.  Global loads' adjoints go to field.grad atomically; a store's adjoint
 reads and clears field.grad.  Writes are replayed in the forward sweep only for fields the
 kernel also reads (the runtime restores those fields' pre-launch values first).
 """
 
 from __future__ import annotations
+
+from contextlib import contextmanager
 
 from ..errors import AutodiffError
 from ..ir import builder
@@ -36,6 +40,7 @@ from ..ir.nodes import (
 from .analysis import kernel_access, used_vars
 from .normalize import normalize
 from .races import check_races
+from .recompute import loop_defs, recomputable, recompute_body
 from .rules import partials
 
 
@@ -45,8 +50,9 @@ def has_grad(f) -> bool:
 
 class TaskReverser:
     def __init__(self, task: Task, replay_fields: set, kernel_name: str, slot_vars: set,
-                 stopped: frozenset = frozenset()):
+                 stopped: frozenset = frozenset(), written: frozenset = frozenset()):
         self.task = task
+        self.written = written  # fields any statement of the kernel writes
         self.stopped = stopped  # ti.stop_grad fields: their loads take no adjoint
         self.replay = replay_fields
         self.kernel_name = kernel_name
@@ -54,6 +60,8 @@ class TaskReverser:
         self.adj: dict = {}
         self.multi: set = set()
         self.used = set()
+        self.recompute: set = set()  # loops reversed by re-running their body (recompute.py)
+        self.in_recompute = False  # inside such a loop: no per-statement push or pop
 
     # ------------------------------------------------------------ analysis
     def find_multi(self, body, in_loop: bool, counts: dict) -> None:
@@ -80,6 +88,24 @@ class TaskReverser:
             self.adj[v] = a
         return a
 
+    def saves(self, v: Var) -> bool:
+        """Whether a statement assigning v pushes the old value (and its reversal pops it)."""
+        return v in self.multi and not self.in_recompute
+
+    @contextmanager
+    def recomputing(self):
+        self.in_recompute = True
+        try:
+            yield
+        finally:
+            self.in_recompute = False
+
+    def find_recomputable(self, body) -> None:
+        protected = set(self.slot_vars)
+        for s in walk(body):
+            if isinstance(s, For) and recomputable(s, self.written, protected):
+                self.recompute.add(s)
+
     def error(self, message: str, span) -> AutodiffError:
         return AutodiffError(message, span, self.kernel_name)
 
@@ -88,14 +114,14 @@ class TaskReverser:
         out = []
         for s in body:
             if isinstance(s, (Assign, Load, Random)):
-                if s.var in self.multi:
+                if self.saves(s.var):
                     out.append(StackPush(s.var))
                 out.append(s)
             elif isinstance(s, Store):
                 if s.field in self.replay:
                     out.append(s)
             elif isinstance(s, Atomic):
-                if s.result is not None and s.result in self.multi:
+                if s.result is not None and self.saves(s.result):
                     out.append(StackPush(s.result))
                 if s.field in self.replay:
                     out.append(s)
@@ -107,6 +133,10 @@ class TaskReverser:
                         "kernel outside the differentiated region", s.span)
             elif isinstance(s, If):
                 out.append(If(s.cond, self.forward(s.then), self.forward(s.orelse), span=s.span))
+            elif isinstance(s, For) and s in self.recompute:
+                out += [StackPush(v) for v in loop_defs(s.body)]
+                with self.recomputing():
+                    out.append(For(s.var, s.begin, s.end, self.forward(s.body), span=s.span))
             elif isinstance(s, For):
                 out.append(For(s.var, s.begin, s.end, self.forward(s.body), span=s.span))
             elif isinstance(s, While):
@@ -158,18 +188,18 @@ class TaskReverser:
         for s in reversed(body):
             if isinstance(s, Assign):
                 g = self.take_adjoint(s.var, out)
-                if s.var in self.multi:
+                if self.saves(s.var):
                     out.append(StackPop(s.var))
                 if g is not None:
                     self.backprop(s.value, g, out)
             elif isinstance(s, Load):
                 g = self.take_adjoint(s.var, out)
-                if s.var in self.multi:
+                if self.saves(s.var):
                     out.append(StackPop(s.var))
                 if g is not None and has_grad(s.field) and s.field not in self.stopped:
                     out.append(Atomic("add", s.field.grad, s.comp, s.indices, g, span=s.span))
             elif isinstance(s, Random):
-                if s.var in self.multi:
+                if self.saves(s.var):
                     out.append(StackPop(s.var))
             elif isinstance(s, Store):
                 if has_grad(s.field) and s.value.dtype.is_float:
@@ -185,8 +215,15 @@ class TaskReverser:
             elif isinstance(s, For):
                 rv = Var("rev", s.var.dtype)
                 n = s.end - s.begin
-                body = [Assign(s.var, s.end - 1 - VarRef(rv))] + self.reverse(s.body)
+                body = [Assign(s.var, s.end - 1 - VarRef(rv))]
+                if s in self.recompute:
+                    with self.recomputing():
+                        body += recompute_body(s.body) + self.reverse(s.body)
+                else:
+                    body += self.reverse(s.body)
                 out.append(For(rv, builder.const(0, s.var.dtype), n, body, span=s.span))
+                if s in self.recompute:
+                    out += [StackPop(v) for v in reversed(loop_defs(s.body))]
             elif isinstance(s, While):
                 rv = Var("rev", s.counter.dtype)
                 body = self.reverse(s.body[:s.inner_len])
@@ -197,7 +234,7 @@ class TaskReverser:
     def reverse_atomic(self, s: Atomic, out: list) -> None:
         if s.result is not None:
             g = self.take_adjoint(s.result, out)
-            if s.result in self.multi:
+            if self.saves(s.result):
                 out.append(StackPop(s.result))
             if g is not None and has_grad(s.field):
                 raise self.error(f"the old value returned by ti.atomic_{s.op} on field "
@@ -223,6 +260,7 @@ class TaskReverser:
         self.used = used_vars(body)
         self.find_multi(body, False, {})
         self.multi -= {v for v in self.multi if v in self.slot_vars and self.task.kind == "range"}
+        self.find_recomputable(body)
         fwd = self.forward(body)
         rev = self.reverse(body)
         init = [Assign(a, builder.const(0, a.dtype)) for v, a in self.adj.items()
@@ -239,7 +277,7 @@ def reverse_kernel(kir: KernelIR) -> KernelIR:
     adj_slots: dict = {}
     for task in reversed(kir.tasks):
         rv = TaskReverser(task, replay, kir.name, slot_vars,
-                          frozenset(kir.extra.get("stop_grad", ())))
+                          frozenset(kir.extra.get("stop_grad", ())), frozenset(access.writes))
         rv.adj = adj_slots
         tasks.append(rv.run())
     used_later = _slot_vars_used_across(kir, slot_vars)

@@ -1,0 +1,125 @@
+"""Which serial loops the reverse pass may recompute instead of saving every local on a stack.
+
+Saving each local of an inner loop on the autodiff stack costs a push and a pop per value
+per iteration: for an O(N^2) pair energy that is most of the gradient's run time.  A loop
+qualifies for recomputation when re-running its body at the start of each reverse iteration
+rebuilds exactly the values the forward iteration had:
+
+- straight-line code and ifs only (no nested loop, break, random draw or atomic result);
+- loads only from fields no statement of the kernel writes (their values cannot change);
+- each local assigned once in the body (so "before" and "after" a statement agree on every
+  other local), outside any if unless it is read only inside that same branch;
+- a local read before its assignment in an iteration (carried across iterations) is a pure
+  accumulator: read only by its own update `v = v + e` / `v = e + v` / `v = v - e`, whose
+  derivative needs no value of v.  Its recomputed value is garbage, and nothing reads it.
+
+The loop's locals are saved once around the whole loop instead, so the code before and after
+it reverses as before.
+"""
+
+from __future__ import annotations
+
+from ..codegen.layout import stmt_reads
+from ..ir.nodes import (
+    AssertStmt,
+    Assign,
+    Atomic,
+    For,
+    If,
+    Load,
+    OpExpr,
+    Print,
+    Return,
+    Store,
+    VarRef,
+    expr_vars,
+    walk,
+)
+from ..ir.ops import Op
+
+_ALLOWED = (Assign, Load, Store, Atomic, If, AssertStmt, Print, Return)
+
+
+def loop_defs(body) -> list:
+    """Locals assigned in a loop body, in order of first assignment."""
+    seen: dict = {}
+    for s in walk(body):
+        if isinstance(s, (Assign, Load)):
+            seen.setdefault(s.var, None)
+    return list(seen)
+
+
+def _is_accumulation(s, v) -> bool:
+    """`v = v + e`, `v = e + v` or `v = v - e` with e free of v."""
+    if not isinstance(s, Assign) or s.var is not v or not isinstance(s.value, OpExpr):
+        return False
+    e = s.value
+    if e.op not in (Op.ADD, Op.SUB) or len(e.args) != 2:
+        return False
+    own = [isinstance(a, VarRef) and a.var is v for a in e.args]
+    if e.op == Op.SUB and not own[0]:
+        return False
+    if sum(own) != 1:
+        return False
+    other = e.args[1] if own[0] else e.args[0]
+    return v not in set(expr_vars(other))
+
+
+def recomputable(loop: For, written_fields: set, protected: set) -> bool:
+    """Whether `loop`'s reverse may re-run its body instead of popping saved values.
+
+    `protected` are locals the loop must not own (kernel-level locals shared across tasks).
+    """
+    body = loop.body
+    stmts = list(walk(body))
+    if not all(isinstance(s, _ALLOWED) for s in stmts):
+        return False
+    if any(isinstance(s, Atomic) and s.result is not None for s in stmts):
+        return False
+    if any(isinstance(s, Load) and s.field in written_fields for s in stmts):
+        return False
+    defs = [s.var for s in stmts if isinstance(s, (Assign, Load))]
+    owned = set(defs)
+    if len(defs) != len(owned) or owned & protected:
+        return False
+    if owned & {v for e in (loop.begin, loop.end) for v in expr_vars(e)}:
+        return False
+    carried: dict = {}
+    if not _scan(body, set(), owned, carried):
+        return False
+    for v, readers in carried.items():
+        if not all(_is_accumulation(s, v) for s in readers):
+            return False
+        if any(v in set(stmt_reads(s)) for s in stmts if not _is_accumulation(s, v)):
+            return False
+    return True
+
+
+def _scan(body, defined: set, owned: set, carried: dict) -> bool:
+    """Record reads of owned locals not yet assigned in this iteration (program order)."""
+    for s in body:
+        for v in stmt_reads(s):
+            if v in owned and v not in defined:
+                carried.setdefault(v, []).append(s)
+        if isinstance(s, (Assign, Load)):
+            defined.add(s.var)
+        elif isinstance(s, If):
+            then_defined, else_defined = set(defined), set(defined)
+            if not (_scan(s.then, then_defined, owned, carried)
+                    and _scan(s.orelse, else_defined, owned, carried)):
+                return False
+            defined |= then_defined & else_defined
+    return True
+
+
+def recompute_body(body) -> list:
+    """The loop body's local computations only: what re-running an iteration needs."""
+    out = []
+    for s in body:
+        if isinstance(s, (Assign, Load)):
+            out.append(s)
+        elif isinstance(s, If):
+            then, orelse = recompute_body(s.then), recompute_body(s.orelse)
+            if then or orelse:
+                out.append(If(s.cond, then, orelse, span=s.span))
+    return out

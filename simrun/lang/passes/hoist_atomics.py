@@ -1,0 +1,129 @@
+"""Hoist atomic adds whose target does not change inside a serial loop into a local sum.
+
+`for j in range(n): g[i] += e(j)` does one atomic read-modify-write per iteration on the same
+element; `s = 0; for j: s += e(j); g[i] += s` does one.  Reverse mode writes this shape for
+every load `x[i]` in an inner loop (its adjoint goes to `x.grad[i]`), and users write it too.
+
+Pre: structured IR.  Post: for each serial For, every `atomic add/sub` whose field is neither
+loaded nor stored in the loop, whose old value is unused, and whose indices read no local the
+loop assigns, becomes `s = s + value` on a fresh local, flushed by one atomic add after the
+loop (guarded by `end > begin`, so an empty loop touches nothing, as before).  Other atomics
+on the same field stay (adds commute).  Floating-point sums are regrouped, as a parallel
+launch regroups them anyway.
+"""
+
+from __future__ import annotations
+
+from ..ir import builder
+from ..ir.nodes import (
+    Assign,
+    Atomic,
+    Const,
+    For,
+    If,
+    KernelIR,
+    Load,
+    OpExpr,
+    Store,
+    Task,
+    Var,
+    VarRef,
+    While,
+    expr_vars,
+    walk,
+)
+from ..ir.ops import Op
+
+
+def _key(e):
+    """A structural identity for an index expression."""
+    if isinstance(e, Const):
+        return ("c", e.value, e.dtype)
+    if isinstance(e, VarRef):
+        return ("v", id(e.var))
+    if isinstance(e, OpExpr):
+        return (e.op, e.dtype) + tuple(_key(a) for a in e.args)
+    return ("?", id(e))
+
+
+def _assigned(body) -> set:
+    out = set()
+    for s in walk(body):
+        for name in ("var", "result"):
+            v = getattr(s, name, None)
+            if isinstance(v, Var):
+                out.add(v)
+    return out
+
+
+def _hoistable_fields(loop: For) -> set:
+    """Fields that the loop only ever touches with result-free atomic add/sub."""
+    touched, blocked = set(), set()
+    for s in walk(loop.body):
+        if isinstance(s, (Load, Store)):
+            blocked.add(id(s.field))
+        elif isinstance(s, Atomic):
+            touched.add(id(s.field))
+            if s.result is not None or s.op not in ("add", "sub"):
+                blocked.add(id(s.field))
+    return touched - blocked
+
+
+def _rewrite(body, fields: set, variant: set, sums: dict) -> list:
+    out = []
+    for s in body:
+        if isinstance(s, Atomic) and id(s.field) in fields and not (
+                variant & {v for i in s.indices for v in expr_vars(i)}):
+            key = (id(s.field), s.comp) + tuple(_key(i) for i in s.indices)
+            if key not in sums:
+                sums[key] = (Var(f"{s.field.name}_sum", s.field.dtype), s)
+            acc = sums[key][0]
+            value = builder.cast(s.value, acc.dtype)
+            op = Op.ADD if s.op == "add" else Op.SUB
+            out.append(Assign(acc, builder.make(op, VarRef(acc), value), span=s.span))
+        elif isinstance(s, If):
+            out.append(If(s.cond, _rewrite(s.then, fields, variant, sums),
+                          _rewrite(s.orelse, fields, variant, sums), span=s.span))
+        else:
+            out.append(s)
+    return out
+
+
+def _hoist_loop(loop: For) -> list:
+    fields = _hoistable_fields(loop)
+    if not fields:
+        return [loop]
+    variant = _assigned(loop.body) | {loop.var}
+    sums: dict = {}
+    body = _rewrite(loop.body, fields, variant, sums)
+    if not sums:
+        return [loop]
+    init = [Assign(acc, builder.const(0, acc.dtype), span=loop.span) for acc, _ in sums.values()]
+    flush = [Atomic("add", s.field, s.comp, s.indices, VarRef(acc), span=s.span)
+             for acc, s in sums.values()]
+    ran = builder.make(Op.GT, loop.end, loop.begin)
+    return init + [For(loop.var, loop.begin, loop.end, body, span=loop.span),
+                   If(ran, flush, [], span=loop.span)]
+
+
+def _block(body) -> list:
+    out = []
+    for s in body:
+        if isinstance(s, For):
+            inner = For(s.var, s.begin, s.end, _block(s.body), span=s.span)
+            out += _hoist_loop(inner)
+        elif isinstance(s, If):
+            out.append(If(s.cond, _block(s.then), _block(s.orelse), span=s.span))
+        elif isinstance(s, While):
+            loop = While(_block(s.body), span=s.span)
+            loop.__dict__.update({k: v for k, v in s.__dict__.items() if k not in ("body", "span")})
+            out.append(loop)
+        else:
+            out.append(s)
+    return out
+
+
+def run(kir: KernelIR) -> KernelIR:
+    tasks = [Task(t.kind, _block(t.body), t.var, t.begin, t.end, t.span, t.index_vars)
+             for t in kir.tasks]
+    return KernelIR(kir.name, tasks, kir.arg_vars, kir.ret_types, kir.span, kir.extra)
