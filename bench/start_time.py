@@ -66,8 +66,8 @@ def main() -> int:
     no_pyc = dict(env, PYTHONDONTWRITEBYTECODE="1")
     no_pyc.pop("PYTHONPYCACHEPREFIX")
     py = sys.executable
-    # the same program without its four GUI lines: what a renderer that needs no matplotlib
-    # could start in (the simulation, the cached kernels and x.to_numpy() per frame)
+    # the same program without its four GUI lines: the floor any renderer could start in
+    # (the simulation, the cached kernels and x.to_numpy() per frame)
     with open(GRAVITY) as f:
         source = f.read()
     head = source[:source.index("gui = ti.GUI(")]
@@ -79,13 +79,14 @@ def main() -> int:
         ("python -c pass", [py, "-c", "pass"], env),
         ("python -c 'import numpy'", [py, "-c", "import numpy"], env),
         ("python -c 'import simrun.lang'", [py, "-c", "import simrun.lang"], env),
-        ("... + import simrun.lang.gui (matplotlib)",
-         [py, "-c", "import simrun.lang, simrun.lang.gui"], env),
+        ("... + import simrun.lang.gui and its headless canvas (PIL)",
+         [py, "-c", "import simrun.lang, simrun.lang.gui, simrun.lang.gui_pil"], env),
         (f"python bench/ad_gravity.py ({args.frames} frame)", [py, GRAVITY], env),
         ("same, no bytecode cache (PYTHONDONTWRITEBYTECODE=1)", [py, GRAVITY], no_pyc),
         ("same program without the GUI lines", [py, sim_only], env),
     ]
-    timed([py, "-c", "import simrun.lang, simrun.lang.gui"], env, tmp)  # bytecode cache
+    timed([py, "-c", "import simrun.lang, simrun.lang.gui, simrun.lang.gui_pil"], env,
+          tmp)  # bytecode cache
     cold = timed([py, GRAVITY], dict(env, SIMRUN_CACHE_DIR=os.path.join(tmp, "cold")), tmp)
     load = os.getloadavg()[0]
     print(f"{os.cpu_count()} cores; median of {args.runs} warm runs each; load avg {load:.1f} "

@@ -1,8 +1,10 @@
-"""A `ti.GUI`-compatible canvas drawn with matplotlib's Agg renderer.
+"""A `ti.GUI`-compatible canvas: a Tk window when there is a display, PNG frames otherwise.
 
-Why: Taichi's docs and DiffTaichi examples drive a `GUI` (circles, lines, `show()`, events). We
-render the same calls with a persistent Agg figure whose data units are pixels, so scripts run
-unchanged, headless runs produce PNG frames instead of failing, and nothing needs a display.
+Why: Taichi's docs and DiffTaichi examples drive a `GUI` (circles, lines, `show()`, events).
+This module keeps Taichi's conventions (coordinates in [0,1] with y up, radii in pixels,
+0xRRGGBB colours, palettes) and hands normalized pixel-space shapes to a canvas: matplotlib's
+Agg (`gui_mpl.py`) behind a window, PIL (`gui_pil.py`) headless, so that a headless run never
+pays for importing matplotlib and scripts run unchanged without a display.
 
 Environment (read once, at construction): `SIMRUN_GUI_HEADLESS=1` forces headless mode;
 `SIMRUN_GUI_DIR` is where headless frames go (default `./simrun_gui/<name>`);
@@ -13,30 +15,26 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 import sys
+import zlib
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.collections import EllipseCollection, LineCollection, PolyCollection
-from matplotlib.figure import Figure
-from matplotlib.image import AxesImage
-from PIL import Image
-
-_DPI = 72  # one point is one pixel, so line widths and font sizes are in pixels
 
 
 def _rgb(color: Any, n: int | None = None) -> np.ndarray:
     """0xRRGGBB int (or per-item int array, or float RGB rows) -> float RGB in [0, 1]."""
     c = np.asarray(color)
     if c.dtype.kind == "f" and c.shape[-1:] in ((3,), (4,)):
-        return c[..., :3].astype(np.float64)
-    c = c.astype(np.int64)
-    rgb = np.stack([(c >> 16) & 255, (c >> 8) & 255, c & 255], axis=-1) / 255.0
-    return rgb if n is None or rgb.ndim == 2 else np.broadcast_to(rgb, (n, 3))
+        rgb = c[..., :3].astype(np.float64)
+    else:
+        c = c.astype(np.int64)
+        rgb = np.stack([(c >> 16) & 255, (c >> 8) & 255, c & 255], axis=-1) / 255.0
+    return rgb if n is None else np.broadcast_to(rgb.reshape(-1, 3), (n, 3))
 
 
 def _points(a: Any) -> np.ndarray:
@@ -47,6 +45,11 @@ def _points(a: Any) -> np.ndarray:
     if a.shape[-1:] != (2,):
         raise ValueError(f"GUI positions must have shape (N, 2) or (2,), got {a.shape}")
     return a.reshape(-1, 2)
+
+
+def _per_item(a: Any, n: int) -> np.ndarray:
+    """A scalar or one value per item -> float (n,)."""
+    return np.broadcast_to(np.asarray(a, dtype=np.float64).reshape(-1), (n,))
 
 
 def _display_available() -> bool:
@@ -125,6 +128,17 @@ class _TkWindow:
         self.tk.destroy()
 
 
+def _canvas_class(windowed: bool) -> type:
+    """matplotlib only behind a window; headless frames use PIL (no ~0.75 s import)."""
+    if windowed:
+        from .gui_mpl import MplCanvas
+
+        return MplCanvas
+    from .gui_pil import PilCanvas
+
+    return PilCanvas
+
+
 class GUI:
     """Drop-in for Taichi 1.7's `ti.GUI`: (0,0) is bottom-left, radii in pixels, 0xRRGGBB."""
 
@@ -149,46 +163,27 @@ class GUI:
         self._events: deque[_Event] = deque()
         self._cursor = (0.5, 0.5)
         self._running = True
-        self._artists: list[Any] = []
         max_frames = os.environ.get("SIMRUN_GUI_MAX_FRAMES", "")
         self._max_frames = int(max_frames) if max_frames.strip() else None
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_.") or "gui"
         self.frame_dir = Path(os.environ.get("SIMRUN_GUI_DIR") or Path("simrun_gui") / safe)
         self._announced = False
-        self._init_figure()
         self._window: _TkWindow | None = None
         if show_gui and _display_available():
             try:
                 self._window = _TkWindow(self, fullscreen)
             except Exception as exc:  # no usable display after all: fall back to frames
                 print(f"simrun.gui: no window ({exc}); writing frames instead", file=sys.stderr)
-
-    def _init_figure(self) -> None:
-        w, h = self.res
-        # A hair over w/72 so that rounding never loses the last pixel column.
-        self._fig = Figure(figsize=((w + 0.01) / _DPI, (h + 0.01) / _DPI), dpi=_DPI)
-        self._canvas = FigureCanvasAgg(self._fig)
-        self._ax = self._fig.add_axes((0, 0, 1, 1))
-        self._ax.set_axis_off()
-        self._ax.set_xlim(0, w)
-        self._ax.set_ylim(0, h)
-        self._ax.set_autoscale_on(False)
+        self._canvas = _canvas_class(self._window is not None)(self.res)
         self.clear()
 
     # -- drawing --------------------------------------------------------------------------
-    def _add(self, artist: Any) -> None:
-        artist.set_zorder(len(self._artists) + 1)  # later calls draw on top, as in Taichi
-        self._artists.append(artist)
-
     def _px(self, p: np.ndarray) -> np.ndarray:
         return p * np.asarray(self.res, dtype=np.float64)
 
     def clear(self, color: int | None = None) -> None:
         """Drop everything drawn so far and fill with `color` (default: the background)."""
-        for a in self._artists:
-            a.remove()
-        self._artists = []
-        self._fig.set_facecolor(_rgb(self.background_color if color is None else color))
+        self._canvas.clear(_rgb(self.background_color if color is None else color))
 
     def set_image(self, img: Any) -> None:
         """Paint `img[x, y]` (x right, y up), gray/RG/RGB/RGBA, float in [0,1] or unsigned ints."""
@@ -202,12 +197,7 @@ class GUI:
             a = np.concatenate([a, np.zeros_like(a[..., :1])], axis=2)
         elif a.shape[2] == 1:
             a = np.repeat(a, 3, axis=2)
-        a = a[..., :3]  # Taichi's canvas ignores image alpha
-        w, h = self.res
-        im = AxesImage(self._ax, origin="lower", interpolation="nearest", extent=(0, w, 0, h))
-        im.set_data(a.transpose(1, 0, 2))
-        self._ax.add_image(im)
-        self._add(im)
+        self._canvas.set_image(a[..., :3])  # Taichi's canvas ignores image alpha
 
     def circles(self, pos: Any, radius: Any = 1, color: Any = 0xFFFFFF,
                 palette: Any = None, palette_indices: Any = None) -> None:
@@ -217,12 +207,7 @@ class GUI:
         if palette is not None:
             idx = np.asarray(getattr(palette_indices, "to_numpy", lambda: palette_indices)())
             color = np.asarray(palette, dtype=np.int64)[idx.astype(np.int64).reshape(n)]
-        d = 2.0 * np.broadcast_to(np.asarray(radius, dtype=np.float64).reshape(-1), (n,))
-        coll = EllipseCollection(d, d, np.zeros(n), units="xy", offsets=xy,
-                                 offset_transform=self._ax.transData,
-                                 facecolors=_rgb(color, n), edgecolors="none")
-        self._ax.add_collection(coll, autolim=False)
-        self._add(coll)
+        self._canvas.circles(xy, _per_item(radius, n), _rgb(color, n))
 
     def circle(self, pos: Any, color: int = 0xFFFFFF, radius: float = 1) -> None:
         """One filled circle."""
@@ -231,11 +216,8 @@ class GUI:
     def lines(self, begin: Any, end: Any, radius: Any = 1, color: Any = 0xFFFFFF) -> None:
         """Segments begin[i]-end[i]; `radius` is half the width in pixels."""
         segs = np.stack([self._px(_points(begin)), self._px(_points(end))], axis=1)
-        width = 2.0 * np.asarray(radius, dtype=np.float64).reshape(-1)
-        coll = LineCollection(segs, linewidths=width, colors=_rgb(color, len(segs)),
-                              capstyle="round", joinstyle="round")
-        self._ax.add_collection(coll, autolim=False)
-        self._add(coll)
+        n = len(segs)
+        self._canvas.lines(segs, _per_item(radius, n), _rgb(color, n))
 
     def line(self, begin: Any, end: Any, radius: float = 1, color: int = 0xFFFFFF) -> None:
         """One segment."""
@@ -244,10 +226,7 @@ class GUI:
     def triangles(self, a: Any, b: Any, c: Any, color: Any = 0xFFFFFF) -> None:
         """Filled triangles (a[i], b[i], c[i])."""
         tri = np.stack([self._px(_points(p)) for p in (a, b, c)], axis=1)
-        rgb = _rgb(color, len(tri))
-        coll = PolyCollection(tri, facecolors=rgb, edgecolors=rgb, linewidths=0.5)
-        self._ax.add_collection(coll, autolim=False)
-        self._add(coll)
+        self._canvas.triangles(tri, _rgb(color, len(tri)))
 
     def triangle(self, a: Any, b: Any, c: Any, color: int = 0xFFFFFF) -> None:
         """One filled triangle."""
@@ -279,17 +258,13 @@ class GUI:
     def text(self, content: str, pos: Any, font_size: float = 15, color: int = 0xFFFFFF) -> None:
         """Text whose top-left corner is at `pos`; `font_size` in pixels."""
         x, y = self._px(_points(pos))[0]
-        t = self._ax.text(x, y, str(content), fontsize=font_size, color=_rgb(color),
-                          ha="left", va="top", clip_on=True)
-        self._add(t)
+        self._canvas.text(str(content), float(x), float(y), float(font_size),
+                          _rgb(color).reshape(3))
 
     # -- output ---------------------------------------------------------------------------
     def _render(self) -> np.ndarray:
         """Rasterize the current frame; returns (h, w, 3) uint8, top row first."""
-        self._canvas.draw()
-        buf = np.asarray(self._canvas.buffer_rgba())
-        h, w = self.res[1], self.res[0]
-        return buf[:h, :w, :3]
+        return self._canvas.render()
 
     def get_image(self) -> np.ndarray:
         """The current frame as float32 (w, h, 4) indexed [x, y] like Taichi's `get_image`."""
@@ -369,10 +344,33 @@ class GUI:
         self.close()
 
 
+def _png(rgb: np.ndarray) -> bytes:
+    """(h, w, 3) uint8 -> PNG bytes (no row filter, zlib level 1).
+
+    Why not `Image.save`: it first imports five PIL format plugins (~30 ms), a tenth of a
+    headless gravity run's start."""
+    h, w = rgb.shape[:2]
+    rows = np.zeros((h, 1 + 3 * w), np.uint8)  # each row: filter type 0, then RGB
+    rows[:, 1:] = rgb.reshape(h, 3 * w)
+
+    def chunk(tag: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data))
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(rows.tobytes(), 1)) + chunk(b"IEND", b""))
+
+
 def _save_png(rgb: np.ndarray, path: Path) -> None:
-    """Write atomically so that a viewer never reads a half-written frame."""
+    """Write atomically so that a viewer never reads a half-written frame; PNG unless the
+    suffix names another format PIL can write."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fmt = Image.registered_extensions().get(path.suffix.lower(), "PNG")
-    Image.fromarray(np.ascontiguousarray(rgb)).save(tmp, format=fmt, compress_level=1)
+    ext = path.suffix.lower()
+    if ext in ("", ".png"):
+        tmp.write_bytes(_png(rgb))
+    else:
+        from PIL import Image
+
+        fmt = Image.registered_extensions().get(ext, "PNG")
+        Image.fromarray(np.ascontiguousarray(rgb)).save(tmp, format=fmt)
     os.replace(tmp, path)
