@@ -25,6 +25,9 @@ or ``ti.i32``. Taichi kernels cannot have default values, hence ``DEFAULTS``.
 
 Optional module hooks
     DEFAULTS = {"kernel_name": {"param": value, ...}}
+    LIMITS = {"kernel_name": ["k >= 0", "-1 < poisson < 0.5", "first + count <= n"], ...}
+        conditions on the parameters (and ``n``, the particle count, and ``dim``), checked
+        before anything runs; a broken one is reported at the parameter's value in the scene.
     def allocate(ctx) -> dict[str, field]
         creates extra fields (e.g. per-triangle rest shapes, an MPM grid) after ``ti.init``;
         ``ctx`` has n, dim, dtype (and np_dtype), x0, masses, topology (NumPy) and params

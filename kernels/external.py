@@ -3,6 +3,7 @@
 import simrun.lang as ti
 
 DEFAULTS = {"uniform_gravity": {"g": 9.8}, "anchor": {"k": 1e4, "first": 0, "count": 1}}
+LIMITS = {"anchor": ["k >= 0", "first >= 0", "count >= 0", "first + count <= n"]}
 
 
 @ti.kernel

@@ -10,6 +10,7 @@ import numpy as np
 import simrun.lang as ti
 
 DEFAULTS = {"neo_hookean": {"youngs": 1000.0, "poisson": 0.3}}
+LIMITS = {"neo_hookean": ["youngs > 0", "-1 < poisson < 0.5"]}  # Lame lambda is finite
 
 
 def rest_shapes(x0: np.ndarray, triangles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

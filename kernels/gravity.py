@@ -3,6 +3,7 @@
 import simrun.lang as ti
 
 DEFAULTS = {"gravity": {"softening": 1e-3, "strength": 1.0}}
+LIMITS = {"gravity": ["softening > 0"]}  # the i == j pairs divide by sqrt(softening)
 
 
 @ti.kernel

@@ -11,6 +11,10 @@ DEFAULTS = {
     "harmonic_angles": {"k": 10.0, "theta0": 109.5},
     "cosine_dihedrals": {"k": 1.0, "n": 3, "phase": 0.0},
 }
+LIMITS = {
+    "harmonic_bonds": ["k >= 0", "r0 >= 0"],
+    "harmonic_angles": ["k >= 0", "0 <= theta0 <= 180"],
+}
 
 
 @ti.kernel

@@ -22,6 +22,9 @@ DEFAULTS = {
                 "obstacle_r": 0.07},
     "g2p": dict(_STEP),
 }
+_GRID = ["n_grid >= 4"]
+LIMITS = {"p2g": _GRID, "g2p": _GRID,
+          "grid_op": _GRID + ["bound >= 1", "2 * bound < n_grid", "obstacle_r >= 0"]}
 
 
 def render_shapes(params) -> dict:
@@ -35,6 +38,10 @@ def render_shapes(params) -> dict:
 def allocate(ctx) -> dict:
     """The grid (velocity/momentum and mass) and the per-particle affine matrix C."""
     n_grid = int(ctx.params.get("n_grid", _STEP["n_grid"]))
+    if ctx.dim != 2:
+        raise ValueError(f"the MPM kernels are 2-D but the scene has dim {ctx.dim}")
+    if ((ctx.x0 < 0) | (ctx.x0 >= 1)).any():  # the grid covers the unit square only
+        raise ValueError("every particle must start inside the unit square [0, 1)^2")
     return {
         "C": ti.Matrix.field(ctx.dim, ctx.dim, dtype=ctx.dtype, shape=ctx.n),
         "grid_v": ti.Vector.field(ctx.dim, dtype=ctx.dtype, shape=(n_grid, n_grid)),

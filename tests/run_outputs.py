@@ -60,7 +60,7 @@ def check_run_dir(out: Path, *, name: str, steps: int, every: int, n: int, dim: 
     assert info["steps_done"] == steps and info["frames"] == len(frame_steps)
     assert info["seed"] == scene["seed"]
     assert set(info["versions"]) == {"simrun", "python", "numpy", "llvmlite"}
-    assert info["timings"]["wall_s"] > 0
+    assert info["timings"]["wall_s"] > 0 and info["timings"]["render_s"] > 0
 
     for png in ("first.png", "last.png", "energy.png"):
         with Image.open(out / png) as im:

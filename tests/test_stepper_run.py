@@ -139,7 +139,9 @@ def test_unknown_kernel_parameter_suggests(tmp_path: Path) -> None:
     with pytest.raises(SceneError) as info:
         check_scene(load_scene(_scene_with(tmp_path, ref)))
     msg = str(info.value)
-    assert msg.startswith(f"{tmp_path}/scene.yaml:5:5: parameter 'sofening' is not an argument")
+    col = (tmp_path / "scene.yaml").read_text().splitlines()[4].index("sofening") + 1
+    assert msg.startswith(f"{tmp_path}/scene.yaml:5:{col}: parameter 'sofening' is not an "
+                          "argument")  # at the parameter's own key
     assert "Did you mean 'softening'?" in msg
 
 

@@ -38,6 +38,28 @@ def is_compile_error(exc: BaseException) -> bool:
     return isinstance(exc, CompileError)
 
 
+def is_kernel_failure(exc: BaseException) -> bool:
+    """Other errors simrun.lang raises on purpose, e.g. a kernel that failed while running."""
+    try:
+        from simrun.lang.errors import SimrunError
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(exc, SimrunError)
+
+
+def compile_message(exc: BaseException) -> str:
+    """``file:line:col: kernel 'k' does not compile: why.`` then the source line and a caret."""
+    span, kernel = getattr(exc, "span", None), getattr(exc, "kernel", None)
+    bare = str(getattr(exc, "bare", exc)).strip()
+    if span is None:
+        return f"error: a kernel does not compile: {bare}"
+    col = f":{span.col + 1}" if span.text else ""
+    who = f"kernel '{kernel}'" if kernel else "a kernel"
+    text = f"error: {span.file}:{span.line}{col}: {who} does not compile: {bare}"
+    text = text if text.endswith((".", "?", "!")) else text + "."
+    return text + " Fix the kernel module." + span.excerpt()
+
+
 def fail(message: str, code: int) -> typer.Exit:
     err.print(message, markup=False, soft_wrap=True)
     return typer.Exit(code)
@@ -51,7 +73,8 @@ def _on_sigterm(_signum: int, _frame: Any) -> None:
 def exit_codes(on_interrupt: Callable[[], str] | None = None) -> Iterator[None]:
     """Map errors to exit codes: 2 bad input, 1 simulation failure, 130 interrupted.
 
-    Bad input prints its one-paragraph message and no traceback.
+    Bad input prints its one-paragraph message and no traceback; so does a kernel that
+    fails while it runs (exit 1). Anything else is a bug in simrun and keeps its traceback.
     """
     from simrun.stepper import SimulationError
 
@@ -67,7 +90,9 @@ def exit_codes(on_interrupt: Callable[[], str] | None = None) -> Iterator[None]:
         raise fail(f"interrupted{': ' + note if note else ''}", EXIT_INTERRUPTED) from None
     except Exception as exc:
         if is_compile_error(exc):
-            raise fail(f"error: kernel does not compile: {exc}", EXIT_BAD_INPUT) from None
+            raise fail(compile_message(exc), EXIT_BAD_INPUT) from None
+        if is_kernel_failure(exc):
+            raise fail(f"simulation failed: {exc}", EXIT_FAILED) from None
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -29,16 +29,35 @@ class StepsPerSecond(ProgressColumn):
 
 @contextmanager
 def step_bar(label: str, enabled: bool = True) -> Iterator[ProgressFn | None]:
-    """Yield a callback ``(done, total)`` that drives a bar on stderr (None when disabled)."""
+    """Yield a callback ``(done, total)`` that drives a bar on stderr (None when disabled).
+
+    The bar appears with the first step, so a scene that fails while its kernels compile
+    prints only its error; on a terminal a transient "compiling" line shows until then."""
     if not enabled:
         yield None
         return
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                StepsPerSecond(), TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
-    with Progress(*columns, console=err, transient=False) as bar:
-        task = bar.add_task(label, total=None)
+    status = err.status(f"{label}: compiling kernels") if err.is_terminal else None
+    bar: Progress | None = None
+    task = None
+    if status is not None:
+        status.start()
 
-        def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
+    def update(done: int, total: int) -> None:
+        nonlocal bar, task
+        if bar is None:
+            if status is not None:
+                status.stop()
+            bar = Progress(*columns, console=err, transient=False)
+            bar.start()
+            task = bar.add_task(label, total=total)
+        bar.update(task, completed=done, total=total)
 
+    try:
         yield update
+    finally:
+        if bar is not None:
+            bar.stop()
+        elif status is not None:
+            status.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 from typing import Annotated
 
@@ -16,13 +17,21 @@ def render(run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A ru
     """Redraw the pictures of a run from its saved frames.
 
     Writes first.png, last.png, energy.png and animation.gif into RUN_DIR from its
-    frames.npz, energy.csv, topology.npz, scene.yaml and run.json."""
+    frames.npz, energy.csv, topology.npz, scene.yaml and run.json (a run saved without
+    positions gets only energy.png)."""
     if not (run_dir / "frames.npz").is_file():
         raise fail(f"error: {run_dir}: no frames.npz here, so there is nothing to render. Give "
                    "the folder of a run (e.g. outputs/gravity/run-001).", EXIT_BAD_INPUT)
     with exit_codes():
         from simrun.render import render_run
 
-        written = render_run(run_dir)
+        try:
+            written = render_run(run_dir)
+        except (OSError, ValueError, KeyError, IndexError, zipfile.BadZipFile) as exc:
+            raise fail(f"error: {run_dir}: cannot render this run: its saved files are not "
+                       f"what 'simrun run' writes ({type(exc).__name__}: {exc}). Run the scene "
+                       "again to get fresh outputs.", EXIT_BAD_INPUT) from None
+    if not written:
+        out.print(f"{run_dir}: nothing to draw (no positions or energies were saved)")
     for path in written:
         out.print(str(path))

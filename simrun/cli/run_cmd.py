@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from simrun.cli.common import SceneArg, SetOpt, ThreadsOpt, err, exit_codes, out
 from simrun.cli.progress import step_bar
-from simrun.outputs.rundir import choose_run_dir
+from simrun.outputs.rundir import check_out_dir, choose_run_dir
+from simrun.outputs.runinfo import read_run_info, write_run_info
 from simrun.scene import Scene, load_scene
 from simrun.stepper import RunResult, run_scene
 
@@ -33,6 +34,19 @@ def render_pictures(run_dir: Path) -> tuple[list[Path], str | None, float]:
         return list(render_run(run_dir)), None, time.perf_counter() - started
     except Exception as exc:  # noqa: BLE001 - the simulation's outputs are still good
         return [], f"{type(exc).__name__}: {exc}", time.perf_counter() - started
+
+
+def record_render(run_dir: Path, seconds: float, error: str | None) -> None:
+    """Add the pictures' time (and any rendering error) to run.json's timings."""
+    path = run_dir / "run.json"
+    try:
+        info = read_run_info(path)
+    except (OSError, ValueError):
+        return  # run.json is the stepper's; without it there is nothing to add to
+    info.setdefault("timings", {})["render_s"] = round(seconds, 4)
+    if error:
+        info["render_error"] = error
+    write_run_info(path, info)
 
 
 def conserves_energy(scene: Scene) -> bool:
@@ -63,9 +77,13 @@ def summary(scene: Scene, result: RunResult, render_error: str | None,
     files = sorted(p.name for p in result.out_dir.iterdir() if not p.name.startswith("."))
     out.print(f"  outputs   {result.out_dir}{os.sep}")
     out.print(f"            {' '.join(files)}", soft_wrap=True)
+    warn_render(result.out_dir, render_error)
+
+
+def warn_render(run_dir: Path, render_error: str | None) -> None:
     if render_error:
         err.print(f"warning: pictures were not rendered ({render_error}); try "
-                  f"'simrun render {result.out_dir}'", markup=False)
+                  f"'simrun render {run_dir}'", markup=False)
 
 
 def run(
@@ -101,25 +119,38 @@ def run(
       simrun run scenes/molecule.yaml --steps 2000 --set dt=1e-3 --out /tmp/mol
       simrun run scenes/gravity.yaml --resume          (after Ctrl-C)
     """
-    state: dict[str, Path] = {}
+    state: dict[str, Any] = {}
 
     def interrupted() -> str:
         where = state.get("dir")
-        if where is None:
-            return "nothing was written"
+        if state.get("finished"):
+            return (f"the run finished (outputs in {where}) but drawing its pictures was "
+                    f"stopped; draw them with 'simrun render {where}'")
+        if where is None or not (where / "state.npz").is_file():
+            return "no frame was saved, so there is nothing to resume; run it again"
         return (f"outputs so far are in {where}; continue with 'simrun run {scene_path} "
                 f"--resume --out {where}'")
 
+    def new_dir() -> Path:  # called by the stepper once the kernels compiled
+        state["dir"] = choose_run_dir(scene.name, out_dir, resume=False, overwrite=overwrite)
+        return state["dir"]
+
     with exit_codes(interrupted):
         scene = load_scene(scene_path, overrides(sets, steps, seed))
-        state["dir"] = choose_run_dir(scene.name, out_dir, resume=resume, overwrite=overwrite)
+        if resume:
+            state["dir"] = choose_run_dir(scene.name, out_dir, resume=True, overwrite=False)
+        elif out_dir is not None:
+            check_out_dir(out_dir, overwrite=overwrite)  # fail before compiling anything
         with step_bar(scene.name, enabled=not quiet) as progress:
-            result = run_scene(scene, state["dir"], resume=resume, progress=progress,
-                               threads=threads)
+            result = run_scene(scene, state["dir"] if resume else new_dir, resume=resume,
+                               progress=progress, threads=threads)
+        state["finished"] = True
         render_error, render_s = None, None
         if not no_render:
             _pictures, render_error, render_s = render_pictures(result.out_dir)
+            record_render(result.out_dir, render_s, render_error)
     if quiet:
         out.print(str(result.out_dir))
+        warn_render(result.out_dir, render_error)
     else:
         summary(scene, result, render_error, render_s)

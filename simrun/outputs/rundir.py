@@ -51,14 +51,9 @@ def clear_outputs(path: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def choose_run_dir(scene_name: str, out: Path | None, *, resume: bool, overwrite: bool,
-                   root: Path = Path("outputs")) -> Path:
-    """Pick (and prepare) the folder for a run, following --out/--resume/--overwrite."""
-    if out is None:
-        base = root / scene_name
-        return latest_run_dir(base) if resume else new_run_dir(base)
-    if resume:
-        return out
+def check_out_dir(out: Path, *, overwrite: bool) -> bool:
+    """Whether ``out`` can take a new run (SceneError if not); True when a run there must be
+    cleared first. Changes nothing, so the CLI can ask before compiling anything."""
     if out.exists() and not out.is_dir():
         raise SceneError(f"{out}: is a file, not a folder. Give --out a folder for the run.")
     if out.is_dir() and any(out.iterdir()):
@@ -69,6 +64,21 @@ def choose_run_dir(scene_name: str, out: Path | None, *, resume: bool, overwrite
         if not overwrite:
             raise SceneError(f"{out}: the folder already holds a run. Add --overwrite to "
                              "replace it, --resume to continue it, or choose another --out.")
+        return True
+    return False
+
+
+def choose_run_dir(scene_name: str, out: Path | None, *, resume: bool, overwrite: bool,
+                   root: Path = Path("outputs")) -> Path:
+    """Pick (and prepare) the folder for a run, following --out/--resume/--overwrite.
+
+    With ``resume`` nothing is created or changed."""
+    if out is None:
+        base = root / scene_name
+        return latest_run_dir(base) if resume else new_run_dir(base)
+    if resume:
+        return out
+    if check_out_dir(out, overwrite=overwrite):
         clear_outputs(out)
     out.mkdir(parents=True, exist_ok=True)
     return out

@@ -85,7 +85,8 @@ def render_run(
     if frames.exists():
         bonds, triangles = _topology(run_dir)
         with np.load(frames) as npz:
-            x = as_positions_frames(npz["x"])
+            if "x" in npz.files:  # a run with outputs.positions: false has none to draw
+                x = as_positions_frames(npz["x"])
             step = npz["step"] if "step" in npz.files else np.arange(len(x))
             time = npz["time"] if "time" in npz.files else None
     if len(x):

@@ -38,12 +38,15 @@ def kernel_ref(node: Node, name: str, scene_dir: Path) -> KernelRef:
                    "Check the file name, or give a path relative to the scene file")
 
 
-def params(node: Node | None, name: str) -> dict[str, float | int]:
-    """A mapping of parameter names to numbers (ints stay ints, bools are refused)."""
+def params(node: Node | None, name: str
+           ) -> tuple[dict[str, float | int], dict[str, tuple[str, str]]]:
+    """Parameter names -> numbers (ints stay ints, bools are refused), and where each
+    parameter's key and value are written (for errors found once the kernel is loaded)."""
     if node is None:
-        return {}
+        return {}, {}
     reader = MapReader(node, name)
     out: dict[str, float | int] = {}
+    places: dict[str, tuple[str, str]] = {}
     for key, (key_node, value) in reader.items.items():
         if not key.isidentifier():
             raise error_at(key_node, f"parameter name '{key}' in '{name}' is not a valid "
@@ -53,7 +56,8 @@ def params(node: Node | None, name: str) -> dict[str, float | int]:
             out[key] = raw
         else:
             out[key] = as_float(value, f"{name}.{key}")
-    return out
+        places[key] = (where(key_node), where(value))
+    return out, places
 
 
 def energy_terms(node: Node | None, scene_dir: Path) -> tuple[EnergyTerm, ...]:
@@ -66,8 +70,8 @@ def energy_terms(node: Node | None, scene_dir: Path) -> tuple[EnergyTerm, ...]:
         reader.done(("kernel", "params"))
         ref = kernel_ref(reader.require("kernel", "Add 'kernel: kernels/<module>.py:<kernel>'"),
                          f"{section}.kernel", scene_dir)
-        terms.append(EnergyTerm(ref, params(reader.get("params"), f"{section}.params"),
-                                where(item)))
+        values, places = params(reader.get("params"), f"{section}.params")
+        terms.append(EnergyTerm(ref, values, where(item), places))
     return tuple(terms)
 
 
@@ -82,4 +86,4 @@ def step_kernels(node: Node | None, scene_dir: Path) -> StepKernels | None:
                        "List the kernels to call each step, in order")
     refs = tuple(kernel_ref(n, f"step_kernels.kernels[{i}]", scene_dir)
                  for i, n in enumerate(items))
-    return StepKernels(refs, params(reader.get("params"), "step_kernels.params"))
+    return StepKernels(refs, *params(reader.get("params"), "step_kernels.params"))

@@ -37,6 +37,8 @@ class EnergyTerm:
     kernel: KernelRef
     params: dict[str, float | int]
     where: str
+    # file:line:col of each parameter's key and value, for errors found with the kernel
+    param_where: dict[str, tuple[str, str]] = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"kernel": str(self.kernel), "params": dict(self.params)}
@@ -48,6 +50,7 @@ class StepKernels:
 
     kernels: tuple[KernelRef, ...]
     params: dict[str, float | int]
+    param_where: dict[str, tuple[str, str]] = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"kernels": [str(k) for k in self.kernels], "params": dict(self.params)}

@@ -7,6 +7,7 @@ hook, then the scene's ``params`` and the module's ``DEFAULTS``.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
 import inspect
@@ -116,16 +117,46 @@ def find_kernel(ref: KernelRef, module: ModuleType) -> Any:
                      f"{hint + ' ' if hint else ''}{listed}.")
 
 
-def check_params(ref: KernelRef, given: Iterable[str], accepted: Iterable[str], where: str
-                 ) -> None:
-    """Every scene parameter must name an argument of (one of) the kernel(s)."""
+def check_params(ref: KernelRef, given: Iterable[str], accepted: Iterable[str], where: str,
+                 places: Mapping[str, tuple[str, str]] | None = None) -> None:
+    """Every scene parameter must name an argument of (one of) the kernel(s).
+
+    The error points at the parameter's key when ``places`` knows it, else at ``where``."""
     accepted = sorted(set(accepted))
     for name in given:
         if name not in accepted:
             hint = did_you_mean(name, accepted)
-            raise SceneError(f"{where}: parameter '{name}' is not an argument of kernel "
+            at = places[name][0] if places and name in places else where
+            raise SceneError(f"{at}: parameter '{name}' is not an argument of kernel "
                              f"'{ref.name}' ({ref.path.name}). {hint + ' ' if hint else ''}"
                              f"Its arguments are: {', '.join(accepted)}.")
+
+
+def check_limits(ref: KernelRef, module: ModuleType, values: Mapping[str, Any], where: str,
+                 places: Mapping[str, tuple[str, str]], context: Mapping[str, Any]) -> None:
+    """The module's ``LIMITS[kernel]``: conditions on the parameters such as ``"k >= 0"`` or
+    ``"first + count <= n"`` (``n``: particle count, ``dim``), checked before any launch.
+
+    A broken condition is reported at the value of a parameter it names that the scene sets
+    (preferring a --set override), else at the kernel reference."""
+    for condition in getattr(module, "LIMITS", {}).get(ref.name, ()):
+        names = [n.id for n in ast.walk(ast.parse(condition, mode="eval"))
+                 if isinstance(n, ast.Name)]
+        scope = {**context, **values}
+        known = {n: scope[n] for n in dict.fromkeys(names) if n in scope}
+        if len(known) < len(set(names)):
+            continue  # a condition about an argument this binding does not have
+        if eval(condition, {"__builtins__": {}}, dict(known)):  # noqa: S307 - module's own text
+            continue
+        given = [n for n in dict.fromkeys(names) if n in places]
+        from_cli = [n for n in given if places[n][1].endswith("(command line)")]
+        culprit = (from_cli or given or [None])[-1]  # an override, else the last one named
+        at = places[culprit][1] if culprit else where
+        shown = ", ".join(f"{n} = {v:g}" for n, v in known.items())
+        what = f"parameter '{culprit}'" if culprit else "the parameters"
+        raise SceneError(f"{at}: {what} of kernel '{ref.name}' ({ref.path.name}) must satisfy "
+                         f"{condition} (here {shown}). Change the value in the scene's "
+                         "params.")
 
 
 def bind(ref: KernelRef, kernel: Any, values: Mapping[str, Any], defaults: Mapping[str, Any]

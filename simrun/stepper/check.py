@@ -6,6 +6,8 @@ import time
 from dataclasses import dataclass
 
 from simrun.scene import Scene, initial_state
+from simrun.stepper.integrators import State
+from simrun.stepper.run import check_finite
 from simrun.stepper.system import System
 
 
@@ -21,13 +23,17 @@ class CheckReport:
 def check_scene(scene: Scene, threads: int | None = None) -> CheckReport:
     """Compile every kernel by evaluating the forces once and each step kernel once.
 
-    Nothing is written. Raises SceneError or simrun.lang's CompileError on bad input.
+    Nothing is written. Raises SceneError or simrun.lang's CompileError on bad input, and
+    SimulationError when the energy or forces at step 0 are not finite (the run would stop
+    there).
     """
     started = time.perf_counter()
     x0, v0 = initial_state(scene)
     system = System(scene, x0, threads)
     system.set_state(x0, v0)
-    potential, _forces = system.forces()
+    potential, forces = system.forces()
+    x, v = system.get_state()
+    check_finite(State(0, x, v, forces, potential), scene)
     for kernel in system.step_kernels:
         kernel()
     system.render_shapes()  # a broken render_shapes hook is bad input too

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from simrun.outputs import Frame, RunWriter
-from simrun.scene import Scene, SceneError, initial_state
+from simrun.scene import Scene, initial_state
 from simrun.stepper import files
 from simrun.stepper.integrators import State, kinetic_energy, make_step
 from simrun.stepper.system import System
@@ -57,20 +58,26 @@ def check_finite(state: State, scene: Scene) -> None:
     """Raise SimulationError naming the step if positions, velocities or U are not finite."""
     total = float(state.x.sum(dtype=np.float64)) + float(state.v.sum(dtype=np.float64))
     if math.isfinite(total + float(state.f.sum(dtype=np.float64)) + state.potential):
-        return  # fast path; the loop below finds out what went wrong
+        return  # fast path; the code below finds out what went wrong
+    if state.step == 0:
+        fix = ("The initial state is already bad: check the energy terms' params (e.g. a "
+               "softening that is not positive) and the initial positions (e.g. two particles "
+               "at the same place).")
+    else:
+        fix = (f"The simulation is unstable: try a smaller dt (now {scene.dt:g}) or softer "
+               "energy parameters.")
+    where = f"step {state.step} (t = {state.step * scene.dt:.6g})"
     for what, arr in (("positions", state.x), ("velocities", state.v), ("forces", state.f)):
         bad = ~np.isfinite(arr).all(axis=1)
         if bad.any():
             first = int(np.argmax(bad))
             raise SimulationError(
-                f"step {state.step} (t = {state.step * scene.dt:.6g}): {what} became NaN or "
-                f"infinite (first at particle {first}, {int(bad.sum())} particles in all). The "
-                f"simulation is unstable: try a smaller dt (now {scene.dt:g}) or softer "
-                "energy parameters.", state.step)
-    if not math.isfinite(state.potential):
-        raise SimulationError(f"step {state.step} (t = {state.step * scene.dt:.6g}): the "
-                              f"potential energy became {state.potential}. Try a smaller dt.",
-                              state.step)
+                f"{where}: {what} became NaN or infinite (first at particle {first}, "
+                f"{int(bad.sum())} particles in all). {fix}", state.step)
+    if math.isfinite(state.potential):
+        return  # only the check's sums overflowed
+    raise SimulationError(f"{where}: the potential energy became {state.potential}. {fix}",
+                          state.step)
 
 
 def make_frame(state: State, system: System, scene: Scene) -> Frame:
@@ -81,7 +88,10 @@ def make_frame(state: State, system: System, scene: Scene) -> Frame:
 
 
 def prepare(scene: Scene, checkpoint: dict | None, threads: int | None) -> tuple[System, State]:
-    """Build the system and the state at step 0 or at the checkpoint; compiles the kernels."""
+    """Build the system and the state at step 0 or at the checkpoint; compiles the kernels.
+
+    Raises SceneError or a CompileError for bad kernels and SimulationError when the first
+    forces are not finite; nothing is written."""
     if checkpoint is None:
         x0, v0 = initial_state(scene)
         system = System(scene, x0, threads)
@@ -91,6 +101,7 @@ def prepare(scene: Scene, checkpoint: dict | None, threads: int | None) -> tuple
         step, x, v = int(checkpoint["step"]), checkpoint["x"], checkpoint["v"]
         system.load_extra_state(checkpoint)
     system.set_state(x, v)
+    system.compile_step_kernels()  # a bad step kernel fails here, before anything is written
     x, v = system.get_state()
     potential, f = system.forces()
     state = State(step, x, v, f, potential)
@@ -124,37 +135,48 @@ def loop(scene: Scene, system: System, state: State, writer: RunWriter,
          progress: ProgressFn | None, flush_interval: float) -> None:
     step_fn, every, total = make_step(scene, system), scene.outputs.every, scene.steps
     clock = _Clock(flush_interval)
-    while state.step < total:
-        step_fn(state)
-        state.step += 1
-        check_finite(state, scene)
-        if state.step % every == 0 or state.step == total:
-            writer.add(make_frame(state, system, scene))
-            if clock.flush_due():
-                started = time.perf_counter()
-                writer.flush()
-                clock.flushed(time.perf_counter() - started)
-        if progress is not None and (state.step == total or clock.progress_due()):
+    try:
+        while state.step < total:
+            step_fn(state)
+            state.step += 1
+            check_finite(state, scene)
+            if state.step % every == 0 or state.step == total:
+                writer.add(make_frame(state, system, scene))
+                if clock.flush_due():
+                    started = time.perf_counter()
+                    writer.flush()
+                    clock.flushed(time.perf_counter() - started)
+            if progress is not None and (state.step == total or clock.progress_due()):
+                progress(state.step, total)
+    finally:
+        if progress is not None and state.step < total:  # stopped early: show where
             progress(state.step, total)
 
 
-def run_scene(scene: Scene, out_dir: Path, *, resume: bool = False,
-              progress: ProgressFn | None = None, threads: int | None = None,
-              flush_interval: float = 1.0) -> RunResult:
-    """Run ``scene`` into ``out_dir`` (created); with ``resume``, continue the run there."""
+def run_scene(scene: Scene, out_dir: str | os.PathLike[str] | Callable[[], Path], *,
+              resume: bool = False, progress: ProgressFn | None = None,
+              threads: int | None = None, flush_interval: float = 1.0) -> RunResult:
+    """Run ``scene`` into ``out_dir`` (created); with ``resume``, continue the run there.
+
+    ``out_dir`` may be a function that creates and returns the folder: it is called only
+    once the kernels have compiled and the first forces are finite, so a scene with a bad
+    kernel writes nothing (with ``resume`` the folder is needed first, to read the state).
+    """
     started = time.perf_counter()
-    out_dir = Path(out_dir)
-    checkpoint = files.load_checkpoint(out_dir, scene) if resume else None
-    x0_hint = None if checkpoint is None else checkpoint["x0"]
-    writer = RunWriter(out_dir, files.writer_options(scene, x0_hint))
-    info = files.start(out_dir, scene, checkpoint)
-    status, state = "error", None
+    where = out_dir if callable(out_dir) else (lambda: Path(out_dir))
+    target = Path(where()) if resume else None
+    checkpoint = files.load_checkpoint(target, scene) if target is not None else None
+    system, state = prepare(scene, checkpoint, threads)
+    setup_s = round(time.perf_counter() - started, 4)
+    shapes = system.render_shapes()
+    target = target if target is not None else Path(where())
+    writer = RunWriter(target, files.writer_options(scene, system.x0_np))
+    info = files.start(target, scene, checkpoint)
+    info["timings"]["setup_s"] = setup_s
+    if shapes:
+        info["shapes"] = shapes  # what the pictures draw behind the particles
+    status = "error"
     try:
-        system, state = prepare(scene, checkpoint, threads)
-        info["timings"]["setup_s"] = round(time.perf_counter() - started, 4)
-        shapes = system.render_shapes()
-        if shapes:
-            info["shapes"] = shapes  # what the pictures draw behind the particles
         if checkpoint is None:
             writer.add(make_frame(state, system, scene))
         else:
@@ -168,17 +190,16 @@ def run_scene(scene: Scene, out_dir: Path, *, resume: bool = False,
     except SimulationError as exc:
         status, info["error"] = "failed", str(exc)
         raise
-    except SceneError as exc:
-        status, info["error"] = "bad input", str(exc)
+    except Exception as exc:  # e.g. a kernel that compiles only when first launched
+        status, info["error"] = "error", f"{type(exc).__name__}: {exc}"
         raise
     finally:
         try:
             writer.flush()
         finally:
-            files.finish(out_dir, info, status, writer, state, started)
+            files.finish(target, info, status, writer, state, started)
     energies = writer.energies
-    return RunResult(out_dir, status, info.get("resumed_from_step", 0), state.step, scene.steps,
+    return RunResult(target, status, info.get("resumed_from_step", 0), state.step, scene.steps,
                      time.perf_counter() - started,
                      energies[0][2] + energies[0][3] if energies else None,
-                     energies[-1][2] + energies[-1][3] if energies else None,
-                     info["timings"].get("setup_s", 0.0))
+                     energies[-1][2] + energies[-1][3] if energies else None, setup_s)

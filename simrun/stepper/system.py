@@ -15,6 +15,7 @@ from simrun.stepper.binding import (
     BoundKernel,
     KernelContext,
     bind,
+    check_limits,
     check_params,
     find_kernel,
     load_module,
@@ -41,6 +42,7 @@ class System:
         ti.init(**options)
         self._make_fields(np.asarray(x0))
         self.extra: dict[str, Any] = {}
+        self._validate_params()
         self._allocate_module_fields()
         self.energy = [self._bind_term(term) for term in scene.energy]
         self.step_kernels = self._bind_step_kernels()
@@ -119,10 +121,33 @@ class System:
         return {"x": self.x, "v": self.v, "m": self.m, "x0": self.x0, "U": self.U,
                 "dt": self.scene.dt, **self.topology, **self.extra}
 
+    def _validate_params(self) -> None:
+        """Scene params name kernel arguments and meet the modules' LIMITS (before allocate,
+        which may size fields from them)."""
+        context = {"n": self.scene.particles.count, "dim": self.scene.particles.dim}
+        for term in self.scene.energy:
+            module = load_module(term.kernel.path)
+            kernel = find_kernel(term.kernel, module)
+            check_params(term.kernel, term.params, parameter_names(kernel), term.where,
+                         term.param_where)
+            defaults = getattr(module, "DEFAULTS", {}).get(term.kernel.name, {})
+            check_limits(term.kernel, module, {**defaults, **term.params}, term.where,
+                         term.param_where, context)
+        sk = self.scene.step_kernels
+        if sk is None:
+            return
+        found = [(ref, load_module(ref.path)) for ref in sk.kernels]
+        kernels = [find_kernel(ref, module) for ref, module in found]
+        accepted = {name for k in kernels for name in parameter_names(k)}
+        check_params(sk.kernels[0], sk.params, accepted, sk.kernels[0].where, sk.param_where)
+        for (ref, module), k in zip(found, kernels):
+            defaults = getattr(module, "DEFAULTS", {}).get(ref.name, {})
+            own = {n: v for n, v in sk.params.items() if n in parameter_names(k)}
+            check_limits(ref, module, {**defaults, **own}, ref.where, sk.param_where, context)
+
     def _bind_term(self, term) -> BoundKernel:
         module = load_module(term.kernel.path)
         kernel = find_kernel(term.kernel, module)
-        check_params(term.kernel, term.params, parameter_names(kernel), term.where)
         defaults = getattr(module, "DEFAULTS", {}).get(term.kernel.name, {})
         return bind(term.kernel, kernel, {**self.values(), **term.params}, defaults)
 
@@ -131,12 +156,16 @@ class System:
         if sk is None:
             return []
         found = [(ref, load_module(ref.path)) for ref in sk.kernels]
-        kernels = [find_kernel(ref, module) for ref, module in found]
-        accepted = {name for k in kernels for name in parameter_names(k)}
-        check_params(sk.kernels[0], sk.params, accepted, sk.kernels[0].where)
-        return [bind(ref, k, {**self.values(), **sk.params},
+        return [bind(ref, find_kernel(ref, module), {**self.values(), **sk.params},
                      getattr(module, "DEFAULTS", {}).get(ref.name, {}))
-                for (ref, module), k in zip(found, kernels)]
+                for ref, module in found]
+
+    def compile_step_kernels(self) -> None:
+        """Compile the step kernels without launching them (they would advance the state)."""
+        for bound in self.step_kernels:
+            compile_only = getattr(bound.kernel, "prepare", None)  # simrun.lang kernels
+            if compile_only is not None:
+                compile_only(bound.args, "primal")
 
     # --- state -------------------------------------------------------------------------
     def forces(self) -> tuple[float, np.ndarray]:

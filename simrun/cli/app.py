@@ -1,0 +1,50 @@
+"""The Typer application: the root command (help, --version) and its subcommands."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from simrun import __version__
+from simrun.cli.check_cmd import check
+from simrun.cli.render_cmd import render
+from simrun.cli.run_cmd import run
+
+HELP = """Differentiable physical simulation from the command line.
+
+A scene is a YAML file (scenes/*.yaml in the simrun repository; keys in scenes/README.md):
+particles, energy terms written in simrun.lang (forces are F = -dU/dx by autodiff, never by
+hand), an integrator, dt, steps and what to save.
+
+\b
+  simrun run scenes/gravity.yaml          simulate; outputs go to outputs/gravity/run-NNN
+  simrun check scenes/gravity.yaml        validate and compile without running
+  simrun render outputs/gravity/run-001   redraw the pictures of a run
+  simrun run --help                       all options, and what a run folder holds
+
+\b
+Shipped scenes: gravity (the reference N-body example, N = 8), gravity_1024, molecule
+(bonds, angles, dihedrals), fem (neo-Hookean beam), mpm (strip over an obstacle).
+
+Exit status: 0 ok, 1 the simulation failed (e.g. NaN), 2 bad input, 130 interrupted.
+"""
+
+app = typer.Typer(help=HELP, no_args_is_help=True, pretty_exceptions_enable=False,
+                  add_completion=False, rich_markup_mode=None)
+app.command(no_args_is_help=True)(run)
+app.command(no_args_is_help=True)(check)
+app.command(no_args_is_help=True)(render)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"simrun {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="Show the version and exit.")] = False
+          ) -> None:
+    """Differentiable physical simulation from the command line."""
