@@ -9,7 +9,7 @@ Builders allocate their own fields and return a ``Program`` of plain callables. 
 from typing import Callable
 
 import numpy as np
-from p2g import build_p2g, build_p2g_polar
+from p2g import build_p2g, build_p2g_polar, build_p2g_sorted
 from program import Program
 
 
@@ -177,6 +177,7 @@ BENCHMARKS: dict[str, tuple[Callable[..., Program], int, int]] = {
     "pair_energy_ndrange_4096": (build_pair_energy_ndrange, 4096, 256),
     "p2g_8192": (build_p2g, 8192, 512),
     "p2g_polar_8192": (build_p2g_polar, 8192, 512),
+    "p2g_sorted_8192": (build_p2g_sorted, 8192, 512),
 }
 
 # Large kernels re-timed with cpu_max_num_threads=1 to measure parallel speedup.
@@ -185,4 +186,5 @@ SCALING_BENCHMARKS = [
     "pair_energy_local_4096",
     "pair_energy_ndrange_4096",
     "p2g_8192",
+    "p2g_sorted_8192",
 ]

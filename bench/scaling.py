@@ -2,6 +2,7 @@
 
     python bench/scaling.py                     # simrun, 5 rounds, plus the numpy bandwidth
     python bench/scaling.py --module both --rounds 7 --json scaling.json
+    python bench/scaling.py --baseline ../simrun-prev   # also the previous checkout, interleaved
 
 run.py's scaling table times the 1-thread worker once, minutes after the default worker; on
 a small shared box the load changes in between. Here each round starts one worker per
@@ -39,11 +40,12 @@ from timing import ForeignLoad, wait_for_quiet  # noqa: E402
 SAXPY_N = 1 << 24
 
 
-def run_worker(module: str, threads: int, names: list, args, tmp: str) -> tuple[dict, float]:
+def run_worker(module: str, threads: int, names: list, args, tmp: str,
+               bench_dir: str = HERE) -> tuple[dict, float]:
     """Medians per benchmark, and the foreign load: cores' worth of CPU that other processes
     used while the worker ran (this box is shared; a busy neighbour skews one side)."""
     out = os.path.join(tmp, f"{module}-{threads}-{time.monotonic_ns()}.json")
-    cmd = [sys.executable, os.path.join(HERE, "worker.py"), "--module", module, "--out", out,
+    cmd = [sys.executable, os.path.join(bench_dir, "worker.py"), "--module", module, "--out", out,
            "--threads", str(threads), "--forward-only", "--only", ",".join(names),
            "--reps", str(args.reps), "--warmup", "2"]
     with ForeignLoad() as load:
@@ -108,10 +110,18 @@ def main() -> int:
     ap.add_argument("--wait-quiet", type=float, default=120.0,
                     help="before each attempt, wait up to this many seconds for the other "
                          "processes to go quiet")
+    ap.add_argument("--baseline", metavar="DIR",
+                    help="another checkout of this repository (e.g. `git worktree` of the "
+                         "previous commit): its simrun workers run in the same rounds, "
+                         "interleaved, as module 'simrun@baseline'")
     ap.add_argument("--json")
     args = ap.parse_args()
     names = [n for n in args.only.split(",") if n] or list(SCALING_BENCHMARKS)
     modules = ["simrun", "taichi"] if args.module == "both" else [args.module]
+    bench_dirs = {m: HERE for m in modules}
+    if args.baseline and "simrun" in modules:
+        modules.insert(modules.index("simrun") + 1, "simrun@baseline")
+        bench_dirs["simrun@baseline"] = os.path.join(os.path.abspath(args.baseline), "bench")
     load_before = os.getloadavg()[0]
     rounds: dict = {m: [] for m in modules}  # per round: foreign loads and medians
     with tempfile.TemporaryDirectory(prefix="simrun-scaling-") as tmp:
@@ -122,7 +132,8 @@ def main() -> int:
                     wait_for_quiet(args.wait_quiet, args.max_foreign_load)
                     got, loads = {}, []
                     for t in order:
-                        got[t], load = run_worker(m, t, names, args, tmp)
+                        got[t], load = run_worker(m.split("@")[0], t, names, args, tmp,
+                                                  bench_dirs[m])
                         loads.append(load)
                     print(f"[scaling] round {r + 1}/{args.rounds} {m}: foreign load "
                           f"{' / '.join(f'{x:.2f}' for x in loads)} cores", file=sys.stderr,

@@ -1,28 +1,28 @@
 """IR -> llvmlite.ir: one LLVM function per task, `i64 task(ctx, tid, nthreads)`.
 
-nthreads == 0 is the probe call: a small loop runs inline and returns 0, a large one returns
-its trip count untouched so the runtime can split it over threads (tid, nthreads).
+nthreads <= 0 is the probe call (-nthreads: the runtime's thread count): a range task whose
+estimated work is small runs inline and returns 0; a larger one resets its chunk counters and
+returns its chunk count, and the runtime then calls it on each thread (tid < nthreads), which
+takes chunks until none are left. The cost model, chunk sizes and reduction partials are
+described in schedule.py.
 """
 
 from __future__ import annotations
+
+import platform
 
 from llvmlite import ir
 
 from ..ir.nodes import (
     Assign,
-    Atomic,
     Const,
-    For,
-    Load,
     OpExpr,
     Print,
     Random,
     Return,
     StackPop,
     StackPush,
-    Store,
     VarRef,
-    While,
     walk,
 )
 from ..ir.ops import Op
@@ -32,29 +32,21 @@ from ..types import i64 as I64T
 from . import llvm_ops
 from .layout import STACK_BYTES, Layout, stmt_writes
 from .llvm_types import F64, I32, I64, PTR, const, llvm_type
-
-SMALL_FLAT_LOOP = 8192   # iterations run inline when the body has no inner loop
-CHUNKS_PER_THREAD = 4
-
-
-def _accumulation(s):
-    """The increment e when s is `v = v + e` (what `v += e` lowers to), else None."""
-    from ..ir import builder
-    from ..ir.nodes import OpExpr as _Op
-
-    v = s.value
-    if isinstance(v, _Op) and v.op is Op.CAST:
-        v = v.args[0]
-    if not (isinstance(v, _Op) and v.op in (Op.ADD, Op.SUB)):
-        return None
-    lhs = v.args[0]
-    if isinstance(lhs, _Op) and lhs.op is Op.CAST:
-        lhs = lhs.args[0]
-    if not (isinstance(lhs, VarRef) and lhs.var is s.var):
-        return None
-    delta = builder.cast(v.args[1], s.var.dtype)
-    return delta if v.op is Op.ADD else -delta
-
+from .schedule import (
+    CHUNK_ALIGN,
+    CHUNK_WORK,
+    INLINE_WORK,
+    MAX_CHUNKS,
+    MAX_RANGES,
+    RANGE_STRIDE,
+    SCATTER_INLINE_WORK,
+    SPIN_ROUNDS,
+    accumulation,
+    field_reductions,
+    iteration_cost,
+    scatters_floats,
+    var_reductions,
+)
 
 _GOLDEN = 0x9E3779B97F4A7C15
 
@@ -186,7 +178,7 @@ class TaskEmitter:
 
     def s_Assign(self, s):
         if self.parallel and s.var in self.layout.var_slot:
-            delta = _accumulation(s)
+            delta = accumulation(s)
             if delta is not None:  # `total += ...` on a top-level local: atomic / reduction
                 value = self.expr(delta)
                 acc = self.reductions.get(("var", s.var))
@@ -447,98 +439,208 @@ class TaskEmitter:
         self.eb.branch(self.start)
         return self.fn
 
-    def _find_reductions(self):
-        accessed_other = set()
-        candidates = {}
-        for s in walk(self.task.body):
-            if isinstance(s, Atomic) and s.op in ("add", "sub") and s.result is None \
-                    and s.field.shape == ():
-                candidates[(id(s.field), s.comp)] = s.field
-            elif isinstance(s, (Load, Store, Atomic)):
-                accessed_other.add(id(s.field))
-        return {k: f for k, f in candidates.items() if k[0] not in accessed_other}
+    # ------------------------------------------------------------ range tasks: chunked loops
+    def _invariant(self, var) -> bool:
+        """Whether the probe may read var: set before the launch and not written by the task."""
+        return var in self.layout.var_slot and var not in self.written \
+            and var is not self.task.var
 
-    def _find_var_reductions(self) -> list:
-        """Top-level locals touched only as `v += e` in this loop: per-thread partials."""
-        from ..ir.nodes import expr_vars
-        from .layout import stmt_reads
+    def _i64(self, value):
+        return self.b.sext(value, I64) if value.type.width < 64 else value
 
-        accumulated, disqualified = set(), set()
-        for s in walk(self.task.body):
-            delta = _accumulation(s) if isinstance(s, Assign) else None
-            if delta is not None and s.var in self.layout.var_slot:
-                accumulated.add(s.var)
-                disqualified |= set(expr_vars(delta))
-            else:
-                disqualified |= set(stmt_reads(s)) | set(stmt_writes(s))
-        for e in (self.task.begin, self.task.end):
-            disqualified |= set(expr_vars(e))
-        return [v for v in accumulated if v not in disqualified]
+    def _emit_cost(self, cost):
+        """f64 estimate of one iteration (see schedule.py), inner trip counts evaluated now."""
+        b = self.b
+        total = ir.Constant(F64, float(cost.const))
+        for lo, hi, inner in cost.loops:
+            trips = b.sub(self._i64(self.expr(hi)), self._i64(self.expr(lo)))
+            trips = b.select(b.icmp_signed("<", trips, ir.Constant(I64, 0)),
+                             ir.Constant(I64, 0), trips)
+            total = b.fadd(total, b.fmul(b.sitofp(trips, F64), self._emit_cost(inner)))
+        return total
+
+    def _chunk_size(self, n, per):
+        """Iterations per chunk: about CHUNK_WORK units, at most MAX_CHUNKS chunks; a function of
+        the trip count and the cost estimate only (per is None for a heavy body)."""
+        b = self.b
+        i64c = lambda v: ir.Constant(I64, v)  # noqa: E731
+        c = b.sdiv(b.add(n, i64c(MAX_CHUNKS - 1)), i64c(MAX_CHUNKS))
+        if per is not None:
+            by_cost = b.add(b.fptosi(b.fdiv(ir.Constant(F64, float(CHUNK_WORK)), per), I64),
+                            i64c(1))
+            c = b.select(b.icmp_signed(">", by_cost, c), by_cost, c)
+        c = b.select(b.icmp_signed("<", c, i64c(1)), i64c(1), c)
+        aligned = b.and_(b.add(c, i64c(CHUNK_ALIGN - 1)), i64c(-CHUNK_ALIGN))
+        return b.select(b.icmp_signed(">", c, i64c(CHUNK_ALIGN)), aligned, c)
 
     def build_range(self):
-        b, task = self.b, self.task
+        """Probe call (nthreads = -T <= 0, T the runtime's thread count): a launch whose estimated
+        work is small runs inline as one chunk; a larger one sets up its chunk counters and
+        returns its chunk count, and the runtime calls the task on each thread (tid < nthreads).
+
+        The chunks are cut into one contiguous range per thread (at most MAX_RANGES), each with
+        its own counter on its own cache line. A thread takes chunks from its own range first,
+        then from the others' in turn (same counter, so every chunk runs exactly once): threads
+        work far apart in the iteration space (on sorted data, far apart in memory), and one
+        the OS deschedules, or that starts late, has its chunks taken by the others."""
+        b, task, lay = self.b, self.task, self.layout
         i64c = lambda v: ir.Constant(I64, v)  # noqa: E731
-        begin = b.sext(self.expr(task.begin), I64)
-        end = b.sext(self.expr(task.end), I64)
-        n = b.sub(end, begin)
+        begin = self._i64(self.expr(task.begin))
+        n = b.sub(self._i64(self.expr(task.end)), begin)
         n = b.select(b.icmp_signed("<", n, i64c(0)), i64c(0), n)
-        has_inner = any(isinstance(s, (For, While)) for s in walk(task.body))
-        small = 1 if has_inner else SMALL_FLAT_LOOP
-        chunk_p, c_p, step_p = (self.eb.alloca(I64, name=x) for x in ("chunk", "c", "cstep"))
-        probe = b.icmp_signed("==", self.nthreads, i64c(0))
-        with b.if_else(probe) as (then, otherwise):
-            with then:
-                with b.if_then(b.icmp_signed(">", n, i64c(small))):
-                    b.ret(n)
-                b.store(n, chunk_p)
-                b.store(i64c(0), c_p)
-                b.store(i64c(1), step_p)
-            with otherwise:
-                parts = b.mul(self.nthreads, i64c(CHUNKS_PER_THREAD))
-                chunk = b.sdiv(b.add(n, b.sub(parts, i64c(1))), parts)
-                chunk = b.select(b.icmp_signed("<", chunk, i64c(1)), i64c(1), chunk)
-                b.store(chunk, chunk_p)
-                b.store(self.tid, c_p)
-                b.store(self.nthreads, step_p)
-        reductions = self._find_reductions()
-        for key, f in reductions.items():
+        done_p, chunk_p, nranges_p = (self.slot_ptr(b, lay.sched_slot + k) for k in range(3))
+        cost = iteration_cost(task, self._invariant)
+        with b.if_then(b.icmp_signed("<=", self.nthreads, i64c(0))):
+            if cost.heavy:
+                per = None
+                big = b.icmp_signed(">", n, i64c(1))
+            else:
+                per = self._emit_cost(cost)
+                work = b.fmul(b.sitofp(n, F64), per)
+                limit = SCATTER_INLINE_WORK if scatters_floats(task) else INLINE_WORK
+                big = b.and_(b.fcmp_ordered(">", work, ir.Constant(F64, float(limit))),
+                             b.icmp_signed(">", n, i64c(1)))
+            whole = b.select(b.icmp_signed("<", n, i64c(1)), i64c(1), n)
+            chunk = b.select(big, self._chunk_size(n, per), whole)
+            nchunks = b.sdiv(b.add(n, b.sub(chunk, i64c(1))), chunk)
+            ranges = b.neg(self.nthreads)
+            for bound in (i64c(MAX_RANGES), nchunks):
+                ranges = b.select(b.icmp_signed("<", bound, ranges), bound, ranges)
+            ranges = b.select(b.and_(big, b.icmp_signed(">", ranges, i64c(1))), ranges, i64c(1))
+            b.store(chunk, chunk_p)
+            b.store(ranges, nranges_p)
+            b.store(i64c(0), done_p)
+            r_p = self.eb.alloca(I64, name="range_init")
+            b.store(i64c(0), r_p)
+
+            def init_counter():
+                r = b.load(r_p, typ=I64)
+                b.store(b.sdiv(b.mul(r, nchunks), ranges), self._counter_ptr(r))
+
+            self._loop(lambda: b.icmp_signed("<", b.load(r_p, typ=I64), ranges), [],
+                       init_counter, lambda: b.store(b.add(b.load(r_p, typ=I64), i64c(1)), r_p))
+            with b.if_then(big):
+                b.ret(nchunks)
+        # every thread (and an inline launch): take chunks until they run out
+        reds = []  # (dtype, accumulator, apply(sum) to the target)
+        for key, f in field_reductions(task).items():
             acc = self.eb.alloca(llvm_type(f.dtype), name=f"{f.name}_acc")
-            b.store(const(f.dtype, 0), acc)
             self.reductions[key] = acc
-        var_reductions = self._find_var_reductions()
-        for v in var_reductions:
+            stub = type("S", (), {"field": f, "comp": key[1], "indices": (), "span": None})
+            reds.append((f.dtype, acc, lambda v, stub=stub, dt=f.dtype: self.atomic_update(
+                self.element_ptr(stub), "add", v, dt, atomic=True)))
+        for v in var_reductions(task, lay.var_slot):
             acc = self.eb.alloca(llvm_type(v.dtype), name=f"{v.name}_acc")
-            b.store(const(v.dtype, 0), acc)
             self.reductions[("var", v)] = acc
+            reds.append((v.dtype, acc, lambda s, v=v: self.atomic_update(
+                self.var_ptr(v), "add", s, v.dtype, atomic=True)))
+        assert len(reds) <= lay.n_partials
         chunk = b.load(chunk_p, typ=I64)
+        nchunks = b.sdiv(b.add(n, b.sub(chunk, i64c(1))), chunk)
+        ranges = b.load(nranges_p, typ=I64)
+        own = b.srem(self.tid, ranges)
+        visit_p, range_p, end_p, c_p = (self.eb.alloca(I64, name=x) for x in
+                                        ("ranges_seen", "range", "range_end", "chunk_index"))
         k_p = self.eb.alloca(I64, name="k")
         hi_p = self.eb.alloca(I64, name="hi")
+        b.store(i64c(0), visit_p)
 
-        def chunk_cond():
-            return b.icmp_signed("<", b.mul(b.load(c_p, typ=I64), chunk), n)
+        def enter_range():
+            r = b.srem(b.add(own, b.load(visit_p, typ=I64)), ranges)
+            b.store(r, range_p)
+            b.store(b.sdiv(b.mul(b.add(r, i64c(1)), nchunks), ranges), end_p)
+            self._loop(take_chunk, [], run_chunk)
 
-        def chunk_start():
-            lo = b.mul(b.load(c_p, typ=I64), chunk)
+        def take_chunk():
+            c = b.atomic_rmw("add", self._counter_ptr(b.load(range_p, typ=I64)), i64c(1),
+                             "monotonic")
+            b.store(c, c_p)
+            return b.icmp_signed("<", c, b.load(end_p, typ=I64))
+
+        def run_chunk():
+            c = b.load(c_p, typ=I64)
+            lo = b.mul(c, chunk)
             hi = b.add(lo, chunk)
             b.store(b.select(b.icmp_signed("<", hi, n), hi, n), hi_p)
             b.store(lo, k_p)
+            for dt, acc, _ in reds:
+                b.store(const(dt, 0), acc)
             self._inner_loop(k_p, hi_p, begin)
+            if reds:
+                self._finish_chunk(c, nchunks, done_p, reds)
+            else:
+                b.atomic_rmw("add", done_p, i64c(1), "release")
 
-        def chunk_next():
-            b.store(b.add(b.load(c_p, typ=I64), b.load(step_p, typ=I64)), c_p)
-
-        self._loop(chunk_cond, [], chunk_start, chunk_next)
-        for key, f in reductions.items():
-            acc = self.reductions[key]
-            stub = type("S", (), {"field": f, "comp": key[1], "indices": (), "span": None})
-            ptr = self.element_ptr(stub)
-            self.atomic_update(ptr, "add", b.load(acc, typ=llvm_type(f.dtype)), f.dtype,
-                               atomic=True)
-        for v in var_reductions:
-            acc = self.reductions[("var", v)]
-            self.atomic_update(self.var_ptr(v), "add", b.load(acc, typ=llvm_type(v.dtype)),
-                               v.dtype, atomic=True)
+        self._loop(lambda: b.icmp_signed("<", b.load(visit_p, typ=I64), ranges), [],
+                   enter_range,
+                   lambda: b.store(b.add(b.load(visit_p, typ=I64), i64c(1)), visit_p))
+        with b.if_then(b.and_(b.icmp_signed("==", self.tid, i64c(0)),
+                              b.icmp_signed(">", self.nthreads, i64c(1)))):
+            self._await_chunks(done_p, nchunks)
         b.ret(i64c(0))
+
+    def _await_chunks(self, done_p, nchunks) -> None:
+        """The calling thread, out of chunks, spins a little while the workers finish theirs:
+        blocking right away lets its core go idle, and waking an idle core on a VM costs more
+        than a chunk. Bounded (SPIN_ROUNDS), so a descheduled worker is waited for by the
+        runtime instead, without burning a core."""
+        b = self.b
+        i_p = self.eb.alloca(I64, name="spin")
+        b.store(ir.Constant(I64, 0), i_p)
+        pause = None
+        if platform.machine().lower() in ("x86_64", "amd64"):
+            pause = self.module.globals.get("llvm.x86.sse2.pause") or ir.Function(
+                self.module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse2.pause")
+
+        def waiting():
+            left = b.icmp_signed("<", b.load_atomic(done_p, "acquire", 8, typ=I64), nchunks)
+            return b.and_(left, b.icmp_signed("<", b.load(i_p, typ=I64),
+                                              ir.Constant(I64, SPIN_ROUNDS)))
+
+        def spin():
+            if pause is not None:
+                b.call(pause, [])
+            b.store(b.add(b.load(i_p, typ=I64), ir.Constant(I64, 1)), i_p)
+
+        self._loop(waiting, [], spin)
+
+    def _counter_ptr(self, r):
+        """Range r's next-chunk counter: a cache line of its own."""
+        b = self.b
+        slot = b.add(b.mul(r, ir.Constant(I64, RANGE_STRIDE)),
+                     ir.Constant(I64, self.layout.sched_slot + RANGE_STRIDE))
+        return b.gep(self.ctx, [slot], source_etype=I64)
+
+    def _partial_ptr(self, c, r: int):
+        b, lay = self.b, self.layout
+        slot = b.add(b.mul(c, ir.Constant(I64, lay.n_partials)),
+                     ir.Constant(I64, lay.partial_slot + r))
+        return b.gep(self.ctx, [slot], source_etype=I64)
+
+    def _finish_chunk(self, c, nchunks, done_p, reds) -> None:
+        """Park this chunk's partial sums; whoever completes the last chunk adds them up in chunk
+        order, so a reduction's result depends on neither the thread count nor the schedule."""
+        b = self.b
+        for r, (dt, acc, _) in enumerate(reds):
+            b.store(b.load(acc, typ=llvm_type(dt)), self._partial_ptr(c, r))
+        done = b.atomic_rmw("add", done_p, ir.Constant(I64, 1), "acq_rel")
+        last = b.icmp_signed("==", done, b.sub(nchunks, ir.Constant(I64, 1)))
+        with b.if_then(last):
+            j_p = self.eb.alloca(I64, name="partial_j")
+            for r, (dt, acc, apply) in enumerate(reds):
+                t = llvm_type(dt)
+                b.store(b.load(self._partial_ptr(ir.Constant(I64, 0), r), typ=t), acc)
+                b.store(ir.Constant(I64, 1), j_p)
+
+                def add_partial(r=r, dt=dt, acc=acc, t=t):
+                    part = b.load(self._partial_ptr(b.load(j_p, typ=I64), r), typ=t)
+                    b.store(self.combine("add", b.load(acc, typ=t), part, dt), acc)
+
+                self._loop(lambda: b.icmp_signed("<", b.load(j_p, typ=I64), nchunks), [],
+                           add_partial,
+                           lambda: b.store(b.add(b.load(j_p, typ=I64), ir.Constant(I64, 1)),
+                                           j_p))
+                apply(b.load(acc, typ=t))
 
     def _inner_loop(self, k_p, hi_p, begin):
         b = self.b

@@ -21,6 +21,7 @@ from ..ir.nodes import (
     expr_vars,
     walk,
 )
+from .schedule import MAX_CHUNKS, SCHED_SLOTS, reduction_count
 
 ERR_SLOTS = 8
 STACK_BYTES = 24  # per thread: data pointer, size, capacity
@@ -39,6 +40,9 @@ class Layout:
     rng_slot: int = 0                                   # this launch's random key (u64)
     uses_random: bool = False
     stack_slot: int = 0
+    sched_slot: int = 0                                 # range tasks' chunk scheduling state
+    partial_slot: int = 0                               # per-chunk partial sums of reductions
+    n_partials: int = 0                                 # reductions per chunk (max over tasks)
     size: int = 0
     sites: list = field(default_factory=list)           # debug error sites
 
@@ -114,7 +118,11 @@ def build_layout(kernel) -> Layout:
     slot += ERR_SLOTS
     lay.rng_slot = slot
     lay.stack_slot = slot + 1
-    lay.size = slot + 2
+    lay.sched_slot = slot + 2
+    has_range = any(t.kind == "range" for t in kernel.tasks)
+    lay.partial_slot = lay.sched_slot + (SCHED_SLOTS if has_range else 0)
+    lay.n_partials = max([reduction_count(t, lay.var_slot) for t in kernel.tasks], default=0)
+    lay.size = lay.partial_slot + MAX_CHUNKS * lay.n_partials
     return lay
 
 

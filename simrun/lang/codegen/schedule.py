@@ -1,0 +1,288 @@
+"""How a range task is split: a static cost estimate of one iteration, the inline-vs-parallel
+decision, chunk sizes, and the reductions that get per-chunk partial sums.
+
+The estimate is in rough "cost units" (about one scalar ALU op each): loads and stores a few,
+an atomic (a lock-prefixed instruction or a compare-and-swap loop) about twenty, division and
+square roots a handful, transcendentals a few dozen. Inner loops multiply their body by their
+trip count, which the probe call evaluates at launch time when the bounds are loop-invariant
+(constants, kernel arguments, top-level locals the task does not write); an inner loop whose
+trip count is not known before the launch (`while`, bounds computed in the body) makes the
+body "heavy": it is split over the threads whenever it has more than one iteration.
+
+A launch whose estimated work (iterations x cost of one iteration) is at most INLINE_WORK runs
+inline on the calling thread, in one chunk: waking a worker thread costs tens of microseconds,
+more than such a loop takes. A flat body (no branches, loops, atomics or calls) counts a
+quarter, as LLVM vectorises it. A loop that scatters floats into a field with atomics (p2g,
+gradient kernels) gets the larger SCATTER_INLINE_WORK: its threads contend for the same cache
+lines, so splitting pays off later (bench/inline_threshold.py), and float adds from several
+threads land in an order that changes from run to run, so a small scatter stays
+bit-reproducible by running inline. A larger launch is cut into chunks of about CHUNK_WORK
+units (at most MAX_CHUNKS chunks), and the chunks into one contiguous range per thread: each
+thread takes chunks from its own range's atomic counter, then from the other ranges'
+(emit.build_range).
+
+Chunk sizes depend only on the trip count and the cost estimate, never on the thread count:
+reductions (`total += ...` on a top-level local, `s[None] += ...` on a 0-d field) sum each
+chunk into a partial, and the thread that completes the last chunk adds the partials in chunk
+order, so their results are the same for every thread count and every schedule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir.nodes import (
+    AssertStmt,
+    Assign,
+    Atomic,
+    Const,
+    For,
+    If,
+    Load,
+    OpExpr,
+    Print,
+    Random,
+    Return,
+    StackPop,
+    StackPush,
+    Store,
+    VarRef,
+    While,
+    expr_vars,
+    walk,
+)
+from ..ir.ops import Op
+
+INLINE_WORK = 1 << 18   # estimated units a launch may take and still run inline (~60 us)
+SCATTER_INLINE_WORK = 1 << 21  # the same for a loop with float atomic scatters (~0.5 ms)
+CHUNK_WORK = 1 << 15    # estimated units per chunk (~8 us): the counter's atomic is noise
+MAX_CHUNKS = 256        # chunks per launch at most; also the capacity of the partial sums
+CHUNK_ALIGN = 16        # chunks of more iterations than this are a multiple of it
+VECTOR_DISCOUNT = 4     # a flat body runs ~4x faster per iteration than its unit count says
+
+SPIN_ROUNDS = 1 << 14   # the calling thread's wait for the workers' last chunks (~0.1-0.5 ms)
+MAX_RANGES = 16         # per-thread ranges of chunks, each with its own counter
+RANGE_STRIDE = 8        # slots (64 bytes) between two ranges' counters: one cache line each
+# context slots: chunks done (atomic), chunk size, range count; then the ranges' counters
+SCHED_SLOTS = RANGE_STRIDE * (1 + MAX_RANGES)
+
+_EXPENSIVE = {Op.SIN: 24, Op.COS: 24, Op.TAN: 32, Op.ASIN: 32, Op.ACOS: 32, Op.ATAN: 32,
+              Op.TANH: 32, Op.EXP: 20, Op.LOG: 20, Op.ATAN2: 40, Op.SQRT: 6, Op.RSQRT: 8,
+              Op.TRUEDIV: 6, Op.FLOORDIV: 12, Op.MOD: 12, Op.ROUND: 4}
+_LOAD, _STORE, _ATOMIC, _RANDOM, _STACK, _PRINT = 2, 2, 20, 16, 6, 32
+
+
+@dataclass
+class Cost:
+    """Cost of one iteration: a constant plus inner loops whose trip counts are known at launch.
+
+    loops holds (begin, end, Cost of one inner iteration), begin/end being IR expressions the
+    probe can evaluate; heavy is set by an inner loop whose trip count it cannot.
+    """
+
+    const: float = 0.0
+    loops: list = field(default_factory=list)
+    heavy: bool = False
+
+    def add(self, other: Cost) -> None:
+        self.const += other.const
+        self.loops += other.loops
+        self.heavy |= other.heavy
+
+    def scaled(self, k: float) -> Cost:
+        return Cost(self.const * k, [(b, e, c.scaled(k)) for b, e, c in self.loops], self.heavy)
+
+
+def expr_cost(e, seen: set | None = None) -> float:
+    """Operations in an expression tree (a subtree shared by several parents counts once)."""
+    if seen is None:
+        seen = set()
+    if not isinstance(e, OpExpr) or id(e) in seen:
+        return 0.0
+    seen.add(id(e))
+    own = _EXPENSIVE.get(e.op, 1)
+    if e.op is Op.POW and e.dtype.is_float:
+        own = 40
+    if e.op in (Op.FLOORDIV, Op.MOD) and e.dtype.is_float:
+        own = 8
+    return own + sum(expr_cost(a, seen) for a in e.args)
+
+
+def _const_int(e):
+    return int(e.value) if isinstance(e, Const) and not e.dtype.is_float else None
+
+
+def iteration_cost(task, invariant) -> Cost:
+    """Cost of one iteration of a range task, loop overhead included. A flat body (no
+    branches, loops, atomics, calls or random numbers) is vectorised by LLVM: a quarter."""
+    cost = body_cost(task.body, invariant)
+    cost.const += 2
+    if _vectorisable(task.body):
+        cost.const /= VECTOR_DISCOUNT
+    return cost
+
+
+def _vectorisable(body) -> bool:
+    for s in body:
+        if not isinstance(s, (Assign, Load, Store)):
+            return False
+        exprs = [s.value] if isinstance(s, Assign) else list(s.indices)
+        if isinstance(s, Store):
+            exprs.append(s.value)
+        if any(_has_call(e) for e in exprs):
+            return False
+    return True
+
+
+def _has_call(e) -> bool:
+    if not isinstance(e, OpExpr):
+        return False
+    if e.op in _EXPENSIVE and e.op not in (Op.SQRT, Op.TRUEDIV) or e.op is Op.POW:
+        return True
+    return any(_has_call(a) for a in e.args)
+
+
+def body_cost(body, invariant) -> Cost:
+    """Cost of running `body` once; invariant(var) says whether the probe may read var."""
+    total = Cost()
+    for s in body:
+        total.add(_stmt_cost(s, invariant))
+    return total
+
+
+def _stmt_cost(s, invariant) -> Cost:
+    ex = expr_cost
+    if isinstance(s, Assign):
+        return Cost(ex(s.value))
+    if isinstance(s, Load):
+        return Cost(_LOAD + sum(ex(i) for i in s.indices))
+    if isinstance(s, Store):
+        return Cost(_STORE + ex(s.value) + sum(ex(i) for i in s.indices))
+    if isinstance(s, Atomic):
+        # an add into a 0-d field without its old value is usually a reduction (a register add)
+        own = 1 if s.field.shape == () and s.result is None else _ATOMIC
+        return Cost(own + ex(s.value) + sum(ex(i) for i in s.indices))
+    if isinstance(s, Random):
+        return Cost(_RANDOM)
+    if isinstance(s, (StackPush, StackPop)):
+        return Cost(_STACK)
+    if isinstance(s, Print):
+        return Cost(_PRINT)
+    if isinstance(s, AssertStmt):
+        return Cost(1 + ex(s.cond))
+    if isinstance(s, Return):
+        return Cost(1 + sum(ex(v) for v in s.values))
+    if isinstance(s, If):
+        then, orelse = body_cost(s.then, invariant), body_cost(s.orelse, invariant)
+        out = Cost(1 + ex(s.cond))
+        if then.loops or orelse.loops or then.heavy or orelse.heavy:
+            out.add(then)  # both branches, an upper bound, when either holds a loop
+            out.add(orelse)
+        else:
+            out.const += max(then.const, orelse.const)
+        return out
+    if isinstance(s, For):
+        inner = body_cost(s.body, invariant)
+        inner.const += 2  # counter and branch
+        out = Cost(2 + ex(s.begin) + ex(s.end))
+        lo, hi = _const_int(s.begin), _const_int(s.end)
+        if lo is not None and hi is not None:
+            out.add(inner.scaled(max(hi - lo, 0)))
+        elif all(invariant(v) for e in (s.begin, s.end) for v in expr_vars(e)):
+            out.loops.append((s.begin, s.end, inner))
+        else:
+            out.heavy = True
+        return out
+    if isinstance(s, While):
+        return Cost(heavy=True)
+    return Cost()  # Break, Continue
+
+
+def scatters_floats(task) -> bool:
+    """Whether the task adds (or multiplies) floats into a field atomically, other than the
+    reductions that get per-chunk partials: its result depends on the order of those adds."""
+    reduced = field_reductions(task)
+    assigned: dict = {}
+    for s in walk(task.body):
+        for v in _writes(s):
+            assigned[v] = assigned.get(v, 0) + 1
+    own = tuple(task.index_vars) or (task.var,)
+
+    def owned(s):  # x[i] += ... at the iteration's own index: no other iteration adds there
+        vars_ = tuple(i.var if isinstance(i, VarRef) else None for i in s.indices)
+        return vars_ == own and all(assigned.get(v, 0) <= 1 for v in own)
+
+    return any(isinstance(s, Atomic) and s.field.dtype.is_float and s.op in ("add", "sub", "mul")
+               and (id(s.field), s.comp) not in reduced and not owned(s)
+               for s in walk(task.body))
+
+
+def _writes(s):
+    from .layout import stmt_writes
+
+    return stmt_writes(s)
+
+
+# ---------------------------------------------------------------- reductions
+
+
+def accumulation(s):
+    """The increment e when s is `v = v + e` (what `v += e` lowers to), else None."""
+    from ..ir import builder
+
+    v = s.value
+    if isinstance(v, OpExpr) and v.op is Op.CAST:
+        v = v.args[0]
+    if not (isinstance(v, OpExpr) and v.op in (Op.ADD, Op.SUB)):
+        return None
+    lhs = v.args[0]
+    if isinstance(lhs, OpExpr) and lhs.op is Op.CAST:
+        lhs = lhs.args[0]
+    if not (isinstance(lhs, VarRef) and lhs.var is s.var):
+        return None
+    delta = builder.cast(v.args[1], s.var.dtype)
+    return delta if v.op is Op.ADD else -delta
+
+
+def field_reductions(task) -> dict:
+    """(id(field), comp) -> field for 0-d fields the task only adds to (`s[None] += e`)."""
+    accessed_other = set()
+    candidates = {}
+    for s in walk(task.body):
+        if isinstance(s, Atomic) and s.op in ("add", "sub") and s.result is None \
+                and s.field.shape == ():
+            candidates[(id(s.field), s.comp)] = s.field
+        elif isinstance(s, (Load, Store, Atomic)):
+            accessed_other.add(id(s.field))
+    return {k: f for k, f in candidates.items() if k[0] not in accessed_other}
+
+
+def var_reductions(task, var_slot) -> list:
+    """Top-level locals touched only as `v += e` in this loop, in a fixed order."""
+    from .layout import stmt_reads, stmt_writes
+
+    accumulated, disqualified = [], set()
+    for s in walk(task.body):
+        delta = accumulation(s) if isinstance(s, Assign) else None
+        if delta is not None and s.var in var_slot:
+            if s.var not in accumulated:
+                accumulated.append(s.var)
+            disqualified |= set(expr_vars(delta))
+        else:
+            disqualified |= set(stmt_reads(s)) | set(stmt_writes(s))
+    for e in (task.begin, task.end):
+        disqualified |= set(expr_vars(e))
+    return [v for v in accumulated if v not in disqualified]
+
+
+def reduction_count(task, var_slot) -> int:
+    """How many partial sums one chunk of this range task leaves in the context."""
+    if task.kind != "range":
+        return 0
+    return len(field_reductions(task)) + len(var_reductions(task, var_slot))
+
+
+__all__ = ["CHUNK_ALIGN", "CHUNK_WORK", "Cost", "INLINE_WORK", "MAX_CHUNKS", "MAX_RANGES", "RANGE_STRIDE",
+           "SCATTER_INLINE_WORK", "SCHED_SLOTS", "SPIN_ROUNDS",
+           "accumulation", "body_cost", "expr_cost", "field_reductions", "iteration_cost", "reduction_count", "scatters_floats",
+           "var_reductions"]
