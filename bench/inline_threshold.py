@@ -8,7 +8,8 @@ simrun worker processes back to back: every launch forced inline (one thread), e
 forced to split into chunks over --threads threads, and the default decision. The table
 shows median per-launch times, the estimated work of a launch (trip count x the code
 generator's cost estimate of one iteration, codegen/schedule.py) and which way the default
-went; the summary gives, per body, the smallest estimated work at which splitting won.
+went; the summary gives, per body, the estimated work from which on splitting won at every
+larger size.
 Workers compile without the disk cache (the forced modes patch the threshold constant).
 """
 
@@ -140,11 +141,13 @@ def main() -> int:
             work = results["default"][0][key]["work"]
             split = results["default"][0][key]["split"]
             ratio = med["split"] / med["inline"]
-            if ratio < 1.0 and crossover is None:
+            if ratio >= 1.0:
+                crossover = None
+            elif crossover is None:
                 crossover = work
             print(f"| {body} | {n} | {work:,.0f} | {fmt(med['inline'])} | {fmt(med['split'])} "
                   f"| {ratio:.2f} | {'split' if split else 'inline'} ({fmt(med['default'])}) |")
-        print(f"| {body} | smallest work where splitting won | "
+        print(f"| {body} | splitting won from this work on | "
               f"{'-' if crossover is None else f'{crossover:,.0f}'} | | | | |")
     return 0
 

@@ -60,7 +60,7 @@ MAX_CHUNKS = 256        # chunks per launch at most; also the capacity of the pa
 CHUNK_ALIGN = 16        # chunks of more iterations than this are a multiple of it
 VECTOR_DISCOUNT = 4     # a flat body runs ~4x faster per iteration than its unit count says
 
-SPIN_ROUNDS = 1 << 14   # the calling thread's wait for the workers' last chunks (~0.1-0.5 ms)
+SPIN_ROUNDS = 1 << 12   # bounds the calling thread's wait for the workers' last chunks (~0.1 ms)
 MAX_RANGES = 16         # per-thread ranges of chunks, each with its own counter
 RANGE_STRIDE = 8        # slots (64 bytes) between two ranges' counters: one cache line each
 # context slots: chunks done (atomic), chunk size, range count; then the ranges' counters
