@@ -20,6 +20,7 @@ it reverses as before.
 from __future__ import annotations
 
 from ..codegen.layout import stmt_reads
+from ..codegen.schedule import accumulation
 from ..ir.nodes import (
     AssertStmt,
     Assign,
@@ -27,15 +28,12 @@ from ..ir.nodes import (
     For,
     If,
     Load,
-    OpExpr,
     Print,
     Return,
     Store,
-    VarRef,
     expr_vars,
     walk,
 )
-from ..ir.ops import Op
 
 _ALLOWED = (Assign, Load, Store, Atomic, If, AssertStmt, Print, Return)
 
@@ -50,19 +48,11 @@ def loop_defs(body) -> list:
 
 
 def _is_accumulation(s, v) -> bool:
-    """`v = v + e`, `v = e + v` or `v = v - e` with e free of v."""
-    if not isinstance(s, Assign) or s.var is not v or not isinstance(s.value, OpExpr):
+    """`v = v + e`, `v = e + v` or `v = v - e` with e free of v (its derivative needs no v)."""
+    if not isinstance(s, Assign) or s.var is not v:
         return False
-    e = s.value
-    if e.op not in (Op.ADD, Op.SUB) or len(e.args) != 2:
-        return False
-    own = [isinstance(a, VarRef) and a.var is v for a in e.args]
-    if e.op == Op.SUB and not own[0]:
-        return False
-    if sum(own) != 1:
-        return False
-    other = e.args[1] if own[0] else e.args[0]
-    return v not in set(expr_vars(other))
+    delta = accumulation(s)
+    return delta is not None and v not in set(expr_vars(delta))
 
 
 def recomputable(loop: For, written_fields: set, protected: set) -> bool:

@@ -227,21 +227,24 @@ def _writes(s):
 
 
 def accumulation(s):
-    """The increment e when s is `v = v + e` (what `v += e` lowers to), else None."""
+    """The increment e when s is `v = v + e` (what `v += e` lowers to), `v = e + v` or
+    `v = v - e`, else None."""
     from ..ir import builder
 
-    v = s.value
-    if isinstance(v, OpExpr) and v.op is Op.CAST:
-        v = v.args[0]
+    v = _uncast(s.value)
     if not (isinstance(v, OpExpr) and v.op in (Op.ADD, Op.SUB)):
         return None
-    lhs = v.args[0]
-    if isinstance(lhs, OpExpr) and lhs.op is Op.CAST:
-        lhs = lhs.args[0]
-    if not (isinstance(lhs, VarRef) and lhs.var is s.var):
-        return None
-    delta = builder.cast(v.args[1], s.var.dtype)
-    return delta if v.op is Op.ADD else -delta
+    own = [isinstance(_uncast(a), VarRef) and _uncast(a).var is s.var for a in v.args]
+    if own[0]:
+        delta = builder.cast(v.args[1], s.var.dtype)
+        return delta if v.op is Op.ADD else -delta
+    if own[1] and v.op is Op.ADD:
+        return builder.cast(v.args[0], s.var.dtype)
+    return None
+
+
+def _uncast(e):
+    return e.args[0] if isinstance(e, OpExpr) and e.op is Op.CAST else e
 
 
 def field_reductions(task) -> dict:
