@@ -247,11 +247,11 @@ class Kernel:
     def compile(self, args, mode: str):
         from .autodiff import transform
         from .compiler import compile_kernel
-        from .passes import hoist_atomics
+        from .passes import dead_code, hoist_atomics
 
         kir, ndarrays = self.lower(args)
         kir = transform(kir, mode, self.name)
-        kir = hoist_atomics.run(kir)
+        kir = hoist_atomics.run(dead_code.run(kir))
         compiled = compile_kernel(kir, runtime(), config, None, None)
         from .codegen.layout import build_layout  # noqa: F401  (layout lives on compiled)
 

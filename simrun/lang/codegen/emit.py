@@ -38,12 +38,17 @@ from .schedule import (
     INLINE_WORK,
     MAX_CHUNKS,
     MAX_RANGES,
+    MERGE_LOCKS,
+    MERGE_MIN_SLICE,
     RANGE_STRIDE,
     SCATTER_INLINE_WORK,
     SPIN_ROUNDS,
     accumulation,
+    field_bytes,
     field_reductions,
     iteration_cost,
+    owned_fields,
+    private_scatters,
     scatters_floats,
     var_reductions,
 )
@@ -80,6 +85,9 @@ class TaskEmitter:
         self.loop_targets: list = []
         self.parallel = task.kind == "range"
         self.reductions: dict = {}
+        # ids of fields whose atomics need no atomicity: each iteration touches its own
+        # elements, or the adds go to a per-thread copy (_private_copies)
+        self.plain: set = owned_fields(task) if self.parallel else set()
         self.operand_dtype: DType | None = None
         self.cond_dtype: DType | None = None
         self.written = {v for s in walk(task.body) for v in stmt_writes(s)}
@@ -211,7 +219,8 @@ class TaskEmitter:
                                            and self.fast_math else {})), acc)
             return
         ptr = self.element_ptr(s)
-        old = self.atomic_update(ptr, s.op, value, s.field.dtype, atomic=self.parallel)
+        atomic = self.parallel and id(s.field) not in self.plain
+        old = self.atomic_update(ptr, s.op, value, s.field.dtype, atomic=atomic)
         if s.result is not None:
             self.b.store(old, self.var_ptr(s.result))
 
@@ -535,6 +544,7 @@ class TaskEmitter:
             reds.append((v.dtype, acc, lambda s, v=v: self.atomic_update(
                 self.var_ptr(v), "add", s, v.dtype, atomic=True)))
         assert len(reds) <= lay.n_partials
+        copies = self._private_copies()
         chunk = b.load(chunk_p, typ=I64)
         nchunks = b.sdiv(b.add(n, b.sub(chunk, i64c(1))), chunk)
         ranges = b.load(nranges_p, typ=I64)
@@ -565,7 +575,11 @@ class TaskEmitter:
             b.store(lo, k_p)
             for dt, acc, _ in reds:
                 b.store(const(dt, 0), acc)
+            for f, _, copy_p in copies:
+                self._allocate_copy(f, copy_p)
             self._inner_loop(k_p, hi_p, begin)
+            for f, base, _ in copies:
+                self.field_bases[id(f)] = base
             if reds:
                 self._finish_chunk(c, nchunks, done_p, reds)
             else:
@@ -574,10 +588,112 @@ class TaskEmitter:
         self._loop(lambda: b.icmp_signed("<", b.load(visit_p, typ=I64), ranges), [],
                    enter_range,
                    lambda: b.store(b.add(b.load(visit_p, typ=I64), i64c(1)), visit_p))
+        for k, (f, base, copy_p) in enumerate(copies):
+            self._merge_copy(f, k, len(copies), base, copy_p)
         with b.if_then(b.and_(b.icmp_signed("==", self.tid, i64c(0)),
                               b.icmp_signed(">", self.nthreads, i64c(1)))):
             self._await_chunks(done_p, nchunks)
         b.ret(i64c(0))
+
+    # ------------------------------------------------------------ per-thread scatter copies
+    def _libc(self, name: str, ret, args):
+        return self.module.globals.get(name) or ir.Function(
+            self.module, ir.FunctionType(ret, args), name)
+
+    def _private_copies(self) -> list:
+        """(field, its real base, pointer to this thread's copy) for the privatised fields.
+
+        A thread that runs the launch alone (inline, or the runtime has one thread) adds into
+        the field itself; the others start with no copy and allocate one on their first chunk.
+        Not in debug mode: an index error returns from the middle of a chunk."""
+        if self.debug:
+            return []
+        b = self.b
+        alone = b.icmp_signed("<=", self.nthreads, ir.Constant(I64, 1))
+        copies = []
+        for f in private_scatters(self.task):
+            base = self.field_base(f)
+            copy_p = self.eb.alloca(PTR, name=f"{f.name}_copy")
+            b.store(b.select(alone, base, ir.Constant(PTR, None)), copy_p)
+            self.plain.add(id(f))
+            copies.append((f, base, copy_p))
+        return copies
+
+    def _allocate_copy(self, f, copy_p) -> None:
+        """Before a chunk: a zeroed copy of f unless this thread has one; the chunk's adds
+        go there."""
+        b = self.b
+        with b.if_then(b.icmp_unsigned("==", b.load(copy_p, typ=PTR), ir.Constant(PTR, None)),
+                       likely=False):
+            calloc = self._libc("calloc", PTR, [I64, I64])
+            b.store(b.call(calloc, [ir.Constant(I64, field_bytes(f)), ir.Constant(I64, 1)]),
+                    copy_p)
+            with b.if_then(b.icmp_unsigned("==", b.load(copy_p, typ=PTR),
+                                           ir.Constant(PTR, None)), likely=False):
+                site = len(self.layout.sites)
+                self.layout.sites.append(("memory", f.name, None, None))
+                self.record_error(3, site)
+        self.field_bases[id(f)] = b.load(copy_p, typ=PTR)
+
+    def _merge_copy(self, f, k: int, nfields: int, base, copy_p) -> None:
+        """After this thread's last chunk: add its copy into the field and free it.
+
+        The field is cut into at most MERGE_LOCKS // nfields slices, each with a lock word in
+        the context; a thread adds a slice it holds the lock of with plain (vectorised) adds,
+        skipping slices another thread holds and coming back to them, starting at a slice
+        that depends on its thread id, so threads that finish together merge side by side."""
+        b = self.b
+        i64c = lambda v: ir.Constant(I64, v)  # noqa: E731
+        t = llvm_type(f.dtype)
+        count = field_bytes(f) * 8 // f.dtype.bits
+        nslices = max(1, min(MERGE_LOCKS // nfields, count // MERGE_MIN_SLICE))
+        size = -(-count // nslices)
+        first_lock = self.layout.merge_slot + k * (MERGE_LOCKS // nfields)
+        copy = b.load(copy_p, typ=PTR)
+        own = b.and_(b.icmp_unsigned("!=", copy, ir.Constant(PTR, None)),
+                     b.icmp_unsigned("!=", copy, base))
+        with b.if_then(own):
+            done_p, k_p, e_p = (self.eb.alloca(I64, name=f"{f.name}_{x}")
+                                for x in ("merged", "slice", "elem"))
+            b.store(i64c(0), done_p)
+            full = i64c((1 << nslices) - 1 if nslices < 64 else -1)
+            start = b.srem(self.tid, i64c(nslices))
+
+            def slice_pass():
+                b.store(i64c(0), k_p)
+                self._loop(lambda: b.icmp_signed("<", b.load(k_p, typ=I64), i64c(nslices)),
+                           [], try_slice,
+                           lambda: b.store(b.add(b.load(k_p, typ=I64), i64c(1)), k_p))
+
+            def try_slice():
+                sl = b.srem(b.add(start, b.load(k_p, typ=I64)), i64c(nslices))
+                bit = b.shl(i64c(1), sl)
+                todo = b.icmp_unsigned("==", b.and_(b.load(done_p, typ=I64), bit), i64c(0))
+                with b.if_then(todo):
+                    lock = b.gep(self.ctx, [b.add(sl, i64c(first_lock))], source_etype=I64)
+                    got = b.extract_value(b.cmpxchg(lock, i64c(0), i64c(1), "acquire",
+                                                    "monotonic"), 1)
+                    with b.if_then(got):
+                        lo = b.mul(sl, i64c(size))
+                        hi = b.add(lo, i64c(size))
+                        hi = b.select(b.icmp_signed("<", hi, i64c(count)), hi, i64c(count))
+                        b.store(lo, e_p)
+
+                        def add_one():
+                            e = b.load(e_p, typ=I64)
+                            dst = b.gep(base, [e], source_etype=t)
+                            v = b.load(b.gep(copy, [e], source_etype=t), typ=t)
+                            b.store(b.fadd(b.load(dst, typ=t), v), dst)
+
+                        self._loop(lambda: b.icmp_signed("<", b.load(e_p, typ=I64), hi), [],
+                                   add_one,
+                                   lambda: b.store(b.add(b.load(e_p, typ=I64), i64c(1)), e_p))
+                        b.atomic_rmw("xchg", lock, i64c(0), "release")
+                        b.store(b.or_(b.load(done_p, typ=I64), bit), done_p)
+
+            self._loop(lambda: b.icmp_unsigned("!=", b.load(done_p, typ=I64), full), [],
+                       slice_pass)
+            b.call(self._libc("free", ir.VoidType(), [PTR]), [copy])
 
     def _await_chunks(self, done_p, nchunks) -> None:
         """The calling thread, out of chunks, spins a little while the workers finish theirs:

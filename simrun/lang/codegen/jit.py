@@ -18,7 +18,7 @@ _state: dict = {}
 _LIBM = ["sinf", "cosf", "tanf", "asinf", "acosf", "atanf", "tanhf", "expf", "logf", "powf",
          "atan2f", "sin", "cos", "tan", "asin", "acos", "atan", "tanh", "exp", "log", "pow",
          "atan2", "floorf", "floor", "ceilf", "ceil", "sqrtf", "sqrt", "fmodf", "fmod"]
-_LIBC = ["realloc", "printf", "fflush", "memset", "memcpy"]
+_LIBC = ["realloc", "calloc", "free", "printf", "fflush", "memset", "memcpy"]
 
 
 def _init():

@@ -21,7 +21,7 @@ from ..ir.nodes import (
     expr_vars,
     walk,
 )
-from .schedule import MAX_CHUNKS, SCHED_SLOTS, reduction_count
+from .schedule import MAX_CHUNKS, MERGE_LOCKS, SCHED_SLOTS, private_scatters, reduction_count
 
 ERR_SLOTS = 8
 STACK_BYTES = 24  # per thread: data pointer, size, capacity
@@ -43,6 +43,7 @@ class Layout:
     sched_slot: int = 0                                 # range tasks' chunk scheduling state
     partial_slot: int = 0                               # per-chunk partial sums of reductions
     n_partials: int = 0                                 # reductions per chunk (max over tasks)
+    merge_slot: int = 0                                 # locks for merging per-thread copies
     size: int = 0
     sites: list = field(default_factory=list)           # debug error sites
 
@@ -122,7 +123,9 @@ def build_layout(kernel) -> Layout:
     has_range = any(t.kind == "range" for t in kernel.tasks)
     lay.partial_slot = lay.sched_slot + (SCHED_SLOTS if has_range else 0)
     lay.n_partials = max([reduction_count(t, lay.var_slot) for t in kernel.tasks], default=0)
-    lay.size = lay.partial_slot + MAX_CHUNKS * lay.n_partials
+    lay.merge_slot = lay.partial_slot + MAX_CHUNKS * lay.n_partials
+    privatises = any(t.kind == "range" and private_scatters(t) for t in kernel.tasks)
+    lay.size = lay.merge_slot + (MERGE_LOCKS if privatises else 0)
     return lay
 
 

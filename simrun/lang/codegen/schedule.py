@@ -21,6 +21,12 @@ units (at most MAX_CHUNKS chunks), and the chunks into one contiguous range per 
 thread takes chunks from its own range's atomic counter, then from the other ranges'
 (emit.build_range).
 
+A field the task only adds floats to, at indices other iterations may share (a p2g grid, the
+`x.grad[j]` of a pair-energy gradient), is privatised: each thread adds into a zeroed copy of
+its own with plain adds and, when it runs out of chunks, adds the copy into the field slice by
+slice, under a lock per slice (at most PRIVATE_BYTES per thread). A launch that runs on
+one thread adds into the field itself, without atomics.
+
 Chunk sizes depend only on the trip count and the cost estimate, never on the thread count:
 reductions (`total += ...` on a top-level local, `s[None] += ...` on a 0-d field) sum each
 chunk into a partial, and the thread that completes the last chunk adds the partials in chunk
@@ -59,6 +65,10 @@ CHUNK_WORK = 1 << 15    # estimated units per chunk (~8 us): the counter's atomi
 MAX_CHUNKS = 256        # chunks per launch at most; also the capacity of the partial sums
 CHUNK_ALIGN = 16        # chunks of more iterations than this are a multiple of it
 VECTOR_DISCOUNT = 4     # a flat body runs ~4x faster per iteration than its unit count says
+
+PRIVATE_BYTES = 1 << 20  # per-thread copies of scatter targets, per task, at most (L2-sized)
+MERGE_LOCKS = 64         # context slots locking slices of privatised fields while merging
+MERGE_MIN_SLICE = 1024   # elements per slice at least
 
 SPIN_ROUNDS = 1 << 12   # bounds the calling thread's wait for the workers' last chunks (~0.1 ms)
 MAX_RANGES = 16         # per-thread ranges of chunks, each with its own counter
@@ -114,8 +124,10 @@ def _const_int(e):
 
 def iteration_cost(task, invariant) -> Cost:
     """Cost of one iteration of a range task, loop overhead included. A flat body (no
-    branches, loops, atomics, calls or random numbers) is vectorised by LLVM: a quarter."""
-    cost = body_cost(task.body, invariant)
+    branches, loops, atomics, calls or random numbers) is vectorised by LLVM: a quarter.
+    Atomics on owned or privatised fields are plain read-modify-writes."""
+    plain = owned_fields(task) | {id(f) for f in private_scatters(task)}
+    cost = body_cost(task.body, invariant, plain)
     cost.const += 2
     if _vectorisable(task.body):
         cost.const /= VECTOR_DISCOUNT
@@ -142,15 +154,16 @@ def _has_call(e) -> bool:
     return any(_has_call(a) for a in e.args)
 
 
-def body_cost(body, invariant) -> Cost:
-    """Cost of running `body` once; invariant(var) says whether the probe may read var."""
+def body_cost(body, invariant, plain=frozenset()) -> Cost:
+    """Cost of running `body` once; invariant(var) says whether the probe may read var; plain:
+    ids of fields whose atomics are emitted as plain read-modify-writes."""
     total = Cost()
     for s in body:
-        total.add(_stmt_cost(s, invariant))
+        total.add(_stmt_cost(s, invariant, plain))
     return total
 
 
-def _stmt_cost(s, invariant) -> Cost:
+def _stmt_cost(s, invariant, plain) -> Cost:
     ex = expr_cost
     if isinstance(s, Assign):
         return Cost(ex(s.value))
@@ -160,7 +173,8 @@ def _stmt_cost(s, invariant) -> Cost:
         return Cost(_STORE + ex(s.value) + sum(ex(i) for i in s.indices))
     if isinstance(s, Atomic):
         # an add into a 0-d field without its old value is usually a reduction (a register add)
-        own = 1 if s.field.shape == () and s.result is None else _ATOMIC
+        own = 1 if s.field.shape == () and s.result is None else \
+            _LOAD + 1 if id(s.field) in plain else _ATOMIC
         return Cost(own + ex(s.value) + sum(ex(i) for i in s.indices))
     if isinstance(s, Random):
         return Cost(_RANDOM)
@@ -173,7 +187,7 @@ def _stmt_cost(s, invariant) -> Cost:
     if isinstance(s, Return):
         return Cost(1 + sum(ex(v) for v in s.values))
     if isinstance(s, If):
-        then, orelse = body_cost(s.then, invariant), body_cost(s.orelse, invariant)
+        then, orelse = body_cost(s.then, invariant, plain), body_cost(s.orelse, invariant, plain)
         out = Cost(1 + ex(s.cond))
         if then.loops or orelse.loops or then.heavy or orelse.heavy:
             out.add(then)  # both branches, an upper bound, when either holds a loop
@@ -182,7 +196,7 @@ def _stmt_cost(s, invariant) -> Cost:
             out.const += max(then.const, orelse.const)
         return out
     if isinstance(s, For):
-        inner = body_cost(s.body, invariant)
+        inner = body_cost(s.body, invariant, plain)
         inner.const += 2  # counter and branch
         out = Cost(2 + ex(s.begin) + ex(s.end))
         lo, hi = _const_int(s.begin), _const_int(s.end)
@@ -198,23 +212,70 @@ def _stmt_cost(s, invariant) -> Cost:
     return Cost()  # Break, Continue
 
 
-def scatters_floats(task) -> bool:
-    """Whether the task adds (or multiplies) floats into a field atomically, other than the
-    reductions that get per-chunk partials: its result depends on the order of those adds."""
-    reduced = field_reductions(task)
+def _owned_test(task):
+    """A predicate: does an access index the field at the iteration's own index (the loop's
+    indices, each assigned once), where no other iteration of the launch reads or writes?"""
     assigned: dict = {}
     for s in walk(task.body):
         for v in _writes(s):
             assigned[v] = assigned.get(v, 0) + 1
     own = tuple(task.index_vars) or (task.var,)
 
-    def owned(s):  # x[i] += ... at the iteration's own index: no other iteration adds there
+    def owned(s) -> bool:
         vars_ = tuple(i.var if isinstance(i, VarRef) else None for i in s.indices)
         return vars_ == own and all(assigned.get(v, 0) <= 1 for v in own)
 
-    return any(isinstance(s, Atomic) and s.field.dtype.is_float and s.op in ("add", "sub", "mul")
-               and (id(s.field), s.comp) not in reduced and not owned(s)
-               for s in walk(task.body))
+    return owned
+
+
+def owned_fields(task) -> set:
+    """ids of fields the task accesses only at each iteration's own index: their atomics need
+    no atomicity (`x.grad[p] += ...` in a gradient kernel)."""
+    owned = _owned_test(task)
+    seen, shared = set(), set()
+    for s in walk(task.body):
+        if isinstance(s, (Load, Store, Atomic)):
+            (seen if owned(s) else shared).add(id(s.field))
+    return seen - shared
+
+
+def _scatters(task) -> list:
+    """Atomic float adds (subs, muls) into fields, other than the reductions that get per-chunk
+    partials and adds at the iteration's own index (no other iteration adds there)."""
+    reduced = field_reductions(task)
+    owned = _owned_test(task)
+    return [s for s in walk(task.body)
+            if isinstance(s, Atomic) and s.field.dtype.is_float and s.op in ("add", "sub", "mul")
+            and (id(s.field), s.comp) not in reduced and not owned(s)]
+
+
+def scatters_floats(task) -> bool:
+    """Whether the task's result depends on the order of its float adds into a field."""
+    return bool(_scatters(task))
+
+
+def private_scatters(task) -> list:
+    """Fields to privatise per thread (see the module docstring): float fields that the task
+    scatters into and touches only with result-free atomic adds/subs, smallest first while
+    their copies fit in PRIVATE_BYTES together."""
+    other = {id(s.field) for s in walk(task.body) if isinstance(s, (Load, Store, Atomic))
+             and not (isinstance(s, Atomic) and s.op in ("add", "sub") and s.result is None)}
+    candidates = {id(s.field): s.field for s in _scatters(task)
+                  if s.op in ("add", "sub") and s.field.shape != ()
+                  and not getattr(s.field, "is_ndarray_arg", False)}
+    chosen, total = [], 0
+    for f in sorted((f for k, f in candidates.items() if k not in other), key=field_bytes):
+        if total + field_bytes(f) <= PRIVATE_BYTES:
+            chosen.append(f)
+            total += field_bytes(f)
+    return chosen
+
+
+def field_bytes(f) -> int:
+    n = f.ncomp * f.dtype.bits // 8
+    for extent in f.shape:
+        n *= extent
+    return n
 
 
 def _writes(s):
@@ -285,7 +346,8 @@ def reduction_count(task, var_slot) -> int:
     return len(field_reductions(task)) + len(var_reductions(task, var_slot))
 
 
-__all__ = ["CHUNK_ALIGN", "CHUNK_WORK", "Cost", "INLINE_WORK", "MAX_CHUNKS", "MAX_RANGES", "RANGE_STRIDE",
-           "SCATTER_INLINE_WORK", "SCHED_SLOTS", "SPIN_ROUNDS",
-           "accumulation", "body_cost", "expr_cost", "field_reductions", "iteration_cost", "reduction_count", "scatters_floats",
+__all__ = ["CHUNK_ALIGN", "CHUNK_WORK", "Cost", "INLINE_WORK", "MAX_CHUNKS", "MAX_RANGES", "MERGE_LOCKS",
+           "MERGE_MIN_SLICE", "RANGE_STRIDE",
+           "PRIVATE_BYTES", "SCATTER_INLINE_WORK", "SCHED_SLOTS", "SPIN_ROUNDS",
+           "accumulation", "body_cost", "expr_cost", "field_bytes", "field_reductions", "iteration_cost", "owned_fields", "private_scatters", "reduction_count", "scatters_floats",
            "var_reductions"]

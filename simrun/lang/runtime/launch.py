@@ -104,4 +104,7 @@ class CompiledKernel:
                              f"range for field '{what}' of shape {shape}{text}")
         if code == 2:
             raise AssertionError(f"{where}in kernel '{self.name}': assertion failed: {what}{text}")
+        if code == 3:
+            raise MemoryError(f"kernel '{self.name}': out of memory for a per-thread copy of "
+                              f"field '{what}' ({self.runtime.num_threads} threads)")
         raise KernelRuntimeError(f"kernel '{self.name}' failed (code {code})")
