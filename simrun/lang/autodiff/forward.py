@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..errors import AutodiffError
 from ..ir import builder
 from ..ir.nodes import (
@@ -123,7 +125,7 @@ def forward_kernel(kir: KernelIR) -> KernelIR:
     tasks = []
     for t in kir.tasks:
         body = dz.block(t.body)
-        tasks.append(Task(t.kind, body, t.var, t.begin, t.end, t.span, t.index_vars))
+        tasks.append(dataclasses.replace(t, body=body))
     extra = dict(kir.extra)
     slot_vars = set(kir.extra.get("top_level_vars", []))
     extra["top_level_vars"] = list(slot_vars) + [d for v, d in dz.duals.items() if v in slot_vars]

@@ -11,6 +11,7 @@ kernel also reads (the runtime restores those fields' pre-launch values first).
 
 from __future__ import annotations
 
+import dataclasses
 from contextlib import contextmanager
 
 from ..errors import AutodiffError
@@ -265,8 +266,7 @@ class TaskReverser:
         rev = self.reverse(body)
         init = [Assign(a, builder.const(0, a.dtype)) for v, a in self.adj.items()
                 if v not in self.slot_vars]
-        return Task(self.task.kind, init + fwd + rev, self.task.var, self.task.begin,
-                    self.task.end, self.task.span, self.task.index_vars)
+        return dataclasses.replace(self.task, body=init + fwd + rev)
 
 
 def reverse_kernel(kir: KernelIR) -> KernelIR:

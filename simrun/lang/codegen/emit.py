@@ -49,6 +49,7 @@ from .schedule import (
     iteration_cost,
     owned_fields,
     private_scatters,
+    row_sums,
     scatters_floats,
     var_reductions,
 )
@@ -85,6 +86,8 @@ class TaskEmitter:
         self.loop_targets: list = []
         self.parallel = task.kind == "range"
         self.reductions: dict = {}
+        self.index_values: dict = {}  # id(index expression) -> its value (_grid_loop)
+        self.row_sums: dict = {}      # id(atomic) -> (per-row sum, statement) (_grid_loop)
         # ids of fields whose atomics need no atomicity: each iteration touches its own
         # elements, or the adds go to a per-thread copy (_private_copies)
         self.plain: set = owned_fields(task) if self.parallel else set()
@@ -185,6 +188,10 @@ class TaskEmitter:
             getattr(self, f"s_{type(s).__name__}")(s)
 
     def s_Assign(self, s):
+        value = self.index_values.get(id(s.value))
+        if value is not None:  # an ndrange index, computed by the loop (_grid_loop)
+            self.b.store(value, self.var_ptr(s.var))
+            return
         if self.parallel and s.var in self.layout.var_slot:
             delta = accumulation(s)
             if delta is not None:  # `total += ...` on a top-level local: atomic / reduction
@@ -209,6 +216,13 @@ class TaskEmitter:
     def s_Atomic(self, s):
         key = (id(s.field), s.comp)
         value = self.expr(s.value)
+        row = self.row_sums.get(id(s))
+        if row is not None:  # the same target all along an ndrange row (_grid_loop)
+            acc = row[0]
+            op = "add" if s.op == "add" else "sub"
+            self.b.store(self.combine(op, self.b.load(acc, typ=value.type), value,
+                                      s.field.dtype), acc)
+            return
         if key in self.reductions and s.result is None:
             acc = self.reductions[key]
             old = self.b.load(acc, typ=value.type)
@@ -759,6 +773,8 @@ class TaskEmitter:
                 apply(b.load(acc, typ=t))
 
     def _inner_loop(self, k_p, hi_p, begin):
+        if len(self.task.grid) > 1:
+            return self._grid_loop(k_p, hi_p, begin)
         b = self.b
         var_ptr = self.var_ptr(self.task.var)
         saved_targets = self.loop_targets
@@ -778,6 +794,65 @@ class TaskEmitter:
             b.store(b.add(b.load(k_p, typ=I64), ir.Constant(I64, 1)), k_p)
 
         self._loop(cond, self.task.body, before, latch)
+        self.loop_targets = saved_targets
+
+
+    def _grid_loop(self, k_p, hi_p, begin):
+        """An ndrange chunk as rows of the innermost dimension: the outer indices are computed
+        once per row, the innermost one counts up, so LLVM sees contiguous accesses (no
+        div/mod per iteration, no gathers)."""
+        b, task = self.b, self.task
+        i64c = lambda v: ir.Constant(I64, v)  # noqa: E731
+        var_t = llvm_type(task.var.dtype)
+        var_ptr = self.var_ptr(task.var)
+        low, extent = task.grid[-1]
+        m = self._i64(self.expr(extent))
+        low = self.expr(low)
+        j_p, jend_p, row_p = (self.eb.alloca(I64, name=x) for x in ("grid_j", "grid_end", "row"))
+        saved_targets = self.loop_targets
+        self.loop_targets = []
+        sums: dict = {}  # key -> (per-row sum, first statement with that key)
+        stmts = {id(s): s for s in walk(task.body)}
+        for sid, key in row_sums(task).items():
+            if key not in sums:
+                f = stmts[sid].field
+                sums[key] = (self.eb.alloca(llvm_type(f.dtype), name=f"{f.name}_row"), stmts[sid])
+            self.row_sums[sid] = sums[key]
+
+        def row():
+            k = b.load(k_p, typ=I64)
+            start = b.mul(b.sdiv(k, m), m)  # first flat index of this row
+            j0 = b.sub(k, start)
+            jn = b.add(j0, b.sub(b.load(hi_p, typ=I64), k))
+            b.store(b.select(b.icmp_signed("<", jn, m), jn, m), jend_p)
+            b.store(j0, j_p)
+            b.store(start, row_p)
+            b.store(b.trunc(b.add(begin, start), var_t), var_ptr)
+            for e in task.index_exprs[:-1]:
+                self.index_values[id(e)] = self.expr(e)
+            for acc, s in sums.values():
+                b.store(const(s.field.dtype, 0), acc)
+            self._loop(lambda: b.icmp_signed("<", b.load(j_p, typ=I64), b.load(jend_p, typ=I64)),
+                       task.body, cell,
+                       lambda: b.store(b.add(b.load(j_p, typ=I64), i64c(1)), j_p))
+            for acc, s in sums.values():  # the row's indices are still in their locals
+                total = b.load(acc, typ=llvm_type(s.field.dtype))
+                self.atomic_update(self.element_ptr(s), "add", total, s.field.dtype,
+                                   atomic=self.parallel and id(s.field) not in self.plain)
+            b.store(b.add(b.load(row_p, typ=I64), b.load(jend_p, typ=I64)), k_p)
+
+        def cell():
+            j = b.load(j_p, typ=I64)
+            idx = b.add(begin, b.add(b.load(row_p, typ=I64), j))
+            b.store(b.trunc(idx, var_t), var_ptr)
+            self.index_values[id(task.index_exprs[-1])] = b.add(low, b.trunc(j, low.type))
+            if self.rng_iter is not None:
+                b.store(idx, self.rng_iter)
+                b.store(ir.Constant(I64, 0), self.rng_ctr)
+
+        self._loop(lambda: b.icmp_signed("<", b.load(k_p, typ=I64), b.load(hi_p, typ=I64)), [],
+                   row)
+        self.index_values, self.row_sums = {}, {}
         self.loop_targets = saved_targets
 
 

@@ -249,6 +249,30 @@ def _scatters(task) -> list:
             and (id(s.field), s.comp) not in reduced and not owned(s)]
 
 
+def row_sums(task) -> dict:
+    """For an ndrange task (run as rows of its innermost dimension, emit._grid_loop): the
+    result-free atomic adds/subs whose target is the same all along a row (its indices read
+    only outer indices and locals the task never writes), on fields the task touches no other
+    way, as {id(stmt): key}; statements with one key add into one per-row sum, flushed once per
+    row (the `x.grad[i]` of a pair-energy gradient over `ndrange(n, n)`)."""
+    from ..passes.hoist_atomics import hoistable_fields, index_key
+
+    if len(task.grid) < 2:
+        return {}
+    writes: dict = {}
+    for s in walk(task.body):
+        for v in _writes(s):
+            writes[v] = writes.get(v, 0) + 1
+    outer = {v for v in task.index_vars[:-1] if writes.get(v, 0) == 1}
+    fields = hoistable_fields(task.body)
+    out = {}
+    for s in walk(task.body):
+        if isinstance(s, Atomic) and id(s.field) in fields and s.field.shape != () and all(
+                v in outer or v not in writes for i in s.indices for v in expr_vars(i)):
+            out[id(s)] = (id(s.field), s.comp) + tuple(index_key(i) for i in s.indices)
+    return out
+
+
 def scatters_floats(task) -> bool:
     """Whether the task's result depends on the order of its float adds into a field."""
     return bool(_scatters(task))
@@ -349,5 +373,5 @@ def reduction_count(task, var_slot) -> int:
 __all__ = ["CHUNK_ALIGN", "CHUNK_WORK", "Cost", "INLINE_WORK", "MAX_CHUNKS", "MAX_RANGES", "MERGE_LOCKS",
            "MERGE_MIN_SLICE", "RANGE_STRIDE",
            "PRIVATE_BYTES", "SCATTER_INLINE_WORK", "SCHED_SLOTS", "SPIN_ROUNDS",
-           "accumulation", "body_cost", "expr_cost", "field_bytes", "field_reductions", "iteration_cost", "owned_fields", "private_scatters", "reduction_count", "scatters_floats",
+           "accumulation", "body_cost", "expr_cost", "field_bytes", "field_reductions", "iteration_cost", "owned_fields", "private_scatters", "reduction_count", "row_sums", "scatters_floats",
            "var_reductions"]

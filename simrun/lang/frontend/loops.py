@@ -96,7 +96,7 @@ def lower_parallel_for(lw, node) -> Task:
             end = extents[0]
             for e in extents[1:]:
                 end = end * e
-            idx_vars = []
+            idx_vars, idx_exprs = [], []
             stride = None
             for d in reversed(range(len(bounds))):
                 flat = VarRef(var)
@@ -104,8 +104,10 @@ def lower_parallel_for(lw, node) -> Task:
                 if d > 0:
                     q = q % extents[d]
                 iv = em.fresh(names[0] if grouped else names[d], i32)
-                em.emit(Assign(iv, bounds[d][0] + q))
+                value = bounds[d][0] + q
+                em.emit(Assign(iv, value))
                 idx_vars.insert(0, iv)
+                idx_exprs.insert(0, value)
                 stride = extents[d] if stride is None else stride * extents[d]
             _bind(lw, scope, names, grouped, idx_vars)
         lw.scopes.append(scope)
@@ -116,6 +118,10 @@ def lower_parallel_for(lw, node) -> Task:
     finally:
         em.loop_kinds.pop()
     body = em.blocks.pop()
+    if len(idx_vars) > 1:
+        grid = tuple((lo, hi - lo) for lo, hi in bounds)
+        return Task("range", body, var, begin, end, span=lw.src.span(node),
+                    index_vars=tuple(idx_vars), grid=grid, index_exprs=tuple(idx_exprs))
     return Task("range", body, var, begin, end, span=lw.src.span(node),
                 index_vars=tuple(idx_vars))
 

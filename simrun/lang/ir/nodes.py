@@ -253,6 +253,11 @@ class Task:
     end: Expr | None = None
     span: Span | None = None
     index_vars: tuple = ()  # a range task's loop indices, a bijection of `var`
+    # an ndrange task: (low, extent) per dimension, and the expressions (objects, so passes
+    # that copy statements keep them) that compute each index from `var`; codegen runs the
+    # innermost dimension as a loop of its own (contiguous, vectorisable), no div/mod
+    grid: tuple = ()
+    index_exprs: tuple = ()
 
 
 @dataclass(eq=False)

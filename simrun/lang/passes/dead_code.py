@@ -19,6 +19,7 @@ before it.
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 from ..codegen.layout import stmt_reads
 from ..ir.nodes import (
@@ -34,7 +35,6 @@ from ..ir.nodes import (
     Return,
     StackPop,
     StackPush,
-    Task,
     While,
     walk,
 )
@@ -168,14 +168,12 @@ def _unshared(body) -> list:
 
 
 def run(kir: KernelIR) -> KernelIR:
-    tasks = [Task(t.kind, _unshared(t.body), t.var, t.begin, t.end, t.span, t.index_vars)
-             for t in kir.tasks]
+    tasks = [dataclasses.replace(t, body=_unshared(t.body)) for t in kir.tasks]
     size = _size(tasks)
     while True:
         seen = _Liveness()
         seen.kernel(KernelIR(kir.name, tasks, kir.arg_vars, kir.ret_types, kir.span, kir.extra))
-        tasks = [Task(t.kind, _sweep(t.body, seen), t.var, t.begin, t.end, t.span, t.index_vars)
-                 for t in tasks]
+        tasks = [dataclasses.replace(t, body=_sweep(t.body, seen)) for t in tasks]
         if _size(tasks) == size:
             return KernelIR(kir.name, tasks, kir.arg_vars, kir.ret_types, kir.span, kir.extra)
         size = _size(tasks)

@@ -14,6 +14,8 @@ launch regroups them anyway.
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..ir import builder
 from ..ir.nodes import (
     Assign,
@@ -25,7 +27,6 @@ from ..ir.nodes import (
     Load,
     OpExpr,
     Store,
-    Task,
     Var,
     VarRef,
     While,
@@ -35,14 +36,14 @@ from ..ir.nodes import (
 from ..ir.ops import Op
 
 
-def _key(e):
+def index_key(e):
     """A structural identity for an index expression."""
     if isinstance(e, Const):
         return ("c", e.value, e.dtype)
     if isinstance(e, VarRef):
         return ("v", id(e.var))
     if isinstance(e, OpExpr):
-        return (e.op, e.dtype) + tuple(_key(a) for a in e.args)
+        return (e.op, e.dtype) + tuple(index_key(a) for a in e.args)
     return ("?", id(e))
 
 
@@ -56,10 +57,10 @@ def _assigned(body) -> set:
     return out
 
 
-def _hoistable_fields(loop: For) -> set:
-    """Fields that the loop only ever touches with result-free atomic add/sub."""
+def hoistable_fields(body) -> set:
+    """Fields that body only ever touches with result-free atomic add/sub."""
     touched, blocked = set(), set()
-    for s in walk(loop.body):
+    for s in walk(body):
         if isinstance(s, (Load, Store)):
             blocked.add(id(s.field))
         elif isinstance(s, Atomic):
@@ -74,7 +75,7 @@ def _rewrite(body, fields: set, variant: set, sums: dict) -> list:
     for s in body:
         if isinstance(s, Atomic) and id(s.field) in fields and not (
                 variant & {v for i in s.indices for v in expr_vars(i)}):
-            key = (id(s.field), s.comp) + tuple(_key(i) for i in s.indices)
+            key = (id(s.field), s.comp) + tuple(index_key(i) for i in s.indices)
             if key not in sums:
                 sums[key] = (Var(f"{s.field.name}_sum", s.field.dtype), s)
             acc = sums[key][0]
@@ -90,7 +91,7 @@ def _rewrite(body, fields: set, variant: set, sums: dict) -> list:
 
 
 def _hoist_loop(loop: For) -> list:
-    fields = _hoistable_fields(loop)
+    fields = hoistable_fields(loop.body)
     if not fields:
         return [loop]
     variant = _assigned(loop.body) | {loop.var}
@@ -124,6 +125,5 @@ def _block(body) -> list:
 
 
 def run(kir: KernelIR) -> KernelIR:
-    tasks = [Task(t.kind, _block(t.body), t.var, t.begin, t.end, t.span, t.index_vars)
-             for t in kir.tasks]
+    tasks = [dataclasses.replace(t, body=_block(t.body)) for t in kir.tasks]
     return KernelIR(kir.name, tasks, kir.arg_vars, kir.ret_types, kir.span, kir.extra)
