@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import os
 
-from llvmlite import ir
-
 from .codegen import jit
-from .codegen.emit import TaskEmitter
 from .codegen.layout import build_layout
 from .ir.printer import print_kernel
 from .runtime.launch import CompiledKernel
@@ -19,6 +16,10 @@ def kernel_text(kir, layout) -> str:
 
 
 def build_module(kir, layout, key: str, debug: bool, fast_math: bool) -> tuple[str, list]:
+    from llvmlite import ir  # only on a cache miss: a warm start never builds LLVM IR
+
+    from .codegen.emit import TaskEmitter
+
     module = ir.Module(name=key)
     names = []
     for k, task in enumerate(kir.tasks):

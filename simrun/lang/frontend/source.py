@@ -6,6 +6,8 @@ import ast
 import builtins
 import functools
 import inspect
+import linecache
+import os
 import textwrap
 import weakref
 from collections import ChainMap
@@ -50,22 +52,43 @@ def _parse(file: str, first_line: int, text: str) -> ast.FunctionDef:
     return node
 
 
+@functools.lru_cache(maxsize=64)
+def _module_defs(file: str, mtime: float) -> dict:
+    """{first line (decorator or def): FunctionDef} for every function in a source file."""
+    linecache.checkcache(file)
+    tree = ast.parse("".join(linecache.getlines(file)))
+    return {min([n.lineno] + [d.lineno for d in n.decorator_list]): n for n in ast.walk(tree)
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def _find_def(func):
+    """(file, FunctionDef) from one parse of the whole file, cached: much cheaper than
+    inspect.getsourcelines, which tokenizes the file from the top on every call."""
+    file = func.__code__.co_filename
+    try:
+        defs = _module_defs(file, os.stat(file).st_mtime)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    node = defs.get(func.__code__.co_firstlineno)
+    return (file, node) if node is not None and node.name == func.__name__ else None
+
+
 def get_source(func) -> FuncSource:
-    try:
-        file = inspect.getsourcefile(func) or "<unknown>"
-        raw, first_line = inspect.getsourcelines(func)
-    except (OSError, TypeError) as exc:
-        raise CompileError(
-            f"cannot read the source of '{func.__qualname__}': kernels must be defined in a file "
-            "(not typed into an interactive prompt)"
-        ) from exc
-    text = textwrap.dedent("".join(raw))
-    tree = _parse(file, first_line, text)
-    try:
-        with open(file) as fh:
-            lines = fh.read().splitlines()
-    except OSError:
-        lines = []
+    found = _find_def(func) if hasattr(func, "__code__") else None
+    if found is not None:
+        file, tree = found
+        first_line = min([tree.lineno] + [d.lineno for d in tree.decorator_list])
+    else:
+        try:
+            file = inspect.getsourcefile(func) or "<unknown>"
+            raw, first_line = inspect.getsourcelines(func)
+        except (OSError, TypeError) as exc:
+            raise CompileError(
+                f"cannot read the source of '{func.__qualname__}': kernels must be defined in a "
+                "file (not typed into an interactive prompt)"
+            ) from exc
+        tree = _parse(file, first_line, textwrap.dedent("".join(raw)))
+    lines = "".join(linecache.getlines(file)).splitlines()
     closure = {}
     if func.__closure__:
         for name, cell in zip(func.__code__.co_freevars, func.__closure__):
