@@ -71,12 +71,13 @@ def worker(args) -> int:
     import simrun.lang as ti
     from simrun.lang import api
     from simrun.lang.codegen import emit, schedule
+    from simrun.lang.passes import dead_code, hoist_atomics
 
     sys.path.insert(0, HERE)
     from timing import time_call
 
-    if args.inline_work is not None:
-        emit.INLINE_WORK = args.inline_work
+    if args.inline_work is not None:  # forced modes: both thresholds (scatters have their own)
+        emit.INLINE_WORK = emit.SCATTER_INLINE_WORK = args.inline_work
     ti.init(cpu_max_num_threads=args.threads, offline_cache=False)
     rt = api.runtime()
     out = {}
@@ -84,6 +85,7 @@ def worker(args) -> int:
         for n in [int(s) for s in args.sizes.split(",")]:
             kernel = _build(ti, body, n)
             kir, _ = kernel.lower(())
+            kir = hoist_atomics.run(dead_code.run(kir))  # as compiled: atomics' unused results go
             task = next(t for t in kir.tasks if t.kind == "range")
             per = schedule.iteration_cost(task, lambda v: True).const
             kernel()

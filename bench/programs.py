@@ -178,6 +178,7 @@ BENCHMARKS: dict[str, tuple[Callable[..., Program], int, int]] = {
     "p2g_8192": (build_p2g, 8192, 512),
     "p2g_polar_8192": (build_p2g_polar, 8192, 512),
     "p2g_sorted_8192": (build_p2g_sorted, 8192, 512),
+    "p2g_65536": (build_p2g, 65536, 1024),
 }
 
 # Large kernels re-timed with cpu_max_num_threads=1 to measure parallel speedup.
@@ -187,4 +188,5 @@ SCALING_BENCHMARKS = [
     "pair_energy_ndrange_4096",
     "p2g_8192",
     "p2g_sorted_8192",
+    "p2g_65536",
 ]

@@ -161,7 +161,7 @@ def test_row_sum_index_checked_in_debug_mode():
 
     @ti.kernel
     def off_by_one(n: ti.i32):
-        for i, j in ti.ndrange(n, 10):
+        for i, _j in ti.ndrange(n, 10):
             rows[i + 1] += 1.0
 
     with pytest.raises(IndexError, match="rows"):

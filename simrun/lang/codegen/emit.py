@@ -654,8 +654,8 @@ class TaskEmitter:
 
         The field is cut into at most MERGE_LOCKS // nfields slices, each with a lock word in
         the context; a thread adds a slice it holds the lock of with plain (vectorised) adds,
-        skipping slices another thread holds and coming back to them, starting at a slice
-        that depends on its thread id, so threads that finish together merge side by side."""
+        skipping slices another thread holds and coming back to them. Thread t of T starts at
+        slice t*S/T, so threads that finish together merge far apart."""
         b = self.b
         i64c = lambda v: ir.Constant(I64, v)  # noqa: E731
         t = llvm_type(f.dtype)
@@ -671,7 +671,8 @@ class TaskEmitter:
                                 for x in ("merged", "slice", "elem"))
             b.store(i64c(0), done_p)
             full = i64c((1 << nslices) - 1 if nslices < 64 else -1)
-            start = b.srem(self.tid, i64c(nslices))
+            threads = b.select(b.icmp_signed(">", self.nthreads, i64c(1)), self.nthreads, i64c(1))
+            start = b.srem(b.sdiv(b.mul(self.tid, i64c(nslices)), threads), i64c(nslices))
 
             def slice_pass():
                 b.store(i64c(0), k_p)
