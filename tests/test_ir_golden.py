@@ -1,28 +1,18 @@
 """Golden tests: kernel source in, printed IR out (SIMRUN_UPDATE_GOLDEN=1 rewrites them)."""
 
-import os
-from pathlib import Path
 
 import pytest
+from golden_ir import check_golden
 
 import simrun.lang as ti
 from simrun.lang.autodiff.reverse import reverse_kernel
 from simrun.lang.codegen.layout import build_layout
 from simrun.lang.compiler import kernel_text
 
-GOLDEN = Path(__file__).parent / "golden"
-
 
 @pytest.fixture(autouse=True)
 def _init():
     ti.init(default_fp=ti.f32)
-
-
-def _check(name: str, text: str) -> None:
-    path = GOLDEN / f"{name}.ir"
-    if os.environ.get("SIMRUN_UPDATE_GOLDEN") or not path.exists():
-        path.write_text(text)
-    assert text == path.read_text()
 
 
 def _ir(kernel, *args, mode="primal"):
@@ -63,18 +53,18 @@ def _serial_loop():
 
 
 def test_frontend_gravity_energy():
-    _check("gravity_energy", _ir(_gravity_energy()))
+    check_golden("gravity_energy", _ir(_gravity_energy()))
 
 
 def test_reverse_gravity_energy():
-    _check("gravity_energy_reverse", _ir(_gravity_energy(), mode="reverse"))
+    check_golden("gravity_energy_reverse", _ir(_gravity_energy(), mode="reverse"))
 
 
 def test_frontend_serial_loop_and_branch():
-    _check("serial_loop", _ir(_serial_loop(), 3))
+    check_golden("serial_loop", _ir(_serial_loop(), 3))
 
 
 def test_reverse_serial_loop_pushes_loop_carried_locals():
     text = _ir(_serial_loop(), 3, mode="reverse")
-    _check("serial_loop_reverse", text)
+    check_golden("serial_loop_reverse", text)
     assert "push" in text and "pop" in text

@@ -1,19 +1,15 @@
 """passes/dead_code.py: golden IR, and results that would change if it removed too much."""
 
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
+from golden_ir import check_kernel_golden
 
 import simrun.lang as ti
 from simrun.lang.autodiff.reverse import reverse_kernel
-from simrun.lang.codegen.layout import build_layout
-from simrun.lang.compiler import kernel_text
 from simrun.lang.ir.nodes import Atomic, For, Random, StackPop, StackPush, walk
 from simrun.lang.passes import dead_code
 
-GOLDEN = Path(__file__).parent / "golden"
 N = 6
 
 
@@ -44,11 +40,7 @@ def test_golden_dead_locals_results_and_loops():
 
     kir, _ = k.lower((3,))
     swept = dead_code.run(kir)
-    text = kernel_text(swept, build_layout(swept))
-    path = GOLDEN / "dead_code.ir"
-    if os.environ.get("SIMRUN_UPDATE_GOLDEN") or not path.exists():
-        path.write_text(text)
-    assert text == path.read_text()
+    check_kernel_golden("dead_code", swept)
     stmts = _statements(swept)
     assert not any(isinstance(s, For) for s in stmts)
     assert all(s.result is None for s in stmts if isinstance(s, Atomic))

@@ -1,17 +1,12 @@
 """passes/hoist_atomics.py: golden IR, and results that would change if it hoisted wrongly."""
 
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
+from golden_ir import check_kernel_golden
 
 import simrun.lang as ti
-from simrun.lang.codegen.layout import build_layout
-from simrun.lang.compiler import kernel_text
 from simrun.lang.passes import hoist_atomics
-
-GOLDEN = Path(__file__).parent / "golden"
 
 
 @pytest.fixture(autouse=True)
@@ -33,12 +28,7 @@ def test_golden_invariant_and_variant_targets():
                     g[i] -= 2 * x[j]  # same target under an if: same local sum
 
     kir, _ = scatter.lower((3,))
-    hoisted = hoist_atomics.run(kir)
-    text = kernel_text(hoisted, build_layout(hoisted))
-    path = GOLDEN / "hoist_atomics.ir"
-    if os.environ.get("SIMRUN_UPDATE_GOLDEN") or not path.exists():
-        path.write_text(text)
-    assert text == path.read_text()
+    check_kernel_golden("hoist_atomics", hoist_atomics.run(kir))
 
 
 def test_results_match_numpy():
