@@ -400,10 +400,8 @@ class TaskEmitter:
                                name=self.module.get_unique_name("fmt"))
         gv.initializer = ir.Constant(ir.ArrayType(ir.IntType(8), len(text)), bytearray(text))
         gv.global_constant = True
-        printf = self.module.globals.get("printf") or ir.Function(
-            self.module, ir.FunctionType(I32, [PTR], var_arg=True), "printf")
-        fflush = self.module.globals.get("fflush") or ir.Function(
-            self.module, ir.FunctionType(I32, [PTR]), "fflush")
+        printf = self.declared("printf", I32, [PTR], var_arg=True)
+        fflush = self.declared("fflush", I32, [PTR])
         b.call(printf, [gv] + args)
         b.call(fflush, [ir.Constant(PTR, None)])
 
@@ -432,8 +430,7 @@ class TaskEmitter:
         with b.if_then(b.icmp_unsigned(">", need, cap), likely=False):
             newcap = b.select(b.icmp_unsigned("<", cap, ir.Constant(I64, 4096)),
                               ir.Constant(I64, 4096), b.mul(cap, ir.Constant(I64, 2)))
-            realloc = self.module.globals.get("realloc") or ir.Function(
-                self.module, ir.FunctionType(PTR, [PTR, I64]), "realloc")
+            realloc = self.declared("realloc", PTR, [PTR, I64])
             data = b.call(realloc, [b.load(st, typ=PTR), newcap])
             b.store(data, st)
             b.store(newcap, cap_p)
@@ -610,9 +607,10 @@ class TaskEmitter:
         b.ret(i64c(0))
 
     # ------------------------------------------------------------ per-thread scatter copies
-    def _libc(self, name: str, ret, args):
+    def declared(self, name: str, ret, args, var_arg: bool = False):
+        """An external function (libc, an intrinsic), declared once per module."""
         return self.module.globals.get(name) or ir.Function(
-            self.module, ir.FunctionType(ret, args), name)
+            self.module, ir.FunctionType(ret, args, var_arg=var_arg), name)
 
     def _private_copies(self) -> list:
         """(field, its real base, pointer to this thread's copy) for the privatised fields.
@@ -639,7 +637,7 @@ class TaskEmitter:
         b = self.b
         with b.if_then(b.icmp_unsigned("==", b.load(copy_p, typ=PTR), ir.Constant(PTR, None)),
                        likely=False):
-            calloc = self._libc("calloc", PTR, [I64, I64])
+            calloc = self.declared("calloc", PTR, [I64, I64])
             b.store(b.call(calloc, [ir.Constant(I64, field_bytes(f)), ir.Constant(I64, 1)]),
                     copy_p)
             with b.if_then(b.icmp_unsigned("==", b.load(copy_p, typ=PTR),
@@ -708,7 +706,7 @@ class TaskEmitter:
 
             self._loop(lambda: b.icmp_unsigned("!=", b.load(done_p, typ=I64), full), [],
                        slice_pass)
-            b.call(self._libc("free", ir.VoidType(), [PTR]), [copy])
+            b.call(self.declared("free", ir.VoidType(), [PTR]), [copy])
 
     def _await_chunks(self, done_p, nchunks) -> None:
         """The calling thread, out of chunks, spins a little while the workers finish theirs:
@@ -720,8 +718,7 @@ class TaskEmitter:
         b.store(ir.Constant(I64, 0), i_p)
         pause = None
         if platform.machine().lower() in ("x86_64", "amd64"):
-            pause = self.module.globals.get("llvm.x86.sse2.pause") or ir.Function(
-                self.module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse2.pause")
+            pause = self.declared("llvm.x86.sse2.pause", ir.VoidType(), [])
 
         def waiting():
             left = b.icmp_signed("<", b.load_atomic(done_p, "acquire", 8, typ=I64), nchunks)

@@ -212,13 +212,19 @@ def _stmt_cost(s, invariant, plain) -> Cost:
     return Cost()  # Break, Continue
 
 
+def _write_counts(body) -> dict:
+    """How many statements of body write each local."""
+    counts: dict = {}
+    for s in walk(body):
+        for v in _writes(s):
+            counts[v] = counts.get(v, 0) + 1
+    return counts
+
+
 def _owned_test(task):
     """A predicate: does an access index the field at the iteration's own index (the loop's
     indices, each assigned once), where no other iteration of the launch reads or writes?"""
-    assigned: dict = {}
-    for s in walk(task.body):
-        for v in _writes(s):
-            assigned[v] = assigned.get(v, 0) + 1
+    assigned = _write_counts(task.body)
     own = tuple(task.index_vars) or (task.var,)
 
     def owned(s) -> bool:
@@ -259,10 +265,7 @@ def row_sums(task) -> dict:
 
     if len(task.grid) < 2:
         return {}
-    writes: dict = {}
-    for s in walk(task.body):
-        for v in _writes(s):
-            writes[v] = writes.get(v, 0) + 1
+    writes = _write_counts(task.body)
     outer = {v for v in task.index_vars[:-1] if writes.get(v, 0) == 1}
     fields = hoistable_fields(task.body)
     out = {}
