@@ -88,7 +88,7 @@ def lower_parallel_for(lw, node) -> Task:
             var = em.fresh(names[0], i32)
             begin, end = bounds[0]
             scope[names[0]] = var
-            idx_vars = [var]
+            idx_vars, idx_exprs = [var], []
         else:
             var = em.fresh("flat", i32)
             begin = builder.const(0, i32)
@@ -118,12 +118,11 @@ def lower_parallel_for(lw, node) -> Task:
     finally:
         em.loop_kinds.pop()
     body = em.blocks.pop()
-    if len(idx_vars) > 1:
-        grid = tuple((lo, hi - lo) for lo, hi in bounds)
-        return Task("range", body, var, begin, end, span=lw.src.span(node),
-                    index_vars=tuple(idx_vars), grid=grid, index_exprs=tuple(idx_exprs))
+    ndrange = len(idx_vars) > 1
     return Task("range", body, var, begin, end, span=lw.src.span(node),
-                index_vars=tuple(idx_vars))
+                index_vars=tuple(idx_vars),
+                grid=tuple((lo, hi - lo) for lo, hi in bounds) if ndrange else (),
+                index_exprs=tuple(idx_exprs) if ndrange else ())
 
 
 def lower_for(lw, node) -> None:

@@ -76,8 +76,7 @@ def _find_def(func):
 def get_source(func) -> FuncSource:
     found = _find_def(func) if hasattr(func, "__code__") else None
     if found is not None:
-        file, tree = found
-        first_line = min([tree.lineno] + [d.lineno for d in tree.decorator_list])
+        (file, tree), first_line = found, func.__code__.co_firstlineno
     else:
         try:
             file = inspect.getsourcefile(func) or "<unknown>"

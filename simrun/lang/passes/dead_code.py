@@ -105,12 +105,11 @@ class _Liveness:
         self.block(body, head, head)
         return head
 
-    def kernel(self, kir: KernelIR) -> None:
-        """Tasks run in order; a range task's iterations share only the kernel's arguments and
-        top-level locals (the others are private to an iteration)."""
-        shared = set(kir.arg_vars) | set(kir.extra.get("top_level_vars", ()))
+    def kernel(self, tasks, shared: set) -> None:
+        """Tasks run in order; a range task's iterations share only `shared`, the kernel's
+        arguments and top-level locals (the others are private to an iteration)."""
         live: set = set()
-        for task in reversed(kir.tasks):
+        for task in reversed(tasks):
             if task.kind == "range":
                 bounds = set(stmt_reads(For(task.var, task.begin, task.end, [])))
                 live = self.loop(task.body, live & shared, task.var, shared) | bounds
@@ -168,12 +167,13 @@ def _unshared(body) -> list:
 
 
 def run(kir: KernelIR) -> KernelIR:
+    shared = set(kir.arg_vars) | set(kir.extra.get("top_level_vars", ()))
     tasks = [dataclasses.replace(t, body=_unshared(t.body)) for t in kir.tasks]
     size = _size(tasks)
     while True:
         seen = _Liveness()
-        seen.kernel(KernelIR(kir.name, tasks, kir.arg_vars, kir.ret_types, kir.span, kir.extra))
+        seen.kernel(tasks, shared)
         tasks = [dataclasses.replace(t, body=_sweep(t.body, seen)) for t in tasks]
         if _size(tasks) == size:
-            return KernelIR(kir.name, tasks, kir.arg_vars, kir.ret_types, kir.span, kir.extra)
+            return dataclasses.replace(kir, tasks=tasks)
         size = _size(tasks)
