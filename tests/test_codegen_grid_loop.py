@@ -30,6 +30,20 @@ counts = ti.field(ti.i32, shape=700)
 w = ti.field(ti.f64, shape=(700, 600))
 
 
+vec = ti.Vector.field(3, ti.f64, shape=700)
+grid2 = ti.Vector.field(2, ti.f64, shape=(600, 4))
+
+
+@ti.kernel
+def vector_scatters(n: ti.i32, m: ti.i32):
+    """A gradient kernel's pattern: one vector field added to at i (row sums) and at j."""
+    for i, j in ti.ndrange(n, m):
+        d = ti.Vector([w[i, j], 2.0 * w[i, j], -w[i, j]])
+        vec[i] += d
+        vec[j] -= 3.0 * d
+        grid2[j, i % 4] += ti.Vector([w[i, j], 1.0])
+
+
 @ti.kernel
 def fill_offset(lo0: ti.i32, hi0: ti.i32, lo1: ti.i32, hi1: ti.i32):
     for i, j in ti.ndrange((lo0, hi0), (lo1, hi1)):
@@ -131,6 +145,43 @@ def test_row_sums_exact(threads, shape):
     np.testing.assert_array_equal(rows.to_numpy(), want_rows)
     np.testing.assert_array_equal(cols.to_numpy(), want_cols)
     np.testing.assert_array_equal(counts.to_numpy(), want_counts)
+
+
+def test_which_copies_are_component_major():
+    task = vector_scatters.lower((700, 600))[0].tasks[0]
+    chosen = schedule.private_scatters(task)
+    assert {f.name for f in schedule.component_major(task, chosen)} == {vec.name, grid2.name}
+    flat = row_and_column_sums.lower((700, 600))[0].tasks[0]
+    assert schedule.component_major(flat, schedule.private_scatters(flat)) == []
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("shape", [(600, 600), (3, 5), (1, 600), (600, 1)])
+def test_component_major_copies_exact(threads, shape):
+    """Vector fields scattered along rows go through component-major copies, also on one
+    thread; the merge puts every component back in place."""
+    ti.init(arch=ti.cpu, cpu_max_num_threads=threads)
+    rng = np.random.default_rng(7 + sum(shape))
+    data = rng.integers(-20, 20, (700, 600)).astype(np.float64)
+    w.from_numpy(data)
+    start = rng.integers(-5, 5, (700, 3)).astype(np.float64)
+    vec.from_numpy(start)
+    grid2.fill(0.25)
+    split = _splits(vector_scatters, *shape)
+    if shape == (600, 600) and threads > 1:
+        assert split == 1
+    n, m = shape
+    sub = data[:n, :m]
+    d = np.stack([sub, 2.0 * sub, -sub], axis=-1)
+    want = start.copy()
+    want[:n] += d.sum(axis=1)
+    want[:m] -= 3.0 * d.sum(axis=0)
+    want_grid = np.full((600, 4, 2), 0.25)
+    for i in range(n):
+        want_grid[:m, i % 4, 0] += sub[i]
+        want_grid[:m, i % 4, 1] += 1.0
+    np.testing.assert_array_equal(vec.to_numpy(), want)
+    np.testing.assert_array_equal(grid2.to_numpy(), want_grid)
 
 
 def test_random_numbers_follow_the_flat_index():

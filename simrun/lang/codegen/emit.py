@@ -44,6 +44,7 @@ from .schedule import (
     SCATTER_INLINE_WORK,
     SPIN_ROUNDS,
     accumulation,
+    component_major,
     field_bytes,
     field_reductions,
     iteration_cost,
@@ -91,6 +92,7 @@ class TaskEmitter:
         # ids of fields whose atomics need no atomicity: each iteration touches its own
         # elements, or the adds go to a per-thread copy (_private_copies)
         self.plain: set = owned_fields(task) if self.parallel else set()
+        self.by_component: set = set()  # ids of fields accessed through a component-major copy
         self.operand_dtype: DType | None = None
         self.cond_dtype: DType | None = None
         self.written = {v for s in walk(task.body) for v in stmt_writes(s)}
@@ -157,7 +159,10 @@ class TaskEmitter:
         offset = ir.Constant(I64, 0)
         for k, (i, n) in enumerate(zip(idx, f.shape)):
             offset = b.add(b.mul(offset, ir.Constant(I64, n)), i) if k else i
-        if f.ncomp > 1:
+        if id(f) in self.by_component:
+            cells = field_bytes(f) * 8 // f.dtype.bits // f.ncomp
+            offset = b.add(offset, ir.Constant(I64, s.comp * cells))
+        elif f.ncomp > 1:
             offset = b.add(b.mul(offset, ir.Constant(I64, f.ncomp)), ir.Constant(I64, s.comp))
         return b.gep(self.field_base(f), [offset], source_etype=llvm_type(f.dtype))
 
@@ -591,6 +596,7 @@ class TaskEmitter:
             self._inner_loop(k_p, hi_p, begin)
             for f, base, _ in copies:
                 self.field_bases[id(f)] = base
+            self.by_component.clear()
             if reds:
                 self._finish_chunk(c, nchunks, done_p, reds)
             else:
@@ -616,17 +622,22 @@ class TaskEmitter:
         """(field, its real base, pointer to this thread's copy) for the privatised fields.
 
         A thread that runs the launch alone (inline, or the runtime has one thread) adds into
-        the field itself; the others start with no copy and allocate one on their first chunk.
-        Not in debug mode: an index error returns from the middle of a chunk."""
+        the field itself unless the copy is component-major; the others start with no copy and
+        allocate one on their first chunk. Not in debug mode: an index error returns from the
+        middle of a chunk."""
         if self.debug:
             return []
         b = self.b
         alone = b.icmp_signed("<=", self.nthreads, ir.Constant(I64, 1))
         copies = []
-        for f in private_scatters(self.task):
+        fields = private_scatters(self.task)
+        self.component_major = {id(f) for f in component_major(self.task, fields)}
+        for f in fields:
             base = self.field_base(f)
             copy_p = self.eb.alloca(PTR, name=f"{f.name}_copy")
-            b.store(b.select(alone, base, ir.Constant(PTR, None)), copy_p)
+            first = (ir.Constant(PTR, None) if id(f) in self.component_major
+                     else b.select(alone, base, ir.Constant(PTR, None)))
+            b.store(first, copy_p)
             self.plain.add(id(f))
             copies.append((f, base, copy_p))
         return copies
@@ -646,6 +657,8 @@ class TaskEmitter:
                 self.layout.sites.append(("memory", f.name, None, None))
                 self.record_error(3, site)
         self.field_bases[id(f)] = b.load(copy_p, typ=PTR)
+        if id(f) in self.component_major:
+            self.by_component.add(id(f))
 
     def _merge_copy(self, f, k: int, nfields: int, base, copy_p) -> None:
         """After this thread's last chunk: add its copy into the field and free it.
@@ -653,11 +666,13 @@ class TaskEmitter:
         The field is cut into at most MERGE_LOCKS // nfields slices, each with a lock word in
         the context; a thread adds a slice it holds the lock of with plain (vectorised) adds,
         skipping slices another thread holds and coming back to them. Thread t of T starts at
-        slice t*S/T, so threads that finish together merge far apart."""
+        slice t*S/T, so threads that finish together merge far apart. A component-major copy
+        is merged cell by cell (its slices count cells, not scalars)."""
         b = self.b
         i64c = lambda v: ir.Constant(I64, v)  # noqa: E731
         t = llvm_type(f.dtype)
-        count = field_bytes(f) * 8 // f.dtype.bits
+        by_component = id(f) in self.component_major
+        count = field_bytes(f) * 8 // f.dtype.bits // (f.ncomp if by_component else 1)
         nslices = max(1, min(MERGE_LOCKS // nfields, count // MERGE_MIN_SLICE))
         size = -(-count // nslices)
         first_lock = self.layout.merge_slot + k * (MERGE_LOCKS // nfields)
@@ -694,9 +709,13 @@ class TaskEmitter:
 
                         def add_one():
                             e = b.load(e_p, typ=I64)
-                            dst = b.gep(base, [e], source_etype=t)
-                            v = b.load(b.gep(copy, [e], source_etype=t), typ=t)
-                            b.store(b.fadd(b.load(dst, typ=t), v), dst)
+                            comps = range(f.ncomp) if by_component else [None]
+                            for c in comps:
+                                at = e if c is None else b.add(b.mul(e, i64c(f.ncomp)), i64c(c))
+                                src = e if c is None else b.add(e, i64c(c * count))
+                                dst = b.gep(base, [at], source_etype=t)
+                                v = b.load(b.gep(copy, [src], source_etype=t), typ=t)
+                                b.store(b.fadd(b.load(dst, typ=t), v), dst)
 
                         self._loop(lambda: b.icmp_signed("<", b.load(e_p, typ=I64), hi), [],
                                    add_one,

@@ -298,6 +298,35 @@ def private_scatters(task) -> list:
     return chosen
 
 
+def component_major(task, fields: list) -> list:
+    """The privatised vector fields whose copies are laid out component by component (see
+    the module docstring): those of a task that runs as rows, and those indexed by the
+    counter of an inner loop (`x.grad[j]` in `for j in range(n)`), which LLVM vectorises."""
+    vector = [f for f in fields if f.ncomp > 1]
+    if task.grid or not vector:
+        return vector
+    along = set()
+    _inner_loop_scatters(task.body, frozenset(), along)
+    return [f for f in vector if id(f) in along]
+
+
+def _inner_loop_scatters(stmts: list, varying: frozenset, out: set) -> frozenset:
+    """Adds to out the ids of fields an atomic reaches at a last index that varies with an
+    enclosing inner loop's counter; returns the variables that vary with it so far."""
+    for s in stmts:
+        if isinstance(s, Assign) and varying and set(expr_vars(s.value)) & varying:
+            varying = varying | {s.var}
+        elif isinstance(s, Atomic) and s.indices and set(expr_vars(s.indices[-1])) & varying:
+            out.add(id(s.field))
+        elif isinstance(s, If):
+            varying = _inner_loop_scatters(s.then, varying, out) | \
+                _inner_loop_scatters(s.orelse, varying, out)
+        elif isinstance(s, (For, While)):
+            inner = varying | {s.var} if isinstance(s, For) else varying
+            _inner_loop_scatters(s.body, inner, out)
+    return varying
+
+
 def field_bytes(f) -> int:
     n = f.ncomp * f.dtype.bits // 8
     for extent in f.shape:
