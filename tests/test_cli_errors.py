@@ -109,7 +109,8 @@ def _wait_for_library(pid: int, name: str) -> None:
 @pytest.mark.parametrize("stage", ["numpy", "llvmlite"])  # importing; compiling kernels
 def test_ctrl_c_while_starting_up_exits_130_without_a_traceback(tmp_path: Path,
                                                                  stage: str) -> None:
-    env = {**os.environ, "MPLBACKEND": "Agg"}
+    # an empty kernel cache: with a warm one, LLVM is never loaded
+    env = {**os.environ, "MPLBACKEND": "Agg", "SIMRUN_CACHE_DIR": str(tmp_path / "cache")}
     proc = subprocess.Popen([sys.executable, "-m", "simrun.cli", "run", GRAVITY, "--out", "o"],
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)

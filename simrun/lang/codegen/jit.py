@@ -1,4 +1,9 @@
-"""Host-CPU target machine, O3 with vectorisation (new pass manager), JIT, on-disk object cache."""
+"""Host-CPU target machine, O3 with vectorisation (new pass manager), JIT, on-disk object cache.
+
+LLVM (llvmlite.binding) is loaded only to compile: cached objects are mapped by objload,
+and the host CPU's name and features that cache keys include are kept in the cache directory
+next to the objects, per /proc/cpuinfo identity.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +15,15 @@ import tempfile
 from pathlib import Path
 
 import llvmlite
-import llvmlite.binding as llvm
+
+from . import objload
 
 ENGINE_VERSION = "simrun-jit-3"
-_state: dict = {}
+_state: dict = {}     # LLVM: target machine and MCJIT engine, made on first use
+_host: dict = {}      # cpu, features
+_loaded: set = set()  # cache keys whose objects are in this process
+_symbols: dict = {}   # function name -> address, for objects objload mapped
+use_objload = objload.supported() and not os.environ.get("SIMRUN_MCJIT")
 
 _LIBM = ["sinf", "cosf", "tanf", "asinf", "acosf", "atanf", "tanhf", "expf", "logf", "powf",
          "atan2f", "sin", "cos", "tan", "asin", "acos", "atan", "tanh", "exp", "log", "pow",
@@ -22,8 +32,10 @@ _LIBC = ["realloc", "calloc", "free", "printf", "fflush", "memset", "memcpy"]
 
 
 def _init():
-    if _state:
+    if "engine" in _state:
         return _state
+    import llvmlite.binding as llvm
+
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     libc = ctypes.CDLL(None)
@@ -42,8 +54,58 @@ def _init():
     empty = llvm.parse_assembly("")
     empty.triple = llvm.get_process_triple()
     engine = llvm.create_mcjit_compiler(empty, tm)
-    _state.update(tm=tm, engine=engine, cpu=cpu, features=features, loaded=set())
+    _state.update(llvm=llvm, tm=tm, engine=engine, cpu=cpu, features=features)
     return _state
+
+
+def host_cpu() -> tuple[str, str]:
+    """LLVM's name and feature string for this CPU, without loading LLVM when a previous
+    process on the same CPU wrote them down."""
+    if _host:
+        return _host["cpu"], _host["features"]
+    ident = _cpu_identity()
+    d = cache_dir()
+    path = d / f"host-{ident}.txt" if ident and d is not None else None
+    try:
+        cpu, features = path.read_text().split("\n", 1) if path else ("", "")
+    except (OSError, ValueError):
+        cpu = features = ""
+    if not cpu or not features:
+        st = _init()
+        cpu, features = st["cpu"], st["features"]
+        if path is not None:
+            _write_atomic(path, f"{cpu}\n{features}".encode())
+    _host.update(cpu=cpu, features=features)
+    return cpu, features
+
+
+def _cpu_identity() -> str | None:
+    """A hash of what decides LLVM's view of the CPU (vendor, family, model, flags) and of the
+    llvmlite version; None where /proc/cpuinfo is not there to read."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            first = fh.read().split("\n\n", 1)[0]
+    except OSError:
+        return None
+    keep = [line for line in first.splitlines() if line.split(":")[0].strip() in
+            ("vendor_id", "cpu family", "model", "model name", "stepping", "flags")]
+    if not keep:
+        return None
+    h = hashlib.sha256("\n".join(keep + [llvmlite.__version__]).encode())
+    return h.hexdigest()[:16]
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write a cache file so that a concurrent reader sees all of it or none; a cache that
+    cannot be written is not an error."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        pass
 
 
 def cache_dir() -> Path | None:
@@ -67,10 +129,10 @@ def _codegen_fingerprint() -> str:
 
 
 def cache_key(text: str) -> str:
-    st = _init()
+    cpu, features = host_cpu()
     h = hashlib.sha256()
-    for part in (ENGINE_VERSION, _codegen_fingerprint(), llvmlite.__version__, st["cpu"],
-                 st["features"], text):
+    for part in (ENGINE_VERSION, _codegen_fingerprint(), llvmlite.__version__, cpu, features,
+                 text):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:24]
@@ -78,6 +140,7 @@ def cache_key(text: str) -> str:
 
 def _optimize(mod) -> None:
     st = _init()
+    llvm = st["llvm"]
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pto.loop_vectorization = True
     pto.slp_vectorization = True
@@ -87,25 +150,37 @@ def _optimize(mod) -> None:
 
 
 def load_cached(key: str, use_disk: bool = True) -> bool:
-    st = _init()
-    if key in st["loaded"]:
+    if key in _loaded:
         return True
     d = cache_dir() if use_disk else None
     path = d / f"{key}.o" if d else None
     if path is None or not path.exists():
         return False
     try:
-        st["engine"].add_object_file(llvm.ObjectFileRef.from_data(path.read_bytes()))
-        st["engine"].finalize_object()
+        _load_object(path.read_bytes())
     except Exception:  # a corrupt cache entry is recompiled, never fatal
         return False
-    st["loaded"].add(key)
+    _loaded.add(key)
     return True
+
+
+def _load_object(obj: bytes) -> None:
+    """Make an object's functions callable: objload where it handles the object, else MCJIT."""
+    if use_objload:
+        try:
+            _symbols.update(objload.load(obj))
+            return
+        except objload.LoadError:
+            pass
+    st = _init()
+    st["engine"].add_object_file(st["llvm"].ObjectFileRef.from_data(obj))
+    st["engine"].finalize_object()
 
 
 def compile_module(key: str, module_text: str) -> None:
     """Verify, optimise and JIT an LLVM module; store its object code for the next process."""
     st = _init()
+    llvm = st["llvm"]
     mod = llvm.parse_assembly(module_text)
     mod.triple = llvm.get_process_triple()
     mod.data_layout = str(st["tm"].target_data)
@@ -114,23 +189,15 @@ def compile_module(key: str, module_text: str) -> None:
     if os.environ.get("SIMRUN_PRINT_LLVM"):
         print(str(mod))
     obj = st["tm"].emit_object(mod)
-    st["engine"].add_object_file(llvm.ObjectFileRef.from_data(obj))
-    st["engine"].finalize_object()
-    st["loaded"].add(key)
+    _load_object(obj)
+    _loaded.add(key)
     d = cache_dir()
     if d is not None:
-        try:
-            d.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(obj)
-            os.replace(tmp, d / f"{key}.o")
-        except OSError:
-            pass
+        _write_atomic(d / f"{key}.o", obj)
 
 
 def function_address(name: str) -> int:
-    addr = _init()["engine"].get_function_address(name)
+    addr = _symbols.get(name) or (_init()["engine"].get_function_address(name))
     if not addr:
         raise RuntimeError(f"JIT: function {name} not found")
     return addr
