@@ -8,10 +8,8 @@ next to the objects, per /proc/cpuinfo identity.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 
 import llvmlite
@@ -39,7 +37,7 @@ def _init():
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     libc = ctypes.CDLL(None)
-    libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+    libm = objload.libm()
     for lib, names in ((libm, _LIBM), (libc, _LIBC)):
         for name in names:
             try:
@@ -98,6 +96,8 @@ def _cpu_identity() -> str | None:
 def _write_atomic(path: Path, data: bytes) -> None:
     """Write a cache file so that a concurrent reader sees all of it or none; a cache that
     cannot be written is not an error."""
+    import tempfile  # not at import: a warm start writes nothing
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")

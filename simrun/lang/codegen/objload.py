@@ -12,7 +12,6 @@ raises LoadError and the caller falls back to MCJIT, so it never guesses.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import platform
 import struct
 import sys
@@ -51,12 +50,17 @@ def _libs() -> dict:
         libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
                               ctypes.c_int, ctypes.c_long]
         libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-        try:
-            libm = ctypes.CDLL("libm.so.6")
-        except OSError:
-            libm = ctypes.CDLL(ctypes.util.find_library("m"))
-        _libc.update(c=libc, m=libm)
+        _libc.update(c=libc, m=libm())
     return _libc
+
+
+def libm() -> ctypes.CDLL:
+    try:
+        return ctypes.CDLL("libm.so.6")
+    except OSError:  # not glibc: ask the slower way (it runs ldconfig)
+        from ctypes.util import find_library
+
+        return ctypes.CDLL(find_library("m"))
 
 
 def resolve_c(name: str) -> int:

@@ -17,6 +17,14 @@ import threading
 import numpy as np
 
 
+def _splitmix64(z: int) -> int:
+    """A seed's well-mixed 64-bit key (importing numpy.random for this costs a start ~20 ms)."""
+    z = (z + 0x9E3779B97F4A7C15) % 2**64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) % 2**64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) % 2**64
+    return z ^ (z >> 31)
+
+
 class _Job:
     """One call of a task on a worker; `claim` goes to whoever takes it first, worker or caller."""
 
@@ -63,7 +71,7 @@ class Runtime:
         self.stacks = np.zeros(self.num_threads * 3, dtype=np.uint64)
 
     def seed(self, seed: int) -> None:
-        self.rng_seed = int(np.random.SeedSequence(seed).generate_state(1, dtype=np.uint64)[0])
+        self.rng_seed = _splitmix64(int(seed) % 2**64)
         self.rng_launches = 0
 
     def next_rng_key(self) -> int:
