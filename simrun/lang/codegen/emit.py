@@ -92,6 +92,8 @@ class TaskEmitter:
         # ids of fields whose atomics need no atomicity: each iteration touches its own
         # elements, or the adds go to a per-thread copy (_private_copies)
         self.plain: set = owned_fields(task) if self.parallel else set()
+        self.index64 = None  # the 64-bit iteration index of a range task's loop, in its body
+        self.scopes: dict | None = None  # id(field) -> (alias.scope, noalias) metadata
         self.by_component: set = set()  # ids of fields accessed through a component-major copy
         self.operand_dtype: DType | None = None
         self.cond_dtype: DType | None = None
@@ -152,6 +154,9 @@ class TaskEmitter:
         b = self.b
         idx = []
         for i in s.indices:
+            if self.index64 is not None and isinstance(i, VarRef) and i.var is self.task.var:
+                idx.append(self.index64)  # not sext(trunc(k)): LLVM sees an affine index
+                continue
             v = self.expr(i)
             idx.append(b.sext(v, I64) if v.type.width < 64 else v)
         if self.debug:
@@ -212,11 +217,36 @@ class TaskEmitter:
 
     def s_Load(self, s):
         ptr = self.element_ptr(s)
-        self.b.store(self.b.load(ptr, typ=llvm_type(s.field.dtype)), self.var_ptr(s.var))
+        v = self.b.load(ptr, typ=llvm_type(s.field.dtype))
+        self.scoped(v, s.field)
+        self.b.store(v, self.var_ptr(s.var))
 
     def s_Store(self, s):
         value = self.expr(s.value)
-        self.b.store(value, self.element_ptr(s))
+        self.scoped(self.b.store(value, self.element_ptr(s)), s.field)
+
+    def scoped(self, instr, f) -> None:
+        """Tell LLVM that an access to f touches no other field's memory (fields own their
+        arrays; ndarray arguments may be the same array twice and get no scope)."""
+        if getattr(f, "is_ndarray_arg", False):
+            return
+        if self.scopes is None:
+            fields = {}
+            for st in walk(self.task.body):
+                g = getattr(st, "field", None)
+                if g is not None and not getattr(g, "is_ndarray_arg", False):
+                    fields[id(g)] = g
+            m = self.module
+            domain = m.add_metadata([ir.MetaDataString(m, "simrun.fields")])
+            own = {k: m.add_metadata([ir.MetaDataString(m, f"field {k}"), domain])
+                   for k in fields}
+            self.scopes = {k: (m.add_metadata([own[k]]),
+                               m.add_metadata([own[j] for j in own if j != k]))
+                           for k in own}
+        pair = self.scopes.get(id(f))
+        if pair is not None:
+            instr.set_metadata("alias.scope", pair[0])
+            instr.set_metadata("noalias", pair[1])
 
     def s_Atomic(self, s):
         key = (id(s.field), s.comp)
@@ -239,11 +269,11 @@ class TaskEmitter:
             return
         ptr = self.element_ptr(s)
         atomic = self.parallel and id(s.field) not in self.plain
-        old = self.atomic_update(ptr, s.op, value, s.field.dtype, atomic=atomic)
+        old = self.atomic_update(ptr, s.op, value, s.field.dtype, atomic=atomic, field=s.field)
         if s.result is not None:
             self.b.store(old, self.var_ptr(s.result))
 
-    def atomic_update(self, ptr, op: str, value, dtype: DType, atomic: bool):
+    def atomic_update(self, ptr, op: str, value, dtype: DType, atomic: bool, field=None):
         b = self.b
         isf = dtype.is_float
         if atomic and op in ("add", "sub", "min", "max", "and", "or", "xor"):
@@ -256,7 +286,10 @@ class TaskEmitter:
         old = b.load(ptr, typ=t)
         new = self.combine(op, old, value, dtype)
         if not atomic:
-            b.store(new, ptr)
+            st = b.store(new, ptr)
+            if field is not None:
+                self.scoped(old, field)
+                self.scoped(st, field)
             return old
         # compare-and-swap loop for operations without a native atomicrmw (mul)
         loop = self.fn.append_basic_block("cas")
@@ -803,6 +836,7 @@ class TaskEmitter:
         def before():
             idx = b.add(begin, b.load(k_p, typ=I64))
             b.store(b.trunc(idx, llvm_type(self.task.var.dtype)), var_ptr)
+            self.index64 = idx
             if self.rng_iter is not None:
                 b.store(idx, self.rng_iter)
                 b.store(ir.Constant(I64, 0), self.rng_ctr)
@@ -812,6 +846,7 @@ class TaskEmitter:
 
         self._loop(cond, self.task.body, before, latch)
         self.loop_targets = saved_targets
+        self.index64 = None
 
 
     def _grid_loop(self, k_p, hi_p, begin):
@@ -855,7 +890,8 @@ class TaskEmitter:
             for acc, s in sums.values():  # the row's indices are still in their locals
                 total = b.load(acc, typ=llvm_type(s.field.dtype))
                 self.atomic_update(self.element_ptr(s), "add", total, s.field.dtype,
-                                   atomic=self.parallel and id(s.field) not in self.plain)
+                                   atomic=self.parallel and id(s.field) not in self.plain,
+                                   field=s.field)
             b.store(b.add(b.load(row_p, typ=I64), b.load(jend_p, typ=I64)), k_p)
 
         def cell():
