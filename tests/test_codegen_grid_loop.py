@@ -77,6 +77,21 @@ def row_and_column_sums(n: ti.i32, m: ti.i32):
             counts[i] += 1          # under an if: still one sum per row
 
 
+def _integer_weights(seed: int) -> tuple:
+    """Integer-valued w, so that sums in any order are exact."""
+    rng = np.random.default_rng(seed)
+    data = rng.integers(-20, 20, (700, 600)).astype(np.float64)
+    w.from_numpy(data)
+    return rng, data
+
+
+def _run(kernel, shape, threads: int, full) -> None:
+    """Launch over shape; the full shape must split into chunks when threads > 1."""
+    split = _splits(kernel, *shape)
+    if shape == full and threads > 1:
+        assert split == 1
+
+
 def _splits(kernel, *args):
     rt = api.runtime()
     before = rt.split_launches
@@ -125,15 +140,11 @@ def test_which_atomics_get_row_sums():
 @pytest.mark.parametrize("shape", [(700, 600), (3, 5), (700, 1), (1, 600)])
 def test_row_sums_exact(threads, shape):
     ti.init(arch=ti.cpu, cpu_max_num_threads=threads)
-    rng = np.random.default_rng(sum(shape))
-    data = rng.integers(-20, 20, (700, 600)).astype(np.float64)
-    w.from_numpy(data)
+    _, data = _integer_weights(sum(shape))
     rows.fill(0.5)
     cols.fill(0.0)
     counts.fill(0)
-    split = _splits(row_and_column_sums, *shape)
-    if shape == (700, 600) and threads > 1:
-        assert split == 1
+    _run(row_and_column_sums, shape, threads, full=(700, 600))
     n, m = shape
     sub = data[:n, :m]
     want_rows = np.full(700, 0.5)
@@ -161,15 +172,11 @@ def test_component_major_copies_exact(threads, shape):
     """Vector fields scattered along rows go through component-major copies, also on one
     thread; the merge puts every component back in place."""
     ti.init(arch=ti.cpu, cpu_max_num_threads=threads)
-    rng = np.random.default_rng(7 + sum(shape))
-    data = rng.integers(-20, 20, (700, 600)).astype(np.float64)
-    w.from_numpy(data)
+    rng, data = _integer_weights(7 + sum(shape))
     start = rng.integers(-5, 5, (700, 3)).astype(np.float64)
     vec.from_numpy(start)
     grid2.fill(0.25)
-    split = _splits(vector_scatters, *shape)
-    if shape == (600, 600) and threads > 1:
-        assert split == 1
+    _run(vector_scatters, shape, threads, full=(600, 600))
     n, m = shape
     sub = data[:n, :m]
     d = np.stack([sub, 2.0 * sub, -sub], axis=-1)
