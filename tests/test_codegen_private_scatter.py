@@ -191,3 +191,21 @@ def test_debug_mode_scatter_still_checks_indices():
     idx.from_numpy(c)
     with pytest.raises(IndexError, match="scatter"):
         scatter(M)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_many_split_launches_stay_exact(threads):
+    """Many launches, so that the threads finish their chunks in every order and merge their
+    copies while others still add or merge: any lost add shows."""
+    ti.init(arch=ti.cpu, cpu_max_num_threads=threads)
+    c, v = _data(4)
+    g.fill(0.0)
+    h.fill(0.0)
+    launches = 40
+    for _ in range(launches):
+        assert _splits(scatter, M) == 1
+    want_g = np.zeros(G)
+    np.add.at(want_g, c, v)
+    for k in range(3):
+        np.add.at(want_g, (c + k) % G, 1.0)
+    np.testing.assert_array_equal(g.to_numpy(), launches * want_g)
