@@ -95,6 +95,7 @@ class TaskEmitter:
         self.index64 = None  # the 64-bit iteration index of a range task's loop, in its body
         self.scopes: dict | None = None  # id(field) -> (alias.scope, noalias) metadata
         self.by_component: set = set()  # ids of fields accessed through a component-major copy
+        self.component_major: set = set()  # ids of the fields whose copies are component-major
         self.operand_dtype: DType | None = None
         self.cond_dtype: DType | None = None
         self.written = {v for s in walk(task.body) for v in stmt_writes(s)}
@@ -238,8 +239,9 @@ class TaskEmitter:
                     fields[id(g)] = g
             m = self.module
             domain = m.add_metadata([ir.MetaDataString(m, "simrun.fields")])
-            own = {k: m.add_metadata([ir.MetaDataString(m, f"field {k}"), domain])
-                   for k in fields}
+            own = {k: m.add_metadata([ir.MetaDataString(
+                m, f"field f{self.layout.slot_of_field(g)}"), domain])
+                for k, g in fields.items()}
             self.scopes = {k: (m.add_metadata([own[k]]),
                                m.add_metadata([own[j] for j in own if j != k]))
                            for k in own}
