@@ -148,6 +148,12 @@ def f_sq(p, q, r):
 
 
 @ti.func
+def f_square_local(p, q, r):
+    t = p * q + r  # a local squared: reverse mode adds 2 t g once (reverse.py's x * x case)
+    return t * t + ti.sqrt(t * t + 1.0)
+
+
+@ti.func
 def f_cube(p, q, r):
     return p**3
 
@@ -324,6 +330,7 @@ OPS = [
     ("pow", f_pow, binary(0.2, 3, -2, 2), 1e-6, 1e-6),
     ("ti.pow", f_tipow, binary(0.2, 3, -2, 2), 1e-6, 1e-6),
     ("x**2", f_sq, unary(-3, 3), 1e-6, 1e-7),
+    ("t*t of a local", f_square_local, binary(-3, 3, -3, 3), 1e-6, 1e-6),
     ("x**3", f_cube, unary(-3, 3), 1e-6, 1e-6),
     ("x**-2", f_invsq, lambda u, v, w: (nonzero(u, 0.3, 3), v, w), 1e-6, 1e-5),
     ("x**0", f_pow0, unary(-3, 3), 1e-6, 1e-7),

@@ -9,6 +9,7 @@ described in schedule.py.
 
 from __future__ import annotations
 
+import math
 import platform
 
 from llvmlite import ir
@@ -61,6 +62,10 @@ _GOLDEN = 0x9E3779B97F4A7C15
 def _u64(value: int):
     value %= 2**64
     return ir.Constant(I64, value - 2**64 if value >= 2**63 else value)
+
+
+def i64c(value: int) -> ir.Constant:
+    return ir.Constant(I64, value)
 
 
 def _mix64(b, z):
@@ -158,16 +163,14 @@ class TaskEmitter:
             if self.index64 is not None and isinstance(i, VarRef) and i.var is self.task.var:
                 idx.append(self.index64)  # not sext(trunc(k)): LLVM sees an affine index
                 continue
-            v = self.expr(i)
-            idx.append(b.sext(v, I64) if v.type.width < 64 else v)
+            idx.append(self._i64(self.expr(i)))
         if self.debug:
             self.bounds_check(s, idx)
         offset = ir.Constant(I64, 0)
         for k, (i, n) in enumerate(zip(idx, f.shape)):
             offset = b.add(b.mul(offset, ir.Constant(I64, n)), i) if k else i
         if id(f) in self.by_component:
-            cells = field_bytes(f) * 8 // f.dtype.bits // f.ncomp
-            offset = b.add(offset, ir.Constant(I64, s.comp * cells))
+            offset = b.add(offset, i64c(s.comp * math.prod(f.shape)))
         elif f.ncomp > 1:
             offset = b.add(b.mul(offset, ir.Constant(I64, f.ncomp)), ir.Constant(I64, s.comp))
         return b.gep(self.field_base(f), [offset], source_etype=llvm_type(f.dtype))
@@ -383,6 +386,23 @@ class TaskEmitter:
         b.branch(head)
         b.position_at_end(exit_bb)
 
+    def _increment(self, p) -> None:
+        self.b.store(self.b.add(self.b.load(p, typ=I64), i64c(1)), p)
+
+    def _count(self, p, lo, hi, before_body, body=()) -> None:
+        """for (*p = lo; *p < hi; ++*p): before_body(), then the statements of body."""
+        b = self.b
+        b.store(lo, p)
+        self._loop(lambda: b.icmp_signed("<", b.load(p, typ=I64), hi), list(body),
+                   before_body, lambda: self._increment(p))
+
+    def _begin_iteration(self, idx, var_ptr) -> None:
+        """The range task's loop variable, and the random-number counters, for iteration idx."""
+        b = self.b
+        b.store(b.trunc(idx, llvm_type(self.task.var.dtype)), var_ptr)
+        if self.rng_iter is not None:
+            b.store(idx, self.rng_iter)
+            b.store(i64c(0), self.rng_ctr)
     def s_For(self, s):
         b = self.b
         t = llvm_type(s.var.dtype)
@@ -523,7 +543,6 @@ class TaskEmitter:
         """Iterations per chunk: about CHUNK_WORK units, at most MAX_CHUNKS chunks; a function of
         the trip count and the cost estimate only (per is None for a heavy body)."""
         b = self.b
-        i64c = lambda v: ir.Constant(I64, v)  # noqa: E731
         c = b.sdiv(b.add(n, i64c(MAX_CHUNKS - 1)), i64c(MAX_CHUNKS))
         if per is not None:
             by_cost = b.add(b.fptosi(b.fdiv(ir.Constant(F64, float(CHUNK_WORK)), per), I64),
@@ -544,7 +563,6 @@ class TaskEmitter:
         work far apart in the iteration space (on sorted data, far apart in memory), and one
         the OS deschedules, or that starts late, has its chunks taken by the others."""
         b, task, lay = self.b, self.task, self.layout
-        i64c = lambda v: ir.Constant(I64, v)  # noqa: E731
         begin = self._i64(self.expr(task.begin))
         n = b.sub(self._i64(self.expr(task.end)), begin)
         n = b.select(b.icmp_signed("<", n, i64c(0)), i64c(0), n)
@@ -571,14 +589,12 @@ class TaskEmitter:
             b.store(ranges, nranges_p)
             b.store(i64c(0), done_p)
             r_p = self.eb.alloca(I64, name="range_init")
-            b.store(i64c(0), r_p)
 
             def init_counter():
                 r = b.load(r_p, typ=I64)
                 b.store(b.sdiv(b.mul(r, nchunks), ranges), self._counter_ptr(r))
 
-            self._loop(lambda: b.icmp_signed("<", b.load(r_p, typ=I64), ranges), [],
-                       init_counter, lambda: b.store(b.add(b.load(r_p, typ=I64), i64c(1)), r_p))
+            self._count(r_p, i64c(0), ranges, init_counter)
             with b.if_then(big):
                 b.ret(nchunks)
         # every thread (and an inline launch): take chunks until they run out
@@ -604,7 +620,6 @@ class TaskEmitter:
                                         ("ranges_seen", "range", "range_end", "chunk_index"))
         k_p = self.eb.alloca(I64, name="k")
         hi_p = self.eb.alloca(I64, name="hi")
-        b.store(i64c(0), visit_p)
 
         def enter_range():
             r = b.srem(b.add(own, b.load(visit_p, typ=I64)), ranges)
@@ -637,9 +652,7 @@ class TaskEmitter:
             else:
                 b.atomic_rmw("add", done_p, i64c(1), "release")
 
-        self._loop(lambda: b.icmp_signed("<", b.load(visit_p, typ=I64), ranges), [],
-                   enter_range,
-                   lambda: b.store(b.add(b.load(visit_p, typ=I64), i64c(1)), visit_p))
+        self._count(visit_p, i64c(0), ranges, enter_range)
         for k, (f, base, copy_p) in enumerate(copies):
             self._merge_copy(f, k, len(copies), base, copy_p)
         with b.if_then(b.and_(b.icmp_signed("==", self.tid, i64c(0)),
@@ -704,10 +717,9 @@ class TaskEmitter:
         slice t*S/T, so threads that finish together merge far apart. A component-major copy
         is merged cell by cell (its slices count cells, not scalars)."""
         b = self.b
-        i64c = lambda v: ir.Constant(I64, v)  # noqa: E731
         t = llvm_type(f.dtype)
         by_component = id(f) in self.component_major
-        count = field_bytes(f) * 8 // f.dtype.bits // (f.ncomp if by_component else 1)
+        count = math.prod(f.shape) * (1 if by_component else f.ncomp)
         nslices = max(1, min(MERGE_LOCKS // nfields, count // MERGE_MIN_SLICE))
         size = -(-count // nslices)
         first_lock = self.layout.merge_slot + k * (MERGE_LOCKS // nfields)
@@ -723,10 +735,7 @@ class TaskEmitter:
             start = b.srem(b.sdiv(b.mul(self.tid, i64c(nslices)), threads), i64c(nslices))
 
             def slice_pass():
-                b.store(i64c(0), k_p)
-                self._loop(lambda: b.icmp_signed("<", b.load(k_p, typ=I64), i64c(nslices)),
-                           [], try_slice,
-                           lambda: b.store(b.add(b.load(k_p, typ=I64), i64c(1)), k_p))
+                self._count(k_p, i64c(0), i64c(nslices), try_slice)
 
             def try_slice():
                 sl = b.srem(b.add(start, b.load(k_p, typ=I64)), i64c(nslices))
@@ -740,7 +749,6 @@ class TaskEmitter:
                         lo = b.mul(sl, i64c(size))
                         hi = b.add(lo, i64c(size))
                         hi = b.select(b.icmp_signed("<", hi, i64c(count)), hi, i64c(count))
-                        b.store(lo, e_p)
 
                         def add_one():
                             e = b.load(e_p, typ=I64)
@@ -752,9 +760,7 @@ class TaskEmitter:
                                 v = b.load(b.gep(copy, [src], source_etype=t), typ=t)
                                 b.store(b.fadd(b.load(dst, typ=t), v), dst)
 
-                        self._loop(lambda: b.icmp_signed("<", b.load(e_p, typ=I64), hi), [],
-                                   add_one,
-                                   lambda: b.store(b.add(b.load(e_p, typ=I64), i64c(1)), e_p))
+                        self._count(e_p, lo, hi, add_one)
                         b.atomic_rmw("xchg", lock, i64c(0), "release")
                         b.store(b.or_(b.load(done_p, typ=I64), bit), done_p)
 
@@ -782,7 +788,7 @@ class TaskEmitter:
         def spin():
             if pause is not None:
                 b.call(pause, [])
-            b.store(b.add(b.load(i_p, typ=I64), ir.Constant(I64, 1)), i_p)
+            self._increment(i_p)
 
         self._loop(waiting, [], spin)
 
@@ -811,17 +817,13 @@ class TaskEmitter:
             j_p = self.eb.alloca(I64, name="partial_j")
             for r, (dt, acc, apply) in enumerate(reds):
                 t = llvm_type(dt)
-                b.store(b.load(self._partial_ptr(ir.Constant(I64, 0), r), typ=t), acc)
-                b.store(ir.Constant(I64, 1), j_p)
+                b.store(b.load(self._partial_ptr(i64c(0), r), typ=t), acc)
 
                 def add_partial(r=r, dt=dt, acc=acc, t=t):
                     part = b.load(self._partial_ptr(b.load(j_p, typ=I64), r), typ=t)
                     b.store(self.combine("add", b.load(acc, typ=t), part, dt), acc)
 
-                self._loop(lambda: b.icmp_signed("<", b.load(j_p, typ=I64), nchunks), [],
-                           add_partial,
-                           lambda: b.store(b.add(b.load(j_p, typ=I64), ir.Constant(I64, 1)),
-                                           j_p))
+                self._count(j_p, i64c(1), nchunks, add_partial)
                 apply(b.load(acc, typ=t))
 
     def _inner_loop(self, k_p, hi_p, begin):
@@ -837,32 +839,24 @@ class TaskEmitter:
 
         def before():
             idx = b.add(begin, b.load(k_p, typ=I64))
-            b.store(b.trunc(idx, llvm_type(self.task.var.dtype)), var_ptr)
+            self._begin_iteration(idx, var_ptr)
             self.index64 = idx
-            if self.rng_iter is not None:
-                b.store(idx, self.rng_iter)
-                b.store(ir.Constant(I64, 0), self.rng_ctr)
 
-        def latch():
-            b.store(b.add(b.load(k_p, typ=I64), ir.Constant(I64, 1)), k_p)
-
-        self._loop(cond, self.task.body, before, latch)
+        self._loop(cond, self.task.body, before, lambda: self._increment(k_p))
         self.loop_targets = saved_targets
         self.index64 = None
-
 
     def _grid_loop(self, k_p, hi_p, begin):
         """An ndrange chunk as rows of the innermost dimension: the outer indices are computed
         once per row, the innermost one counts up, so LLVM sees contiguous accesses (no
         div/mod per iteration, no gathers)."""
         b, task = self.b, self.task
-        i64c = lambda v: ir.Constant(I64, v)  # noqa: E731
         var_t = llvm_type(task.var.dtype)
         var_ptr = self.var_ptr(task.var)
         low, extent = task.grid[-1]
         m = self._i64(self.expr(extent))
         low = self.expr(low)
-        j_p, jend_p, row_p = (self.eb.alloca(I64, name=x) for x in ("grid_j", "grid_end", "row"))
+        j_p = self.eb.alloca(I64, name="grid_j")
         saved_targets = self.loop_targets
         self.loop_targets = []
         sums: dict = {}  # key -> (per-row sum, first statement with that key)
@@ -878,32 +872,24 @@ class TaskEmitter:
             start = b.mul(b.sdiv(k, m), m)  # first flat index of this row
             j0 = b.sub(k, start)
             jn = b.add(j0, b.sub(b.load(hi_p, typ=I64), k))
-            b.store(b.select(b.icmp_signed("<", jn, m), jn, m), jend_p)
-            b.store(j0, j_p)
-            b.store(start, row_p)
+            jend = b.select(b.icmp_signed("<", jn, m), jn, m)
             b.store(b.trunc(b.add(begin, start), var_t), var_ptr)
             for e in task.index_exprs[:-1]:
                 self.index_values[id(e)] = self.expr(e)
             for acc, s in sums.values():
                 b.store(const(s.field.dtype, 0), acc)
-            self._loop(lambda: b.icmp_signed("<", b.load(j_p, typ=I64), b.load(jend_p, typ=I64)),
-                       task.body, cell,
-                       lambda: b.store(b.add(b.load(j_p, typ=I64), i64c(1)), j_p))
+            def cell():
+                j = b.load(j_p, typ=I64)
+                self._begin_iteration(b.add(begin, b.add(start, j)), var_ptr)
+                self.index_values[id(task.index_exprs[-1])] = b.add(low, b.trunc(j, low.type))
+
+            self._count(j_p, j0, jend, cell, task.body)
             for acc, s in sums.values():  # the row's indices are still in their locals
                 total = b.load(acc, typ=llvm_type(s.field.dtype))
                 self.atomic_update(self.element_ptr(s), "add", total, s.field.dtype,
                                    atomic=self.parallel and id(s.field) not in self.plain,
                                    field=s.field)
-            b.store(b.add(b.load(row_p, typ=I64), b.load(jend_p, typ=I64)), k_p)
-
-        def cell():
-            j = b.load(j_p, typ=I64)
-            idx = b.add(begin, b.add(b.load(row_p, typ=I64), j))
-            b.store(b.trunc(idx, var_t), var_ptr)
-            self.index_values[id(task.index_exprs[-1])] = b.add(low, b.trunc(j, low.type))
-            if self.rng_iter is not None:
-                b.store(idx, self.rng_iter)
-                b.store(ir.Constant(I64, 0), self.rng_ctr)
+            b.store(b.add(start, jend), k_p)
 
         self._loop(lambda: b.icmp_signed("<", b.load(k_p, typ=I64), b.load(hi_p, typ=I64)), [],
                    row)

@@ -7,7 +7,7 @@ next to the objects, per /proc/cpuinfo identity.
 
 from __future__ import annotations
 
-import ctypes
+import functools
 import hashlib
 import os
 from pathlib import Path
@@ -30,20 +30,17 @@ _LIBC = ["realloc", "calloc", "free", "printf", "fflush", "memset", "memcpy"]
 
 
 def _init():
-    if "engine" in _state:
+    if _state:
         return _state
     import llvmlite.binding as llvm
 
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
-    libc = ctypes.CDLL(None)
-    libm = objload.libm()
-    for lib, names in ((libm, _LIBM), (libc, _LIBC)):
-        for name in names:
-            try:
-                llvm.add_symbol(name, ctypes.cast(getattr(lib, name), ctypes.c_void_p).value)
-            except AttributeError:
-                pass
+    for name in _LIBM + _LIBC:
+        try:
+            llvm.add_symbol(name, objload.resolve_c(name))
+        except objload.LoadError:
+            pass
     target = llvm.Target.from_default_triple()
     cpu = llvm.get_host_cpu_name()
     features = llvm.get_host_cpu_features().flatten()
@@ -116,16 +113,15 @@ def cache_dir() -> Path | None:
     return Path(base) / "kernels"
 
 
+@functools.cache
 def _codegen_fingerprint() -> str:
     """Any change to the code generator invalidates cached objects, with no version to bump."""
-    if "fingerprint" not in _state:
-        h = hashlib.sha256()
-        here = Path(__file__).parent
-        for path in sorted(here.glob("*.py")) + [here.parent / "compiler.py",
-                                                  here.parent / "ir" / "ops.py"]:
-            h.update(path.read_bytes())
-        _state["fingerprint"] = h.hexdigest()
-    return _state["fingerprint"]
+    h = hashlib.sha256()
+    here = Path(__file__).parent
+    for path in sorted(here.glob("*.py")) + [here.parent / "compiler.py",
+                                              here.parent / "ir" / "ops.py"]:
+        h.update(path.read_bytes())
+    return h.hexdigest()
 
 
 def cache_key(text: str) -> str:
@@ -197,7 +193,7 @@ def compile_module(key: str, module_text: str) -> None:
 
 
 def function_address(name: str) -> int:
-    addr = _symbols.get(name) or (_init()["engine"].get_function_address(name))
+    addr = _symbols.get(name) or _init()["engine"].get_function_address(name)
     if not addr:
         raise RuntimeError(f"JIT: function {name} not found")
     return addr

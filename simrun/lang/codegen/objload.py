@@ -40,21 +40,21 @@ def supported() -> bool:
     return sys.platform.startswith("linux") and platform.machine().lower() in ("x86_64", "amd64")
 
 
-_libc: dict = {}
+_handles: dict = {}  # c, m: the ctypes handles of libc and libm
 
 
 def _libs() -> dict:
-    if not _libc:
+    if not _handles:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.mmap.restype = ctypes.c_void_p
         libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
                               ctypes.c_int, ctypes.c_long]
         libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-        _libc.update(c=libc, m=libm())
-    return _libc
+        _handles.update(c=libc, m=_libm())
+    return _handles
 
 
-def libm() -> ctypes.CDLL:
+def _libm() -> ctypes.CDLL:
     try:
         return ctypes.CDLL("libm.so.6")
     except OSError:  # not glibc: ask the slower way (it runs ldconfig)
