@@ -26,7 +26,7 @@ use_objload = objload.supported() and not os.environ.get("SIMRUN_MCJIT")
 _LIBM = ["sinf", "cosf", "tanf", "asinf", "acosf", "atanf", "tanhf", "expf", "logf", "powf",
          "atan2f", "sin", "cos", "tan", "asin", "acos", "atan", "tanh", "exp", "log", "pow",
          "atan2", "floorf", "floor", "ceilf", "ceil", "sqrtf", "sqrt", "fmodf", "fmod"]
-_LIBC = ["realloc", "calloc", "free", "printf", "fflush", "memset", "memcpy"]
+_LIBC = ["realloc", "calloc", "free", "printf", "fflush", "memset", "memcpy", "syscall"]
 
 
 def _init():
@@ -119,7 +119,8 @@ def _codegen_fingerprint() -> str:
     h = hashlib.sha256()
     here = Path(__file__).parent
     for path in sorted(here.glob("*.py")) + [here.parent / "compiler.py",
-                                              here.parent / "ir" / "ops.py"]:
+                                              here.parent / "ir" / "ops.py",
+                                              here.parent / "runtime" / "pool_state.py"]:
         h.update(path.read_bytes())
     return h.hexdigest()
 

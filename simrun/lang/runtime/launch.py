@@ -20,7 +20,7 @@ class CompiledKernel:
                  runtime, ndarray_slots: dict):
         self.name = name
         self.layout = layout
-        self.fns = [TASK_FN(a) for a in addresses]
+        self.fns = [runtime.task(a) for a in addresses]
         self.runtime = runtime
         self.ctx = np.zeros(layout.size, dtype=np.int64)
         self.ctx_addr = self.ctx.ctypes.data

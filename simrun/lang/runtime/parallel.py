@@ -1,4 +1,4 @@
-"""Worker threads for range tasks: ctypes calls drop the GIL, so threads really run in parallel.
+"""Worker threads for range tasks: kernels run on all cores while Python waits.
 
 A task's probe call (nthreads = -num_threads) either runs a small loop inline and returns 0,
 or sets up its chunk counters and returns the number of chunks. Then the calling thread and up
@@ -7,15 +7,32 @@ then from the others', until none are left (codegen/schedule.py, emit.build_rang
 that wakes up late, or a thread the OS deschedules, just takes fewer chunks. A worker that has
 not started by the time the calling thread runs out of chunks is not waited for: its job is
 taken back.
+
+Two pools do this. The native one (codegen/pool.py, Linux x86-64) posts and joins a launch in
+machine code, with workers asleep on a futex, so a launch never waits for the GIL; the Python
+one (threads, a queue per worker, locks) is the fallback elsewhere, and SIMRUN_POOL=python
+selects it.
 """
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import os
 import queue
+import sys
 import threading
+import weakref
 
 import numpy as np
+
+from . import pool_state as ps
+from .launch import TASK_FN
+
+_RUN = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
+_WORKER = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64)
+_STOP = ctypes.CFUNCTYPE(None, ctypes.c_int64)
+_live: weakref.WeakSet = weakref.WeakSet()  # runtimes whose threads a fork leaves behind
 
 
 def _splitmix64(z: int) -> int:
@@ -59,17 +76,54 @@ def _worker_loop(jobs: queue.SimpleQueue) -> None:
                 job.done.release()
 
 
+def native_pool_available() -> bool:
+    from ..codegen import objload
+
+    return objload.supported() and os.environ.get("SIMRUN_POOL", "native") != "python"
+
+
+@functools.cache
+def _native_functions() -> tuple:
+    """The native pool's entry points, compiled once per machine (then from the disk cache)."""
+    from ..codegen import jit
+
+    key = jit.cache_key("simrun native pool")
+    if not jit.load_cached(key):
+        from ..codegen.pool import build_module
+
+        jit.compile_module(key, build_module())
+    return (_RUN(jit.function_address(ps.RUN_FN)), _WORKER(jit.function_address(ps.WORKER_FN)),
+            _STOP(jit.function_address(ps.STOP_FN)))
+
+
 class Runtime:
     """Process-wide state shared by all kernels: threads, random seed and autodiff stacks."""
 
     def __init__(self, num_threads: int | None = None, seed: int = 0):
         self.num_threads = max(1, num_threads or os.cpu_count() or 1)
-        self._queues: list = []   # one per worker thread, started on the first parallel launch
-        self._threads: list = []
-        self.split_launches = 0   # task calls whose probe asked for chunks (tests, benchmarks)
-        self.last_chunks = 0      # the chunk count of the latest such call
+        self.native = native_pool_available()
+        self.state = np.zeros(ps.state_slots(self.num_threads), dtype=np.int64)
+        self.state[ps.THREADS] = self.num_threads
+        self._queues: list = []   # the Python pool's, one per worker thread
+        self._threads: list = []  # started on the first launch (native) or split (Python)
+        self.run = self._first_run
         self.seed(seed)
         self.stacks = np.zeros(self.num_threads * 3, dtype=np.uint64)
+        _live.add(self)
+
+    @property
+    def split_launches(self) -> int:
+        """Task calls whose probe asked for chunks (tests, benchmarks)."""
+        return int(self.state[ps.SPLIT_LAUNCHES])
+
+    @property
+    def last_chunks(self) -> int:
+        """The chunk count of the latest such call."""
+        return int(self.state[ps.LAST_CHUNKS])
+
+    def task(self, address: int):
+        """What `run` takes for a compiled task at this address."""
+        return address if self.native else TASK_FN(address)
 
     def seed(self, seed: int) -> None:
         self.rng_seed = _splitmix64(int(seed) % 2**64)
@@ -80,7 +134,28 @@ class Runtime:
         self.rng_launches += 1
         return (self.rng_seed + self.rng_launches * 0x9E3779B97F4A7C15) % 2**64
 
-    def _start_workers(self) -> None:
+    def _first_run(self, fn, ctx: int) -> int:
+        """Start the pool, then run: `run` becomes the native call itself from now on."""
+        if self.native:
+            try:
+                run, worker, _ = _native_functions()
+            except Exception as exc:  # e.g. a libc without syscall(): threads still work
+                print(f"[simrun] native worker pool unavailable ({exc}); using Python threads",
+                      file=sys.stderr)
+                self.native = False
+        if self.native:
+            addr = self.state.ctypes.data
+            for k in range(1, self.num_threads):
+                t = threading.Thread(target=worker, args=(addr, k), daemon=True,
+                                     name=f"simrun-worker-{k}")
+                t.start()
+                self._threads.append(t)
+            self.run = functools.partial(run, addr)
+        else:
+            self.run = self._run_python
+        return self.run(fn, ctx)
+
+    def _start_python_workers(self) -> None:
         for k in range(1, self.num_threads):
             q: queue.SimpleQueue = queue.SimpleQueue()
             t = threading.Thread(target=_worker_loop, args=(q,), daemon=True,
@@ -89,18 +164,20 @@ class Runtime:
             self._queues.append(q)
             self._threads.append(t)
 
-    def run(self, fn, ctx: int) -> int:
+    def _run_python(self, fn, ctx: int) -> int:
         """Probe-run a task; when it reports chunks, run them on up to num_threads threads."""
+        if isinstance(fn, int):  # compiled for the native pool, which failed to start
+            fn = TASK_FN(fn)
         chunks = fn(ctx, 0, -self.num_threads)
         if chunks <= 0:
             return chunks
-        self.split_launches += 1
-        self.last_chunks = chunks
+        self.state[ps.SPLIT_LAUNCHES] += 1
+        self.state[ps.LAST_CHUNKS] = chunks
         t = min(self.num_threads, chunks)
         if t == 1:
             return fn(ctx, 0, 1)
         if not self._queues:
-            self._start_workers()
+            self._start_python_workers()
         jobs = []
         for k in range(1, t):
             job = _Job(fn, ctx, k, t)
@@ -113,8 +190,26 @@ class Runtime:
         return r
 
     def shutdown(self) -> None:
+        if self.native and self._threads:
+            _native_functions()[2](self.state.ctypes.data)
         for q in self._queues:
             q.put(None)
         for t in self._threads:
             t.join()
+        self._forget_threads()
+
+    def _forget_threads(self) -> None:
         self._queues, self._threads = [], []
+        self.state[:] = 0
+        self.state[ps.THREADS] = self.num_threads
+        self.run = self._first_run
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has none of its parent's worker threads: start afresh on its next launch."""
+    for rt in list(_live):
+        rt._forget_threads()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
