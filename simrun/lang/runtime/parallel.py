@@ -101,7 +101,7 @@ class Runtime:
 
     def __init__(self, num_threads: int | None = None, seed: int = 0):
         self.num_threads = max(1, num_threads or os.cpu_count() or 1)
-        self.native = native_pool_available()
+        self._native: bool | None = None  # decided on the first compile (objload's import)
         self.state = np.zeros(ps.state_slots(self.num_threads), dtype=np.int64)
         self.state[ps.THREADS] = self.num_threads
         self._queues: list = []   # the Python pool's, one per worker thread
@@ -110,6 +110,13 @@ class Runtime:
         self.seed(seed)
         self.stacks = np.zeros(self.num_threads * 3, dtype=np.uint64)
         _live.add(self)
+
+    @property
+    def native(self) -> bool:
+        """Whether launches go through the native pool (else the Python one)."""
+        if self._native is None:
+            self._native = native_pool_available()
+        return self._native
 
     @property
     def split_launches(self) -> int:
@@ -142,7 +149,7 @@ class Runtime:
             except Exception as exc:  # e.g. a libc without syscall(): threads still work
                 print(f"[simrun] native worker pool unavailable ({exc}); using Python threads",
                       file=sys.stderr)
-                self.native = False
+                self._native = False
         if self.native:
             addr = self.state.ctypes.data
             for k in range(1, self.num_threads):
@@ -190,7 +197,7 @@ class Runtime:
         return r
 
     def shutdown(self) -> None:
-        if self.native and self._threads:
+        if self._threads and self.native:
             _native_functions()[2](self.state.ctypes.data)
         for q in self._queues:
             q.put(None)
