@@ -30,7 +30,7 @@ from . import pool_state as ps
 from .launch import TASK_FN
 
 _RUN = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
-_WORKER = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64)
+_WORKER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)
 _STOP = ctypes.CFUNCTYPE(None, ctypes.c_int64)
 _live: weakref.WeakSet = weakref.WeakSet()  # runtimes whose threads a fork leaves behind
 
@@ -153,7 +153,9 @@ class Runtime:
         if self.native:
             addr = self.state.ctypes.data
             for k in range(1, self.num_threads):
-                t = threading.Thread(target=worker, args=(addr, k), daemon=True,
+                # data_as keeps the state array alive while the worker runs
+                state = self.state.ctypes.data_as(ctypes.c_void_p)
+                t = threading.Thread(target=worker, args=(state, k), daemon=True,
                                      name=f"simrun-worker-{k}")
                 t.start()
                 self._threads.append(t)
