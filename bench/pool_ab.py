@@ -32,12 +32,10 @@ def build_tiny_split(ti, size: int = 2) -> Program:
     @ti.kernel
     def tiny_split():
         for i in range(size):
-            v = i + 27
-            s = 0
-            while v != 1:
-                v = v // 2 if v % 2 == 0 else 3 * v + 1
-                s += 1
-            steps[i] = s
+            k = i
+            while k < 100:
+                k += k + 1
+            steps[i] = k
 
     return Program(run=tiny_split, check=lambda: float(steps.to_numpy().sum()))
 

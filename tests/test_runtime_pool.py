@@ -4,6 +4,7 @@ thread launching at the same time, a fork, and thousands of tiny split launches 
 between a worker taking its job and the caller taking it back) all stay exact.
 """
 
+import math
 import os
 import threading
 import warnings
@@ -33,15 +34,14 @@ def reduce_and_scatter():
 
 
 @ti.kernel
-def collatz(m: ti.i32):
+def isqrt(m: ti.i32):
     """A `while` body: split whenever m > 1, however small m is."""
     for i in range(m):
-        v = i + 27
-        s = 0
-        while v != 1:
-            v = v // 2 if v % 2 == 0 else 3 * v + 1
-            s += 1
-        steps[i] = s
+        n = i * i + 5
+        root = 0
+        while (root + 1) * (root + 1) <= n:
+            root += 1
+        steps[i] = root
 
 
 @ti.kernel
@@ -50,15 +50,8 @@ def fill_other(c: ti.i32):
         other[i] = i * 3 + c
 
 
-def _collatz_ref(m):
-    out = []
-    for i in range(m):
-        v, s = i + 27, 0
-        while v != 1:
-            v = v // 2 if v % 2 == 0 else 3 * v + 1
-            s += 1
-        out.append(s)
-    return np.array(out)
+def _isqrt_ref(m):
+    return np.array([math.isqrt(i * i + 5) for i in range(m)])
 
 
 def _init(monkeypatch, pool, threads):
@@ -136,12 +129,12 @@ def test_thousands_of_tiny_split_launches(monkeypatch, pool):
     """Each launch is over in microseconds, so the worker often wakes after the caller took
     its job back, and sometimes takes it first: either way every iteration runs once."""
     rt = _init(monkeypatch, pool, 2)
-    want = _collatz_ref(64)
+    want = _isqrt_ref(64)
     before = rt.split_launches
     for k in range(2000):
         m = 2 + k % 63
         steps.fill(-1)
-        collatz(m)
+        isqrt(m)
         got = steps.to_numpy()
         np.testing.assert_array_equal(got[:m], want[:m], err_msg=f"launch {k}")
         assert (got[m:] == -1).all()
@@ -152,16 +145,16 @@ def test_thousands_of_tiny_split_launches(monkeypatch, pool):
 def test_two_python_threads_launching_at_once(monkeypatch, pool):
     """A launch that finds the workers busy with another thread's runs on its own thread."""
     _init(monkeypatch, pool, 2)
-    want = _collatz_ref(64)
+    want = _isqrt_ref(64)
     fill_other(0)
     errors = []
 
     def launcher():
         try:
             for _ in range(300):
-                collatz(64)
+                isqrt(64)
                 if not (steps.to_numpy() == want).all():
-                    errors.append("collatz")
+                    errors.append("isqrt")
         except Exception as exc:  # reported below, with the main thread's view
             errors.append(repr(exc))
 
