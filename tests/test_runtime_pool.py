@@ -207,3 +207,14 @@ def test_a_native_pool_that_fails_to_load_falls_back_to_threads(monkeypatch, cap
     assert not rt.native and rt.split_launches == 1 and len(rt._threads) == 1
     assert "native worker pool unavailable (no syscall() in this libc)" in capsys.readouterr().err
     np.testing.assert_array_equal(other.to_numpy(), np.arange(N) * 3 + 4)
+
+
+def test_workers_do_not_spin_when_threads_outnumber_cpus():
+    from simrun.lang.runtime import parallel, pool_state
+
+    ti.init(arch=ti.cpu, cpu_max_num_threads=1)
+    assert api.runtime().state[pool_state.SPIN] == pool_state.WORKER_SPIN
+    ti.init(arch=ti.cpu, cpu_max_num_threads=parallel._cpus() + 1)
+    assert api.runtime().state[pool_state.SPIN] == 0
+    fill_other(3)
+    np.testing.assert_array_equal(other.to_numpy(), np.arange(N) * 3 + 3)

@@ -8,7 +8,8 @@ stays in one ctypes call for its life, so no step of a launch needs the GIL.
 
 A worker that finished a job spins (with `pause`) for ~0.2 ms before it sleeps, so that the
 next launch of a step loop finds it awake; then it sleeps on the generation word, and a
-process between launches burns no CPU. The caller spins a little on a worker's done word
+process between launches burns no CPU. With more threads than CPUs the runtime sets the
+spin to zero: a spinning worker would hold a CPU that another thread's chunks need. The caller spins a little on a worker's done word
 before sleeping on it: a worker that got its job is nearly done by the time the caller runs
 out of chunks (the task itself spins on the last chunks).
 
@@ -34,6 +35,7 @@ from ..runtime.pool_state import (
     NTHREADS,
     RESULT,
     RUN_FN,
+    SPIN,
     SPLIT_LAUNCHES,
     STOP,
     STOP_FN,
@@ -46,7 +48,6 @@ from .llvm_types import I32, I64, PTR
 SYS_FUTEX = 202    # x86-64 Linux
 FUTEX_WAIT, FUTEX_WAKE = 128, 129   # the _PRIVATE variants
 DONE_SPIN = 1 << 11    # pause rounds the caller waits on a worker before sleeping (~0.1 ms)
-WORKER_SPIN = 1 << 12  # pause rounds a worker waits for the next job before sleeping (~0.2 ms)
 
 
 class _Pool:
@@ -107,7 +108,7 @@ class _Pool:
         b.cbranch(b.icmp_signed("!=", stop, ir.Constant(I64, 0)), leave, sleep)
         b.position_at_end(sleep)
         spun = b.load(spun_p, typ=I64)
-        spin_more = b.icmp_signed("<", spun, ir.Constant(I64, WORKER_SPIN))
+        spin_more = b.icmp_signed("<", spun, b.load(self.slot(b, state, SPIN), typ=I64))
         with b.if_else(spin_more) as (then, otherwise):
             with then:
                 b.call(self.pause, [])

@@ -76,6 +76,14 @@ def _worker_loop(jobs: queue.SimpleQueue) -> None:
                 job.done.release()
 
 
+def _cpus() -> int:
+    """CPUs this process may run on (a container's or taskset's limit, not the machine's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def native_pool_available() -> bool:
     from ..codegen import objload
 
@@ -103,13 +111,17 @@ class Runtime:
         self.num_threads = max(1, num_threads or os.cpu_count() or 1)
         self._native: bool | None = None  # decided on the first compile (objload's import)
         self.state = np.zeros(ps.state_slots(self.num_threads), dtype=np.int64)
-        self.state[ps.THREADS] = self.num_threads
+        self._set_constants()
         self._queues: list = []   # the Python pool's, one per worker thread
         self._threads: list = []  # started on the first launch (native) or split (Python)
         self.run = self._first_run
         self.seed(seed)
         self.stacks = np.zeros(self.num_threads * 3, dtype=np.uint64)
         _live.add(self)
+
+    def _set_constants(self) -> None:
+        self.state[ps.THREADS] = self.num_threads
+        self.state[ps.SPIN] = ps.WORKER_SPIN if self.num_threads <= _cpus() else 0
 
     @property
     def native(self) -> bool:
@@ -210,7 +222,7 @@ class Runtime:
     def _forget_threads(self) -> None:
         self._queues, self._threads = [], []
         self.state[:] = 0
-        self.state[ps.THREADS] = self.num_threads
+        self._set_constants()
         self.run = self._first_run
 
 
