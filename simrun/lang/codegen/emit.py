@@ -403,6 +403,7 @@ class TaskEmitter:
         if self.rng_iter is not None:
             b.store(idx, self.rng_iter)
             b.store(i64c(0), self.rng_ctr)
+
     def s_For(self, s):
         b = self.b
         t = llvm_type(s.var.dtype)
@@ -878,6 +879,7 @@ class TaskEmitter:
                 self.index_values[id(e)] = self.expr(e)
             for acc, s in sums.values():
                 b.store(const(s.field.dtype, 0), acc)
+
             def cell():
                 j = b.load(j_p, typ=I64)
                 self._begin_iteration(b.add(begin, b.add(start, j)), var_ptr)

@@ -35,6 +35,7 @@ order, so their results are the same for every thread count and every schedule.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ..ir.nodes import (
@@ -328,10 +329,7 @@ def _inner_loop_scatters(stmts: list, varying: frozenset, out: set) -> frozenset
 
 
 def field_bytes(f) -> int:
-    n = f.ncomp * f.dtype.bits // 8
-    for extent in f.shape:
-        n *= extent
-    return n
+    return f.ncomp * f.dtype.bits // 8 * math.prod(f.shape)
 
 
 def _writes(s):

@@ -163,15 +163,13 @@ class Runtime:
                       file=sys.stderr)
                 self._native = False
         if self.native:
-            addr = self.state.ctypes.data
+            state = self.state.ctypes.data_as(ctypes.c_void_p)  # keeps the array alive
             for k in range(1, self.num_threads):
-                # data_as keeps the state array alive while the worker runs
-                state = self.state.ctypes.data_as(ctypes.c_void_p)
                 t = threading.Thread(target=worker, args=(state, k), daemon=True,
                                      name=f"simrun-worker-{k}")
                 t.start()
                 self._threads.append(t)
-            self.run = functools.partial(run, addr)
+            self.run = functools.partial(run, state.value)
         else:
             self.run = self._run_python
         return self.run(fn, ctx)

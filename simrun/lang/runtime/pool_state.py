@@ -3,7 +3,9 @@ codegen/pool.py emits the code that reads and writes it. Futex words (the genera
 worker's claim and done) are the low 32 bits of their slot."""
 
 GEN = 0            # the latest job's generation (never 0 once a job is posted)
-SPIN = 1           # pause rounds a worker spins after a job before it sleeps
+SPIN = 1           # pause rounds a worker spins after a job before it sleeps: WORKER_SPIN,
+                   # or 0 when the threads outnumber the CPUs
+WORKER_SPIN = 1 << 12  # ~0.2 ms here: a step loop's next launch finds the workers awake
 FN, CTX, NTHREADS = 8, 9, 10   # the posted job, on a cache line of its own
 STOP = 11          # nonzero: workers return
 SPLIT_LAUNCHES, LAST_CHUNKS = 12, 13   # statistics for tests and benchmarks
@@ -14,9 +16,6 @@ CLAIM, DONE, RESULT = 0, 1, 2
 LINE = 8           # slots per cache line
 
 WORKER_FN, RUN_FN, STOP_FN = "simrun_pool_worker", "simrun_pool_run", "simrun_pool_stop"
-
-
-WORKER_SPIN = 1 << 12  # ~0.2 ms here: a step loop's next launch finds the workers awake
 
 
 def state_slots(num_threads: int) -> int:
