@@ -10,7 +10,7 @@ import pytest
 
 import simrun.lang as ti
 from simrun.lang import api
-from simrun.lang.codegen import schedule
+from simrun.lang.codegen import emit, jit, layout, schedule
 
 THREADS = [1, 2, 3]
 M = 200_000   # addends: enough estimated work to split the launch
@@ -30,6 +30,8 @@ h = ti.Vector.field(2, ti.f64, shape=G)
 hits = ti.field(ti.i32, shape=G)
 total = ti.field(ti.f64, shape=())
 big = ti.field(ti.f64, shape=1 << 18)   # 2 MiB: too large to copy per thread
+WIDE = 50_000
+wide = ti.field(ti.f64, shape=WIDE)     # merged in many slices
 own = ti.field(ti.f64, shape=M)
 
 
@@ -49,6 +51,12 @@ def scatter(n: ti.i32):
 def scatter_big(n: ti.i32):
     for i in range(n):
         big[(idx[i] * 263) % (1 << 18)] += w[i]
+
+
+@ti.kernel
+def scatter_wide(n: ti.i32):
+    for i in range(n):
+        wide[(idx[i] * 53 + i) % WIDE] += w[i]
 
 
 @ti.kernel
@@ -84,6 +92,7 @@ def test_which_fields_are_copied():
     copied = {f.name for f in schedule.private_scatters(_task(scatter, M))}
     assert copied == {g.name, h.name}  # not hits (integer) nor total (a reduction)
     assert schedule.private_scatters(_task(scatter_big, M)) == []
+    assert [f.name for f in schedule.private_scatters(_task(scatter_wide, M))] == [wide.name]
     assert schedule.private_scatters(_task(owned_update, M)) == []
     assert id(own) in schedule.owned_fields(_task(owned_update, M))
 
@@ -120,7 +129,7 @@ def test_scatter_exact(threads):
     h.fill(0.0)
     hits.fill(0)
     total[None] = 0.0
-    for _ in range(3):  # repeated launches: copies freed, slice locks released
+    for _ in range(3):  # repeated launches: copies freed, merge counters reset
         split = _splits(scatter, M)
         assert split == (1 if threads > 1 else split)
     want_g = np.full(G, 0.5)
@@ -195,17 +204,50 @@ def test_debug_mode_scatter_still_checks_indices():
 
 @pytest.mark.parametrize("threads", [2, 3])
 def test_many_split_launches_stay_exact(threads):
-    """Many launches, so that the threads finish their chunks in every order and merge their
-    copies while others still add or merge: any lost add shows."""
+    """Many launches, so that the threads finish their chunks in every order and take the
+    merge's slices in every order: any lost or doubled add shows."""
     ti.init(arch=ti.cpu, cpu_max_num_threads=threads)
     c, v = _data(4)
     g.fill(0.0)
     h.fill(0.0)
+    wide.fill(0.0)
     launches = 40
     for _ in range(launches):
         assert _splits(scatter, M) == 1
+        assert _splits(scatter_wide, M) == 1
+    want_wide = np.zeros(WIDE)
+    np.add.at(want_wide, (c.astype(np.int64) * 53 + np.arange(M)) % WIDE, v)
+    np.testing.assert_array_equal(wide.to_numpy(), launches * want_wide)
     want_g = np.zeros(G)
     np.add.at(want_g, c, v)
     for k in range(3):
         np.add.at(want_g, (c + k) % G, 1.0)
     np.testing.assert_array_equal(g.to_numpy(), launches * want_g)
+
+
+def test_threads_past_copy_threads_only_merge(monkeypatch):
+    """A thread whose copy the context has no slot for takes no chunks, but still merges
+    slices of the others' copies."""
+    for module in (emit, layout):
+        monkeypatch.setattr(module, "COPY_THREADS", 2)
+    key = jit.cache_key  # the constant is not in the cache key (the source is): salt it
+    monkeypatch.setattr(jit, "cache_key", lambda text: key(text + "\nCOPY_THREADS=2"))
+    ti.init(arch=ti.cpu, cpu_max_num_threads=3)
+    c, v = _data(6)
+    g.fill(0.0)
+    h.fill(0.0)
+    wide.fill(0.0)
+    for _ in range(5):
+        assert _splits(scatter, M) == 1
+        assert _splits(scatter_wide, M) == 1
+    want_wide = np.zeros(WIDE)
+    np.add.at(want_wide, (c.astype(np.int64) * 53 + np.arange(M)) % WIDE, v)
+    np.testing.assert_array_equal(wide.to_numpy(), 5 * want_wide)
+    want_g = np.zeros(G)
+    np.add.at(want_g, c, v)
+    for k in range(3):
+        np.add.at(want_g, (c + k) % G, 1.0)
+    want_h = np.zeros((G, 2))
+    np.add.at(want_h, c, -np.stack([v, 2 * v], axis=1))
+    np.testing.assert_array_equal(g.to_numpy(), 5 * want_g)
+    np.testing.assert_array_equal(h.to_numpy(), 5 * want_h)

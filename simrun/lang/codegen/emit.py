@@ -31,16 +31,17 @@ from ..types import DType
 from ..types import f64 as F64T
 from ..types import i64 as I64T
 from . import llvm_ops
-from .layout import STACK_BYTES, Layout, stmt_writes
+from .layout import MERGE_STRIDE, STACK_BYTES, Layout, stmt_writes
 from .llvm_types import F64, I32, I64, PTR, const, llvm_type
 from .schedule import (
     CHUNK_ALIGN,
     CHUNK_WORK,
+    COPY_THREADS,
     INLINE_WORK,
     MAX_CHUNKS,
     MAX_RANGES,
-    MERGE_LOCKS,
     MERGE_MIN_SLICE,
+    MERGE_SLICES,
     RANGE_STRIDE,
     SCATTER_INLINE_WORK,
     SPIN_ROUNDS,
@@ -596,6 +597,7 @@ class TaskEmitter:
                 b.store(b.sdiv(b.mul(r, nchunks), ranges), self._counter_ptr(r))
 
             self._count(r_p, i64c(0), ranges, init_counter)
+            self._reset_copies(b.neg(self.nthreads))
             with b.if_then(big):
                 b.ret(nchunks)
         # every thread (and an inline launch): take chunks until they run out
@@ -642,8 +644,8 @@ class TaskEmitter:
             b.store(lo, k_p)
             for dt, acc, _ in reds:
                 b.store(const(dt, 0), acc)
-            for f, _, copy_p in copies:
-                self._allocate_copy(f, copy_p)
+            for k, (f, _, copy_p) in enumerate(copies):
+                self._allocate_copy(f, k, copy_p, done_p)
             self._inner_loop(k_p, hi_p, begin)
             for f, base, _ in copies:
                 self.field_bases[id(f)] = base
@@ -653,31 +655,46 @@ class TaskEmitter:
             else:
                 b.atomic_rmw("add", done_p, i64c(1), "release")
 
-        self._count(visit_p, i64c(0), ranges, enter_range)
-        for k, (f, base, copy_p) in enumerate(copies):
-            self._merge_copy(f, k, len(copies), base, copy_p)
-        with b.if_then(b.and_(b.icmp_signed("==", self.tid, i64c(0)),
-                              b.icmp_signed(">", self.nthreads, i64c(1)))):
-            self._await_chunks(done_p, nchunks)
+        if copies:
+            with b.if_then(b.icmp_signed("<", self.tid, i64c(COPY_THREADS))):
+                self._count(visit_p, i64c(0), ranges, enter_range)
+            merge = b.icmp_signed(">", self.nthreads, i64c(1))
+            if self.component_major:  # copied even when the thread runs alone
+                merge = ir.Constant(ir.IntType(1), 1)
+            with b.if_then(merge):
+                self._await_chunks(done_p, nchunks, bounded=False)
+                for k, (f, base, _) in enumerate(copies):
+                    self._merge_copies(f, k, base)
+        else:
+            self._count(visit_p, i64c(0), ranges, enter_range)
+            with b.if_then(b.and_(b.icmp_signed("==", self.tid, i64c(0)),
+                                  b.icmp_signed(">", self.nthreads, i64c(1)))):
+                self._await_chunks(done_p, nchunks)
         b.ret(i64c(0))
 
     # ------------------------------------------------------------ per-thread scatter copies
     def declared(self, name: str, ret, args, var_arg: bool = False):
-        """An external function (libc, an intrinsic), declared once per module."""
-        return self.module.globals.get(name) or ir.Function(
-            self.module, ir.FunctionType(ret, args, var_arg=var_arg), name)
+        """An external function (libc, an intrinsic), declared once per module. None of them
+        throws: a caller LLVM cannot prove nounwind would get unwind tables, which objload
+        does not map (the kernel would fall back to MCJIT)."""
+        fn = self.module.globals.get(name)
+        if fn is None:
+            fn = ir.Function(self.module, ir.FunctionType(ret, args, var_arg=var_arg), name)
+            fn.attributes.add("nounwind")
+        return fn
 
     def _private_copies(self) -> list:
         """(field, its real base, pointer to this thread's copy) for the privatised fields.
 
-        A thread that runs the launch alone (inline, or the runtime has one thread) adds into
-        the field itself unless the copy is component-major; the others start with no copy and
-        allocate one on their first chunk. Not in debug mode: an index error returns from the
-        middle of a chunk."""
+        Thread 0, and a thread that runs the launch alone (inline, or the runtime has one
+        thread), adds into the field itself unless the copy is component-major; the others
+        start with no copy and allocate one on their first chunk. Not in debug mode: an index
+        error returns from the middle of a chunk."""
         if self.debug:
             return []
         b = self.b
-        alone = b.icmp_signed("<=", self.nthreads, ir.Constant(I64, 1))
+        direct = b.or_(b.icmp_signed("<=", self.nthreads, ir.Constant(I64, 1)),
+                       b.icmp_signed("==", self.tid, ir.Constant(I64, 0)))
         copies = []
         fields = private_scatters(self.task)
         self.component_major = {id(f) for f in component_major(self.task, fields)}
@@ -685,15 +702,16 @@ class TaskEmitter:
             base = self.field_base(f)
             copy_p = self.eb.alloca(PTR, name=f"{f.name}_copy")
             first = (ir.Constant(PTR, None) if id(f) in self.component_major
-                     else b.select(alone, base, ir.Constant(PTR, None)))
+                     else b.select(direct, base, ir.Constant(PTR, None)))
             b.store(first, copy_p)
             self.plain.add(id(f))
             copies.append((f, base, copy_p))
         return copies
 
-    def _allocate_copy(self, f, copy_p) -> None:
-        """Before a chunk: a zeroed copy of f unless this thread has one; the chunk's adds
-        go there."""
+    def _allocate_copy(self, f, k: int, copy_p, done_p) -> None:
+        """Before a chunk: a zeroed copy of f unless this thread has one, listed in the
+        context for the merge; the chunk's adds go there. Out of memory, the chunk counts as
+        done (the threads waiting to merge must not wait for it) and the launch fails."""
         b = self.b
         with b.if_then(b.icmp_unsigned("==", b.load(copy_p, typ=PTR), ir.Constant(PTR, None)),
                        likely=False):
@@ -704,76 +722,104 @@ class TaskEmitter:
                                            ir.Constant(PTR, None)), likely=False):
                 site = len(self.layout.sites)
                 self.layout.sites.append(("memory", f.name, None, None))
+                b.atomic_rmw("add", done_p, i64c(1), "release")
                 self.record_error(3, site)
+            b.store(b.load(copy_p, typ=PTR), self._copy_ptr(self.tid, k))
         self.field_bases[id(f)] = b.load(copy_p, typ=PTR)
         if id(f) in self.component_major:
             self.by_component.add(id(f))
 
-    def _merge_copy(self, f, k: int, nfields: int, base, copy_p) -> None:
-        """After this thread's last chunk: add its copy into the field and free it.
+    def _copy_ptr(self, tid, k: int):
+        """The context slot that lists thread tid's copy of privatised field k."""
+        lay = self.layout
+        slot = self.b.add(self.b.mul(tid, i64c(lay.n_copies)), i64c(lay.copy_slot + k))
+        return self.b.gep(self.ctx, [slot], source_etype=I64)
 
-        The field is cut into at most MERGE_LOCKS // nfields slices, each with a lock word in
-        the context; a thread adds a slice it holds the lock of with plain (vectorised) adds,
-        skipping slices another thread holds and coming back to them. Thread t of T starts at
-        slice t*S/T, so threads that finish together merge far apart. A component-major copy
-        is merged cell by cell (its slices count cells, not scalars)."""
+    def _merge_counter(self, k: int, which: int):
+        """Field k's merge counters: 0 the next slice to take, 1 the slices merged."""
+        return self.slot_ptr(self.b, self.layout.merge_slot + MERGE_STRIDE * k + 8 * which)
+
+    def _reset_copies(self, threads) -> None:
+        """Probe call: no thread has a copy yet, no slice is merged."""
+        if self.debug or not private_scatters(self.task):
+            return
+        b = self.b
+        t_p = self.eb.alloca(I64, name="copy_reset")
+        for k in range(len(private_scatters(self.task))):
+            b.store(i64c(0), self._merge_counter(k, 0))
+            b.store(i64c(0), self._merge_counter(k, 1))
+            listed = b.select(b.icmp_signed("<", threads, i64c(COPY_THREADS)), threads,
+                              i64c(COPY_THREADS))
+            self._count(t_p, i64c(0), listed, lambda k=k: b.store(
+                i64c(0), self._copy_ptr(b.load(t_p, typ=I64), k)))
+
+    def _merge_copies(self, f, k: int, base) -> None:
+        """Once every chunk is done: take slices of f from a shared counter and add every
+        thread's copy into each (one writer per slice, no locks); whoever merges the last
+        slice frees the copies. A component-major copy is merged cell by cell (its slices
+        count cells, not scalars)."""
         b = self.b
         t = llvm_type(f.dtype)
         by_component = id(f) in self.component_major
         count = math.prod(f.shape) * (1 if by_component else f.ncomp)
-        nslices = max(1, min(MERGE_LOCKS // nfields, count // MERGE_MIN_SLICE))
+        nslices = max(1, min(MERGE_SLICES, count // MERGE_MIN_SLICE))
         size = -(-count // nslices)
-        first_lock = self.layout.merge_slot + k * (MERGE_LOCKS // nfields)
-        copy = b.load(copy_p, typ=PTR)
-        own = b.and_(b.icmp_unsigned("!=", copy, ir.Constant(PTR, None)),
-                     b.icmp_unsigned("!=", copy, base))
-        with b.if_then(own):
-            done_p, k_p, e_p = (self.eb.alloca(I64, name=f"{f.name}_{x}")
-                                for x in ("merged", "slice", "elem"))
-            b.store(i64c(0), done_p)
-            full = i64c((1 << nslices) - 1 if nslices < 64 else -1)
-            threads = b.select(b.icmp_signed(">", self.nthreads, i64c(1)), self.nthreads, i64c(1))
-            start = b.srem(b.sdiv(b.mul(self.tid, i64c(nslices)), threads), i64c(nslices))
+        listed = self.nthreads
+        for bound, keep in ((COPY_THREADS, "<"), (1, ">")):
+            listed = b.select(b.icmp_signed(keep, listed, i64c(bound)), listed, i64c(bound))
+        sl_p, t_p, e_p = (self.eb.alloca(I64, name=f"{f.name}_{x}")
+                          for x in ("slice", "thread", "elem"))
+        null = ir.Constant(PTR, None)
 
-            def slice_pass():
-                self._count(k_p, i64c(0), i64c(nslices), try_slice)
+        def each_copy(body):
+            """body(copy) for every thread's own copy of f."""
+            def visit():
+                copy = b.load(self._copy_ptr(b.load(t_p, typ=I64), k), typ=PTR)
+                with b.if_then(b.and_(b.icmp_unsigned("!=", copy, null),
+                                      b.icmp_unsigned("!=", copy, base))):
+                    body(copy)
+            self._count(t_p, i64c(0), listed, visit)
 
-            def try_slice():
-                sl = b.srem(b.add(start, b.load(k_p, typ=I64)), i64c(nslices))
-                bit = b.shl(i64c(1), sl)
-                todo = b.icmp_unsigned("==", b.and_(b.load(done_p, typ=I64), bit), i64c(0))
-                with b.if_then(todo):
-                    lock = b.gep(self.ctx, [b.add(sl, i64c(first_lock))], source_etype=I64)
-                    got = b.extract_value(b.cmpxchg(lock, i64c(0), i64c(1), "acquire",
-                                                    "monotonic"), 1)
-                    with b.if_then(got):
-                        lo = b.mul(sl, i64c(size))
-                        hi = b.add(lo, i64c(size))
-                        hi = b.select(b.icmp_signed("<", hi, i64c(count)), hi, i64c(count))
+        def take():
+            sl = b.atomic_rmw("add", self._merge_counter(k, 0), i64c(1), "monotonic")
+            b.store(sl, sl_p)
+            return b.icmp_signed("<", sl, i64c(nslices))
 
-                        def add_one():
-                            e = b.load(e_p, typ=I64)
-                            comps = range(f.ncomp) if by_component else [None]
-                            for c in comps:
-                                at = e if c is None else b.add(b.mul(e, i64c(f.ncomp)), i64c(c))
-                                src = e if c is None else b.add(e, i64c(c * count))
-                                dst = b.gep(base, [at], source_etype=t)
-                                v = b.load(b.gep(copy, [src], source_etype=t), typ=t)
-                                b.store(b.fadd(b.load(dst, typ=t), v), dst)
+        def merge_slice():
+            lo = b.mul(b.load(sl_p, typ=I64), i64c(size))
+            hi = b.add(lo, i64c(size))
+            hi = b.select(b.icmp_signed("<", hi, i64c(count)), hi, i64c(count))
 
-                        self._count(e_p, lo, hi, add_one)
-                        b.atomic_rmw("xchg", lock, i64c(0), "release")
-                        b.store(b.or_(b.load(done_p, typ=I64), bit), done_p)
+            def add_copy(copy):
+                def add_one():
+                    e = b.load(e_p, typ=I64)
+                    for c in (range(f.ncomp) if by_component else [None]):
+                        at = e if c is None else b.add(b.mul(e, i64c(f.ncomp)), i64c(c))
+                        src = e if c is None else b.add(e, i64c(c * count))
+                        dst = b.gep(base, [at], source_etype=t)
+                        v = b.load(b.gep(copy, [src], source_etype=t), typ=t)
+                        b.store(b.fadd(b.load(dst, typ=t), v), dst)
 
-            self._loop(lambda: b.icmp_unsigned("!=", b.load(done_p, typ=I64), full), [],
-                       slice_pass)
-            b.call(self.declared("free", ir.VoidType(), [PTR]), [copy])
+                self._count(e_p, lo, hi, add_one)
 
-    def _await_chunks(self, done_p, nchunks) -> None:
-        """The calling thread, out of chunks, spins a little while the workers finish theirs:
-        blocking right away lets its core go idle, and waking an idle core on a VM costs more
-        than a chunk. Bounded (SPIN_ROUNDS), so a descheduled worker is waited for by the
-        runtime instead, without burning a core."""
+            each_copy(add_copy)
+            merged = b.atomic_rmw("add", self._merge_counter(k, 1), i64c(1), "acq_rel")
+            with b.if_then(b.icmp_signed("==", merged, i64c(nslices - 1))):
+                free = self.declared("free", ir.VoidType(), [PTR])
+                each_copy(lambda copy: b.call(free, [copy]))
+
+        self._loop(take, [], merge_slice)
+
+    def _await_chunks(self, done_p, nchunks, bounded: bool = True) -> None:
+        """Spin until every chunk is done. The calling thread, out of chunks, spins a little
+        while the workers finish theirs: blocking right away lets its core go idle, and waking
+        an idle core on a VM costs more than a chunk. Bounded (SPIN_ROUNDS), so a descheduled
+        worker is waited for by the runtime instead, without burning a core.
+
+        Unbounded before merging per-thread copies: thread 0 adds into the fields themselves
+        and every copy must be complete, so the merge waits for the last chunk; past
+        SPIN_ROUNDS each round yields the CPU. Every chunk is taken by a running thread and
+        ends without waiting for another thread, so the wait ends."""
         b = self.b
         i_p = self.eb.alloca(I64, name="spin")
         b.store(ir.Constant(I64, 0), i_p)
@@ -783,6 +829,8 @@ class TaskEmitter:
 
         def waiting():
             left = b.icmp_signed("<", b.load_atomic(done_p, "acquire", 8, typ=I64), nchunks)
+            if not bounded:
+                return left
             return b.and_(left, b.icmp_signed("<", b.load(i_p, typ=I64),
                                               ir.Constant(I64, SPIN_ROUNDS)))
 
@@ -790,6 +838,10 @@ class TaskEmitter:
             if pause is not None:
                 b.call(pause, [])
             self._increment(i_p)
+            if not bounded:
+                long = b.icmp_signed(">", b.load(i_p, typ=I64), ir.Constant(I64, SPIN_ROUNDS))
+                with b.if_then(long, likely=False):
+                    b.call(self.declared("sched_yield", ir.IntType(32), []), [])
 
         self._loop(waiting, [], spin)
 

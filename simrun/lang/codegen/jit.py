@@ -26,7 +26,7 @@ use_objload = objload.supported() and not os.environ.get("SIMRUN_MCJIT")
 _LIBM = ["sinf", "cosf", "tanf", "asinf", "acosf", "atanf", "tanhf", "expf", "logf", "powf",
          "atan2f", "sin", "cos", "tan", "asin", "acos", "atan", "tanh", "exp", "log", "pow",
          "atan2", "floorf", "floor", "ceilf", "ceil", "sqrtf", "sqrt", "fmodf", "fmod"]
-_LIBC = ["realloc", "calloc", "free", "printf", "fflush", "memset", "memcpy", "syscall"]
+_LIBC = ["realloc", "calloc", "free", "printf", "fflush", "memset", "memcpy", "syscall", "sched_yield"]
 
 
 def _init():

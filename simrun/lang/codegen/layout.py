@@ -21,9 +21,16 @@ from ..ir.nodes import (
     expr_vars,
     walk,
 )
-from .schedule import MAX_CHUNKS, MERGE_LOCKS, SCHED_SLOTS, private_scatters, reduction_count
+from .schedule import (
+    COPY_THREADS,
+    MAX_CHUNKS,
+    SCHED_SLOTS,
+    private_scatters,
+    reduction_count,
+)
 
 ERR_SLOTS = 8
+MERGE_STRIDE = 16  # a privatised field's merge counters: next slice, slices done (own lines)
 STACK_BYTES = 24  # per thread: data pointer, size, capacity
 
 
@@ -43,7 +50,9 @@ class Layout:
     sched_slot: int = 0                                 # range tasks' chunk scheduling state
     partial_slot: int = 0                               # per-chunk partial sums of reductions
     n_partials: int = 0                                 # reductions per chunk (max over tasks)
-    merge_slot: int = 0                                 # locks for merging per-thread copies
+    merge_slot: int = 0                                 # per privatised field: merge counters
+    copy_slot: int = 0                                  # per thread and field: its copy
+    n_copies: int = 0                                   # privatised fields per task, at most
     size: int = 0
     sites: list = field(default_factory=list)           # debug error sites
 
@@ -124,9 +133,11 @@ def build_layout(kernel) -> Layout:
     lay.partial_slot = lay.sched_slot + (SCHED_SLOTS if has_range else 0)
     lay.n_partials = max([reduction_count(t, lay.var_slot) for t in kernel.tasks], default=0)
     lay.merge_slot = lay.partial_slot + MAX_CHUNKS * lay.n_partials
-    privatises = any(t.kind == "range" and private_scatters(t) for t in kernel.tasks)
-    lay.size = lay.merge_slot + (MERGE_LOCKS if privatises else 0)
+    lay.n_copies = max([len(private_scatters(t)) for t in kernel.tasks if t.kind == "range"],
+                       default=0)
+    lay.copy_slot = lay.merge_slot + MERGE_STRIDE * lay.n_copies
+    lay.size = lay.copy_slot + COPY_THREADS * lay.n_copies
     return lay
 
 
-__all__ = ["Layout", "build_layout", "stmt_reads", "stmt_writes", "Var"]
+__all__ = ["MERGE_STRIDE", "Layout", "build_layout", "stmt_reads", "stmt_writes", "Var"]

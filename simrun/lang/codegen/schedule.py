@@ -23,9 +23,10 @@ thread takes chunks from its own range's atomic counter, then from the other ran
 
 A field the task only adds floats to, at indices other iterations may share (a p2g grid, the
 `x.grad[j]` of a pair-energy gradient), is privatised: each thread adds into a zeroed copy of
-its own with plain adds and, when it runs out of chunks, adds the copy into the field slice by
-slice, under a lock per slice (at most PRIVATE_BYTES per thread). A launch that runs on
-one thread adds into the field itself, without atomics.
+its own with plain adds (at most PRIVATE_BYTES per thread); thread 0 adds into the field
+itself. Once every chunk is done, the threads take slices of the field from a shared counter
+and add every thread's copy into the slice they took, so each slice has one writer and the
+merge runs on all threads. A launch that runs on one thread adds into the field itself.
 
 Chunk sizes depend only on the trip count and the cost estimate, never on the thread count:
 reductions (`total += ...` on a top-level local, `s[None] += ...` on a 0-d field) sum each
@@ -68,8 +69,10 @@ CHUNK_ALIGN = 16        # chunks of more iterations than this are a multiple of 
 VECTOR_DISCOUNT = 4     # a flat body runs ~4x faster per iteration than its unit count says
 
 PRIVATE_BYTES = 1 << 20  # per-thread copies of scatter targets, per task, at most (L2-sized)
-MERGE_LOCKS = 64         # context slots locking slices of privatised fields while merging
+MERGE_SLICES = 64        # slices a privatised field's merge is cut into, at most
 MERGE_MIN_SLICE = 1024   # elements per slice at least
+COPY_THREADS = 64        # threads that take chunks of a task with copies (their copies are
+                         # listed in the context); the others only help merging
 
 SPIN_ROUNDS = 1 << 12   # bounds the calling thread's wait for the workers' last chunks (~0.1 ms)
 MAX_RANGES = 16         # per-thread ranges of chunks, each with its own counter
@@ -400,7 +403,7 @@ def reduction_count(task, var_slot) -> int:
     return len(field_reductions(task)) + len(var_reductions(task, var_slot))
 
 
-__all__ = ["CHUNK_ALIGN", "CHUNK_WORK", "Cost", "INLINE_WORK", "MAX_CHUNKS", "MAX_RANGES", "MERGE_LOCKS",
+__all__ = ["CHUNK_ALIGN", "CHUNK_WORK", "Cost", "INLINE_WORK", "MAX_CHUNKS", "MAX_RANGES", "COPY_THREADS", "MERGE_SLICES",
            "MERGE_MIN_SLICE", "RANGE_STRIDE",
            "PRIVATE_BYTES", "SCATTER_INLINE_WORK", "SCHED_SLOTS", "SPIN_ROUNDS",
            "accumulation", "body_cost", "expr_cost", "field_bytes", "field_reductions", "iteration_cost", "owned_fields", "private_scatters", "reduction_count", "row_sums", "scatters_floats",
