@@ -739,17 +739,24 @@ class TaskEmitter:
         """Field k's merge counters: 0 the next slice to take, 1 the slices merged."""
         return self.slot_ptr(self.b, self.layout.merge_slot + MERGE_STRIDE * k + 8 * which)
 
+    def _listed(self, threads):
+        """How many threads' copies the context lists: threads clamped to 1..COPY_THREADS."""
+        b = self.b
+        for bound, keep in ((COPY_THREADS, "<"), (1, ">")):
+            threads = b.select(b.icmp_signed(keep, threads, i64c(bound)), threads, i64c(bound))
+        return threads
+
     def _reset_copies(self, threads) -> None:
         """Probe call: no thread has a copy yet, no slice is merged."""
-        if self.debug or not private_scatters(self.task):
+        ncopies = 0 if self.debug else len(private_scatters(self.task))
+        if not ncopies:
             return
         b = self.b
         t_p = self.eb.alloca(I64, name="copy_reset")
-        for k in range(len(private_scatters(self.task))):
+        listed = self._listed(threads)
+        for k in range(ncopies):
             b.store(i64c(0), self._merge_counter(k, 0))
             b.store(i64c(0), self._merge_counter(k, 1))
-            listed = b.select(b.icmp_signed("<", threads, i64c(COPY_THREADS)), threads,
-                              i64c(COPY_THREADS))
             self._count(t_p, i64c(0), listed, lambda k=k: b.store(
                 i64c(0), self._copy_ptr(b.load(t_p, typ=I64), k)))
 
@@ -764,9 +771,7 @@ class TaskEmitter:
         count = math.prod(f.shape) * (1 if by_component else f.ncomp)
         nslices = max(1, min(MERGE_SLICES, count // MERGE_MIN_SLICE))
         size = -(-count // nslices)
-        listed = self.nthreads
-        for bound, keep in ((COPY_THREADS, "<"), (1, ">")):
-            listed = b.select(b.icmp_signed(keep, listed, i64c(bound)), listed, i64c(bound))
+        listed = self._listed(self.nthreads)
         sl_p, t_p, e_p = (self.eb.alloca(I64, name=f"{f.name}_{x}")
                           for x in ("slice", "thread", "elem"))
         null = ir.Constant(PTR, None)
