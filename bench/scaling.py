@@ -14,6 +14,14 @@ the table when clean rounds exist. A neighbour slows the 2-thread side more than
 1-thread side (it needs both cores), so noise biases the ratio down; the "fastest samples"
 column (min over all samples of one side / min of the other) is the least disturbed view.
 
+The ceiling column (for simrun, with --threads 2) comes from a third worker per round that
+runs two independent single-thread copies of each program at once on two threads of one
+process: 2 x (time alone) / (time together) is what two cores of this machine give the work
+when nothing is split or shared, so "of ceiling" separates the kernel's own losses (hand-off,
+merge, imbalance) from the machine's (steal, shared caches, turbo). Each launch holds the GIL
+for its Python part (~3 us) while the copies run, so the ceiling is slightly low for short
+launches.
+
 The bandwidth section times `y += x` on 2^24 f32 (saxpy's traffic: two loads and one store
 per element) with numpy on 1 and 2 threads, each thread on its half (numpy drops the GIL in
 large ufunc loops): the memory system's ceiling for saxpy on this machine.
@@ -40,24 +48,36 @@ from timing import ForeignLoad, wait_for_quiet  # noqa: E402
 SAXPY_N = 1 << 24
 
 
-def run_worker(module: str, threads: int, names: list, args, tmp: str,
-               bench_dir: str = HERE) -> tuple[dict, float]:
-    """Medians per benchmark, and the foreign load: cores' worth of CPU that other processes
-    used while the worker ran (this box is shared; a busy neighbour skews one side)."""
+def worker_results(module: str, threads: int, names: list, args, tmp: str,
+                   bench_dir: str = HERE, extra: tuple = ()) -> tuple[dict, float]:
+    """One worker's result rows, and the foreign load: cores' worth of CPU that other
+    processes used while it ran (this box is shared; a busy neighbour skews one side)."""
     out = os.path.join(tmp, f"{module}-{threads}-{time.monotonic_ns()}.json")
     cmd = [sys.executable, os.path.join(bench_dir, "worker.py"), "--module", module, "--out", out,
            "--threads", str(threads), "--forward-only", "--only", ",".join(names),
-           "--reps", str(args.reps), "--warmup", "2"]
+           "--reps", str(args.reps), "--warmup", "2", *extra]
     with ForeignLoad() as load:
         subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=1800)
-    foreign = load.cores
     try:
         with open(out) as f:
-            results = json.load(f).get("results", {})
+            return json.load(f).get("results", {}), load.cores
     except (OSError, ValueError):
-        return {}, foreign
+        return {}, load.cores
+
+
+def run_worker(module: str, threads: int, names: list, args, tmp: str,
+               bench_dir: str = HERE) -> tuple[dict, float]:
+    """(median, min) seconds per benchmark, and the worker's foreign load."""
+    results, foreign = worker_results(module, threads, names, args, tmp, bench_dir)
     return {name: (row["median_s"], row["min_s"]) for name, row in results.items()
             if "median_s" in row}, foreign
+
+
+def run_ceiling(names: list, args, tmp: str) -> tuple[dict, float]:
+    """Per benchmark, the speedup two independent single-thread copies get on two threads of
+    one process (worker.py --twin): what the machine gives this work with nothing shared."""
+    results, foreign = worker_results("simrun", 1, names, args, tmp, extra=("--twin",))
+    return {name: row["ceiling"] for name, row in results.items() if "ceiling" in row}, foreign
 
 
 def bandwidth(threads: int, reps: int = 15) -> float:
@@ -114,6 +134,9 @@ def main() -> int:
                     help="another checkout of this repository (e.g. `git worktree` of the "
                          "previous commit): its simrun workers run in the same rounds, "
                          "interleaved, as module 'simrun@baseline'")
+    ap.add_argument("--skip-ceiling", action="store_true",
+                    help="skip the per-round ceiling worker (two independent 1-thread "
+                         "simrun copies at once; only with --threads 2)")
     ap.add_argument("--json")
     args = ap.parse_args()
     names = [n for n in args.only.split(",") if n] or list(SCALING_BENCHMARKS)
@@ -122,6 +145,7 @@ def main() -> int:
     if args.baseline and "simrun" in modules:
         modules.insert(modules.index("simrun") + 1, "simrun@baseline")
         bench_dirs["simrun@baseline"] = os.path.join(os.path.abspath(args.baseline), "bench")
+    use_ceiling = args.threads == 2 and not args.skip_ceiling
     load_before = os.getloadavg()[0]
     rounds: dict = {m: [] for m in modules}  # per round: foreign loads and medians
     with tempfile.TemporaryDirectory(prefix="simrun-scaling-") as tmp:
@@ -141,6 +165,10 @@ def main() -> int:
                     if max(loads) <= args.max_foreign_load or attempt == args.retries:
                         break
                 rounds[m].append({"foreign_load": max(loads), "times": got})
+                if m == "simrun" and use_ceiling:
+                    ceiling, load = run_ceiling(names, args, tmp)
+                    rounds[m][-1]["ceiling"] = ceiling
+                    rounds[m][-1]["foreign_load"] = max(load, rounds[m][-1]["foreign_load"])
     bw = {}
     if not args.skip_bandwidth:
         wait_for_quiet(args.wait_quiet, args.max_foreign_load)
@@ -153,9 +181,16 @@ def main() -> int:
           f"{load_before:.1f} before, {load_after:.1f} after. A round is clean when other "
           f"processes used <= {args.max_foreign_load} cores during both workers; only clean "
           "rounds count when there are any.\n")
+    if use_ceiling:
+        print("ceiling: two independent single-thread copies of the program (own fields, own "
+              "kernels) on two threads of one process at once, 2 x (time alone) / (time "
+              "together), median over rounds: the speedup this machine gives the work with "
+              "nothing to split, share or merge. of ceiling: median of speedup / ceiling per "
+              "round (simrun only).\n")
     print(f"| benchmark | module | 1 thread | {t2} threads | speedup (median) | "
-          "speedup (range) | speedup of the fastest samples | clean rounds |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+          "speedup (range) | speedup of the fastest samples | ceiling | of ceiling | "
+          "clean rounds |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     summary = {}
     for m in modules:
         clean = [x for x in rounds[m] if x["foreign_load"] <= args.max_foreign_load]
@@ -164,17 +199,24 @@ def main() -> int:
             pairs = [(x["times"][1][name], x["times"][t2][name]) for x in used
                      if name in x["times"][1] and name in x["times"][t2]]
             if not pairs:
-                print(f"| {name} | {m} | error | error | - | - | - | - |")
+                print(f"| {name} | {m} | error | error | - | - | - | - | - | - |")
                 continue
             one, many = [a[0] for a, _ in pairs], [b[0] for _, b in pairs]
             ratios = [a[0] / b[0] for a, b in pairs]
             best = min(a[1] for a, _ in pairs) / min(b[1] for _, b in pairs)
             speedup = statistics.median(ratios)
+            ceilings = [(x["ceiling"][name], x["times"][1][name][0] / x["times"][t2][name][0])
+                        for x in used if name in x.get("ceiling", {})
+                        and name in x["times"][1] and name in x["times"][t2]]
+            ceiling, of_ceiling = "-", "-"
+            if ceilings:
+                ceiling = f"{statistics.median(c for c, _ in ceilings):.2f}"
+                of_ceiling = f"{statistics.median(r / c for c, r in ceilings):.0%}"
             summary[f"{m}:{name}"] = {"t1": one, f"t{t2}": many, "speedup": speedup}
             print(f"| {name} | {m} | {fmt_time(statistics.median(one))} | "
                   f"{fmt_time(statistics.median(many))} | {speedup:.2f} | "
-                  f"{min(ratios):.2f} - {max(ratios):.2f} | {best:.2f} | "
-                  f"{len(clean)}/{len(rounds[m])} |")
+                  f"{min(ratios):.2f} - {max(ratios):.2f} | {best:.2f} | {ceiling} | "
+                  f"{of_ceiling} | {len(clean)}/{len(rounds[m])} |")
     if bw:
         print(f"\nnumpy `y += x`, 2^24 f32 (saxpy's traffic, {3 * 4 * SAXPY_N / 1e6:.0f} MB "
               "per call):")

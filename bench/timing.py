@@ -9,6 +9,7 @@ import math
 import os
 import resource
 import statistics
+import threading
 import time
 from dataclasses import asdict, dataclass
 from typing import Callable
@@ -52,6 +53,59 @@ def time_call(
         sync()
         samples.append((time.perf_counter() - start) / inner)
     return Timing(statistics.median(samples), min(samples), reps, inner)
+
+
+def time_twin(
+    fn_a: Callable[[], None],
+    fn_b: Callable[[], None],
+    sync: Callable[[], None],
+    reps: int = 9,
+    min_sample_s: float = 0.02,
+) -> dict:
+    """The speedup two threads could give ``fn_a`` with no coordination at all: each sample
+    times ``inner`` calls of ``fn_a`` alone, then ``inner`` calls of ``fn_a`` and of ``fn_b``
+    (an independent copy: own data, own kernels) on two threads at once. 2 * alone / together
+    is the throughput two cores deliver for two independent copies of the work, an upper
+    bound for a parallel kernel that splits one copy (it has to split and merge as well).
+    Both functions must drop the GIL for their work (simrun's native calls do)."""
+    for fn in (fn_a, fn_b):
+        fn()
+        fn()
+    sync()
+    start = time.perf_counter()
+    fn_a()
+    sync()
+    inner = max(1, math.ceil(min_sample_s / max(time.perf_counter() - start, 1e-9)))
+
+    def calls(fn: Callable[[], None], gate: threading.Barrier) -> None:
+        gate.wait()
+        for _ in range(inner):
+            fn()
+        sync()
+
+    ratios, alone_s, together_s = [], [], []
+    for _ in range(reps):
+        start = time.perf_counter()
+        for _ in range(inner):
+            fn_a()
+        sync()
+        alone = (time.perf_counter() - start) / inner
+        gate = threading.Barrier(2)
+        other = threading.Thread(target=calls, args=(fn_b, gate))
+        other.start()
+        gate.wait()
+        start = time.perf_counter()
+        for _ in range(inner):
+            fn_a()
+        other.join()
+        sync()
+        together = (time.perf_counter() - start) / inner
+        alone_s.append(alone)
+        together_s.append(together)
+        ratios.append(2 * alone / together)
+    return {"ceiling": statistics.median(ratios), "ceiling_range": [min(ratios), max(ratios)],
+            "alone_s": statistics.median(alone_s), "together_s": statistics.median(together_s),
+            "reps": reps, "inner": inner}
 
 
 def format_seconds(seconds: float | None) -> str:

@@ -19,7 +19,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)  # make `simrun` importable without installing it
 
 from programs import BENCHMARKS  # noqa: E402
-from timing import time_call  # noqa: E402
+from timing import time_call, time_twin  # noqa: E402
 
 MODULES = {"taichi": "taichi", "simrun": "simrun.lang"}
 
@@ -90,8 +90,24 @@ def measure(fn, check, sync, args) -> dict:
     return row
 
 
+def run_twin(ti, name: str, args, progress: Progress) -> None:
+    """Two independent copies of the program on two threads at once (timing.time_twin):
+    the speedup the machine gives this work when nothing is shared."""
+    builder, full_size, quick_size = BENCHMARKS[name]
+    size = quick_size if args.quick else full_size
+    try:
+        first, second = builder(ti, size), builder(ti, size)
+        progress.record(name, time_twin(first.run, second.run, getattr(ti, "sync", lambda: None),
+                                        reps=args.reps, min_sample_s=args.min_sample))
+    except Exception as exc:
+        progress.record(name, error_summary(exc))
+
+
 def run_benchmark(ti, name: str, args, progress: Progress) -> None:
     """Build, time forward (and backward when the program has one), record each row."""
+    if args.twin:
+        run_twin(ti, name, args, progress)
+        return
     sync = getattr(ti, "sync", lambda: None)
     builder, full_size, quick_size = BENCHMARKS[name]
     try:
@@ -121,7 +137,13 @@ def parse_args(argv=None):
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--min-sample", type=float, default=0.02, help="seconds per sample")
     parser.add_argument("--quick", action="store_true", help="small sizes, for smoke tests")
-    return parser.parse_args(argv)
+    parser.add_argument("--twin", action="store_true",
+                        help="instead of timing, measure the two-thread ceiling of each "
+                             "program (two independent copies at once; use --threads 1)")
+    args = parser.parse_args(argv)
+    if args.twin and args.threads != 1:
+        parser.error("--twin compares independent single-thread copies: pass --threads 1")
+    return args
 
 
 def main(argv=None) -> int:
