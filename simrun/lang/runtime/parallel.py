@@ -84,6 +84,40 @@ def _cpus() -> int:
         return os.cpu_count() or 1
 
 
+def cgroup_cpu_quota(root: str = "/sys/fs/cgroup") -> int | None:
+    """Whole CPUs of the process's cgroup CPU quota (`docker --cpus=2`, a Kubernetes limit),
+    rounded up; None when there is none or it cannot be read. cgroup v2's cpu.max first,
+    then v1's cfs files."""
+    def read(name: str) -> list[str] | None:
+        try:
+            with open(os.path.join(root, name)) as f:
+                return f.read().split()
+        except OSError:
+            return None
+
+    quota = read("cpu.max")
+    if quota is None:
+        v1_quota, v1_period = read("cpu/cpu.cfs_quota_us"), read("cpu/cpu.cfs_period_us")
+        quota = v1_quota + v1_period if v1_quota and v1_period else None
+    if not quota or len(quota) < 2 or quota[0] in ("max", "-1"):
+        return None
+    try:
+        limit, period = int(quota[0]), int(quota[1])
+    except ValueError:
+        return None
+    if limit <= 0 or period <= 0:
+        return None
+    return max(1, -(-limit // period))
+
+
+def default_threads() -> int:
+    """Threads when ti.init gets no cpu_max_num_threads: the CPUs this process may actually
+    use. os.cpu_count() is the machine's count, so on a 64-core node a Slurm job with 4 CPUs,
+    or a container limited to 2, would run 64 threads on a few cores (Taichi does)."""
+    quota = cgroup_cpu_quota()
+    return max(1, min(_cpus(), quota) if quota else _cpus())
+
+
 def native_pool_available() -> bool:
     from ..codegen import objload
 
@@ -108,7 +142,7 @@ class Runtime:
     """Process-wide state shared by all kernels: threads, random seed and autodiff stacks."""
 
     def __init__(self, num_threads: int | None = None, seed: int = 0):
-        self.num_threads = max(1, num_threads or os.cpu_count() or 1)
+        self.num_threads = max(1, num_threads or default_threads())
         self._native: bool | None = None  # decided on the first compile (objload's import)
         self.state = np.zeros(ps.state_slots(self.num_threads), dtype=np.int64)
         self._set_constants()
