@@ -55,7 +55,7 @@ from .builtins import (
     tanh,
 )
 from .errors import AutodiffError, CompileError, SimrunError
-from .fields import Field, field, i, ij, ijk, ijkl, ik, j, jk, k, l, root
+from .fields import Field, axes, field, i, ij, ijk, ijkl, ik, j, jk, k, l, root
 from .frontend.special import ATOMICS as _ATOMICS
 from .frontend.special import Grouped as grouped
 from .frontend.special import NDRange as ndrange

@@ -7,27 +7,75 @@ import weakref
 
 import numpy as np
 
+from .errors import SimrunError, Span
 from .types import DType, f32, to_dtype
 
 _ids = itertools.count()
 registry: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
-def _caller_assignment_name() -> str | None:
-    """`x = ti.field(...)` in user code names the field 'x' (for error messages)."""
-    import linecache
-    import re
+def _user_frame():
+    """The first frame outside simrun.lang: where the user's program declared the field."""
     import sys
 
     frame = sys._getframe(1)
     pkg = __name__.rsplit(".", 1)[0]
     while frame is not None and frame.f_globals.get("__name__", "").startswith(pkg):
         frame = frame.f_back
+    return frame
+
+
+def _user_line() -> tuple[str, str]:
+    """('file:line: ', excerpt) of the user's declaration, for errors raised outside kernels."""
+    import linecache
+
+    frame = _user_frame()
+    if frame is None:
+        return "", ""
+    text = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+    col = len(text) - len(text.lstrip())
+    span = Span(frame.f_code.co_filename, frame.f_lineno, col, text)
+    return f"{span}: ", span.excerpt()
+
+
+def _caller_assignment_name() -> str | None:
+    """`x = ti.field(...)` in user code names the field 'x' (for error messages)."""
+    import linecache
+    import re
+
+    frame = _user_frame()
     if frame is None:
         return None
     line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
     m = re.match(r"\s*(?:self\.)?([A-Za-z_]\w*)\s*(?::[^=]+)?=[^=]", line)
     return m.group(1) if m else None
+
+
+class FieldError(SimrunError, ValueError):
+    """A field declaration simrun cannot honour exactly; raised instead of silently changing it."""
+
+
+def _reject_offset(name: str, offset, shape: tuple | None) -> None:
+    """Offsets are not implemented (kernels index from 0): refuse them rather than ignore them."""
+    lo = _norm_shape(offset) or ()
+    if not any(lo):
+        return
+    names = "ijkl"[:len(lo)] if len(lo) <= 4 else [f"i{d}" for d in range(len(lo))]
+    shifted = ", ".join(f"{v} - {o}" if o > 0 else f"{v} + {-o}" if o else v
+                        for v, o in zip(names, lo))
+    if shape is not None and len(shape) == len(lo):
+        ranges = ", ".join(f"({o}, {o + n})" for o, n in zip(lo, shape))
+        loop = f"ti.ndrange({ranges})" if len(lo) > 1 else f"range{ranges}"
+    else:
+        loop = "range(lo, lo + n) per axis"
+    where, excerpt = _user_line()
+    raise FieldError(
+        f"{where}field '{name}' is declared with offset={offset!r}, which simrun does not "
+        "support (its indices always start at 0, in kernels and in Python scope). Declare it "
+        f"without offset= and shift the indices yourself: write {name}[{shifted}] where the "
+        f"program writes {name}[{', '.join(names)}], and loop over {loop} instead of over "
+        f"the field.{excerpt}"
+    )
 
 
 def _norm_shape(shape) -> tuple | None:
@@ -45,7 +93,7 @@ class Field:
 
     def __init__(self, dtype=None, shape=None, name: str = "", needs_grad: bool = False,
                  needs_dual: bool = False, elem_shape: tuple = (), role: str = "primal",
-                 primal: Field | None = None, **_ignored):
+                 primal: Field | None = None, offset=None, **_ignored):
         self.dtype: DType = to_dtype(dtype) if dtype is not None else f32
         self.elem_shape = tuple(elem_shape)
         self.id = next(_ids)
@@ -57,6 +105,7 @@ class Field:
         self.data: np.ndarray | None = None
         self.shape: tuple | None = None
         self._wants = (needs_grad, needs_dual)
+        _reject_offset(self.name, offset, _norm_shape(shape))
         registry[self.id] = self
         if shape is not None:
             self._place(_norm_shape(shape))
@@ -190,8 +239,12 @@ class Field:
 
 def field(dtype, shape=None, name: str = "", offset=None, needs_grad: bool = False,
           needs_dual: bool = False, **kwargs) -> Field:
-    """ti.field: a scalar field; shape=None leaves it to be placed by ti.root."""
-    return Field(dtype, shape, name=name, needs_grad=needs_grad, needs_dual=needs_dual)
+    """ti.field: a scalar field; shape=None leaves it to be placed by ti.root.
+
+    A non-zero offset raises FieldError: simrun fields are indexed from 0.
+    """
+    return Field(dtype, shape, name=name, needs_grad=needs_grad, needs_dual=needs_dual,
+                 offset=offset)
 
 
 def all_fields() -> list[Field]:
@@ -199,8 +252,22 @@ def all_fields() -> list[Field]:
 
 
 class _Axes:
+    """ti.i .. ti.l and their combinations: which logical axes a dense() level divides."""
+
     def __init__(self, *axes: int):
         self.axes = axes
+
+    def __repr__(self) -> str:
+        if max(self.axes) < 4:
+            return "ti." + "".join("ijkl"[a] for a in self.axes)
+        return f"ti.axes{self.axes}"
+
+
+def axes(*indices: int) -> _Axes:
+    """ti.axes(1, 0): axes by number, in any order."""
+    if not indices or any(not 0 <= int(a) < 8 for a in indices):
+        raise ValueError(f"axes() takes axis numbers 0..7, got {indices}")
+    return _Axes(*(int(a) for a in indices))
 
 
 i, j, k, l = _Axes(0), _Axes(1), _Axes(2), _Axes(3)  # noqa: E741
@@ -208,29 +275,52 @@ ij, ik, jk, ijk, ijkl = _Axes(0, 1), _Axes(0, 2), _Axes(1, 2), _Axes(0, 1, 2), _
 
 
 class SNode:
-    """ti.root and its dense() children: only the shapes matter for simrun's flat storage."""
+    """ti.root and its dense() children, reduced to what is semantic: the logical shape.
 
-    def __init__(self, shape: tuple = ()):
-        self.shape = shape
+    As in Taichi, shape[a] is the product of the sizes given for axis a along the chain and
+    unused axes are dropped (`dense(ti.j, 3).dense(ti.i, 4)` is (4, 3); `dense(ti.i, 2)
+    .dense(ti.i, 3)` is (6,)). Taichi's nesting only changes its memory layout; simrun stores
+    every field row-major in its logical shape, which indexes identically.
+    """
 
-    def dense(self, axes, dims) -> SNode:
+    def __init__(self, sizes: dict[int, int] | None = None):
+        self._sizes = dict(sizes or {})
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._sizes[a] for a in sorted(self._sizes))
+
+    def dense(self, axes: _Axes, dims) -> SNode:
+        """A child dividing `axes` into `dims` (an int applies to every axis)."""
+        if not isinstance(axes, _Axes):
+            where, _ = _user_line()
+            raise TypeError(f"{where}dense() takes axes such as ti.i, ti.j or ti.ij as its "
+                            f"first argument, got {axes!r}")
+        given = dims
         dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
-        n_axes = len(axes.axes) if isinstance(axes, _Axes) else len(dims)
-        if len(dims) == 1 and n_axes > 1:
-            dims = dims * n_axes
-        return SNode(self.shape + tuple(int(d) for d in dims))
+        if len(dims) == 1:
+            dims = dims * len(axes.axes)
+        if len(dims) != len(axes.axes) or any(int(d) <= 0 for d in dims):
+            where, excerpt = _user_line()
+            raise FieldError(f"{where}dense({axes!r}, {given!r}) needs one positive size per "
+                             f"axis ({len(axes.axes)} for {axes!r}){excerpt}")
+        sizes = dict(self._sizes)
+        for a, d in zip(axes.axes, dims):
+            sizes[a] = sizes.get(a, 1) * int(d)
+        return SNode(sizes)
 
     pointer = bitmasked = dense
 
-    def dynamic(self, axis, n: int, chunk_size=None) -> SNode:
+    def dynamic(self, axis: _Axes, n: int, chunk_size=None) -> SNode:
+        """Stored dense with its maximum length n (simrun has no sparse storage)."""
         return self.dense(axis, n)
 
-    def place(self, *fields, offset=None) -> SNode:
+    def place(self, *fields: Field, offset=None) -> SNode:
         for f in fields:
-            if isinstance(f, Field):
-                f._place(self.shape)
-            else:
+            if not isinstance(f, Field):
                 raise TypeError(f"place() takes fields, got {f!r}")
+            _reject_offset(f.name, offset, self.shape)
+            f._place(self.shape)
         return self
 
     def lazy_grad(self) -> None:

@@ -307,7 +307,7 @@ class Matrix:
         from .fields import Field
 
         return Field(dtype, shape, name=name, needs_grad=needs_grad, needs_dual=needs_dual,
-                     elem_shape=(n,) if _vector else (n, m))
+                     elem_shape=(n,) if _vector else (n, m), offset=offset)
 
 
 def _sum(items):
@@ -343,9 +343,9 @@ class Vector(metaclass=_VectorMeta):
     """`ti.Vector(...)` builds a vector Matrix; `ti.Vector.field` a vector field."""
 
     @staticmethod
-    def field(n: int, dtype=None, shape=None, name: str = "", needs_grad: bool = False,
-              needs_dual: bool = False, **kwargs):
-        return Matrix.field(n, 1, dtype, shape, name, needs_grad=needs_grad,
+    def field(n: int, dtype=None, shape=None, name: str = "", offset=None,
+              needs_grad: bool = False, needs_dual: bool = False, **kwargs):
+        return Matrix.field(n, 1, dtype, shape, name, offset, needs_grad=needs_grad,
                             needs_dual=needs_dual, _vector=True)
 
     @staticmethod

@@ -11,7 +11,8 @@ MAX_ELEMENTS = 64
 
 
 def capture_state() -> dict:
-    return {f: f.data.copy() for f in all_fields() if f.data is not None}
+    """Every field's values, in tape._restore's form {field: (index, values)}."""
+    return {f: (Ellipsis, f.data.copy()) for f in all_fields() if f.data is not None}
 
 
 def _replay(tape, state) -> float:
@@ -37,7 +38,7 @@ def grad_check(tape, fields, rtol: float | None = None) -> float:
     worst, report = 0.0, ""
     for f in fields:
         grads = f.grad.data.copy().reshape(-1)
-        flat0 = state[f].reshape(-1)
+        flat0 = state[f][1].reshape(-1)
         eps = 1e-6 if f.dtype.bits == 64 else 1e-2
         picks = np.linspace(0, flat0.size - 1, min(flat0.size, MAX_ELEMENTS)).astype(int)
         for e in np.unique(picks):
@@ -45,9 +46,9 @@ def grad_check(tape, fields, rtol: float | None = None) -> float:
             values = []
             for sign in (1, -1):
                 trial = dict(state)
-                arr = state[f].copy()
+                arr = state[f][1].copy()
                 arr.reshape(-1)[e] += sign * h
-                trial[f] = arr
+                trial[f] = (Ellipsis, arr)
                 values.append(_replay(tape, trial))
             fd = (values[0] - values[1]) / (2 * h)
             err = abs(fd - grads[e]) / max(1e-8, abs(fd), abs(grads[e]))

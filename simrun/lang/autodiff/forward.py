@@ -15,6 +15,7 @@ from ..ir.nodes import (
     KernelIR,
     Load,
     OpExpr,
+    Random,
     StackPop,
     StackPush,
     Store,
@@ -91,15 +92,25 @@ class Dualizer:
                                      self.zero_or(self.d(s.value), s.field.dtype), span=s.span))
             elif isinstance(s, Atomic):
                 out.append(s)
+                old = s.result if s.result is not None and s.result.dtype.is_float else None
                 if has_dual(s.field):
                     if s.op not in ("add", "sub"):
                         raise AutodiffError(f"forward mode cannot differentiate ti.atomic_{s.op}"
                                             f" on field '{s.field.name}'", s.span,
                                             self.kernel_name)
                     dv = self.d(s.value)
-                    if dv is not None:
-                        out.append(Atomic(s.op, s.field.dual, s.comp, s.indices, dv,
+                    if dv is not None or old is not None:
+                        # the dual's own atomic returns the old value's tangent
+                        out.append(Atomic(s.op, s.field.dual, s.comp, s.indices,
+                                          self.zero_or(dv, s.field.dtype),
+                                          result=None if old is None else self.dual(old),
                                           span=s.span))
+                elif old is not None:
+                    out.append(Assign(self.dual(old), builder.const(0, old.dtype)))
+            elif isinstance(s, Random):
+                out.append(s)
+                if s.var.dtype.is_float:  # a draw does not depend on the inputs
+                    out.append(Assign(self.dual(s.var), builder.const(0, s.var.dtype)))
             elif isinstance(s, If):
                 out.append(If(s.cond, self.block(s.then), self.block(s.orelse), span=s.span))
             elif isinstance(s, For):

@@ -14,6 +14,8 @@ from __future__ import annotations
 import dataclasses
 from contextlib import contextmanager
 
+from ..codegen.layout import stmt_reads
+from ..codegen.schedule import accumulation, var_reductions
 from ..errors import AutodiffError
 from ..ir import builder
 from ..ir.nodes import (
@@ -64,6 +66,7 @@ class TaskReverser:
         self.used = set()
         self.recompute: set = set()  # loops reversed by re-running their body (recompute.py)
         self.in_recompute = False  # inside such a loop: no per-statement push or pop
+        self.reductions: set = set()  # top-level locals this parallel loop only adds to
 
     # ------------------------------------------------------------ analysis
     def find_multi(self, body, in_loop: bool, counts: dict) -> None:
@@ -115,6 +118,8 @@ class TaskReverser:
     def forward(self, body) -> list:
         out = []
         for s in body:
+            if isinstance(s, Assign) and s.var in self.reductions:
+                continue  # its reversal needs no value of the total
             if isinstance(s, (Assign, Load, Random)):
                 if self.saves(s.var):
                     out.append(StackPush(s.var))
@@ -193,7 +198,11 @@ class TaskReverser:
     def reverse(self, body) -> list:
         out: list = []
         for s in reversed(body):
-            if isinstance(s, Assign):
+            if isinstance(s, Assign) and s.var in self.reductions:
+                # `total += e` in a parallel loop: total's adjoint reaches every e unchanged;
+                # every iteration reads it, none clears it (a shared slot)
+                self.backprop(accumulation(s), VarRef(self.adjoint(s.var)), out)
+            elif isinstance(s, Assign):
                 g = self.take_adjoint(s.var, out)
                 if self.saves(s.var):
                     out.append(StackPop(s.var))
@@ -263,11 +272,42 @@ class TaskReverser:
     # ------------------------------------------------------------ whole task
     def run(self) -> Task:
         check_races(self.task, self.kernel_name)
+        for st in self.task.body:
+            for inner in _nested(st):
+                if isinstance(inner, Return):
+                    raise self.error(
+                        "a `return` inside an if or a loop ends the kernel early, and the "
+                        "gradient cannot tell which statements ran; assign the result to a "
+                        "local and return it once, at the end of the kernel", inner.span)
         body = normalize(self.task.body)
         self.used = used_vars(body)
         self.find_multi(body, False, {})
-        self.multi -= {v for v in self.multi if v in self.slot_vars and self.task.kind == "range"}
+        slot_writes = [st for st in walk(body) if any(v in self.slot_vars for v in _defs(st))]
+        if self.task.kind == "range":
+            self.multi -= self.slot_vars
+            self.reductions = set(var_reductions(dataclasses.replace(self.task, body=body),
+                                                 self.slot_vars))
+            for st in slot_writes:
+                if st.var not in self.reductions and st.var.dtype.is_float:
+                    raise self.error(
+                        f"the parallel loop assigns the kernel-level local '{st.var.name}' "
+                        "(other than `+=`), so its value after the loop depends on which "
+                        "iteration ran last; the gradient cannot follow it. Make the loop "
+                        "serial with ti.loop_config(serialize=True), or keep the value in a "
+                        "field", st.span)
+        else:
+            # a kernel-level local assigned here holds another loop's value before: saved,
+            # so the reversal of `a = a * a` sees the old a
+            self.multi |= {st.var for st in slot_writes}
         self.find_recomputable(body)
+        # every float local that is read gets its adjoint before the walk: the walk meets a
+        # loop-carried local's assignment (`prev = x[j]`, late in the body) before the read
+        # that feeds it (`d = x[j] - prev`, earlier), and a lazily created adjoint would drop
+        # what the next iteration's read sends back
+        for st in walk(body):  # program order: the IR text (the cache key) stays stable
+            for v in stmt_reads(st):
+                if v.dtype.is_float:
+                    self.adjoint(v)
         fwd = self.forward(body)
         rev = self.reverse(body)
         init = [Assign(a, builder.const(0, a.dtype)) for v, a in self.adj.items()
@@ -286,21 +326,68 @@ def reverse_kernel(kir: KernelIR) -> KernelIR:
                           frozenset(kir.extra.get("stop_grad", ())), frozenset(access.writes))
         rv.adj = adj_slots
         tasks.append(rv.run())
+    tasks.reverse()  # forward order, to interleave the restores below
     used_later = _slot_vars_used_across(kir, slot_vars)
-    prologue = []
-    for task in kir.tasks:
-        if task.kind == "serial" and any(v in used_later for s in walk(task.body)
-                                         for v in _defs(s)):
-            prologue.append(Task("serial", [s for s in _pure_replay(task.body)], span=task.span))
+    prologue, snaps = _replay_top_level(kir, slot_vars)
     zero = [Assign(a, builder.const(0, a.dtype)) for v, a in adj_slots.items() if v in slot_vars]
     if zero:
         prologue.append(Task("serial", zero, span=kir.span))
+    for k in reversed(range(len(tasks))):
+        if snaps.get(k):  # loop k is reversed on the kernel-level locals it started with
+            restore = [Assign(v, VarRef(snap)) for v, snap in snaps[k]]
+            tasks.insert(k + 1, Task("serial", restore, span=kir.tasks[k].span))
+    tasks.reverse()
     extra = dict(kir.extra)
     extra["top_level_vars"] = list(slot_vars) + [a for v, a in adj_slots.items()
-                                                 if v in slot_vars]
+                                                 if v in slot_vars] + \
+        [snap for k in sorted(snaps) for _, snap in snaps[k]]
     extra["n_prologue"] = len(prologue)
-    extra["cross_task_locals"] = bool(used_later)
+    extra["cross_task_locals"] = bool(used_later or snaps)
     return KernelIR(kir.name + "_grad", prologue + tasks, kir.arg_vars, [], kir.span, extra)
+
+
+def _replay_top_level(kir, slot_vars) -> tuple[list, dict]:
+    """The grad kernel's prologue: the forward's kernel-level locals rebuilt loop by loop
+    (each loop replayed without its global writes), with a copy of what loop k reads taken
+    before it where a later loop (or k itself) changes it; snaps[k] = [(local, copy)].
+
+    Only the all-at-once gradient launch uses it: a kernel that reads fields it writes and
+    passes locals between loops is refused (tape.py), so the fields hold what every loop
+    read."""
+    reads = [_entry_reads(t) & slot_vars for t in kir.tasks]
+    writes = [{v for s in walk(t.body) for v in _defs(s)} & slot_vars for t in kir.tasks]
+    prologue: list = []
+    snaps: dict = {}
+    for k, task in enumerate(kir.tasks):
+        later = set().union(*writes[k:])
+        keep = [v for v in sorted(reads[k], key=lambda v: v.name) if v in later]
+        if keep:
+            snaps[k] = [(v, Var(f"at{k}_{v.name}", v.dtype)) for v in keep]
+            prologue.append(Task("serial", [Assign(c, VarRef(v)) for v, c in snaps[k]],
+                                 span=task.span))
+        if writes[k] & set().union(*reads[k + 1:]):
+            prologue.append(dataclasses.replace(task, body=_pure_replay(task.body)))
+    return prologue, snaps
+
+
+def _entry_reads(task) -> set:
+    """Locals the task may read before assigning them: the values it takes from before it.
+    Conservative: an assignment inside an if or a loop does not count as made."""
+    exposed = {v for e in (task.begin, task.end) if e is not None for v in expr_vars(e)}
+    assigned: set = set()
+    for s in task.body:
+        exposed |= {v for t in walk([s]) for e in _exprs(t) for v in expr_vars(e)} - assigned
+        assigned |= set(_defs(s))
+    return exposed
+
+
+def _nested(s):
+    """The statements inside s's branches or body (not s itself)."""
+    if isinstance(s, If):
+        return list(walk(s.then)) + list(walk(s.orelse))
+    if isinstance(s, (For, While)):
+        return list(walk(s.body))
+    return []
 
 
 def _same(a, b) -> bool:
