@@ -16,14 +16,22 @@ _JACOBI_SWEEPS = 8
 
 @func
 def _polar2(A):
-    x = A[0, 0] + A[1, 1]
-    y = A[1, 0] - A[0, 1]
-    scale = 1.0 / B.sqrt(x * x + y * y)
-    c = x * scale
-    s = y * scale
-    R = Matrix([[c, -s], [s, c]])
-    S = R.transpose() @ A
-    return R, S
+    """A = U P with P symmetric positive semi-definite, as Taichi 1.7.4 (U a reflection when
+    det A < 0, (I, A) for the zero matrix): U is B / sqrt|det B| for B = A + cof(A) or, when
+    det A < 0, A - cof(A), and P = (A^T A + |det A| I) / sqrt|det B|."""
+    U = Matrix([[1.0 + 0.0 * A[0, 0], 0.0 * A[0, 0]], [0.0 * A[0, 0], 1.0 + 0.0 * A[0, 0]]])
+    P = A + 0.0 * A
+    if A[0, 0] != 0.0 or A[0, 1] != 0.0 or A[1, 0] != 0.0 or A[1, 1] != 0.0:
+        det = A[0, 0] * A[1, 1] - A[1, 0] * A[0, 1]
+        Bm = Matrix([[A[0, 0] + A[1, 1], A[0, 1] - A[1, 0]],
+                     [A[1, 0] - A[0, 1], A[1, 1] + A[0, 0]]])
+        if det < 0.0:
+            Bm = Matrix([[A[0, 0] - A[1, 1], A[0, 1] + A[1, 0]],
+                         [A[1, 0] + A[0, 1], A[1, 1] - A[0, 0]]])
+        k = 1.0 / B.sqrt(abs(Bm[0, 0] * Bm[1, 1] - Bm[1, 0] * Bm[0, 1]))
+        U = Bm * k
+        P = (A.transpose() @ A + abs(det) * Matrix([[1.0, 0.0], [0.0, 1.0]])) * k
+    return U, P
 
 
 @func
