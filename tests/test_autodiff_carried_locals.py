@@ -247,3 +247,57 @@ def test_tape_grad_check_accepts_a_correct_gradient():
     with ti.ad.Tape(loss, grad_check=[x, d]):
         discounted()
     np.testing.assert_allclose(x.grad.to_numpy(), 0.9 ** np.arange(N), rtol=1e-12)
+
+
+idx = ti.field(ti.i32, N)
+y = ti.field(ti.f64, N, needs_grad=True)
+
+
+@ti.kernel
+def sum_y_times_x():
+    for i in range(N):
+        loss[None] += y[i] * x[i]
+
+
+def test_parallel_stores_that_may_collide_are_refused():
+    """Two iterations storing to one element: the survivor depends on the schedule."""
+    @ti.kernel
+    def collide():
+        for i in range(N):
+            y[idx[i]] = x[i] * x[i]
+
+    idx.from_numpy(np.array([2, 0, 2, 4, 0, 1], dtype=np.int32))
+    with pytest.raises(ti.AutodiffError, match=r"test_autodiff_carried_locals\.py:\d+.*'y'"):
+        with ti.ad.Tape(loss):
+            collide()
+            sum_y_times_x()
+
+
+@ti.kernel
+def serial_stores():
+    for _ in range(1):  # one iteration: its stores cannot collide with another's
+        for j in range(N):
+            t = ti.sin(x[j]) * x[(j + 1) % N]
+            y[j] = t * t
+
+
+@ti.kernel
+def permutation_scatter():
+    for i in range(N):
+        y[idx[i]] += x[i] * x[i]
+
+
+@pytest.mark.parametrize("kernel", [serial_stores, permutation_scatter])
+def test_stores_that_cannot_collide_differentiate(kernel):
+    idx.from_numpy(np.array([3, 0, 5, 1, 4, 2], dtype=np.int32))
+
+    def both():
+        y.fill(0.0)
+        kernel()
+        sum_y_times_x()
+
+    with ti.ad.Tape(loss):
+        both()
+    got = x.grad.to_numpy()
+    want = [_fd(both, x, k) for k in range(N)]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)

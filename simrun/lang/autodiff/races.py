@@ -1,4 +1,5 @@
-"""Reject parallel loops whose iterations may read what other iterations write.
+"""Reject parallel loops whose iterations may read what other iterations write, or store to
+one element of a differentiated field.
 
 The gradient of such a loop depends on the order the iterations ran in, which the reverse
 sweep cannot know, so it would be silently wrong.  A field that a parallel loop both reads
@@ -8,7 +9,9 @@ expressions are the loop's own indices plus loop-invariant offsets (`x[i]`, `x[i
 so distinct iterations touch distinct elements.  Index locals are looked through where they
 are assigned once at the top of the loop body; a local assigned twice (`j = i - 1 ... j = i`)
 is never trusted.  Everything else (`x[j]` with `j` loaded, `s[None]`, `x[i // 2]`) is an
-error naming the field, kernel and source line.
+error naming the field, kernel and source line.  The same test applies to the plain stores
+of a field with a gradient that the loop only writes: the reversal of a store takes the
+element's adjoint, which belongs to whichever iteration's value survived.
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ from .analysis import used_vars
 def check_races(task: Task, kernel_name: str) -> None:
     if task.kind != "range":
         return
+    if isinstance(task.begin, Const) and isinstance(task.end, Const) and \
+            task.end.value - task.begin.value <= 1:
+        return  # `for _ in range(1):`, the usual way to run serial code: no other iteration
     canon = _Canonical(task)
     used = used_vars(task.body)
     reads, writes, accesses = set(), set(), {}
@@ -43,6 +49,18 @@ def check_races(task: Task, kernel_name: str) -> None:
             if isinstance(s, Atomic) and s.result in used:
                 reads.add(s.field)
             accesses.setdefault(s.field, []).append(s)
+    for f in writes - reads:
+        stores = [s for s in accesses[f] if isinstance(s, Store)]
+        if stores and getattr(f, "grad", None) is not None and f.dtype.is_float and \
+                not _owned([tuple(canon.key(i) for i in s.indices) for s in stores], canon):
+            raise AutodiffError(
+                f"this parallel loop stores into field '{f.name}' at an index that is not "
+                "provably its own iteration's (e.g. y[idx[i]], y[0], y[j] in an inner loop), "
+                "so two iterations may store to one element: which value survives depends on "
+                "the schedule, and so would the gradient. If every iteration stores to a "
+                "different element (a permutation), add instead (y[idx[i]] += ...) into a "
+                "zeroed field; otherwise put ti.loop_config(serialize=True) before the loop",
+                stores[0].span, kernel_name)
     for f in reads & writes:
         if not _owned([tuple(canon.key(i) for i in s.indices) for s in accesses[f]], canon):
             span = next((s.span for s in accesses[f] if not isinstance(s, Load)),
