@@ -103,6 +103,18 @@ def _template_key(value):
     return ("id", id(value))
 
 
+def _n_entries(ann) -> int:
+    return ann.n * ann.m if isinstance(ann, MatrixType) else 1
+
+
+def _python_scalar(value, dtype: DType):
+    """A returned scalar as Taichi gives it: an int wrapped to its type (-1 for an i8), or a
+    float."""
+    if dtype.is_int:
+        return int(np.array(int(value)).astype(dtype.np))
+    return float(value)
+
+
 class Kernel:
     instances: list = []
 
@@ -114,7 +126,8 @@ class Kernel:
         self.bound_self = bound_self
         self.variants: dict = {}
         self._sig = None
-        self._ret_ann = None
+        self._ret_ann: list = []
+        self._ret_decl = None
         self.grad = GradKernel(self)
         Kernel.instances.append(self)
 
@@ -136,15 +149,34 @@ class Kernel:
             params = [_Param(n, p.annotation) for n, p in sig.parameters.items()]
             if self.bound_self is not None:
                 params = params[1:]
-            ret = self._ret_ann = sig.return_annotation
+            ret = self._ret_decl = sig.return_annotation
             if ret is inspect.Parameter.empty or ret is None:
-                rets = []
-            elif isinstance(ret, MatrixType):
-                rets = [ret.dtype or defaults.fp] * (ret.n * ret.m)
+                self._ret_ann = []
             else:
-                rets = [to_dtype(ret)]
+                self._ret_ann = self._return_types(ret)
+            rets = [dt for ann, dt in self._ret_ann for _ in range(_n_entries(ann))]
             self._sig = (params, rets, any(p.kind in ("template", "ndarray") for p in params))
         return self._sig
+
+    def _return_types(self, ret) -> list:
+        """[(annotation, dtype)] per returned item: `-> T` or Taichi's `-> (T1, T2, ...)`."""
+        from .frontend.source import _annotation_span
+
+        items = list(ret) if isinstance(ret, (tuple, list)) else [ret]
+        out = []
+        for item in items:
+            try:
+                dt = (item.dtype or defaults.fp) if isinstance(item, MatrixType) else \
+                    to_dtype(item)
+            except TypeError:
+                raise CompileError(
+                    f"the return annotation {item!r} is not a type; "
+                    "annotate a scalar dtype (`-> ti.f32`), a vector/matrix type "
+                    "(`-> ti.types.vector(3, ti.f32)`) or a tuple of them "
+                    "(`-> (ti.i32, ti.f32)`)", _annotation_span(self.pyfunc, None),
+                    self.name) from None
+            out.append((item, dt))
+        return out
 
     def _key(self, params, args, mode):
         parts = [mode]
@@ -160,20 +192,37 @@ class Kernel:
         if kwargs:
             args = self._bind_kwargs(args, kwargs)
         mode = "fwd" if _tape_state["fwd"] else "primal"
-        compiled, flat, arrays = self.prepare(args, mode)
+        compiled, flat, arrays, copies = self._prepare(args, mode)
         rng_key = None
         if compiled.tracked or compiled.uses_random or _tape_state["tapes"]:
             rng_key = _tape.before_launch(self, args, compiled, flat)
-        result = compiled.launch(flat, arrays, rng_key=rng_key)
+        try:
+            result = compiled.launch(flat, arrays, rng_key=rng_key)
+        finally:
+            for original, contiguous in copies:  # a strided or transposed view: write back
+                original[...] = contiguous
         return None if result is None else self._finish(result)
 
     def _finish(self, result):
+        """Python values as Taichi returns them: ints and floats for scalars (wrapped to the
+        declared type), a Vector/Matrix of numpy scalars of the declared dtype, a list for
+        a tuple annotation."""
         self.params()
-        ann = self._ret_ann
-        if isinstance(ann, MatrixType):
-            return Matrix(result) if ann.is_vector else \
-                Matrix([result[i * ann.m:(i + 1) * ann.m] for i in range(ann.n)])
-        return result[0]
+        values = iter(result)
+        out = []
+        for ann, dt in self._ret_ann:
+            if isinstance(ann, MatrixType):
+                entries = [np.array(next(values)).astype(dt.np)[()] for _ in range(ann.n * ann.m)]
+                mat = Matrix.__new__(Matrix)
+                mat.rows = [[e] for e in entries] if ann.is_vector else \
+                    [entries[i * ann.m:(i + 1) * ann.m] for i in range(ann.n)]
+                mat.is_vector = ann.is_vector
+                out.append(mat)
+            else:
+                out.append(_python_scalar(next(values), dt))
+        if len(out) == 1 and not isinstance(self._ret_decl, (tuple, list)):
+            return out[0]
+        return out
 
     def _bind_kwargs(self, args, kwargs):
         sig = inspect.signature(self.pyfunc)
@@ -182,6 +231,11 @@ class Kernel:
         return tuple(bound.arguments.values())[len(extra):]
 
     def prepare(self, args, mode: str):
+        """(compiled variant, flat scalar arguments, [(slot, contiguous array)])."""
+        return self._prepare(args, mode)[:3]
+
+    def _prepare(self, args, mode: str):
+        """prepare() plus [(caller's array, contiguous copy)] to write back after a launch."""
         params, rets, specialised = self.params()
         if len(args) != len(params):
             raise TypeError(f"kernel '{self.name}' takes {len(params)} argument(s), "
@@ -191,15 +245,19 @@ class Kernel:
         if compiled is None:
             compiled = self.compile(args, mode)
             self.variants[key] = compiled
-        flat, arrays = [], []
+        flat, arrays, copies = [], [], []
         for k, (p, a) in enumerate(zip(params, args)):
             if p.kind == "scalar":
                 flat.append(a)
             elif p.kind == "matrix":
                 flat.extend(Matrix(a).entries() if not isinstance(a, Matrix) else a.entries())
-            elif p.kind == "ndarray":
-                arrays.append((compiled.ndarray_slots[k], np.ascontiguousarray(a)))
-        return compiled, flat, arrays
+            elif p.kind == "ndarray" and k in compiled.ndarray_slots:  # else: shape only
+                arr = np.ascontiguousarray(a)
+                arrays.append((compiled.ndarray_slots[k], arr))
+                if arr is not a and k in compiled.ndarrays_written and \
+                        isinstance(a, np.ndarray):
+                    copies.append((a, arr))
+        return compiled, flat, arrays, copies
 
     def lower(self, args) -> tuple:
         """Frontend: Python AST -> KernelIR for these arguments."""
@@ -235,6 +293,11 @@ class Kernel:
         _stack.append(em)
         try:
             tasks = lower_body(lw, src.tree.body)
+            if rets and not lw.returned:
+                raise CompileError(
+                    "this kernel declares a return type but can reach its end without a "
+                    "`return` statement; end its body with `return <value>` (or "
+                    "remove the return annotation)", src.span(src.tree))
         except CompileError as exc:
             raise exc.with_context(em.span, self.name) from None
         finally:
@@ -260,6 +323,7 @@ class Kernel:
                                   if id(nd) in compiled.layout.field_slot}
         compiled.kir = kir
         acc = _tape.access_of(compiled)
+        compiled.ndarrays_written = frozenset(k for k, nd in ndarrays.items() if nd in acc.writes)
         compiled.tracked = bool(acc.reads & acc.writes)
         compiled.written = tuple(f for f in acc.writes if hasattr(f, "version"))
         return compiled

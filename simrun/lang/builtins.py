@@ -52,7 +52,14 @@ def _apply(op: Op, *args, _kernel_matrix: bool = False):
             return out
     if all(_is_number(a) for a in args):
         ref = OPS[op].ref if _kernel_matrix else _PYTHON_NUMBER_REFS.get(op, OPS[op].ref)
-        return ref(*[float(a) if op in _FLOAT_OPS else a for a in args])
+        values = [float(a) if op in _FLOAT_OPS else a for a in args]
+        try:
+            return ref(*values)
+        except (ValueError, OverflowError, ZeroDivisionError):
+            if op not in _IEEE:
+                raise
+            with np.errstate(all="ignore"):  # Taichi's numpy: sqrt(-1) nan, log(0) -inf
+                return float(_IEEE[op](*values))
     return builder.make(op, *args)
 
 
@@ -63,6 +70,13 @@ def _apply(op: Op, *args, _kernel_matrix: bool = False):
 _PYTHON_NUMBER_REFS = {Op.ROUND: lambda a: float(np.round(a)),
                        Op.FLOOR: lambda a: float(np.floor(a)),
                        Op.CEIL: lambda a: float(np.ceil(a))}
+
+# Where Python's math raises (a domain error, an overflow), the IEEE result that numpy (and
+# so Taichi) and the generated code give.
+_IEEE = {Op.SIN: np.sin, Op.COS: np.cos, Op.TAN: np.tan, Op.ASIN: np.arcsin,
+         Op.ACOS: np.arccos, Op.ATAN: np.arctan, Op.TANH: np.tanh, Op.EXP: np.exp,
+         Op.LOG: np.log, Op.SQRT: np.sqrt, Op.RSQRT: lambda a: 1.0 / np.sqrt(a),
+         Op.ATAN2: np.arctan2}
 
 _FLOAT_OPS = {Op.SIN, Op.COS, Op.TAN, Op.ASIN, Op.ACOS, Op.ATAN, Op.TANH, Op.EXP, Op.LOG,
               Op.SQRT, Op.RSQRT, Op.ATAN2, Op.TRUEDIV}

@@ -5,9 +5,10 @@ from __future__ import annotations
 import ast
 import itertools
 
+from .. import builtins as B
 from ..fields import Field
 from ..ir import builder
-from ..ir.nodes import Assign, For, Task, VarRef
+from ..ir.nodes import Assign, Const, For, Task, VarRef
 from ..matrix import Matrix
 from ..types import i32
 from . import special
@@ -24,20 +25,41 @@ def _iter_value(lw, node):
 
 
 def _ranges(lw, value, node):
-    """Normalise range / ndrange / grouped / field iteration to ([(lo, hi)], grouped)."""
+    """Normalise range / ndrange / grouped / field iteration to ([(lo, hi)], grouped, step);
+    only a one-dimensional range may have a step other than 1."""
     grouped = False
     if isinstance(value, special.Grouped):
         grouped, value = True, value.inner
     if isinstance(value, special.KRange):
-        return [(value.lo, value.hi)], grouped
+        return [(value.lo, value.hi)], grouped, value.step
     if isinstance(value, special.NDRange):
-        return list(value.bounds), grouped
+        return list(value.bounds), grouped, 1
     if isinstance(value, Field) or hasattr(value, "shape") and hasattr(value, "_require_placed"):
-        return [(0, n) for n in value.shape], grouped
+        return [(0, n) for n in value.shape], grouped, 1
     if isinstance(value, range):
-        return [(value.start, value.stop)], grouped
+        return [(value.start, value.stop)], grouped, value.step
     raise lw.error("kernels loop over range(...), ti.ndrange(...), ti.grouped(...), a field, "
                    "or ti.static(...) of a Python iterable", node)
+
+
+def _trip_count(lo, hi, step: int):
+    """len(range(lo, hi, step)) for i32 bounds, as a constant when both bounds are."""
+    lo, hi = builder.cast(lo, i32), builder.cast(hi, i32)
+    if isinstance(lo, Const) and isinstance(hi, Const):
+        return builder.const(len(range(lo.value, hi.value, step)), i32)
+    span = hi - lo if step > 0 else lo - hi
+    return B.max((span + (abs(step) - 1)) // abs(step), 0)
+
+
+def _fixed(lw, lo):
+    """The start of a stepped range, copied once: the body may reassign what it reads."""
+    lo = builder.cast(lo, i32)
+    return lo if isinstance(lo, Const) else lw.materialize(lo)
+
+
+def _stepped_index(counter, lo, step: int):
+    """The user's loop index for trip `counter` of range(lo, hi, step)."""
+    return builder.cast(lo, i32) + VarRef(counter) * step
 
 
 def _targets(lw, node, n_dims: int, grouped: bool):
@@ -74,17 +96,26 @@ def is_parallel_candidate(lw, node) -> bool:
     return True
 
 
-def lower_parallel_for(lw, node) -> Task:
-    em = lw.em
+def plan_parallel_for(lw, node):
+    """Evaluate the outermost loop's bounds while the kernel's serial block is still open,
+    so that loads in them (`range(n[None])`) land in a serial task before the loop's."""
     _, value = _iter_value(lw, node)
-    bounds, grouped = _ranges(lw, value, node)
+    bounds, grouped, step = _ranges(lw, value, node)
     names = _targets(lw, node, len(bounds), grouped)
     bounds = [(builder.cast(lo, i32), builder.cast(hi, i32)) for lo, hi in bounds]
+    if step != 1:
+        bounds = [(_fixed(lw, bounds[0][0]), bounds[0][1])]
+    return bounds, grouped, step, names
+
+
+def lower_parallel_for(lw, node, plan) -> Task:
+    em = lw.em
+    bounds, grouped, step, names = plan
     em.loop_kinds.append("parallel")
     em.blocks.append([])
     scope: dict = {}
     try:
-        if len(bounds) == 1 and not grouped:
+        if len(bounds) == 1 and not grouped and step == 1:
             var = em.fresh(names[0], i32)
             begin, end = bounds[0]
             scope[names[0]] = var
@@ -92,7 +123,8 @@ def lower_parallel_for(lw, node) -> Task:
         else:
             var = em.fresh("flat", i32)
             begin = builder.const(0, i32)
-            extents = [hi - lo for lo, hi in bounds]
+            extents = [hi - lo for lo, hi in bounds] if step == 1 else \
+                [_trip_count(bounds[0][0], bounds[0][1], step)]
             end = extents[0]
             for e in extents[1:]:
                 end = end * e
@@ -104,7 +136,7 @@ def lower_parallel_for(lw, node) -> Task:
                 if d > 0:
                     q = q % extents[d]
                 iv = em.fresh(names[0] if grouped else names[d], i32)
-                value = bounds[d][0] + q
+                value = bounds[d][0] + q if step == 1 else _stepped_index(var, bounds[d][0], step)
                 em.emit(Assign(iv, value))
                 idx_vars.insert(0, iv)
                 idx_exprs.insert(0, value)
@@ -133,10 +165,15 @@ def lower_for(lw, node) -> None:
         _unroll(lw, node, value)
         return
     lw.em.pending_serialize = False
-    bounds, grouped = _ranges(lw, value, node)
+    bounds, grouped, step = _ranges(lw, value, node)
     names = _targets(lw, node, len(bounds), grouped)
     em = lw.em
+    span = lw.src.span(node)
+    if step != 1:  # a counted loop: for k in range(trips): i = lo + k * step
+        lo = _fixed(lw, bounds[0][0])
+        bounds = [(0, _trip_count(lo, bounds[0][1], step))]
     vars_ = [em.fresh("idx" if grouped else names[d], i32) for d in range(len(bounds))]
+    counters = vars_ if step == 1 else [em.fresh("trip", i32)]
     scope: dict = {}
     _bind(lw, scope, names, grouped, vars_)
     em.loop_kinds.append("serial")
@@ -144,16 +181,18 @@ def lower_for(lw, node) -> None:
         body = lw.block(node.body, scope)
     finally:
         em.loop_kinds.pop()
+    if step != 1:
+        body.insert(0, Assign(vars_[0], _stepped_index(counters[0], lo, step), span=span))
     for d in reversed(range(len(bounds))):
-        lo, hi = bounds[d]
-        body = [For(vars_[d], builder.cast(lo, i32), builder.cast(hi, i32), body,
-                    span=lw.src.span(node))]
+        lo_d, hi_d = bounds[d]
+        body = [For(counters[d], builder.cast(lo_d, i32), builder.cast(hi_d, i32), body,
+                    span=span)]
     em.emit(body[0])
 
 
 def _static_items(lw, value, node):
     if isinstance(value, special.Grouped):
-        bounds, _ = _ranges(lw, value.inner, node)
+        bounds, _, _ = _ranges(lw, value.inner, node)
         return [Matrix(list(p)) for p in itertools.product(*[range(_int(lw, lo, node),
                 _int(lw, hi, node)) for lo, hi in bounds])]
     if isinstance(value, special.KRange):

@@ -15,6 +15,7 @@ from ..ir.nodes import (
     Continue,
     Expr,
     If,
+    OpExpr,
     Print,
     Return,
     Store,
@@ -23,6 +24,7 @@ from ..ir.nodes import (
     VarRef,
     While,
 )
+from ..ir.ops import OPS, TypeRule
 from ..matrix import Matrix
 from ..types import DType, MatrixType, to_dtype
 from . import loops, special
@@ -79,6 +81,7 @@ class Lowerer:
         self.func_stack = func_stack
         self.return_vars: list | None = None
         self.return_type = None
+        self.returned = False  # a `return` runs on every path lowered so far
 
     # ------------------------------------------------------------ scoping
     def lookup(self, name: str, node):
@@ -122,12 +125,16 @@ class Lowerer:
         if visit is None:
             raise self.error(f"'{type(node).__name__}' statements are not supported in kernels "
                              "and ti.funcs", node)
+        self.guarded(node, visit, node)
+
+    def guarded(self, node, fn, *args):
+        """fn(*args), with the Python errors a user's code causes turned into CompileErrors."""
         try:
-            visit(node)
+            return fn(*args)
         except CompileError:
             raise
         except (TypeError, ValueError, IndexError, ZeroDivisionError, AttributeError,
-                KeyError, NotImplementedError, RecursionError) as exc:
+                KeyError, NotImplementedError, RecursionError, ArithmeticError) as exc:
             raise self.error(str(exc), node) from None
 
     def body(self, stmts) -> None:
@@ -295,8 +302,11 @@ class Lowerer:
             self.body(node.body if cond else node.orelse)
             return
         cond = builder.as_expr(cond)
+        before, self.returned = self.returned, False
         then = self.block(node.body)
+        then_returns, self.returned = self.returned, False
         orelse = self.block(node.orelse)
+        self.returned = before or (then_returns and self.returned)
         self.em.emit(If(cond, then, orelse))
 
     def visit_While(self, node) -> None:
@@ -352,15 +362,16 @@ class Lowerer:
         if self.em.loop_kinds:
             raise self.error("a kernel can only return from its top level, not inside a loop",
                              node)
-        values = [] if value is None else (value.entries() if isinstance(value, Matrix)
-                                           else [value])
+        values = _return_values(value)
         types = self.return_type
-        if types is None:
+        if not types and values:
             raise self.error("this kernel returns a value but has no return annotation "
                              "(e.g. `-> ti.f32`)", node)
-        if len(types) != len(values):
-            raise self.error(f"kernel returns {len(values)} values, annotation says {len(types)}")
-        self.em.emit(Return([builder.cast(v, t) for v, t in zip(values, types)]))
+        if len(types or ()) != len(values):
+            raise self.error(f"this kernel returns {len(values)} value(s) but its return "
+                             f"annotation declares {len(types or ())}", node)
+        self.em.emit(Return([builder.cast(v, t) for v, t in zip(values, types or ())]))
+        self.returned = True
 
     # ------------------------------------------------------------ expressions
     def expr(self, node):
@@ -404,16 +415,12 @@ class Lowerer:
                 ast.Invert: operator.invert}[type(node.op)](v)
 
     def expr_BoolOp(self, node):
+        """`a and b` / `a or b` have the deciding operand's value, as in Python and Taichi
+        ((3 and 5) == 5, (0 or 5) == 5). Every operand is evaluated, as Taichi 1.7.4 does."""
         values = [self.expr(v) for v in node.values]
-        is_and = isinstance(node.op, ast.And)
-        if not any(is_dynamic(v) for v in values):
-            result = values[0]
-            for v in values[1:]:
-                result = (result and v) if is_and else (result or v)
-            return result
-        result = values[0]
-        for v in values[1:]:
-            result = B.logical_and(result, v) if is_and else B.logical_or(result, v)
+        result = values[-1]
+        for v in reversed(values[:-1]):
+            result = _bool_op(v, result, isinstance(node.op, ast.And))
         return result
 
     def expr_Compare(self, node):
@@ -463,6 +470,29 @@ class Lowerer:
         raise self.error("lambdas are not supported in kernels; use a ti.func", node)
 
 
+def _bool_op(a, b, is_and: bool):
+    if not is_dynamic(a):
+        return (a and b) if is_and else (a or b)
+    if isinstance(a, Matrix) or isinstance(b, Matrix) or _is_truth_value(a) and \
+            _is_truth_value(b):  # 0/1 operands: the value is the logical op's
+        return B.logical_and(a, b) if is_and else B.logical_or(a, b)
+    decided = a != 0
+    return B.select(decided, b, a) if is_and else B.select(decided, a, b)
+
+
+def _return_values(value) -> list:
+    """A kernel's return value, flattened: scalars, vector/matrix entries, tuples of them."""
+    if value is None:
+        return []
+    if isinstance(value, (tuple, list)):
+        return [x for v in value for x in _return_values(v)]
+    return value.entries() if isinstance(value, Matrix) else [value]
+
+
+def _is_truth_value(value) -> bool:
+    return isinstance(value, OpExpr) and OPS[value.op].rule is TypeRule.BOOL
+
+
 def _has_global(value) -> bool:
     if isinstance(value, GlobalRef):
         return True
@@ -489,9 +519,10 @@ def lower_body(lowerer: Lowerer, stmts) -> list[Task]:
     for s in stmts:
         em.span = lowerer.src.span(s)
         if isinstance(s, ast.For) and loops.is_parallel_candidate(lowerer, s):
+            plan = lowerer.guarded(s, loops.plan_parallel_for, lowerer, s)
             em.blocks.pop()
             flush()
-            tasks.append(loops.lower_parallel_for(lowerer, s))
+            tasks.append(loops.lower_parallel_for(lowerer, s, plan))
             em.blocks.append(serial)
         else:
             lowerer.stmt(s)

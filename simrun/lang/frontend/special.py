@@ -5,13 +5,15 @@ from __future__ import annotations
 import builtins as py
 from dataclasses import dataclass
 
+import numpy as np
+
 from .. import builtins as B
 from ..fields import Field
 from ..ir import builder
-from ..ir.nodes import Print, Random, Var, VarRef
+from ..ir.nodes import Const, Expr, Print, Random, Var, VarRef
 from ..matrix import Matrix
 from ..types import defaults, i32, to_dtype
-from .context import GlobalRef, atomic, current
+from .context import GlobalRef, active, atomic, current
 
 
 @dataclass
@@ -20,29 +22,35 @@ class Starred:
 
 
 class KRange:
-    """range() inside kernels: bounds may be kernel expressions."""
+    """range() inside kernels: bounds may be kernel expressions, the step must be a
+    compile-time non-zero integer (loops.py counts trips, so negative steps work too)."""
 
     def __init__(self, *args):
+        if not 1 <= len(args) <= 3:
+            raise TypeError(f"range() takes 1 to 3 arguments, got {len(args)}")
         if len(args) == 1:
             self.lo, self.hi, self.step = 0, args[0], 1
         else:
             self.lo, self.hi = args[0], args[1]
-            self.step = args[2] if len(args) > 2 else 1
-        if self.step != 1 and not isinstance(self.step, int):
-            raise TypeError("range() step must be a compile-time integer")
-        if self.step != 1:
-            raise TypeError("range() with a step other than 1 is only supported in ti.static")
+            self.step = _range_step(args[2]) if len(args) == 3 else 1
 
     def __iter__(self):
         return iter(py.range(int(self.lo), int(self.hi), self.step))
 
 
-class StaticKRange(KRange):
-    def __init__(self, *args):
-        if len(args) == 3:
-            self.lo, self.hi, self.step = args
-        else:
-            super().__init__(*args)
+def _range_step(step) -> int:
+    if isinstance(step, Const) and step.dtype.is_int:
+        step = step.value
+    if isinstance(step, (Expr, GlobalRef)):
+        raise TypeError("the step of range() in a kernel must be a compile-time constant "
+                        "integer (a literal, a Python global or ti.static(...)); for a step "
+                        "known only at run time loop over a counter instead: "
+                        "`for k in range(trips): i = start + k * step`")
+    if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
+        raise TypeError(f"the step of range() must be an integer, got {step!r}")
+    if step == 0:
+        raise ValueError("the step of range() must not be zero")
+    return int(step)
 
 
 class NDRange:
@@ -87,10 +95,20 @@ def static(value, *more):
     return value
 
 
-def static_assert(cond, msg: str = ""):
-    if not cond:
-        raise AssertionError(f"static assertion failed: {msg}" if msg else
-                             "static assertion failed")
+def static_assert(cond, msg: str = "") -> None:
+    """A compile-time check; in a kernel a failure is a CompileError at the calling line."""
+    from .lower import is_dynamic
+
+    if is_dynamic(cond):
+        raise TypeError("ti.static_assert needs a condition known at compile time (Python "
+                        "values, shapes, ti.static(...)), not a kernel value; use `assert` "
+                        "with ti.init(debug=True) for run-time checks")
+    if cond:
+        return
+    text = f"static assertion failed: {msg}" if msg else "static assertion failed"
+    if active():
+        raise current().error(text)
+    raise AssertionError(text)
 
 
 def static_print(*args):
@@ -232,9 +250,6 @@ def call(lw, node):
         return inline_call(lw, func, args, kwargs, node)
     if isinstance(func, Kernel) or getattr(func, "is_bound_kernel", False):
         raise lw.error("a kernel cannot call another kernel; make the callee a @ti.func", node)
-    if func is KRange and not any(isinstance(a, (VarRef,)) or hasattr(a, "dtype")
-                                  for a in args) and len(args) == 3:
-        return StaticKRange(*args)
     LOWERERS.append((lw, node))
     try:
         return func(*args, **kwargs)

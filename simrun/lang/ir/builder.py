@@ -48,14 +48,18 @@ def cast(e, dtype: DType) -> Expr:
     return OpExpr(Op.CAST, (e,), dtype)
 
 
-def _typing_dtypes(exprs) -> list:
-    """Python literals take the other operands' type (f64 field * 0.1 stays exact f64)."""
+def _typing_dtypes(exprs, shift: bool = False) -> list:
+    """Python literals take the other operands' type (f64 field * 0.1 stays exact f64), but
+    an integer literal among integers is default_ip as in Taichi, so a narrow operand widens
+    (i8 127 + 1 is 128, u8 200 + 100 is 300); a shift keeps its left operand's type."""
     strong = [e.dtype for e in exprs if not getattr(e, "weak", False)]
     if not strong or len(strong) == len(exprs):
         return [e.dtype for e in exprs]
     if any(getattr(e, "weak", False) and e.dtype.is_float for e in exprs) and \
             not any(t.is_float for t in strong):
         strong.append(defaults.fp)
+    elif not shift and all(t.is_int for t in strong):
+        strong.append(defaults.ip)
     common = strong[0]
     for t in strong[1:]:
         common = promote(common, t)
@@ -67,7 +71,7 @@ def make(op: Op, *args) -> Expr:
     exprs = [as_expr(a) for a in args]
     if op is not Op.SELECT:
         exprs = [cast(e, t) if getattr(e, "weak", False) else e
-                 for e, t in zip(exprs, _typing_dtypes(exprs))]
+                 for e, t in zip(exprs, _typing_dtypes(exprs, op in (Op.SHL, Op.SHR)))]
     elif len(exprs) == 3:
         exprs = exprs[:1] + [cast(e, t) if getattr(e, "weak", False) else e
                              for e, t in zip(exprs[1:], _typing_dtypes(exprs[1:]))]
