@@ -22,33 +22,20 @@ def _f64():
 
 
 @ti.kernel
-def decompose2():
-    R, P = ti.polar_decompose(a2[None])
-    U, S, V = ti.svd(a2[None])
-    out2[0] = R
-    out2[1] = P
-    out2[2] = U @ S @ V.transpose()
-    out2[3] = S
-
-
-@ti.kernel
-def decompose3():
-    R, P = ti.polar_decompose(a3[None])
-    U, S, V = ti.svd(a3[None])
-    out3[0] = R
-    out3[1] = P
-    out3[2] = U @ S @ V.transpose()
-    out3[3] = S
+def decompose(a: ti.template(), out: ti.template()):
+    R, P = ti.polar_decompose(a[None])
+    U, S, V = ti.svd(a[None])
+    out[0] = R
+    out[1] = P
+    out[2] = U @ S @ V.transpose()
+    out[3] = S
 
 
 def _run(a: np.ndarray):
-    if a.shape == (2, 2):
-        a2.from_numpy(a)
-        decompose2()
-        return out2.to_numpy()
-    a3.from_numpy(a)
-    decompose3()
-    return out3.to_numpy()
+    field, out = (a2, out2) if a.shape == (2, 2) else (a3, out3)
+    field.from_numpy(a)
+    decompose(field, out)
+    return out.to_numpy()
 
 
 matrices = st.integers(2, 3).flatmap(lambda n: st.lists(
