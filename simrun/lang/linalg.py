@@ -18,19 +18,19 @@ _JACOBI_SWEEPS = 8
 def _polar2(A):
     """A = U P with P symmetric positive semi-definite, as Taichi 1.7.4 (U a reflection when
     det A < 0, (I, A) for the zero matrix): U is B / sqrt|det B| for B = A + cof(A) or, when
-    det A < 0, A - cof(A), and P = (A^T A + |det A| I) / sqrt|det B|."""
-    U = Matrix([[1.0 + 0.0 * A[0, 0], 0.0 * A[0, 0]], [0.0 * A[0, 0], 1.0 + 0.0 * A[0, 0]]])
-    P = A + 0.0 * A
-    if A[0, 0] != 0.0 or A[0, 1] != 0.0 or A[1, 0] != 0.0 or A[1, 1] != 0.0:
-        det = A[0, 0] * A[1, 1] - A[1, 0] * A[0, 1]
-        Bm = Matrix([[A[0, 0] + A[1, 1], A[0, 1] - A[1, 0]],
-                     [A[1, 0] - A[0, 1], A[1, 1] + A[0, 0]]])
-        if det < 0.0:
-            Bm = Matrix([[A[0, 0] - A[1, 1], A[0, 1] + A[1, 0]],
-                         [A[1, 0] + A[0, 1], A[1, 1] - A[0, 0]]])
-        k = 1.0 / B.sqrt(abs(Bm[0, 0] * Bm[1, 1] - Bm[1, 0] * Bm[0, 1]))
-        U = Bm * k
-        P = (A.transpose() @ A + abs(det) * Matrix([[1.0, 0.0], [0.0, 1.0]])) * k
+    det A < 0, A - cof(A), and P = (A^T A + |det A| I) / sqrt|det B|. Selects instead of
+    branches, so the gradient of a loop calling it still vectorises; det B is 0 only for the
+    zero matrix, whose k is kept finite and then not used."""
+    det = A[0, 0] * A[1, 1] - A[1, 0] * A[0, 1]
+    flip = -1.0 if det < 0.0 else 1.0
+    Bm = Matrix([[A[0, 0] + flip * A[1, 1], A[0, 1] - flip * A[1, 0]],
+                 [A[1, 0] - flip * A[0, 1], A[1, 1] + flip * A[0, 0]]])
+    zero = 1.0 if (A[0, 0] == 0.0 and A[0, 1] == 0.0 and A[1, 0] == 0.0
+                   and A[1, 1] == 0.0) else 0.0
+    k = (1.0 - zero) / B.sqrt(max(abs(Bm[0, 0] * Bm[1, 1] - Bm[1, 0] * Bm[0, 1]), 1e-30))
+    eye = Matrix([[1.0, 0.0], [0.0, 1.0]])
+    U = Bm * k + eye * zero
+    P = (A.transpose() @ A + abs(det) * eye) * k + A * zero
     return U, P
 
 
