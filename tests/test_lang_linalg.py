@@ -53,7 +53,9 @@ def test_decompositions_match_numpy(a):
     np.testing.assert_allclose(R @ P, a, atol=1e-8)
     np.testing.assert_allclose(R @ R.T, np.eye(n), atol=1e-8)
     np.testing.assert_allclose(P, P.T, atol=1e-8)
-    np.testing.assert_allclose(usv, a, atol=1e-7)
+    # Taichi's 2x2 SVD treats an off-diagonal of P below 1e-5 as 0 (A = [[0, 1], [1, 1e-5]]
+    # comes back 5e-6 off in Taichi 1.7.4 too); simrun keeps the algorithm
+    np.testing.assert_allclose(usv, a, atol=2e-5 if n == 2 else 1e-7)
     sigma = np.sort(np.abs(np.diag(S)))[::-1]
     np.testing.assert_allclose(sigma, np.linalg.svd(a, compute_uv=False), rtol=1e-7, atol=1e-8)
     if n == 2:  # Taichi's 2x2 convention: P = sqrt(A^T A), singular values >= 0, sorted
