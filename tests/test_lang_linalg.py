@@ -43,7 +43,7 @@ matrices = st.integers(2, 3).flatmap(lambda n: st.lists(
     lambda v, n=n: np.array(v).reshape(n, n)))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, derandomize=True)
 @given(matrices)
 def test_decompositions_match_numpy(a):
     if abs(np.linalg.det(a)) < 1e-3 or np.linalg.cond(a) > 1e4:
