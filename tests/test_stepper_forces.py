@@ -98,3 +98,19 @@ def test_bond_angle_and_dihedral_energies(tmp_path: Path) -> None:
     angle = 0.5 * 3 * (np.pi / 2 - np.pi / 3) ** 2
     dihedral = 5 * (1 + np.cos(np.pi))
     assert energy_at(system, x) == pytest.approx(bond + angle + dihedral, abs=1e-12)
+
+
+def test_forces_leave_other_gradients_alone(tmp_path: Path) -> None:
+    """A force evaluation clears the gradients its energy kernels use, not every gradient in
+    the process (Tape's default): a user's other fields keep theirs, and the cost of a step
+    does not grow with the fields alive elsewhere."""
+    import simrun.lang as ti
+
+    system, x = build(tmp_path, FEM)
+    other = ti.field(ti.f64, shape=5, needs_grad=True)
+    other.grad.fill(2.5)
+    system.x.from_numpy(x)
+    first = system.forces()[1]
+    second = system.forces()[1]  # the energy kernels' gradients do start from zero each time
+    np.testing.assert_array_equal(first, second)
+    np.testing.assert_array_equal(other.grad.to_numpy(), np.full(5, 2.5))

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from simrun.lang.autodiff.tape import access_of
 from simrun.scene import Scene, SceneError
 from simrun.stepper.binding import (
     BoundKernel,
@@ -45,6 +46,7 @@ class System:
         self._validate_params()
         self._allocate_module_fields()
         self.energy = [self._bind_term(term) for term in scene.energy]
+        self._grads: list | None = None
         self.step_kernels = self._bind_step_kernels()
 
     def _make_fields(self, x0: np.ndarray) -> None:
@@ -172,10 +174,28 @@ class System:
         """Potential energy and F = -dU/dx at the current positions (autodiff)."""
         if not self.energy:
             return 0.0, np.zeros_like(self.x0_np)
-        with self.ti.ad.Tape(loss=self.U):
+        for grad in self._energy_grads():
+            grad.fill(0)
+        with self.ti.ad.Tape(loss=self.U, clear_gradients=False):
             for kernel in self.energy:
                 kernel()
         return float(self.U[None]), -self.x.grad.to_numpy()
+
+    def _energy_grads(self) -> list:
+        """The gradients the energy kernels touch, cleared before each force evaluation.
+        Tape's default clears every gradient in the process, which costs each step as much
+        as all the fields alive elsewhere (a notebook, a test session, a sweep)."""
+        if self._grads is None:
+            fields = {self.x, self.U, *self.extra.values()}
+            for bound in self.energy:
+                prepare = getattr(bound.kernel, "prepare", None)
+                if prepare is None:  # not a simrun.lang kernel: clear what the system owns
+                    continue
+                access = access_of(prepare(bound.args, "primal")[0])
+                fields |= access.reads | access.writes
+            self._grads = [f.grad for f in fields
+                           if getattr(getattr(f, "grad", None), "data", None) is not None]
+        return self._grads
 
     def set_state(self, x: np.ndarray, v: np.ndarray) -> None:
         self.x.from_numpy(np.ascontiguousarray(x, dtype=self.np_dtype))
