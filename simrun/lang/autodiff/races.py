@@ -52,7 +52,7 @@ def check_races(task: Task, kernel_name: str) -> None:
     for f in writes - reads:
         stores = [s for s in accesses[f] if isinstance(s, Store)]
         if stores and getattr(f, "grad", None) is not None and f.dtype.is_float and \
-                not _owned([tuple(canon.key(i) for i in s.indices) for s in stores], canon):
+                not _owned(stores, canon):
             raise AutodiffError(
                 f"this parallel loop stores into field '{f.name}' at an index that is not "
                 "provably its own iteration's (e.g. y[idx[i]], y[0], y[j] in an inner loop), "
@@ -62,7 +62,7 @@ def check_races(task: Task, kernel_name: str) -> None:
                 "zeroed field; otherwise put ti.loop_config(serialize=True) before the loop",
                 stores[0].span, kernel_name)
     for f in reads & writes:
-        if not _owned([tuple(canon.key(i) for i in s.indices) for s in accesses[f]], canon):
+        if not _owned(accesses[f], canon):
             span = next((s.span for s in accesses[f] if not isinstance(s, Load)),
                         accesses[f][0].span)
             raise AutodiffError(
@@ -124,7 +124,9 @@ class _Canonical:
         return None
 
 
-def _owned(keys: list, canon: _Canonical) -> bool:
+def _owned(accesses: list, canon: _Canonical) -> bool:
+    """Whether every access indexes by the loop's own indices in one shared position each."""
+    keys = [tuple(canon.key(i) for i in s.indices) for s in accesses]
     if not canon.index_vars or len({len(k) for k in keys}) != 1:
         return False
     covered = set()

@@ -41,7 +41,7 @@ from ..ir.nodes import (
     walk,
 )
 from ..ir.ops import Op
-from .analysis import kernel_access, used_vars
+from .analysis import kernel_access
 from .normalize import normalize
 from .races import check_races
 from .recompute import loop_defs, recomputable, recompute_body
@@ -280,7 +280,8 @@ class TaskReverser:
                         "gradient cannot tell which statements ran; assign the result to a "
                         "local and return it once, at the end of the kernel", inner.span)
         body = normalize(self.task.body)
-        self.used = used_vars(body)
+        reads = [v for st in walk(body) for v in stmt_reads(st)]  # program order
+        self.used = set(reads)
         self.find_multi(body, False, {})
         slot_writes = [st for st in walk(body) if any(v in self.slot_vars for v in _defs(st))]
         if self.task.kind == "range":
@@ -304,10 +305,9 @@ class TaskReverser:
         # loop-carried local's assignment (`prev = x[j]`, late in the body) before the read
         # that feeds it (`d = x[j] - prev`, earlier), and a lazily created adjoint would drop
         # what the next iteration's read sends back
-        for st in walk(body):  # program order: the IR text (the cache key) stays stable
-            for v in stmt_reads(st):
-                if v.dtype.is_float:
-                    self.adjoint(v)
+        for v in reads:  # in program order, so the IR text (the cache key) stays stable
+            if v.dtype.is_float:
+                self.adjoint(v)
         fwd = self.forward(body)
         rev = self.reverse(body)
         init = [Assign(a, builder.const(0, a.dtype)) for v, a in self.adj.items()
@@ -319,37 +319,34 @@ def reverse_kernel(kir: KernelIR) -> KernelIR:
     access = kernel_access(kir)
     replay = access.reads & access.writes
     slot_vars = set(kir.extra.get("top_level_vars", []))
-    tasks = []
+    prologue, snaps, crosses = _replay_top_level(kir, slot_vars)
+    tasks: list = []
     adj_slots: dict = {}
-    for task in reversed(kir.tasks):
-        rv = TaskReverser(task, replay, kir.name, slot_vars,
+    for k in reversed(range(len(kir.tasks))):
+        if k in snaps:  # loop k is reversed on the kernel-level locals it started with
+            tasks.append(Task("serial", [Assign(v, VarRef(snap)) for v, snap in snaps[k]],
+                              span=kir.tasks[k].span))
+        rv = TaskReverser(kir.tasks[k], replay, kir.name, slot_vars,
                           frozenset(kir.extra.get("stop_grad", ())), frozenset(access.writes))
         rv.adj = adj_slots
         tasks.append(rv.run())
-    tasks.reverse()  # forward order, to interleave the restores below
-    used_later = _slot_vars_used_across(kir, slot_vars)
-    prologue, snaps = _replay_top_level(kir, slot_vars)
     zero = [Assign(a, builder.const(0, a.dtype)) for v, a in adj_slots.items() if v in slot_vars]
     if zero:
         prologue.append(Task("serial", zero, span=kir.span))
-    for k in reversed(range(len(tasks))):
-        if snaps.get(k):  # loop k is reversed on the kernel-level locals it started with
-            restore = [Assign(v, VarRef(snap)) for v, snap in snaps[k]]
-            tasks.insert(k + 1, Task("serial", restore, span=kir.tasks[k].span))
-    tasks.reverse()
     extra = dict(kir.extra)
     extra["top_level_vars"] = list(slot_vars) + [a for v, a in adj_slots.items()
                                                  if v in slot_vars] + \
         [snap for k in sorted(snaps) for _, snap in snaps[k]]
     extra["n_prologue"] = len(prologue)
-    extra["cross_task_locals"] = bool(used_later or snaps)
+    extra["cross_task_locals"] = crosses
     return KernelIR(kir.name + "_grad", prologue + tasks, kir.arg_vars, [], kir.span, extra)
 
 
-def _replay_top_level(kir, slot_vars) -> tuple[list, dict]:
+def _replay_top_level(kir, slot_vars) -> tuple[list, dict, bool]:
     """The grad kernel's prologue: the forward's kernel-level locals rebuilt loop by loop
     (each loop replayed without its global writes), with a copy of what loop k reads taken
-    before it where a later loop (or k itself) changes it; snaps[k] = [(local, copy)].
+    before it where a later loop (or k itself) changes it; snaps[k] = [(local, copy)]; and
+    whether any loop takes a kernel-level local from before it.
 
     Only the all-at-once gradient launch uses it: a kernel that reads fields it writes and
     passes locals between loops is refused (tape.py), so the fields hold what every loop
@@ -367,7 +364,7 @@ def _replay_top_level(kir, slot_vars) -> tuple[list, dict]:
                                  span=task.span))
         if writes[k] & set().union(*reads[k + 1:]):
             prologue.append(dataclasses.replace(task, body=_pure_replay(task.body)))
-    return prologue, snaps
+    return prologue, snaps, any(reads)
 
 
 def _entry_reads(task) -> set:
@@ -376,7 +373,7 @@ def _entry_reads(task) -> set:
     exposed = {v for e in (task.begin, task.end) if e is not None for v in expr_vars(e)}
     assigned: set = set()
     for s in task.body:
-        exposed |= {v for t in walk([s]) for e in _exprs(t) for v in expr_vars(e)} - assigned
+        exposed |= {v for t in walk([s]) for v in stmt_reads(t)} - assigned
         assigned |= set(_defs(s))
     return exposed
 
@@ -398,27 +395,6 @@ def _same(a, b) -> bool:
 def _defs(s):
     if isinstance(s, (Assign, Load, Random)):
         yield s.var
-
-
-def _slot_vars_used_across(kir, slot_vars) -> set:
-    used = set()
-    for _k, task in enumerate(kir.tasks):
-        defined = {v for s in walk(task.body) for v in _defs(s)}
-        for s in walk(task.body):
-            for e in _exprs(s):
-                for v in expr_vars(e):
-                    if v in slot_vars and v not in defined:
-                        used.add(v)
-        if task.begin is not None:
-            for e in (task.begin, task.end):
-                used |= {v for v in expr_vars(e) if v in slot_vars}
-    return used
-
-
-def _exprs(s):
-    from ..codegen.layout import _stmt_exprs
-
-    return _stmt_exprs(s)
 
 
 def _pure_replay(body):
