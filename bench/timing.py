@@ -28,6 +28,18 @@ class Timing:
         return asdict(self)
 
 
+def _calls_per_sample(fn, sync, warmup: int, min_sample_s: float, max_inner: int) -> int:
+    """Warm fn up, then how many calls make a sample of at least min_sample_s."""
+    for _ in range(max(warmup, 1)):
+        fn()
+    sync()
+    start = time.perf_counter()
+    fn()
+    sync()
+    one_call = time.perf_counter() - start
+    return min(max_inner, max(1, math.ceil(min_sample_s / max(one_call, 1e-9))))
+
+
 def time_call(
     fn: Callable[[], None],
     sync: Callable[[], None],
@@ -37,14 +49,7 @@ def time_call(
     max_inner: int = 100_000,
 ) -> Timing:
     """Time ``fn`` after ``warmup`` calls; the first warm-up call also pays for compilation."""
-    for _ in range(max(warmup, 1)):
-        fn()
-    sync()
-    start = time.perf_counter()
-    fn()
-    sync()
-    one_call = time.perf_counter() - start
-    inner = min(max_inner, max(1, math.ceil(min_sample_s / max(one_call, 1e-9))))
+    inner = _calls_per_sample(fn, sync, warmup, min_sample_s, max_inner)
     samples = []
     for _ in range(reps):
         start = time.perf_counter()
@@ -68,14 +73,8 @@ def time_twin(
     is the throughput two cores deliver for two independent copies of the work, an upper
     bound for a parallel kernel that splits one copy (it has to split and merge as well).
     Both functions must drop the GIL for their work (simrun's native calls do)."""
-    for fn in (fn_a, fn_b):
-        fn()
-        fn()
-    sync()
-    start = time.perf_counter()
-    fn_a()
-    sync()
-    inner = max(1, math.ceil(min_sample_s / max(time.perf_counter() - start, 1e-9)))
+    _calls_per_sample(fn_b, sync, 2, min_sample_s, 100_000)
+    inner = _calls_per_sample(fn_a, sync, 2, min_sample_s, 100_000)
 
     def calls(fn: Callable[[], None], gate: threading.Barrier) -> None:
         gate.wait()

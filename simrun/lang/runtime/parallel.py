@@ -155,7 +155,7 @@ class Runtime:
 
     def _set_constants(self) -> None:
         self.state[ps.THREADS] = self.num_threads
-        self.state[ps.SPIN] = ps.WORKER_SPIN if self.num_threads <= _cpus() else 0
+        self.state[ps.SPIN] = ps.WORKER_SPIN if self.num_threads <= default_threads() else 0
 
     @property
     def native(self) -> bool:
