@@ -75,3 +75,38 @@ def test_zero_matrix_2x2_is_identity_and_zero():
     np.testing.assert_array_equal(R, np.eye(2))
     np.testing.assert_array_equal(P, np.zeros((2, 2)))
     assert np.isfinite(usv).all()
+
+
+ga = ti.Matrix.field(2, 2, ti.f64, shape=(), needs_grad=True)
+gloss = ti.field(ti.f64, shape=(), needs_grad=True)
+WU = np.array([[0.3, -1.2], [0.7, 0.4]])
+WP = np.array([[1.1, 0.2], [-0.5, 0.9]])
+
+
+@ti.kernel
+def polar_loss():
+    U, P = ti.polar_decompose(ga[None])
+    for i, j in ti.static(ti.ndrange(2, 2)):
+        gloss[None] += U[i, j] * WU[i, j] + P[i, j] * WP[i, j]
+
+
+@pytest.mark.parametrize("a", [[[1.0, 2.0], [3.0, 1.0]], [[1.1, 0.2], [-0.3, 0.9]]],
+                         ids=["det<0", "det>0"])
+def test_polar_gradient_matches_finite_differences(a):
+    def value(m):
+        ga.from_numpy(m)
+        gloss[None] = 0.0
+        polar_loss()
+        return gloss[None]
+
+    a = np.array(a)
+    with ti.ad.Tape(gloss):
+        value(a)
+    got = ga.grad.to_numpy()
+    want = np.zeros((2, 2))
+    for idx in np.ndindex(2, 2):
+        plus, minus = a.copy(), a.copy()
+        plus[idx] += 1e-6
+        minus[idx] -= 1e-6
+        want[idx] = (value(plus) - value(minus)) / 2e-6
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)
