@@ -66,7 +66,8 @@ def no_grad(fn):
 
 
 def stop_grad(x):
-    """Inside a kernel: loads of field x carry no derivative in this kernel (Taichi's rule)."""
+    """Inside a kernel: loads of field x carry no derivative in the block of the call and the
+    blocks inside it (Taichi's rule): the whole kernel at its top level, else that loop."""
     from .frontend.context import active, current
 
     if active():
@@ -74,7 +75,7 @@ def stop_grad(x):
         if not hasattr(field, "grad"):
             raise current().error("ti.stop_grad() takes a field (e.g. ti.stop_grad(x)), got "
                                   f"{type(x).__name__}")
-        current().stop_grad.add(field)
+        current().stop_grad(field)
     return x
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import numbers
 import sys
 from dataclasses import dataclass
 
@@ -64,6 +65,49 @@ def reset() -> None:
 
 def sync() -> None:
     """Kernels run synchronously on the CPU; kept for Taichi compatibility."""
+
+
+def _fits(value, dt: DType) -> bool:
+    """The launch's fast path: a Python int or float that its parameter's type holds."""
+    if type(value) is float:
+        return dt.is_float and (dt.bits == 64 or abs(value) <= _F32_MAX or value != value)
+    if type(value) is int:
+        lo = -(1 << (dt.bits - 1)) if dt.kind == "i" else 0
+        return dt.is_float or (dt.is_int and lo <= value < lo + (1 << dt.bits))
+    return False
+
+
+_F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _checked(kernel: str, name: str, dt: DType, value):
+    """A scalar argument as its parameter's type, or an error naming the argument: a value the
+    type cannot hold would be wrapped or rounded to another number without a word (Taichi
+    wraps k(2**40) into an i32 parameter to 0; simrun refuses it)."""
+    where = f"kernel '{kernel}' argument '{name}' ({dt.name})"
+    if isinstance(value, np.ndarray) and value.shape == ():
+        value = value[()]
+    if not isinstance(value, (numbers.Real, np.bool_)):
+        raise TypeError(f"{where} takes a number, got {type(value).__name__} {_short(value)}")
+    if dt.is_float:
+        if dt.bits == 32 and np.isfinite(value) and abs(float(value)) > _F32_MAX:
+            raise OverflowError(f"{where} got {_short(value)}, beyond the largest f32 "
+                                f"({_F32_MAX:.4g}): declare it ti.f64")
+        return float(value)
+    if not np.isfinite(value):
+        raise ValueError(f"{where} got {value}, which is not an integer")
+    iv = int(value)
+    lo = -(1 << (dt.bits - 1)) if dt.kind == "i" else 0
+    if not lo <= iv < lo + (1 << dt.bits):
+        raise OverflowError(f"{where} got {_short(iv)}, outside its range [{lo}, "
+                            f"{lo + (1 << dt.bits) - 1}]: declare it ti.i64 (or the unsigned "
+                            "type it needs), or pass a value in range")
+    return iv
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 class _Param:
@@ -248,9 +292,11 @@ class Kernel:
         flat, arrays, copies = [], [], []
         for k, (p, a) in enumerate(zip(params, args)):
             if p.kind == "scalar":
-                flat.append(a)
+                flat.append(a if _fits(a, p.dtype) else _checked(self.name, p.name, p.dtype, a))
             elif p.kind == "matrix":
-                flat.extend(Matrix(a).entries() if not isinstance(a, Matrix) else a.entries())
+                dt = p.annotation.dtype or defaults.fp
+                flat.extend(x if _fits(x, dt) else _checked(self.name, p.name, dt, x) for x in
+                            (Matrix(a) if not isinstance(a, Matrix) else a).entries())
             elif p.kind == "ndarray" and k in compiled.ndarray_slots:  # else: shape only
                 arr = np.ascontiguousarray(a)
                 arrays.append((compiled.ndarray_slots[k], arr))
@@ -304,7 +350,7 @@ class Kernel:
             _stack.pop()
         kir = KernelIR(self.name, tasks, arg_vars, rets, span=src.span(src.tree),
                        extra={"top_level_vars": em.top_level_vars,
-                              "stop_grad": em.stop_grad})
+                              "stop_grad": em.stopped_everywhere})
         return kir, ndarrays
 
     def compile(self, args, mode: str):

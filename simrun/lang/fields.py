@@ -196,19 +196,37 @@ class Field:
 
     def __getitem__(self, key):
         idx = self._key(key)
-        value = self.data[idx]
         if self.elem_shape:
-            from .matrix import Matrix
+            from .matrix import FieldElement
 
-            return Matrix(value.tolist(), _vector=self.is_vector)
-        return value.item()
+            return FieldElement(self, idx)
+        return self.data[idx].item()
 
     def __setitem__(self, key, value):
         idx = self._key(key)
+        if self.dtype.is_int:
+            self._check_ints(value, "a write")
         if self.elem_shape:
             value = np.asarray(value, dtype=self.dtype.np).reshape(self.elem_shape)
         self.data[idx] = value
         self.version += 1
+
+    def _check_ints(self, values, what: str) -> None:
+        """Values an integer field cannot hold are refused: numpy would wrap 2**40 to 0
+        (or NaN to INT_MIN) without a word."""
+        arr = np.asarray(values)
+        if arr.size == 0 or arr.dtype.kind not in "iufb" and arr.dtype != object:
+            return
+        info = np.iinfo(self.dtype.np)
+        if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+            raise ValueError(f"{what} to the integer field '{self.name}' ({self.dtype.name}) "
+                             "holds NaN or infinity")
+        lo, hi = arr.min(), arr.max()
+        if lo < info.min or hi > info.max:
+            bad = lo if lo < info.min else hi
+            raise OverflowError(
+                f"{what} to the integer field '{self.name}' ({self.dtype.name}) holds "
+                f"{str(bad)[:30]}, outside [{info.min}, {info.max}]: use a wider dtype")
 
     def to_numpy(self, dtype=None, keep_dims: bool = False) -> np.ndarray:
         arr = self._require_placed().copy()
@@ -220,10 +238,14 @@ class Field:
         if arr.shape != data.shape:
             raise ValueError(f"from_numpy: field '{self.name}' has shape {data.shape}, "
                              f"array has {arr.shape}")
+        if self.dtype.is_int:
+            self._check_ints(arr, "from_numpy")
         data[...] = arr
         self.version += 1
 
     def fill(self, value) -> None:
+        if self.dtype.is_int:
+            self._check_ints(value, "fill")
         self._require_placed()[...] = value
         self.version += 1
 

@@ -329,6 +329,35 @@ def _is_zero(x) -> bool:
     return isinstance(x, numbers.Number) and x == 0
 
 
+class FieldElement(Matrix):
+    """`v[i]` in Python scope: the element's value, whose component writes (`v[i][0] = 5.0`,
+    `m[i][0, 1] = 3.0`, `m[i][0][1] = 3.0`, `v[i].x = 1.0`) also go to the field, as in Taichi;
+    a plain copy would drop them silently."""
+
+    def __init__(self, field, idx: tuple, row: int | None = None):
+        value = field.data[idx] if row is None else field.data[idx][row]
+        super().__init__(value.tolist(), _vector=field.is_vector or row is not None)
+        self._field, self._idx, self._row = field, idx, row
+
+    def _place(self, i: int, j: int | None) -> tuple:
+        if self._row is not None:  # a row of a matrix element: entry (row, i)
+            return self._idx + (self._row, i)
+        return self._idx + ((i,) if self._field.is_vector else (i,) if j is None else (i, j))
+
+    def __getitem__(self, key):
+        i, j = self._index(key)
+        if j is None:  # a row of a matrix element: its writes reach the field too
+            return FieldElement(self._field, self._idx, i)
+        return self.rows[i][j]
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        i, j = self._index(key)
+        row = self.rows[i] if j is None else self.rows[i][j]
+        self._field.data[self._place(i, j)] = row
+        self._field.version += 1
+
+
 class _VectorMeta(type):
     def __instancecheck__(cls, obj):
         return isinstance(obj, Matrix) and obj.is_vector

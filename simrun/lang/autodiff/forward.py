@@ -80,7 +80,7 @@ class Dualizer:
             elif isinstance(s, Load):
                 out.append(s)
                 if s.var.dtype.is_float:
-                    if has_dual(s.field) and s.field not in self.stopped:
+                    if has_dual(s.field) and not s.no_grad and s.field not in self.stopped:
                         out.append(Load(self.dual(s.var), s.field.dual, s.comp, s.indices,
                                         span=s.span))
                     else:

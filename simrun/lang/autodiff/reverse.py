@@ -212,7 +212,8 @@ class TaskReverser:
                 g = self.take_adjoint(s.var, out)
                 if self.saves(s.var):
                     out.append(StackPop(s.var))
-                if g is not None and has_grad(s.field) and s.field not in self.stopped:
+                if g is not None and has_grad(s.field) and not s.no_grad and \
+                        s.field not in self.stopped:
                     out.append(Atomic("add", s.field.grad, s.comp, s.indices, g, span=s.span))
             elif isinstance(s, Random):
                 if self.saves(s.var):

@@ -213,8 +213,9 @@ class Tape:
                 raise AutodiffError(f"the loss field '{loss.name}' has no gradient: create it "
                                     "with needs_grad=True or call ti.root.lazy_grad()")
             loss.fill(0)
-            if getattr(loss, "dual", None) is not None and loss.dual.data is not None:
-                loss.dual.data[...] = 0  # the loss restarts from 0, so does its tangent
+            if _state["fwd"] and getattr(loss, "dual", None) is not None and \
+                    loss.dual.data is not None:
+                loss.dual.data[...] = 0  # inside FwdMode the loss's tangent restarts with it
         if self.clear_gradients:
             clear_all_gradients()
         _state["tapes"].append(self)
@@ -274,8 +275,9 @@ def clear_all_gradients(gradient_type=None) -> None:
         if f.grad is not None and f.grad.data is not None:
             f.grad.data[...] = 0
             # inside FwdMode the gradients carry tangents (Hessian-vector products): a
-            # cleared gradient has a zero tangent too
-            if getattr(f.grad, "dual", None) is not None and f.grad.dual.data is not None:
+            # cleared gradient has a zero tangent too. Outside it, duals are the user's.
+            if _state["fwd"] and getattr(f.grad, "dual", None) is not None and \
+                    f.grad.dual.data is not None:
                 f.grad.dual.data[...] = 0
 
 
@@ -306,11 +308,16 @@ class FwdMode:
             p.dual.data[...] = 1
         else:
             p.dual.data[...] = np.asarray(self.seed, dtype=p.data.dtype).reshape(p.data.shape)
+        self._seeded = p.dual.data != 0
         _state["fwd"].append(self)
         return self
 
     def __exit__(self, exc_type, exc, tb):
+        """Clears the seed, as Taichi does: a seed left in param.dual would be read as a
+        tangent by the next FwdMode with clear_gradients=False. Only the seeded entries: where
+        param is also an output (loss=e, param=e), its other tangents are the result."""
         _state["fwd"].remove(self)
+        self.param.dual.data[self._seeded] = 0
         return False
 
 

@@ -65,6 +65,11 @@ def _u64(value: int):
     return ir.Constant(I64, value - 2**64 if value >= 2**63 else value)
 
 
+def _narrow(b, value, typ):
+    """value (i64) as the loop variable's type: i32 in Taichi's loops, i64 for wide ranges."""
+    return value if value.type == typ else b.trunc(value, typ)
+
+
 def i64c(value: int) -> ir.Constant:
     return ir.Constant(I64, value)
 
@@ -400,7 +405,7 @@ class TaskEmitter:
     def _begin_iteration(self, idx, var_ptr) -> None:
         """The range task's loop variable, and the random-number counters, for iteration idx."""
         b = self.b
-        b.store(b.trunc(idx, llvm_type(self.task.var.dtype)), var_ptr)
+        b.store(_narrow(b, idx, llvm_type(self.task.var.dtype)), var_ptr)
         if self.rng_iter is not None:
             b.store(idx, self.rng_iter)
             b.store(i64c(0), self.rng_ctr)
@@ -931,7 +936,7 @@ class TaskEmitter:
             j0 = b.sub(k, start)
             jn = b.add(j0, b.sub(b.load(hi_p, typ=I64), k))
             jend = b.select(b.icmp_signed("<", jn, m), jn, m)
-            b.store(b.trunc(b.add(begin, start), var_t), var_ptr)
+            b.store(_narrow(b, b.add(begin, start), var_t), var_ptr)
             for e in task.index_exprs[:-1]:
                 self.index_values[id(e)] = self.expr(e)
             for acc, s in sums.values():
@@ -940,7 +945,7 @@ class TaskEmitter:
             def cell():
                 j = b.load(j_p, typ=I64)
                 self._begin_iteration(b.add(begin, b.add(start, j)), var_ptr)
-                self.index_values[id(task.index_exprs[-1])] = b.add(low, b.trunc(j, low.type))
+                self.index_values[id(task.index_exprs[-1])] = b.add(low, _narrow(b, j, low.type))
 
             self._count(j_p, j0, jend, cell, task.body)
             for acc, s in sums.values():  # the row's indices are still in their locals

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import CompileError, Span
 from ..ir import builder
-from ..ir.nodes import Arith, Atomic, Expr, Load, Var, VarRef
+from ..ir.nodes import Arith, Atomic, Expr, Load, Var, VarRef, walk
 from ..types import DType
 
 
@@ -20,7 +20,8 @@ class Emitter:
         self.top_level_vars: list[Var] = []
         self.pending_serialize = False
         self.random_sites = 0
-        self.stop_grad: set = set()  # fields whose loads carry no derivative (ti.stop_grad)
+        self.stopped_everywhere: set = set()  # ti.stop_grad outside loops: kernel-wide
+        self._stopped: dict[int, tuple[list, set]] = {}  # id(block) -> (block, fields)
 
     def next_random_site(self) -> int:
         self.random_sites += 1
@@ -29,7 +30,23 @@ class Emitter:
     def emit(self, stmt) -> None:
         if stmt.span is None:
             stmt.span = self.span
+        if isinstance(stmt, Load) and any(
+                stmt.field in self._stopped.get(id(b), ((), ()))[1] for b in self.blocks):
+            stmt.no_grad = True
         self.blocks[-1].append(stmt)
+
+    def stop_grad(self, field) -> None:
+        """ti.stop_grad(field) holds for the block it is called in and the blocks inside it,
+        before and after the call (Taichi's scoping): at a kernel's top level, every loop;
+        inside a loop, that loop only."""
+        if not self.loop_kinds:
+            self.stopped_everywhere.add(field)
+            return
+        block = self.blocks[-1]
+        self._stopped.setdefault(id(block), (block, set()))[1].add(field)
+        for s in walk(block):
+            if isinstance(s, Load) and s.field is field:
+                s.no_grad = True
 
     def fresh(self, name: str, dtype: DType) -> Var:
         var = Var(name, dtype)

@@ -10,7 +10,7 @@ from ..fields import Field
 from ..ir import builder
 from ..ir.nodes import Assign, Const, For, Task, VarRef
 from ..matrix import Matrix
-from ..types import i32
+from ..types import DType, i32, i64
 from . import special
 
 
@@ -42,24 +42,35 @@ def _ranges(lw, value, node):
                    "or ti.static(...) of a Python iterable", node)
 
 
-def _trip_count(lo, hi, step: int):
-    """len(range(lo, hi, step)) for i32 bounds, as a constant when both bounds are."""
-    lo, hi = builder.cast(lo, i32), builder.cast(hi, i32)
+def index_dtype(bounds) -> DType:
+    """A loop variable's type: i32 as in Taichi, but i64 where a bound is 64-bit (or u32), so
+    range(2**32 + 3) runs 2**32 + 3 iterations instead of wrapping to 3."""
+    for bound in bounds:
+        for v in bound:
+            dt = builder.as_expr(v).dtype
+            if dt.is_int and (dt.bits > 32 or dt.bits == 32 and dt.kind == "u"):
+                return i64
+    return i32
+
+
+def _trip_count(lo, hi, step: int, dt: DType):
+    """len(range(lo, hi, step)), as a constant when both bounds are."""
+    lo, hi = builder.cast(lo, dt), builder.cast(hi, dt)
     if isinstance(lo, Const) and isinstance(hi, Const):
-        return builder.const(len(range(lo.value, hi.value, step)), i32)
+        return builder.const(len(range(lo.value, hi.value, step)), dt)
     span = hi - lo if step > 0 else lo - hi
     return B.max((span + (abs(step) - 1)) // abs(step), 0)
 
 
-def _fixed(lw, lo):
+def _fixed(lw, lo, dt: DType):
     """The start of a stepped range, copied once: the body may reassign what it reads."""
-    lo = builder.cast(lo, i32)
+    lo = builder.cast(lo, dt)
     return lo if isinstance(lo, Const) else lw.materialize(lo)
 
 
 def _stepped_index(counter, lo, step: int):
     """The user's loop index for trip `counter` of range(lo, hi, step)."""
-    return builder.cast(lo, i32) + VarRef(counter) * step
+    return lo + VarRef(counter) * step
 
 
 def _targets(lw, node, n_dims: int, grouped: bool):
@@ -102,29 +113,30 @@ def plan_parallel_for(lw, node):
     _, value = _iter_value(lw, node)
     bounds, grouped, step = _ranges(lw, value, node)
     names = _targets(lw, node, len(bounds), grouped)
-    bounds = [(builder.cast(lo, i32), builder.cast(hi, i32)) for lo, hi in bounds]
+    dt = index_dtype(bounds)
+    bounds = [(builder.cast(lo, dt), builder.cast(hi, dt)) for lo, hi in bounds]
     if step != 1:
-        bounds = [(_fixed(lw, bounds[0][0]), bounds[0][1])]
-    return bounds, grouped, step, names
+        bounds = [(_fixed(lw, bounds[0][0], dt), bounds[0][1])]
+    return bounds, grouped, step, names, dt
 
 
 def lower_parallel_for(lw, node, plan) -> Task:
     em = lw.em
-    bounds, grouped, step, names = plan
+    bounds, grouped, step, names, dt = plan
     em.loop_kinds.append("parallel")
     em.blocks.append([])
     scope: dict = {}
     try:
         if len(bounds) == 1 and not grouped and step == 1:
-            var = em.fresh(names[0], i32)
+            var = em.fresh(names[0], dt)
             begin, end = bounds[0]
             scope[names[0]] = var
             idx_vars, idx_exprs = [var], []
         else:
-            var = em.fresh("flat", i32)
-            begin = builder.const(0, i32)
+            var = em.fresh("flat", dt)
+            begin = builder.const(0, dt)
             extents = [hi - lo for lo, hi in bounds] if step == 1 else \
-                [_trip_count(bounds[0][0], bounds[0][1], step)]
+                [_trip_count(bounds[0][0], bounds[0][1], step, dt)]
             end = extents[0]
             for e in extents[1:]:
                 end = end * e
@@ -135,7 +147,7 @@ def lower_parallel_for(lw, node, plan) -> Task:
                 q = flat if stride is None else flat // stride
                 if d > 0:
                     q = q % extents[d]
-                iv = em.fresh(names[0] if grouped else names[d], i32)
+                iv = em.fresh(names[0] if grouped else names[d], dt)
                 value = bounds[d][0] + q if step == 1 else _stepped_index(var, bounds[d][0], step)
                 em.emit(Assign(iv, value))
                 idx_vars.insert(0, iv)
@@ -169,11 +181,12 @@ def lower_for(lw, node) -> None:
     names = _targets(lw, node, len(bounds), grouped)
     em = lw.em
     span = lw.src.span(node)
+    dt = index_dtype(bounds)
     if step != 1:  # a counted loop: for k in range(trips): i = lo + k * step
-        lo = _fixed(lw, bounds[0][0])
-        bounds = [(0, _trip_count(lo, bounds[0][1], step))]
-    vars_ = [em.fresh("idx" if grouped else names[d], i32) for d in range(len(bounds))]
-    counters = vars_ if step == 1 else [em.fresh("trip", i32)]
+        lo = _fixed(lw, bounds[0][0], dt)
+        bounds = [(0, _trip_count(lo, bounds[0][1], step, dt))]
+    vars_ = [em.fresh("idx" if grouped else names[d], dt) for d in range(len(bounds))]
+    counters = vars_ if step == 1 else [em.fresh("trip", dt)]
     scope: dict = {}
     _bind(lw, scope, names, grouped, vars_)
     em.loop_kinds.append("serial")
@@ -185,7 +198,7 @@ def lower_for(lw, node) -> None:
         body.insert(0, Assign(vars_[0], _stepped_index(counters[0], lo, step), span=span))
     for d in reversed(range(len(bounds))):
         lo_d, hi_d = bounds[d]
-        body = [For(counters[d], builder.cast(lo_d, i32), builder.cast(hi_d, i32), body,
+        body = [For(counters[d], builder.cast(lo_d, dt), builder.cast(hi_d, dt), body,
                     span=span)]
     em.emit(body[0])
 

@@ -71,6 +71,20 @@ def is_dynamic(value) -> bool:
     return False
 
 
+def _huge_python_int(op, a, b) -> bool:
+    """Python ints in a kernel are folded exactly by Python (2**70 // 2**40 is 2**30); a power
+    or shift of millions of bits (3 ** 2147483647) would not finish. A folded value that
+    does not fit 64 bits is refused where it becomes a kernel value."""
+    if type(a) is not int or type(b) is not int or b <= 0:
+        return False
+    if isinstance(op, ast.Pow):
+        return abs(a) > 1 and b * (abs(a).bit_length() - 1) > _PYTHON_INT_BITS
+    return isinstance(op, ast.LShift) and a != 0 and b > _PYTHON_INT_BITS
+
+
+_PYTHON_INT_BITS = 1 << 16
+
+
 class Lowerer:
     """Lowers one function body (a kernel's or an inlined ti.func's) into the emitter's blocks."""
 
@@ -402,6 +416,11 @@ class Lowerer:
             a = Matrix(a)
         if isinstance(b, list) and is_dynamic(Matrix(b)):
             b = Matrix(b)
+        if _huge_python_int(node.op, a, b):
+            raise self.error(
+                "this integer constant is far beyond 64 bits (Python would take minutes to "
+                "compute it exactly); for wrap-around arithmetic make an operand typed, e.g. "
+                "ti.cast(3, ti.i64) ** n", node)
         result = _BINOPS[type(node.op)](a, b)
         if result is NotImplemented:
             raise self.error("unsupported operand types", node)

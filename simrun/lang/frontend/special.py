@@ -128,6 +128,12 @@ def _index_list(index) -> list:
     return [index]
 
 
+def _index(e):
+    """Indices are i32 as in Taichi, but a 64-bit index keeps its width: truncated, a[2**40]
+    would reach a[0] past the debug bounds check."""
+    return e if e.dtype.is_int and e.dtype.bits == 64 else builder.cast(e, i32)
+
+
 def field_ref(field, index):
     """field[index] inside a kernel: lazy GlobalRef(s), one per component."""
     idx = _index_list(index)
@@ -135,7 +141,7 @@ def field_ref(field, index):
         raise TypeError(f"field '{field.name}' has {len(field.shape)} dimension(s) "
                         f"(shape {field.shape}) but is indexed with {len(idx)} index(es)"
                         + ("; use f[None] for a 0-D field" if not field.shape else ""))
-    exprs = tuple(builder.cast(builder.as_expr(i), i32) for i in idx)
+    exprs = tuple(_index(builder.as_expr(i)) for i in idx)
     if not field.elem_shape:
         return GlobalRef(field, 0, exprs)
     out = Matrix.__new__(Matrix)

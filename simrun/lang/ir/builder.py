@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..types import DType, defaults, literal_dtype, promote
+from ..types import DType, defaults, i64, literal_dtype, promote, u64
 from .nodes import Const, Expr, OpExpr
 from .ops import OPS, Op, operand_type, result_type
 
@@ -22,14 +22,32 @@ def as_expr(value) -> Expr:
     if isinstance(value, (bool, int, float, np.integer, np.floating)):
         dt = literal_dtype(value)
         raw = float(value) if dt.is_float else int(value)
+        if dt.is_int and not _fits(raw, dt):  # 2**40: i64, and it widens what it meets
+            return Const(raw, _wide_int(raw))
         return Const(raw, dt, weak=True)
     raise TypeError(f"{type(value).__name__} value {value!r} cannot be used in kernel arithmetic")
+
+
+def _fits(value: int, dtype: DType) -> bool:
+    lo = -(1 << (dtype.bits - 1)) if dtype.kind == "i" else 0
+    return lo <= value < lo + (1 << dtype.bits)
+
+
+def _wide_int(value: int) -> DType:
+    for dt in (i64, u64):
+        if _fits(value, dt):
+            return dt
+    raise ValueError(f"the integer {str(value)[:40]}{'...' if len(str(value)) > 40 else ''} "
+                     "does not fit in 64 bits")
 
 
 def _normalize(value, dtype: DType):
     if dtype.is_float:
         return float(np.array(value).astype(dtype.np)) if dtype.bits < 64 else float(value)
-    return int(np.array(int(value)).astype(dtype.np))
+    wrapped = int(value) & ((1 << dtype.bits) - 1)  # two's complement, as the machine does
+    if dtype.kind == "i" and wrapped >> (dtype.bits - 1):
+        wrapped -= 1 << dtype.bits
+    return wrapped
 
 
 def const(value, dtype: DType) -> Const:
@@ -78,8 +96,6 @@ def make(op: Op, *args) -> Expr:
     rtype = result_type(op, [e.dtype for e in exprs])
     otypes = operand_type(op, [e.dtype for e in exprs], rtype)
     exprs = [cast(e, t) for e, t in zip(exprs, otypes)]
-    if op is Op.POW and exprs[1].dtype.is_int and not exprs[0].dtype.is_int:
-        pass
     if all(isinstance(e, Const) for e in exprs):
         try:
             value = OPS[op].ref(*[e.value for e in exprs])

@@ -144,12 +144,14 @@ class Assign(Stmt):
 
 @dataclass(eq=False)
 class Load(Stmt):
-    """var = field[indices] (component comp of a vector/matrix element)."""
+    """var = field[indices] (component comp of a vector/matrix element); no_grad: the load
+    lies in a block that called ti.stop_grad(field), so it carries no derivative."""
 
     var: Var
     field: Any
     comp: int
     indices: tuple
+    no_grad: bool = False
 
 
 @dataclass(eq=False)

@@ -100,8 +100,16 @@ def _pow(a, b):
     """Integer ** integer wraps like repeated `*` (const() wraps the value to the type); a
     negative exponent uses its magnitude, matching the generated code (and Taichi 1.7.4)."""
     if isinstance(a, int) and isinstance(b, int):
-        return a ** abs(b)
+        return pow(a, abs(b), 1 << 64)  # the low 64 bits: bounded work for 3 ** 2147483647
     return a**b
+
+
+def _shl(a, b):
+    """A shift by 64 or more is not folded (ValueError): the machine's shift decides it, and
+    a Python 1 << 2**31 would take gigabytes."""
+    if not 0 <= b < 64:
+        raise ValueError("shift count out of range")
+    return a << b
 
 
 _U, _B = 1, 2
@@ -149,7 +157,7 @@ OPS: dict[Op, OpInfo] = {
     Op.BIT_AND: OpInfo(_B, T.INT, False, lambda a, b: a & b),
     Op.BIT_OR: OpInfo(_B, T.INT, False, lambda a, b: a | b),
     Op.BIT_XOR: OpInfo(_B, T.INT, False, lambda a, b: a ^ b),
-    Op.SHL: OpInfo(_B, T.INT, False, lambda a, b: a << b),
+    Op.SHL: OpInfo(_B, T.INT, False, _shl),
     Op.SHR: OpInfo(_B, T.INT, False, lambda a, b: a >> b),
     Op.SELECT: OpInfo(3, T.SELECT, True, lambda c, a, b: a if c else b),
 }

@@ -62,7 +62,8 @@ class Printer:
             if isinstance(s, Assign):
                 self.lines.append(f"{pad}{self.var(s.var)} = {self.expr(s.value)}")
             elif isinstance(s, Load):
-                self.lines.append(f"{pad}{self.var(s.var)} = load {self.place(s)}")
+                no_grad = " no_grad" if s.no_grad else ""
+                self.lines.append(f"{pad}{self.var(s.var)} = load {self.place(s)}{no_grad}")
             elif isinstance(s, Store):
                 self.lines.append(f"{pad}store {self.place(s)} = {self.expr(s.value)}")
             elif isinstance(s, Atomic):
