@@ -13,7 +13,7 @@ from . import fields as fields_mod
 from .autodiff import tape as _tape
 from .autodiff.tape import _state as _tape_state
 from .errors import CompileError
-from .frontend.context import Emitter, _stack
+from .frontend.context import Emitter, GlobalRef, _stack
 from .frontend.lower import LocalMatrix, Lowerer, lower_body
 from .frontend.source import get_source, remember_decoration_scope, signature_of
 from .ir.nodes import KernelIR, Var
@@ -169,6 +169,7 @@ class Kernel:
         self.__doc__ = pyfunc.__doc__
         self.bound_self = bound_self
         self.variants: dict = {}
+        self.field_args: dict = {}  # scalar parameter name -> the 0-D field it is read from
         self._sig = None
         self._ret_ann: list = []
         self._ret_decl = None
@@ -182,6 +183,23 @@ class Kernel:
         if self.name not in cache:
             cache[self.name] = Kernel(self.pyfunc, bound_self=obj)
         return cache[self.name]
+
+    def with_field_args(self, names) -> Kernel:
+        """A twin of this kernel whose named float scalar parameters are read from 0-D fields
+        (`twin.field_args[name]`), so they get gradients (`.grad`, summed over the launches a
+        Tape or kernel.grad() reverses) and tangents (`FwdMode(param=twin.field_args[name])`),
+        which Taichi's scalar arguments lack. The twin is called with the same arguments."""
+        params = {p.name: p for p in self.params()[0]}
+        twin = Kernel(self.pyfunc, self.bound_self)
+        for name in names:
+            p = params.get(name)
+            if p is None or p.kind != "scalar" or not p.dtype.is_float:
+                raise TypeError(f"kernel '{self.name}' has no float scalar parameter '{name}' "
+                                f"(its scalar parameters: "
+                                f"{[q.name for q in params.values() if q.kind == 'scalar']})")
+            twin.field_args[name] = fields_mod.field(p.dtype, shape=(), name=f"{self.name}.{name}",
+                                                     needs_grad=True, needs_dual=True)
+        return twin
 
     @property
     def is_bound_kernel(self) -> bool:
@@ -292,7 +310,13 @@ class Kernel:
         flat, arrays, copies = [], [], []
         for k, (p, a) in enumerate(zip(params, args)):
             if p.kind == "scalar":
-                flat.append(a if _fits(a, p.dtype) else _checked(self.name, p.name, p.dtype, a))
+                a = a if _fits(a, p.dtype) else _checked(self.name, p.name, p.dtype, a)
+                if p.name in self.field_args:
+                    f = self.field_args[p.name]
+                    f.data[()] = a
+                    f.version += 1
+                else:
+                    flat.append(a)
             elif p.kind == "matrix":
                 dt = p.annotation.dtype or defaults.fp
                 flat.extend(x if _fits(x, dt) else _checked(self.name, p.name, dt, x) for x in
@@ -318,6 +342,8 @@ class Kernel:
         for k, (p, a) in enumerate(zip(params, args)):
             if p.kind == "template":
                 scope[p.name] = a
+            elif p.kind == "scalar" and p.name in self.field_args:
+                scope[p.name] = GlobalRef(self.field_args[p.name], 0, ())
             elif p.kind == "scalar":
                 var = Var(p.name, p.dtype)
                 arg_vars.append(var)

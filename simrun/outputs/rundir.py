@@ -10,23 +10,21 @@ from simrun.scene import SceneError
 OUTPUT_FILES = ("frames.npz", "trajectory.xyz", "energy.csv", "state.npz", "run.json",
                 "scene.yaml", "topology.npz", "first.png", "last.png", "energy.png",
                 "animation.gif")
-_RUN_ID = re.compile(r"^run-(\d+)$")
-
-
-def run_ids(base: Path) -> list[tuple[int, Path]]:
+def run_ids(base: Path, prefix: str = "run") -> list[tuple[int, Path]]:
     if not base.is_dir():
         return []
+    pattern = re.compile(rf"^{prefix}-(\d+)$")
     found = [(int(m.group(1)), p) for p in base.iterdir()
-             if p.is_dir() and (m := _RUN_ID.match(p.name))]
+             if p.is_dir() and (m := pattern.match(p.name))]
     return sorted(found)
 
 
-def new_run_dir(base: Path) -> Path:
-    """Create and return ``base/run-NNN`` with the next free number."""
+def new_run_dir(base: Path, prefix: str = "run") -> Path:
+    """Create and return ``base/<prefix>-NNN`` (run-001, grad-001) with the next free number."""
     base.mkdir(parents=True, exist_ok=True)
-    number = run_ids(base)[-1][0] + 1 if run_ids(base) else 1
+    number = run_ids(base, prefix)[-1][0] + 1 if run_ids(base, prefix) else 1
     while True:
-        path = base / f"run-{number:03d}"
+        path = base / f"{prefix}-{number:03d}"
         try:
             path.mkdir()
             return path

@@ -40,7 +40,7 @@ from simrun.scene.schema import (
 
 TOP_KEYS = ("version", "name", "description", "precision", "seed", "particles", "initial",
             "energy", "topology", "integrator", "step_kernels", "dt", "steps", "boundary",
-            "outputs")
+            "outputs", "objective")
 
 
 def display_path(path: Path) -> str:
@@ -196,7 +196,8 @@ def _build(root: Node, path: Path) -> Scene:
         topology=load_state.topology(r.get("topology"), particles, init),
         integrator=_integrator(r.get("integrator")), dt=dt, steps=steps,
         boundary=_boundary(r.get("boundary"), particles.dim),
-        outputs=_outputs(r.get("outputs"), steps), step_kernels=stepk)
+        outputs=_outputs(r.get("outputs"), steps), step_kernels=stepk,
+        objective=load_terms.objective(r.get("objective"), path.parent))
 
 
 def load_scene(path: str | os.PathLike[str], overrides: Iterable[str] = ()) -> Scene:

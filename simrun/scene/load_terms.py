@@ -7,8 +7,8 @@ from pathlib import Path
 from yaml.nodes import Node, ScalarNode
 
 from simrun.scene.errors import error_at, where
-from simrun.scene.nodes import MapReader, as_float, as_seq, as_str, scalar
-from simrun.scene.schema import EnergyTerm, KernelRef, StepKernels
+from simrun.scene.nodes import MapReader, as_choice, as_float, as_seq, as_str, scalar
+from simrun.scene.schema import EnergyTerm, KernelRef, Objective, StepKernels
 
 REF_FIX = "Write it as kernels/<module>.py:<kernel>, e.g. kernels/gravity.py:gravity"
 
@@ -87,3 +87,30 @@ def step_kernels(node: Node | None, scene_dir: Path) -> StepKernels | None:
     refs = tuple(kernel_ref(n, f"step_kernels.kernels[{i}]", scene_dir)
                  for i, n in enumerate(items))
     return StepKernels(refs, *params(reader.get("params"), "step_kernels.params"))
+
+
+OBJECTIVE_BUILTINS = ("kinetic", "potential", "total")
+
+
+def objective(node: Node | None, scene_dir: Path) -> Objective | None:
+    """``objective: {builtin: kinetic | potential | total}`` or ``{kernel: ..., params: ...}``,
+    with ``at: end | mean``."""
+    if node is None:
+        return None
+    reader = MapReader(node, "objective")
+    reader.done(("builtin", "kernel", "params", "at"))
+    builtin, kernel = reader.get("builtin"), reader.get("kernel")
+    if (builtin is None) == (kernel is None):
+        raise error_at(node, "'objective' needs exactly one of 'builtin' and 'kernel'",
+                       "Write 'objective: {builtin: kinetic}' or "
+                       "'objective: {kernel: kernels/loss.py:miss}'")
+    at = reader.get("at")
+    values, _ = params(reader.get("params"), "objective.params")
+    if builtin is not None and values:
+        raise error_at(reader.get("params"), "a built-in objective takes no 'params'",
+                       "Remove 'params', or use a kernel objective")
+    return Objective(
+        builtin=as_choice(builtin, "objective.builtin", OBJECTIVE_BUILTINS) if builtin else None,
+        kernel=kernel_ref(kernel, "objective.kernel", scene_dir) if kernel else None,
+        params=values, at=as_choice(at, "objective.at", ("end", "mean")) if at else "end",
+        where=where(node))

@@ -57,6 +57,24 @@ class StepKernels:
 
 
 @dataclass(frozen=True)
+class Objective:
+    """What `simrun grad` differentiates: a built-in energy or a kernel accumulating into L,
+    at the final state (`end`) or averaged over every step's state (`mean`)."""
+
+    builtin: str | None  # kinetic | potential | total
+    kernel: KernelRef | None
+    params: dict[str, float | int]
+    at: str  # end | mean
+    where: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"builtin": self.builtin} if self.builtin else {
+            "kernel": str(self.kernel), "params": dict(self.params)}
+        data["at"] = self.at
+        return data
+
+
+@dataclass(frozen=True)
 class Particles:
     count: int
     dim: int
@@ -152,6 +170,7 @@ class Scene:
     outputs: Outputs
     step_kernels: StepKernels | None = None
     version: int = SCHEMA_VERSION
+    objective: Objective | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved scene as plain data; loading it again gives an equal scene."""
@@ -172,4 +191,6 @@ class Scene:
             data["step_kernels"] = self.step_kernels.to_dict()
         data.update(dt=self.dt, steps=self.steps, boundary=self.boundary.to_dict(),
                     outputs=self.outputs.to_dict())
+        if self.objective is not None:
+            data["objective"] = self.objective.to_dict()
         return data

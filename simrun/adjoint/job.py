@@ -1,0 +1,190 @@
+"""`simrun grad` as a library function: the gradient of a scene's objective with respect to
+its KEYs by reverse mode through the whole trajectory (binomial checkpoints), and a check of
+it against central differences and a Taylor test."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from simrun.adjoint.keys import Key, parse_key, value_of, with_value
+from simrun.adjoint.model import DiffModel
+from simrun.adjoint.sweep import Trajectory
+from simrun.scene import Scene, initial_state
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class GradResult:
+    objective: float
+    gradients: dict[str, Any]  # KEY -> float or ndarray
+    steps: int
+    snapshots: int
+    advances: int
+    recompute_factor: float
+    stored_bytes: int
+    threads: int | None
+    seconds: dict[str, float] = field(default_factory=dict)
+    check: dict[str, Any] | None = None
+
+
+def _state_bytes(scene: Scene) -> int:
+    p = scene.particles
+    return 3 * p.count * p.dim * (4 if scene.precision == "f32" else 8)  # x, v, F
+
+
+def snapshots_for(scene: Scene, steps: int, checkpoints: int | None, memory: int | None) -> int:
+    """Stored states: --checkpoints, or as many as --memory (default: a quarter of the free
+    memory) holds; never more than the steps need."""
+    if checkpoints is None:
+        if memory is None:
+            memory = _available_memory() // 4
+        checkpoints = max(memory // _state_bytes(scene), 0)
+    return int(min(checkpoints, max(steps - 1, 0)))
+
+
+def _available_memory() -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 1 << 30
+
+
+def _split_keys(keys: list[Key]) -> tuple[dict, dict]:
+    energy = {k.text: (k.index, k.name) for k in keys if k.kind == "energy"}
+    objective = {k.text: k.name for k in keys if k.kind == "objective"}
+    return energy, objective
+
+
+def _start(scene: Scene, overrides: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    x0, v0 = initial_state(scene)
+    return overrides.get("state.x0", x0), overrides.get("state.v0", v0)
+
+
+def objective_value(scene: Scene, steps: int, threads: int | None = None,
+                    overrides: dict[str, np.ndarray] | None = None) -> float:
+    """J of the scene's trajectory (the forward sweep only), e.g. for finite differences."""
+    x0, v0 = _start(scene, overrides or {})
+    traj = Trajectory(DiffModel(scene, x0, {}, {}, threads))
+    return traj.objective(traj.start(x0, v0), steps)[0]
+
+
+def scene_gradient(scene: Scene, wrt: list[str], *, steps: int | None = None,
+                   checkpoints: int | None = None, memory: int | None = None,
+                   threads: int | None = None, progress: Progress | None = None) -> GradResult:
+    """dJ/dKEY for each KEY of `wrt` (SceneError for an unknown or non-differentiable KEY)."""
+    keys = [parse_key(scene, text) for text in wrt]
+    steps = scene.steps if steps is None else steps
+    snapshots = snapshots_for(scene, steps, checkpoints, memory)
+    t0 = time.perf_counter()
+    x0, v0 = _start(scene, {})
+    model = DiffModel(scene, x0, *_split_keys(keys), threads)
+    traj = Trajectory(model, progress)
+    state0 = traj.start(x0, v0)
+    wants = any(k.kind in ("mass", "energy") for k in keys)
+    traj.need_energy_grads = wants
+    value, _ = traj.objective(state0, steps)
+    t1 = time.perf_counter()
+    adj, sched = traj.gradient(state0, steps, snapshots)
+    t2 = time.perf_counter()
+    grads = {k.text: _gradient_of(k, adj, scene) for k in keys}
+    if any(not np.all(np.isfinite(g)) for g in grads.values()):
+        bad = [k for k, g in grads.items() if not np.all(np.isfinite(g))]
+        raise FloatingPointError(f"the gradient with respect to {', '.join(bad)} is not finite "
+                                 "(NaN or Inf in the reverse sweep): shorten the horizon "
+                                 "(--steps) or check the objective")
+    return GradResult(value, grads, steps, snapshots, sched.advances, sched.recompute_factor,
+                      sched.peak_stored * _state_bytes(scene),
+                      threads or os.cpu_count(), {"forward": t1 - t0, "reverse": t2 - t1})
+
+
+def _gradient_of(key: Key, adj, scene: Scene):
+    if key.kind == "x0":
+        return adj.x
+    if key.kind == "v0":
+        return adj.v
+    if key.kind == "velocity":
+        return adj.v.sum(axis=0)
+    if key.kind == "dt":
+        return adj.dt
+    if key.kind == "damping":
+        return adj.damping
+    if key.kind == "mass":
+        uniform = len(set(scene.particles.masses)) == 1
+        return float(adj.mass.sum()) if uniform else adj.mass
+    return adj.params.get(key.text, 0.0)
+
+
+# ---------------------------------------------------------------------- the check
+def _perturbed(scene: Scene, key: Key, base, delta) -> tuple[Scene, dict]:
+    value = np.asarray(base, float) + delta
+    if key.kind in ("x0", "v0"):
+        return scene, {key.text: value}
+    return with_value(scene, key, value if np.ndim(value) else float(value)), {}
+
+
+def check_gradient(scene: Scene, result: GradResult, *, threads: int | None = None,
+                   seed: int = 0) -> dict[str, Any]:
+    """Central differences along one direction per KEY (the unit for scalars, a random unit
+    vector for arrays) and a Taylor test along all KEYs at once: the first-order remainder
+    |J(p + h d) - J(p) - h dJ.d| must fall as h^2."""
+    rng = np.random.default_rng(seed)
+    steps, keys = result.steps, [parse_key(scene, k) for k in result.gradients]
+    rel_step = 1e-6 if scene.precision == "f64" else 1e-3
+    rows, directions = [], {}
+    for key in keys:
+        base, grad = value_of(scene, key), np.asarray(result.gradients[key.text], float)
+        d = rng.normal(size=np.shape(base)) if np.ndim(base) else np.array(1.0)
+        d = d / max(float(np.linalg.norm(d)), 1e-300)
+        if key.kind == "mass" and np.ndim(base) == 0 and np.ndim(grad) == 0:
+            d = np.array(1.0)
+        directions[key.text] = (key, base, d)
+        eps = rel_step * max(float(np.max(np.abs(base))) if np.size(base) else 1.0, 1e-3)
+        plus = objective_value(*_args(scene, key, base, eps * d, steps, threads))
+        minus = objective_value(*_args(scene, key, base, -eps * d, steps, threads))
+        fd = (plus - minus) / (2 * eps)
+        ad = float(np.sum(grad * d))
+        rows.append({"key": key.text, "ad": ad, "fd": fd, "step": eps,
+                     "rel_error": abs(ad - fd) / max(abs(fd), abs(ad), 1e-300)})
+    taylor = _taylor(scene, result, directions, steps, threads)
+    tol = 1e-5 if scene.precision == "f64" else 3e-2
+    ok = all(r["rel_error"] <= tol for r in rows) and taylor["order"] >= 1.8
+    return {"rows": rows, "taylor": taylor, "tolerance": tol, "ok": ok}
+
+
+def _args(scene: Scene, key: Key, base, delta, steps: int, threads):
+    moved, overrides = _perturbed(scene, key, base, delta)
+    return moved, steps, threads, overrides
+
+
+def _taylor(scene: Scene, result: GradResult, directions: dict, steps: int, threads
+            ) -> dict[str, Any]:
+    """pyadjoint's taylor_test: remainders at h, h/2, h/4 and their convergence orders."""
+    # each KEY moves by the same fraction of its own size (dt and positions differ by 1000x)
+    scaled = {t: (k, b, d * max(float(np.max(np.abs(b))), 1e-12))
+              for t, (k, b, d) in directions.items()}
+    slope = sum(float(np.sum(np.asarray(result.gradients[t], float) * d))
+                for t, (_k, _b, d) in scaled.items())
+    h0 = 1e-3 if scene.precision == "f64" else 3e-2
+    residuals = []
+    for h in (h0, h0 / 2, h0 / 4, h0 / 8):
+        moved, overrides = scene, {}
+        for _t, (key, base, d) in scaled.items():
+            moved, extra = _perturbed(moved, key, base, h * d)
+            overrides.update(extra)
+        residuals.append(abs(objective_value(moved, steps, threads, overrides)
+                             - result.objective - h * slope))
+    orders = [float(np.log2(a / b)) if a > 0 and b > 0 else float("inf")
+              for a, b in zip(residuals, residuals[1:])]
+    return {"h": h0, "residuals": residuals, "orders": orders, "order": min(orders)}
+

@@ -1,0 +1,122 @@
+"""The KEYs `simrun grad --wrt` differentiates: scene paths (the `--set` grammar) and the
+reserved arrays `state.x0` / `state.v0`; each knows its value and how to put a new one in."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from simrun.scene import Scene, SceneError, initial_state
+from simrun.stepper.binding import find_kernel, load_module, parameter_names
+
+FIXED_KEYS = ("state.x0", "state.v0", "initial.velocity", "dt", "integrator.damping",
+              "particles.mass")
+NOT_YET = {"step_kernels": "step kernels (MPM) are not differentiated yet",
+           "fields": "fields allocated by kernel modules are not differentiated yet"}
+
+
+@dataclass(frozen=True)
+class Key:
+    """One differentiated quantity: `kind` says where it lives, `index`/`name` which one."""
+
+    text: str
+    kind: str  # x0 | v0 | velocity | dt | damping | mass | energy | objective
+    index: int = -1
+    name: str = ""
+
+
+def _energy_params(scene: Scene) -> list[str]:
+    """energy.<i>.params.<name> for every float parameter (scene params and DEFAULTS)."""
+    out = []
+    for i, term in enumerate(scene.energy):
+        kernel = find_kernel(term.kernel, load_module(term.kernel.path))
+        defaults = getattr(load_module(term.kernel.path), "DEFAULTS", {}).get(term.kernel.name, {})
+        values = {**defaults, **term.params}
+        out += [f"energy.{i}.params.{n}" for n in parameter_names(kernel)
+                if isinstance(values.get(n), float)]
+    return out
+
+
+def known_keys(scene: Scene) -> list[str]:
+    keys = list(FIXED_KEYS) + _energy_params(scene)
+    if scene.objective is not None:
+        keys += [f"objective.params.{n}" for n, v in scene.objective.params.items()
+                 if isinstance(v, float)]
+    return keys
+
+
+def parse_key(scene: Scene, text: str) -> Key:
+    """A --wrt KEY, or SceneError (exit 2) with the keys that would work."""
+    parts = text.split(".")
+    if parts[0] in NOT_YET:
+        raise SceneError(f"--wrt {text}: {NOT_YET[parts[0]]}. Differentiable keys of this "
+                         f"scene: {', '.join(known_keys(scene))}.")
+    if scene.step_kernels is not None:
+        raise SceneError(f"--wrt {text}: this scene integrates itself with step_kernels, which "
+                         "`simrun grad` cannot differentiate yet; use a scene with 'energy' "
+                         "terms and an 'integrator'.")
+    if scene.objective is None:
+        raise SceneError(f"{scene.source}: the scene has no 'objective', so there is nothing to "
+                         "differentiate. Add e.g. 'objective: {builtin: kinetic, at: end}'.")
+    known = known_keys(scene)
+    if text not in known:
+        close = difflib.get_close_matches(text, known, n=3)
+        hint = f" Did you mean {' or '.join(close)}?" if close else ""
+        raise SceneError(f"--wrt {text}: not a differentiable key of this scene.{hint} Its "
+                         f"keys: {', '.join(known)}.")
+    kinds = {"state.x0": "x0", "state.v0": "v0", "initial.velocity": "velocity", "dt": "dt",
+             "integrator.damping": "damping", "particles.mass": "mass"}
+    if text in kinds:
+        if text == "particles.mass" and scene.initial.temperature > 0:
+            raise SceneError("--wrt particles.mass: the thermal start velocities are drawn "
+                             "with sqrt(T/m), a random draw simrun does not differentiate; set "
+                             "initial.temperature: 0 or leave the mass out.")
+        return Key(text, kinds[text])
+    if parts[0] == "energy":
+        return Key(text, "energy", int(parts[1]), parts[3])
+    return Key(text, "objective", name=parts[2])
+
+
+def value_of(scene: Scene, key: Key) -> np.ndarray | float:
+    if key.kind in ("x0", "v0"):
+        return initial_state(scene)[0 if key.kind == "x0" else 1]
+    if key.kind == "velocity":
+        return np.asarray(scene.initial.velocity, float)
+    if key.kind == "dt":
+        return scene.dt
+    if key.kind == "damping":
+        return scene.integrator.damping
+    if key.kind == "mass":
+        masses = np.asarray(scene.particles.masses, float)
+        return float(masses[0]) if len(set(scene.particles.masses)) == 1 else masses
+    if key.kind == "energy":
+        term = scene.energy[key.index]
+        defaults = getattr(load_module(term.kernel.path), "DEFAULTS", {}).get(term.kernel.name, {})
+        return float({**defaults, **term.params}[key.name])
+    return float(scene.objective.params[key.name])
+
+
+def with_value(scene: Scene, key: Key, value) -> Scene:
+    """The scene with one key's value replaced (state.x0/v0 are not scene values)."""
+    if key.kind == "velocity":
+        return replace(scene, initial=replace(scene.initial, velocity=tuple(map(float, value))))
+    if key.kind == "dt":
+        return replace(scene, dt=float(value))
+    if key.kind == "damping":
+        return replace(scene, integrator=replace(scene.integrator, damping=float(value)))
+    if key.kind == "mass":
+        masses = np.broadcast_to(np.asarray(value, float), (scene.particles.count,))
+        return replace(scene, particles=replace(scene.particles,
+                                                masses=tuple(float(m) for m in masses)))
+    if key.kind == "energy":
+        terms = list(scene.energy)
+        term = terms[key.index]
+        terms[key.index] = replace(term, params={**term.params, key.name: float(value)})
+        return replace(scene, energy=tuple(terms))
+    if key.kind == "objective":
+        obj = scene.objective
+        return replace(scene, objective=replace(obj, params={**obj.params,
+                                                             key.name: float(value)}))
+    raise ValueError(f"{key.text} is not a scene value")

@@ -1,0 +1,182 @@
+"""The trajectory and its adjoint: the forward sweep is `run`'s own step (so `grad` sees the
+same numbers), the reverse sweep the exact discrete adjoint of that step, with H lambda from
+the engine (forward over reverse), never finite differences.
+
+Velocity Verlet, v1 = v + h/2 a(x, v), x' = x + h v1, v' = v1 + h/2 a(x', v1) with
+a = F/m - damping v, has F at x' in both its own last kick and the next step's first kick, so
+the reverse sweep folds both into one H lambda per step. A reflecting wall flips the position
+and velocity components that crossed it: the adjoint flips the same components (the bounce's
+derivative, defined everywhere except on the wall itself); a periodic wrap has derivative 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from simrun.adjoint import schedule
+from simrun.adjoint.model import DiffModel
+from simrun.stepper.integrators import State, make_step
+
+
+@dataclass
+class Adjoint:
+    """Adjoints of the step's inputs and the accumulated parameter adjoints."""
+
+    x: np.ndarray
+    v: np.ndarray
+    pending: np.ndarray  # dJ/dF at the current step's start position, not yet through H
+    dt: float = 0.0
+    damping: float = 0.0
+    mass: np.ndarray | None = None
+    params: dict[str, float] = field(default_factory=dict)
+
+    def add_params(self, values: dict[str, float], sign: float = 1.0) -> None:
+        for k, val in values.items():
+            self.params[k] = self.params.get(k, 0.0) + sign * val
+
+
+def _copy(state: State) -> State:
+    return State(state.step, state.x.copy(), state.v.copy(), state.f.copy(), state.potential)
+
+
+class Trajectory:
+    """Steps, objective and reverse sweep of one scene on a DiffModel."""
+
+    def __init__(self, model: DiffModel, progress: Callable[[str, int, int], None] | None = None):
+        self.model = model
+        self.scene = scene = model.scene
+        self.step_fn = make_step(scene, model.system)
+        self.h, self.gamma = scene.dt, scene.integrator.damping
+        self.m = np.asarray(model.system.masses, float)[:, None]
+        self.at_mean = scene.objective.at == "mean"
+        self.progress = progress or (lambda *_: None)
+        self.need_energy_grads = False  # dU/dm, dU/dp at seeded states (potential objectives)
+
+    def start(self, x0: np.ndarray, v0: np.ndarray) -> State:
+        system = self.model.system
+        system.set_state(x0, v0)
+        x, v = system.get_state()
+        potential, f = system.forces()
+        return State(0, x, v, f, potential)
+
+    def advance(self, state: State, k: int) -> State:
+        nxt = _copy(state)
+        self.step_fn(nxt)
+        nxt.step = k + 1
+        return nxt
+
+    def _weight(self, k: int, steps: int) -> float:
+        """The objective's weight on the state after k steps (end: the last; mean: 1/n each)."""
+        if self.at_mean:
+            return 1.0 / steps if k >= 1 else 0.0
+        return 1.0 if k == steps else 0.0
+
+    def objective(self, state0: State, steps: int) -> tuple[float, State]:
+        """J of the trajectory and its final state (the forward sweep, nothing stored)."""
+        total, state = 0.0, state0
+        for k in range(steps):
+            state = self.advance(state, k)
+            w = self._weight(k + 1, steps)
+            if w:
+                total += w * self.model.objective(state.x, state.v, state.potential)
+            self.progress("forward", k + 1, steps)
+        return total, state
+
+    # ------------------------------------------------------------------ reverse sweep
+    def _seed(self, adj: Adjoint, state: State, w: float) -> None:
+        """Add w * dJ/d(state) of the objective at this state."""
+        if not w:
+            return
+        dx, dv, dm, dp = self.model.objective_grad(state.x, state.v)
+        adj.x += w * dx
+        adj.v += w * dv
+        adj.mass += w * dm
+        adj.add_params(dp, w)
+        if self.model.uses_potential():
+            adj.x -= w * state.f  # dU/dx = -F
+            if self.need_energy_grads:
+                sec = self.model.second(state.x, np.zeros_like(state.x))
+                adj.mass += w * sec.grad_m
+                adj.add_params(sec.grad_p, w)
+
+    def _through_forces(self, adj: Adjoint, x: np.ndarray, lam: np.ndarray) -> None:
+        """F = -dU/dx at x carries the adjoint lam back to x, the masses and the parameters."""
+        if not lam.any():
+            return
+        sec = self.model.second(x, lam)
+        adj.x -= sec.h_lam
+        adj.mass -= sec.mixed_m
+        adj.add_params(sec.mixed_p, -1.0)
+
+    def _reflect_signs(self, xd: np.ndarray) -> np.ndarray:
+        """-1 on the components a reflecting wall flipped, else 1."""
+        b = self.scene.boundary
+        if b.type != "reflect":
+            return np.ones_like(xd)
+        low, high = np.asarray(b.low, xd.dtype), np.asarray(b.high, xd.dtype)
+        return np.where((xd < low) | (xd > high), -1.0, 1.0)
+
+    def _kick_adjoint(self, adj: Adjoint, v_in: np.ndarray, f: np.ndarray, vbar: np.ndarray,
+                      half: float) -> np.ndarray:
+        """v_out = v_in + half*h*(F/m - damping v_in): returns v_in's adjoint, adds F's to
+        adj.pending and the dt, damping and mass adjoints."""
+        h, g, m = self.h, self.gamma, self.m
+        adj.pending += half * h * vbar / m
+        adj.mass -= half * h * np.sum(f * vbar, axis=1) / m[:, 0] ** 2
+        adj.damping -= half * h * float(np.sum(v_in * vbar))
+        adj.dt += half * float(np.sum((f / m - g * v_in) * vbar))
+        return (1.0 - half * h * g) * vbar
+
+    def reverse_step(self, adj: Adjoint, state: State, k: int, steps: int) -> None:
+        """adj holds dJ/d(state after step k); make it dJ/d(state before step k)."""
+        h, g, m = self.h, self.gamma, self.m
+        x, v, f0 = (a.astype(float) for a in (state.x, state.v, state.f))
+        nxt = self.advance(state, k)
+        if self.scene.integrator.type == "velocity_verlet":
+            v1 = state.v + 0.5 * h * (state.f / self.m.astype(state.v.dtype) - g * state.v)
+            xd = (state.x + h * v1).astype(float)
+            signs = self._reflect_signs(xd)
+            vbar_1b = self._kick_adjoint(adj, (signs * v1.astype(float)), nxt.f.astype(float),
+                                         adj.v, 0.5)
+            self._through_forces(adj, nxt.x, adj.pending)  # F at x': two kicks' share
+            adj.pending = np.zeros_like(adj.pending)
+            xbar_d = signs * adj.x
+            vbar_1 = signs * vbar_1b + h * xbar_d
+            adj.dt += float(np.sum(v1.astype(float) * xbar_d))
+            adj.v = self._kick_adjoint(adj, v, f0, vbar_1, 0.5)
+            adj.x = xbar_d
+        else:  # symplectic Euler: v' = v + h a(x, v), x' = x + h v'
+            self._through_forces(adj, nxt.x, adj.pending)
+            adj.pending = np.zeros_like(adj.pending)
+            v1 = state.v + h * (state.f / self.m.astype(state.v.dtype) - g * state.v)
+            xd = (state.x + h * v1).astype(float)
+            signs = self._reflect_signs(xd)
+            xbar_d = signs * adj.x
+            vbar_1 = signs * adj.v + h * xbar_d
+            adj.dt += float(np.sum(v1.astype(float) * xbar_d))
+            adj.v = self._kick_adjoint(adj, v, f0, vbar_1, 1.0)
+            adj.x = xbar_d
+        self._seed(adj, state, self._weight(k, steps))
+        self.progress("reverse", steps - k, steps)
+
+    def gradient(self, state0: State, steps: int, snapshots: int
+                 ) -> tuple[Adjoint, schedule.Schedule]:
+        """dJ/d(x0, v0) and the parameter adjoints, by the binomial checkpoint schedule."""
+        n = len(state0.x)
+        adj = Adjoint(np.zeros((n, state0.x.shape[1])), np.zeros((n, state0.x.shape[1])),
+                      np.zeros((n, state0.x.shape[1])), mass=np.zeros(n))
+        final = {}
+
+        def on_reverse(state: State, k: int) -> None:
+            if k == steps - 1 and "seeded" not in final:
+                final["seeded"] = True
+                self._seed(adj, self.advance(state, k), self._weight(steps, steps))
+            self.reverse_step(adj, state, k, steps)
+
+        sched = schedule.reverse(state0, steps, snapshots, self.advance, on_reverse, _copy)
+        self._through_forces(adj, state0.x, adj.pending)  # F at x0 (the first kick)
+        adj.pending = np.zeros_like(adj.pending)
+        return adj, sched
