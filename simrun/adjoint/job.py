@@ -4,6 +4,7 @@ it against central differences and a Taylor test."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable
@@ -188,3 +189,45 @@ def _taylor(scene: Scene, result: GradResult, directions: dict, steps: int, thre
               for a, b in zip(residuals, residuals[1:])]
     return {"h": h0, "residuals": residuals, "orders": orders, "order": min(orders)}
 
+
+
+# ---------------------------------------------------------------------- the folder
+def write_outputs(out_dir, scene: Scene, result: GradResult) -> list:
+    """gradients.json (objective, gradients, schedule, timings, check), gradients.npz (the
+    arrays), the resolved scene.yaml, and the pictures."""
+    from pathlib import Path
+
+    from simrun.outputs import atomic_savez, atomic_write_text, versions, write_scene
+    from simrun.render.sensitivity import render_position_gradient, render_sensitivities
+
+    out_dir = Path(out_dir)
+    keys = {k: parse_key(scene, k) for k in result.gradients}
+    plain = {k: (np.asarray(g).tolist() if np.ndim(g) else float(g))
+             for k, g in result.gradients.items()}
+    record = {
+        "objective": {"value": result.objective, **scene.objective.to_dict()},
+        "gradients": plain,
+        "mode": "reverse", "steps": result.steps,
+        "schedule": {"kind": "binomial", "snapshots": result.snapshots,
+                     "forward_steps_recomputed": result.advances,
+                     "recompute_factor": round(result.recompute_factor, 4),
+                     "stored_bytes": result.stored_bytes},
+        "threads": result.threads, "timings_s": {k: round(v, 4) for k, v in
+                                                  result.seconds.items()},
+        "check": result.check, "versions": versions(),
+    }
+    atomic_write_text(out_dir / "gradients.json", json.dumps(record, indent=2) + "\n")
+    atomic_savez(out_dir / "gradients.npz", **{k: np.asarray(g, float)
+                                               for k, g in result.gradients.items()})
+    write_scene(out_dir / "scene.yaml", scene.to_dict())
+    pictures = []
+    scalars = {k: float(g) for k, g in result.gradients.items() if np.ndim(g) == 0}
+    if scalars:
+        values = {k: float(value_of(scene, keys[k])) for k in scalars}
+        pictures.append(render_sensitivities(values, scalars, result.objective,
+                                             out_dir / "sensitivities.png", title=scene.name))
+    if "state.x0" in result.gradients:
+        pictures.append(render_position_gradient(initial_state(scene)[0],
+                                                 np.asarray(result.gradients["state.x0"]),
+                                                 out_dir / "x0_gradient.png", title=scene.name))
+    return pictures

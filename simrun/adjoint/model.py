@@ -39,7 +39,7 @@ class DiffModel:
         system.m.grad._make_dual()
         self.param_fields: dict[str, object] = {}
         by_term: dict[int, list[str]] = {}
-        for key, (i, name) in energy_keys.items():
+        for i, name in energy_keys.values():
             by_term.setdefault(i, []).append(name)
         for i, names in by_term.items():
             bound = system.energy[i]

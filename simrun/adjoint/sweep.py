@@ -132,33 +132,23 @@ class Trajectory:
 
     def reverse_step(self, adj: Adjoint, state: State, k: int, steps: int) -> None:
         """adj holds dJ/d(state after step k); make it dJ/d(state before step k)."""
-        h, g, m = self.h, self.gamma, self.m
-        x, v, f0 = (a.astype(float) for a in (state.x, state.v, state.f))
+        verlet = self.scene.integrator.type == "velocity_verlet"
+        half = 0.5 if verlet else 1.0
         nxt = self.advance(state, k)
-        if self.scene.integrator.type == "velocity_verlet":
-            v1 = state.v + 0.5 * h * (state.f / self.m.astype(state.v.dtype) - g * state.v)
-            xd = (state.x + h * v1).astype(float)
-            signs = self._reflect_signs(xd)
-            vbar_1b = self._kick_adjoint(adj, (signs * v1.astype(float)), nxt.f.astype(float),
-                                         adj.v, 0.5)
-            self._through_forces(adj, nxt.x, adj.pending)  # F at x': two kicks' share
-            adj.pending = np.zeros_like(adj.pending)
-            xbar_d = signs * adj.x
-            vbar_1 = signs * vbar_1b + h * xbar_d
-            adj.dt += float(np.sum(v1.astype(float) * xbar_d))
-            adj.v = self._kick_adjoint(adj, v, f0, vbar_1, 0.5)
-            adj.x = xbar_d
-        else:  # symplectic Euler: v' = v + h a(x, v), x' = x + h v'
-            self._through_forces(adj, nxt.x, adj.pending)
-            adj.pending = np.zeros_like(adj.pending)
-            v1 = state.v + h * (state.f / self.m.astype(state.v.dtype) - g * state.v)
-            xd = (state.x + h * v1).astype(float)
-            signs = self._reflect_signs(xd)
-            xbar_d = signs * adj.x
-            vbar_1 = signs * adj.v + h * xbar_d
-            adj.dt += float(np.sum(v1.astype(float) * xbar_d))
-            adj.v = self._kick_adjoint(adj, v, f0, vbar_1, 1.0)
-            adj.x = xbar_d
+        m = self.m.astype(state.v.dtype)  # the first kick as the step computes it
+        v1 = state.v + half * self.h * (state.f / m - self.gamma * state.v)
+        signs = self._reflect_signs((state.x + self.h * v1).astype(float))
+        v1 = v1.astype(float)
+        if verlet:  # the second kick, v' = v1b + h/2 a(x', v1b)
+            adj.v = self._kick_adjoint(adj, signs * v1, nxt.f.astype(float), adj.v, 0.5)
+        self._through_forces(adj, nxt.x, adj.pending)  # F at x': this step's and the next's
+        adj.pending = np.zeros_like(adj.pending)
+        xbar = signs * adj.x  # drift x' = x + h v1, through the walls
+        vbar_1 = signs * adj.v + self.h * xbar
+        adj.dt += float(np.sum(v1 * xbar))
+        adj.v = self._kick_adjoint(adj, state.v.astype(float), state.f.astype(float), vbar_1,
+                                   half)
+        adj.x = xbar
         self._seed(adj, state, self._weight(k, steps))
         self.progress("reverse", steps - k, steps)
 

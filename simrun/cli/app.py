@@ -8,6 +8,7 @@ import typer
 
 from simrun import __version__
 from simrun.cli.check_cmd import check
+from simrun.cli.grad_cmd import grad
 from simrun.cli.render_cmd import render
 from simrun.cli.run_cmd import run
 
@@ -20,6 +21,7 @@ hand), an integrator, dt, steps and what to save.
 \b
   simrun run scenes/gravity.yaml          simulate; outputs go to outputs/gravity/run-NNN
   simrun check scenes/gravity.yaml        validate and compile without running
+  simrun grad SCENE --wrt dt --check      gradient of the scene's objective, checked
   simrun render outputs/gravity/run-001   redraw the pictures of a run
   simrun run --help                       all options, and what a run folder holds
 
@@ -34,6 +36,7 @@ app = typer.Typer(help=HELP, no_args_is_help=True, pretty_exceptions_enable=Fals
                   add_completion=False, rich_markup_mode=None)
 app.command(no_args_is_help=True)(run)
 app.command(no_args_is_help=True)(check)
+app.command(no_args_is_help=True)(grad)
 app.command(no_args_is_help=True)(render)
 
 

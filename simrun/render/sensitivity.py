@@ -1,0 +1,63 @@
+"""Pictures of a `simrun grad` folder: normalised sensitivities as bars, and the gradient with
+respect to the start positions as arrows on the first frame."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from simrun.render.frames import atomic_path
+
+
+def render_sensitivities(values: dict[str, float], gradients: dict[str, float],
+                         objective: float, png_path: str | os.PathLike, *, title: str = ""
+                         ) -> Path:
+    """Bars of d ln J / d ln p = (p / J) dJ/dp: the % change of J per % change of p, which
+    compares keys of different units (dt against a stiffness)."""
+    keys = list(gradients)
+    rel = [values[k] * gradients[k] / objective if objective else 0.0 for k in keys]
+    fig = Figure(figsize=(7, 1.2 + 0.45 * max(len(keys), 1)), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_axes((0.34, 0.8 / (1.2 + 0.45 * len(keys)), 0.6,
+                       0.45 * len(keys) / (1.2 + 0.45 * len(keys))))
+    colours = ["#d62728" if r < 0 else "#1f77b4" for r in rel]
+    bars = ax.barh(range(len(keys)), rel, color=colours)
+    ax.bar_label(bars, labels=[f"{r:+.3g}" for r in rel], fontsize="small", padding=3)
+    ax.margins(x=0.2)
+    ax.set_yticks(range(len(keys)), keys, fontsize="small")
+    ax.invert_yaxis()
+    ax.axvline(0.0, color="0.4", lw=0.8)
+    ax.set_xlabel("d ln J / d ln p  (relative change of J per relative change of p)")
+    ax.set_title(f"{title}: sensitivities of J = {objective:.6g}" if title else
+                 f"sensitivities of J = {objective:.6g}", fontsize="medium")
+    ax.grid(axis="x", alpha=0.3)
+    png_path = Path(png_path)
+    with atomic_path(png_path) as tmp:
+        fig.savefig(tmp, format="png")
+    return png_path
+
+
+def render_position_gradient(x0: np.ndarray, grad: np.ndarray, png_path: str | os.PathLike,
+                             *, title: str = "") -> Path:
+    """-dJ/dx0 as arrows at the start positions (x-y plane): where moving a particle at the
+    start lowers the objective most."""
+    fig = Figure(figsize=(6, 6), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_axes((0.1, 0.1, 0.85, 0.82))
+    ax.scatter(x0[:, 0], x0[:, 1], s=12, color="0.3", zorder=3)
+    scale = float(np.max(np.linalg.norm(grad[:, :2], axis=1))) or 1.0
+    span = float(np.max(np.ptp(x0[:, :2], axis=0))) or 1.0
+    ax.quiver(x0[:, 0], x0[:, 1], -grad[:, 0], -grad[:, 1], color="#d62728", angles="xy",
+              scale_units="xy", scale=scale / (0.15 * span), width=0.004)
+    ax.set_aspect("equal", adjustable="datalim")
+    ax.set_title(f"{title}: -dJ/dx0 at the start (longest arrow |dJ/dx| = {scale:.3g})"
+                 if title else f"-dJ/dx0 (longest |dJ/dx| = {scale:.3g})", fontsize="medium")
+    ax.grid(alpha=0.3)
+    png_path = Path(png_path)
+    with atomic_path(png_path) as tmp:
+        fig.savefig(tmp, format="png")
+    return png_path
