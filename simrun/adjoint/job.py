@@ -76,7 +76,8 @@ def objective_value(scene: Scene, steps: int, threads: int | None = None,
                     overrides: dict[str, np.ndarray] | None = None) -> float:
     """J of the scene's trajectory (the forward sweep only), e.g. for finite differences."""
     x0, v0 = _start(scene, overrides or {})
-    traj = Trajectory(DiffModel(scene, x0, {}, {}, threads))
+    rest = initial_state(scene)[0]  # state.x0 moves the start, not the meshes' rest shape
+    traj = Trajectory(DiffModel(scene, rest, {}, {}, threads))
     return traj.objective(traj.start(x0, v0), steps)[0]
 
 
@@ -138,29 +139,38 @@ def check_gradient(scene: Scene, result: GradResult, *, threads: int | None = No
                    seed: int = 0) -> dict[str, Any]:
     """Central differences along one direction per KEY (the unit for scalars, a random unit
     vector for arrays) and a Taylor test along all KEYs at once: the first-order remainder
-    |J(p + h d) - J(p) - h dJ.d| must fall as h^2."""
+    |J(p + h d) - J(p) - h dJ.d| must fall as h^2. A KEY agrees when AD and FD differ by
+    at most the tolerance, or by at most three times FD's own error (the difference between
+    its values at steps h and 2h: a parameter that barely moves J drowns in rounding)."""
     rng = np.random.default_rng(seed)
     steps, keys = result.steps, [parse_key(scene, k) for k in result.gradients]
     rel_step = 1e-6 if scene.precision == "f64" else 1e-3
+    tol = 1e-5 if scene.precision == "f64" else 3e-2
     rows, directions = [], {}
     for key in keys:
         base, grad = value_of(scene, key), np.asarray(result.gradients[key.text], float)
         d = rng.normal(size=np.shape(base)) if np.ndim(base) else np.array(1.0)
         d = d / max(float(np.linalg.norm(d)), 1e-300)
-        if key.kind == "mass" and np.ndim(base) == 0 and np.ndim(grad) == 0:
-            d = np.array(1.0)
         directions[key.text] = (key, base, d)
-        eps = rel_step * max(float(np.max(np.abs(base))) if np.size(base) else 1.0, 1e-3)
-        plus = objective_value(*_args(scene, key, base, eps * d, steps, threads))
-        minus = objective_value(*_args(scene, key, base, -eps * d, steps, threads))
-        fd = (plus - minus) / (2 * eps)
+        size = float(np.max(np.abs(base))) if np.size(base) else 0.0
+        eps = rel_step * (size or 1.0)
+        fd, fd2 = (_central(scene, key, base, h * d, steps, threads) / h
+                   for h in (eps, 2 * eps))
         ad = float(np.sum(grad * d))
-        rows.append({"key": key.text, "ad": ad, "fd": fd, "step": eps,
-                     "rel_error": abs(ad - fd) / max(abs(fd), abs(ad), 1e-300)})
+        fd_error = abs(fd - fd2)
+        rows.append({"key": key.text, "ad": ad, "fd": fd, "step": eps, "fd_error": fd_error,
+                     "rel_error": abs(ad - fd) / max(abs(fd), abs(ad), 1e-300),
+                     "ok": abs(ad - fd) <= max(tol * max(abs(fd), abs(ad)), 3 * fd_error)})
     taylor = _taylor(scene, result, directions, steps, threads)
-    tol = 1e-5 if scene.precision == "f64" else 3e-2
-    ok = all(r["rel_error"] <= tol for r in rows) and taylor["order"] >= 1.8
+    ok = all(r["ok"] for r in rows) and taylor["order"] >= 1.8
     return {"rows": rows, "taylor": taylor, "tolerance": tol, "ok": ok}
+
+
+def _central(scene: Scene, key: Key, base, delta, steps: int, threads) -> float:
+    """(J(p + delta) - J(p - delta)) / 2."""
+    plus = objective_value(*_args(scene, key, base, delta, steps, threads))
+    minus = objective_value(*_args(scene, key, base, -delta, steps, threads))
+    return (plus - minus) / 2
 
 
 def _args(scene: Scene, key: Key, base, delta, steps: int, threads):

@@ -97,11 +97,13 @@ def _failed(message: str) -> int:
 
 
 def _print_check(check: dict) -> None:
-    out.print(f"  check (central differences, relative tolerance {check['tolerance']:g}):")
-    out.print(f"    {'KEY':32s} {'AD':>18s} {'FD':>18s} {'rel. error':>10s}")
+    out.print(f"  check (central differences; relative tolerance {check['tolerance']:g}, or "
+              "within 3x FD's own error, its change from step h to 2h):")
+    out.print(f"    {'KEY':32s} {'AD':>18s} {'FD':>18s} {'rel. error':>10s} {'FD error':>9s}")
     for row in check["rows"]:
+        mark = "" if row["ok"] else "  <- disagrees"
         out.print(f"    {row['key']:32s} {row['ad']:18.10g} {row['fd']:18.10g} "
-                  f"{row['rel_error']:10.2e}")
+                  f"{row['rel_error']:10.2e} {row['fd_error']:9.1e}{mark}", markup=False)
     t = check["taylor"]
     out.print(f"    Taylor remainders {', '.join(f'{r:.3g}' for r in t['residuals'])}; "
               f"orders {', '.join(f'{o:.2f}' for o in t['orders'])} (2 expected)")
