@@ -36,7 +36,8 @@ class DiffModel:
             f._make_dual()
         for f in (system.m, system.v):
             f._make_grad()
-        system.m.grad._make_dual()
+        for f in (system.x, system.m):
+            f.grad._make_dual()  # H lambda lands in x.grad.dual, also from hand-written grads
         self.param_fields: dict[str, object] = {}
         by_term: dict[int, list[str]] = {}
         for i, name in energy_keys.values():

@@ -89,12 +89,14 @@ def load_module(path: Path) -> ModuleType:
 
 
 def is_kernel(obj: Any) -> bool:
-    """A ``@ti.kernel`` of simrun.lang (or Taichi, whose kernels carry ``_primal``)."""
+    """A ``@ti.kernel`` of simrun.lang (or Taichi, whose kernels carry ``_primal``), or a
+    ``@ti.ad.grad_replaced`` function (an energy that brings its own gradient)."""
     import simrun.lang as ti
+    from simrun.lang.ad import GradReplaced
 
     kernel_type = getattr(ti, "Kernel", None)
     return (isinstance(kernel_type, type) and isinstance(obj, kernel_type)) or \
-        hasattr(obj, "_primal")
+        hasattr(obj, "_primal") or isinstance(obj, GradReplaced)
 
 
 def parameter_names(kernel: Any) -> list[str]:
