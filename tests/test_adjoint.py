@@ -37,7 +37,7 @@ def test_schedule_is_the_optimum_and_reverses_every_step_once(snapshots):
     for n in range(1, 90):
         seen = []
 
-        def reverse_step(state, k):
+        def reverse_step(state, k, seen=seen):
             assert state == k  # the state before step k
             seen.append(k)
 

@@ -70,33 +70,30 @@ def reverse(state0: Any, steps: int, snapshots: int, advance: Callable[[Any, int
     """Call reverse_step(state_k, k) for k = steps-1 .. 0, each with the state before step k.
 
     advance(state, k) returns the state after step k (a new object); copy(state) stores one.
-    At most `snapshots` states are stored besides state0 (state0 is the caller's)."""
+    At most `snapshots` states are stored besides state0 (state0 is the caller's). The
+    recursion runs on an explicit stack: storing every state of a long run is deep."""
     sched = Schedule(steps, snapshots)
-    stored = [0]
-
-    def run(state: Any, a: int, b: int, s: int) -> None:
-        while b - a > 1:
-            n = b - a
-            if s == 0:  # no room: recompute from a for each step
-                for j in reversed(range(a, b)):
-                    st = state
-                    for k in range(a, j):
-                        st = advance(st, k)
-                        sched.advances += 1
-                    reverse_step(st, j)
-                return
-            m = a + _split(n, s)
-            st = state
-            for k in range(a, m):
-                st = advance(st, k)
-                sched.advances += 1
-            stored[0] += 1
-            sched.peak_stored = max(sched.peak_stored, stored[0])
-            run(copy(st), m, b, s - 1)
-            stored[0] -= 1
-            b = m
-        if b - a == 1:
-            reverse_step(state, a)
-
-    run(state0, 0, steps, min(snapshots, max(steps - 1, 0)))
+    alive = 0
+    # (state before step a, a, b, free snapshots, whether this frame's state is a stored copy)
+    stack = [(state0, 0, steps, min(snapshots, max(steps - 1, 0)), False)]
+    while stack:
+        state, a, b, s, owned = stack.pop()
+        if b - a <= 1 or s == 0:
+            for j in reversed(range(a, b)):  # with no room left: recompute from a for each
+                st = state
+                for k in range(a, j):
+                    st = advance(st, k)
+                    sched.advances += 1
+                reverse_step(st, j)
+            alive -= owned
+            continue
+        m = a + _split(b - a, s)
+        st = state
+        for k in range(a, m):
+            st = advance(st, k)
+            sched.advances += 1
+        stack.append((state, a, m, s, owned))  # after [m, b), with the same state
+        stack.append((copy(st), m, b, s - 1, True))
+        alive += 1
+        sched.peak_stored = max(sched.peak_stored, alive)
     return sched
