@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from simrun.adjoint import schedule
-from simrun.adjoint.job import check_gradient, objective_value, scene_gradient
+from simrun.adjoint.job import check_gradient, forward_gradient, objective_value, scene_gradient
 from simrun.scene import SceneError, load_scene
 
 REPO = Path(__file__).resolve().parents[1]
@@ -243,3 +243,44 @@ def test_cli_check_fails_on_a_wrong_custom_gradient(tmp_path):
     done = simrun("grad", str(path), "--wrt", "state.x0", "--check", "--out", "g", cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "disagrees" in done.stdout
+
+
+@pytest.mark.parametrize("integrator", ["velocity_verlet", "symplectic_euler"])
+def test_forward_mode_equals_reverse_mode(tmp_path, integrator):
+    """Tangents and adjoints of the same discrete steps agree to rounding, walls included."""
+    body = GRAVITY + "boundary: {type: reflect, low: [0.2, 0.2], high: [0.8, 0.8]}\n"
+    scene = load_scene(_scene(tmp_path, body), [f"integrator.type={integrator}",
+                                                "objective={builtin: kinetic, at: mean}"])
+    keys = ["initial.velocity", "dt", "integrator.damping", "energy.0.params.softening",
+            "particles.mass", "state.x0"]
+    rev = scene_gradient(scene, keys, checkpoints=3)
+    fwd = forward_gradient(scene, keys)
+    assert fwd.objective == rev.objective
+    for key in keys:
+        want = np.asarray(rev.gradients[key])
+        if key in fwd.directions:  # an array KEY: dJ along the random direction
+            want = np.sum(want * fwd.directions[key])
+        scale = np.max(np.abs(want))
+        np.testing.assert_allclose(fwd.gradients[key], want, rtol=0, atol=1e-12 * scale)
+    assert len(fwd.horizon["dt"]) == rev.steps // scene.outputs.every
+
+
+def test_cli_forward_mode_writes_the_sensitivity_horizon(tmp_path):
+    path = _scene(tmp_path, GRAVITY)
+    done = simrun("grad", str(path), "--mode", "forward", "--wrt", "dt", "--wrt", "state.x0",
+                  "--out", "f", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = (tmp_path / "f" / "horizon.csv").read_text().splitlines()
+    assert lines[0] == "step,time,objective,d/ddt,d/dstate.x0"
+    assert int(lines[-1].split(",")[0]) == 60
+    record = json.loads((tmp_path / "f" / "gradients.json").read_text())
+    assert record["mode"] == "forward" and "state.x0" in record["directions"]
+    assert (tmp_path / "f" / "horizon.png").stat().st_size > 1000
+
+
+def test_cli_check_validates_objective_and_keys(tmp_path):
+    path = _scene(tmp_path, GRAVITY)
+    good = simrun("check", str(path), "--wrt", "dt", cwd=tmp_path)
+    assert good.returncode == 0 and "objective" in good.stdout
+    bad = simrun("check", str(path), "--wrt", "energy.0.params.k", cwd=tmp_path)
+    assert bad.returncode == 2 and "Did you mean" in bad.stderr

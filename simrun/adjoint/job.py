@@ -15,8 +15,8 @@ import numpy as np
 
 from simrun.adjoint.keys import Key, parse_key, value_of, with_value
 from simrun.adjoint.model import DiffModel
-from simrun.adjoint.sweep import Trajectory
-from simrun.scene import Scene, initial_state
+from simrun.adjoint.sweep import Tangent, Trajectory, tangent_sweep
+from simrun.scene import Scene, SceneError, initial_state
 
 Progress = Callable[[str, int, int], None]
 
@@ -33,6 +33,9 @@ class GradResult:
     threads: int | None
     seconds: dict[str, float] = field(default_factory=dict)
     check: dict[str, Any] | None = None
+    mode: str = "reverse"
+    directions: dict[str, np.ndarray] = field(default_factory=dict)  # forward: array KEYs
+    horizon: dict[str, list] = field(default_factory=dict)  # forward: (step, J(t), dJ(t))
 
 
 def _state_bytes(scene: Scene) -> int:
@@ -83,6 +86,20 @@ def objective_value(scene: Scene, steps: int, threads: int | None = None,
     return traj.objective(traj.start(x0, v0), steps)[0]
 
 
+def check_objective(scene: Scene, wrt: list[str], threads: int | None = None) -> float:
+    """`simrun check`: the KEYs parse, the objective (and its kernel) compiles, and its value
+    at step 0 is finite; returns that value."""
+    keys = [parse_key(scene, text) for text in wrt]
+    x0, v0 = _start(scene, {})
+    traj = Trajectory(DiffModel(scene, x0, *_split_keys(keys), threads))
+    state = traj.start(x0, v0)
+    value = traj.model.objective(state.x, state.v, state.potential)
+    if not np.isfinite(value):
+        raise SceneError(f"{scene.objective.where}: the objective is {value} at step 0; check "
+                         "its kernel and the scene's start")
+    return value
+
+
 def scene_gradient(scene: Scene, wrt: list[str], *, steps: int | None = None,
                    checkpoints: int | None = None, memory: int | None = None,
                    threads: int | None = None, progress: Progress | None = None) -> GradResult:
@@ -110,6 +127,63 @@ def scene_gradient(scene: Scene, wrt: list[str], *, steps: int | None = None,
     return GradResult(value, grads, steps, snapshots, sched.advances, sched.recompute_factor,
                       sched.peak_stored * _state_bytes(scene),
                       threads or os.cpu_count(), {"forward": t1 - t0, "reverse": t2 - t1})
+
+
+def forward_gradient(scene: Scene, wrt: list[str], *, steps: int | None = None,
+                     threads: int | None = None, progress: Progress | None = None,
+                     seed: int = 0) -> GradResult:
+    """Forward mode (tangents): one sweep per scalar KEY (per component of initial.velocity),
+    one along a random unit direction for arrays; also each KEY's sensitivity horizon
+    dJ(t)/dp at the scene's frame cadence."""
+    keys = [parse_key(scene, text) for text in wrt]
+    steps = scene.steps if steps is None else steps
+    t0 = time.perf_counter()
+    x0, v0 = _start(scene, {})
+    traj = Trajectory(DiffModel(scene, x0, *_split_keys(keys), threads), progress)
+    state0 = traj.start(x0, v0)
+    rng = np.random.default_rng(seed)
+    grads, directions, horizon, value = {}, {}, {}, 0.0
+    every = max(1, min(scene.outputs.every, steps))
+    for key in keys:
+        seeds = _tangent_seeds(key, scene, rng)
+        derivs = []
+        for name, tan in seeds:
+            value, dj, series = tangent_sweep(traj, state0, steps, tan, every)
+            derivs.append(dj)
+            horizon[name] = series
+        if key.kind in ("x0", "v0") or (key.kind == "mass" and np.ndim(value_of(scene, key))):
+            directions[key.text] = seeds[0][1].x if key.kind == "x0" else (
+                seeds[0][1].v if key.kind == "v0" else seeds[0][1].mass)
+        grads[key.text] = np.array(derivs) if key.kind == "velocity" else derivs[0]
+    return GradResult(value, grads, steps, 0, 0, 1.0, 0, threads or os.cpu_count(),
+                      {"forward": time.perf_counter() - t0}, mode="forward",
+                      directions=directions, horizon=horizon)
+
+
+def _tangent_seeds(key: Key, scene: Scene, rng) -> list[tuple[str, Tangent]]:
+    n, dim = scene.particles.count, scene.particles.dim
+
+    def tangent(**kw) -> Tangent:
+        base = {"x": np.zeros((n, dim)), "v": np.zeros((n, dim)), "mass": np.zeros(n)}
+        return Tangent(**{**base, **kw})
+
+    def unit(shape):
+        d = rng.normal(size=shape)
+        return d / np.linalg.norm(d)
+
+    if key.kind == "x0":
+        return [(key.text, tangent(x=unit((n, dim))))]
+    if key.kind == "v0":
+        return [(key.text, tangent(v=unit((n, dim))))]
+    if key.kind == "velocity":
+        return [(f"{key.text}.{c}", tangent(v=np.eye(dim)[c][None].repeat(n, 0)))
+                for c in range(dim)]
+    if key.kind == "mass":
+        uniform = np.ndim(value_of(scene, key)) == 0
+        return [(key.text, tangent(mass=np.ones(n) if uniform else unit(n)))]
+    if key.kind in ("dt", "damping"):
+        return [(key.text, tangent(**{key.kind: 1.0}))]
+    return [(key.text, tangent(params={key.text: 1.0}))]
 
 
 def _gradient_of(key: Key, adj, scene: Scene):
@@ -221,7 +295,7 @@ def write_outputs(out_dir, scene: Scene, result: GradResult) -> list:
     record = {
         "objective": {"value": result.objective, **scene.objective.to_dict()},
         "gradients": plain,
-        "mode": "reverse", "steps": result.steps,
+        "mode": result.mode, "steps": result.steps,
         "schedule": {"kind": "binomial", "snapshots": result.snapshots,
                      "forward_steps_recomputed": result.advances,
                      "recompute_factor": round(result.recompute_factor, 4),
@@ -230,18 +304,47 @@ def write_outputs(out_dir, scene: Scene, result: GradResult) -> list:
                                                   result.seconds.items()},
         "check": result.check, "versions": versions(),
     }
+    if result.mode == "forward":
+        del record["schedule"]
+        record["directions"] = {k: "a random unit direction (gradients.npz: "
+                                   f"direction:{k}); the value is dJ along it"
+                                for k in result.directions}
     atomic_write_text(out_dir / "gradients.json", json.dumps(record, indent=2) + "\n")
     atomic_savez(out_dir / "gradients.npz", **{k: np.asarray(g, float)
-                                               for k, g in result.gradients.items()})
+                                               for k, g in result.gradients.items()},
+                 **{f"direction:{k}": d for k, d in result.directions.items()})
     write_scene(out_dir / "scene.yaml", scene.to_dict())
     pictures = []
-    scalars = {k: float(g) for k, g in result.gradients.items() if np.ndim(g) == 0}
+    scalars = {k: float(g) for k, g in result.gradients.items()
+               if np.ndim(g) == 0 and k not in result.directions}
     if scalars:
         values = {k: float(value_of(scene, keys[k])) for k in scalars}
         pictures.append(render_sensitivities(values, scalars, result.objective,
                                              out_dir / "sensitivities.png", title=scene.name))
-    if "state.x0" in result.gradients:
+    if result.horizon:
+        pictures += _write_horizon(out_dir, scene, result)
+    if "state.x0" in result.gradients and result.mode == "reverse":
         pictures.append(render_position_gradient(initial_state(scene)[0],
                                                  np.asarray(result.gradients["state.x0"]),
                                                  out_dir / "x0_gradient.png", title=scene.name))
     return pictures
+
+
+def _write_horizon(out_dir, scene: Scene, result: GradResult) -> list:
+    """horizon.csv (step, time, J(t), dJ(t)/dKEY...) and horizon.png: how the sensitivity
+    grows with the horizon, which shows where a chaotic system's gradient stops meaning
+    anything (it grows exponentially and central differences stop agreeing)."""
+    from simrun.outputs import atomic_write_text
+    from simrun.render.sensitivity import render_horizon
+
+    names = list(result.horizon)
+    rows = list(zip(*[result.horizon[n] for n in names]))
+    lines = ["step,time,objective," + ",".join(f"d/d{n}" for n in names)]
+    for row in rows:
+        step, value = row[0][0], row[0][1]
+        lines.append(f"{step},{step * scene.dt!r},{value!r},"
+                     + ",".join(repr(r[2]) for r in row))
+    atomic_write_text(out_dir / "horizon.csv", "\n".join(lines) + "\n")
+    times = np.array([r[0][0] for r in rows]) * scene.dt
+    series = {n: np.array([s[2] for s in result.horizon[n]]) for n in names}
+    return [render_horizon(times, series, out_dir / "horizon.png", title=scene.name)]

@@ -70,13 +70,13 @@ class DiffModel:
                     defaults)
 
     # ------------------------------------------------------------------ forces
-    def second(self, x: np.ndarray, lam: np.ndarray) -> Second:
-        """dU/dx, H lambda and the parameter derivatives at x (one forward-over-reverse pass)."""
+    def _over_reverse(self, param, seed) -> None:
+        """U and dU/d(every field) at the current x, with their tangents along `seed` of the
+        field `param` (forward mode over the reverse pass)."""
         system, ti = self.system, self.system.ti
-        system.x.from_numpy(np.ascontiguousarray(x, dtype=system.np_dtype))
         grads = list(system._energy_grads()) + [system.m.grad]
-        with ti.ad.FwdMode(loss=system.U, param=system.x,
-                           seed=np.asarray(lam, dtype=system.np_dtype)):
+        with ti.ad.FwdMode(loss=system.U, param=param,
+                           seed=np.asarray(seed, dtype=system.np_dtype).reshape(-1)):
             for g in grads:
                 g.fill(0)
             system.U.fill(0)
@@ -85,6 +85,12 @@ class DiffModel:
             system.U.grad.fill(1)
             for k in reversed(system.energy):
                 k.kernel.grad(*k.args)
+
+    def second(self, x: np.ndarray, lam: np.ndarray) -> Second:
+        """dU/dx, H lambda and the parameter derivatives at x (one forward-over-reverse pass)."""
+        system = self.system
+        system.x.from_numpy(np.ascontiguousarray(x, dtype=system.np_dtype))
+        self._over_reverse(system.x, lam)
         out = Second(system.x.grad.to_numpy().astype(float),
                      system.x.grad.dual.to_numpy().astype(float),
                      system.m.grad.to_numpy().astype(float),
@@ -93,6 +99,23 @@ class DiffModel:
             out.grad_p[key] = float(f.grad[None])
             out.mixed_p[key] = float(f.grad.dual[None])
         return out
+
+    def force_tangent(self, x: np.ndarray, xdot: np.ndarray, seeds: dict) -> tuple[np.ndarray,
+                                                                                 float]:
+        """dF and dU at x along xdot and `seeds` ({"mass": per-particle tangent, energy KEY:
+        tangent}): one forward-over-reverse pass per nonzero seed."""
+        system = self.system
+        system.x.from_numpy(np.ascontiguousarray(x, dtype=system.np_dtype))
+        passes = [(system.x, xdot)] + [(system.m if k == "mass" else self.param_fields[k], s)
+                                       for k, s in seeds.items()]
+        dforce, denergy = np.zeros_like(xdot, dtype=float), 0.0
+        for param, seed in passes:
+            if not np.any(seed):
+                continue
+            self._over_reverse(param, seed)
+            dforce -= system.x.grad.dual.to_numpy().astype(float)
+            denergy += float(system.U.dual[None])
+        return dforce, denergy
 
     # ------------------------------------------------------------------ objective
     def objective(self, x: np.ndarray, v: np.ndarray, potential: float) -> float:

@@ -150,6 +150,12 @@ class Trajectory:
                                    half)
         adj.x = xbar
         self._seed(adj, state, self._weight(k, steps))
+        for name, value in (("positions", adj.x), ("velocities", adj.v)):
+            if not np.isfinite(value).all():
+                raise FloatingPointError(
+                    f"the reverse sweep's adjoint of the {name} became NaN or Inf at step {k} "
+                    f"(time {k * self.h:g}): the trajectory or its second derivatives "
+                    "overflow there; shorten the horizon (--steps) or check the energy terms")
         self.progress("reverse", steps - k, steps)
 
     def gradient(self, state0: State, steps: int, snapshots: int
@@ -170,3 +176,69 @@ class Trajectory:
         self._through_forces(adj, state0.x, adj.pending)  # F at x0 (the first kick)
         adj.pending = np.zeros_like(adj.pending)
         return adj, sched
+
+
+@dataclass
+class Tangent:
+    """Tangents of the state and of the parameters along one direction."""
+
+    x: np.ndarray
+    v: np.ndarray
+    mass: np.ndarray
+    dt: float = 0.0
+    damping: float = 0.0
+    params: dict[str, float] = field(default_factory=dict)  # energy and objective KEYs
+
+
+def tangent_sweep(traj: Trajectory, state0: State, steps: int, tan: Tangent, every: int
+                  ) -> tuple[float, float, list[tuple[int, float, float]]]:
+    """Forward mode: J and dJ along `tan`, and (step, J(t), dJ(t)) every `every` steps: the
+    objective as if the horizon ended there, and its derivative (the sensitivity horizon)."""
+    model, h, g, m = traj.model, traj.h, traj.gamma, traj.m
+    energy_seeds = {k: v for k, v in tan.params.items() if k in model.param_fields}
+    seeds = {"mass": tan.mass, **energy_seeds}
+    fdot, _ = model.force_tangent(state0.x, tan.x, seeds)
+    xdot, vdot, mdot = tan.x.copy(), tan.v.copy(), tan.mass[:, None]
+    total = dtotal = 0.0
+    series = []
+    verlet = traj.scene.integrator.type == "velocity_verlet"
+    half = 0.5 if verlet else 1.0
+
+    def kick(v, vd, f, fd, scale):
+        acc = f / m - g * v
+        dacc = fd / m - f * mdot / m**2 - tan.damping * v - g * vd
+        return vd + scale * h * dacc + scale * tan.dt * acc
+
+    state = state0
+    for k in range(steps):
+        nxt = traj.advance(state, k)
+        v1 = (state.v + half * h * (state.f / traj.m.astype(state.v.dtype)
+                                     - g * state.v))
+        signs = traj._reflect_signs((state.x + h * v1).astype(float))
+        vdot1 = kick(state.v.astype(float), vdot, state.f.astype(float), fdot, half)
+        xdot = signs * (xdot + h * vdot1 + tan.dt * v1.astype(float))
+        vdot = signs * vdot1
+        fdot, udot = model.force_tangent(nxt.x, xdot, seeds)
+        if verlet:
+            vdot = kick(signs * v1.astype(float), vdot, nxt.f.astype(float), fdot, 0.5)
+        state = nxt
+        j, dj = _objective_tangent(traj, state, xdot, vdot, tan, udot)
+        w = traj._weight(k + 1, steps)
+        total, dtotal = total + w * j, dtotal + w * dj
+        if (k + 1) % every == 0 or k + 1 == steps:
+            series.append((k + 1, total * steps / (k + 1) if traj.at_mean else j,
+                           dtotal * steps / (k + 1) if traj.at_mean else dj))
+        traj.progress("forward", k + 1, steps)
+    return total, dtotal, series
+
+
+def _objective_tangent(traj: Trajectory, state: State, xdot, vdot, tan: Tangent, udot: float
+                       ) -> tuple[float, float]:
+    model = traj.model
+    j = model.objective(state.x, state.v, state.potential)
+    dx, dv, dm, dp = model.objective_grad(state.x, state.v)
+    dj = float(np.sum(dx * xdot) + np.sum(dv * vdot) + np.sum(dm * tan.mass))
+    dj += sum(val * tan.params.get(k, 0.0) for k, val in dp.items())
+    if model.uses_potential():
+        dj += udot
+    return j, dj

@@ -2,20 +2,32 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
+import typer
+
 from simrun.cli.common import SceneArg, SetOpt, ThreadsOpt, exit_codes, out
 from simrun.scene import load_scene
 from simrun.stepper import check_scene
 
 
-def check(scene_path: SceneArg, sets: SetOpt = None, threads: ThreadsOpt = None) -> None:
+def check(scene_path: SceneArg, sets: SetOpt = None, threads: ThreadsOpt = None,
+          wrt: Annotated[list[str] | None, typer.Option(
+              "--wrt", metavar="KEY", help="Also check that `simrun grad` can differentiate "
+              "with respect to KEY (repeatable).")] = None) -> None:
     """Validate SCENE and compile its kernels; run and write nothing.
 
-    Every kernel the scene names (energy terms and step kernels) is compiled and the
-    potential energy at step 0 is evaluated. Exit 0 when the scene is ready to run, 2 with
-    file:line:column when it is not."""
+    Every kernel the scene names (energy terms, step kernels, the objective) is compiled and
+    the potential energy at step 0 is evaluated; with --wrt, the KEYs are checked too. Exit 0
+    when the scene is ready to run, 2 with file:line:column when it is not."""
+    objective = None
     with exit_codes():
         scene = load_scene(scene_path, list(sets or []))
         report = check_scene(scene, threads)
+        if scene.objective is not None or wrt:
+            from simrun.adjoint.job import check_objective
+
+            objective = check_objective(scene, list(wrt or []), threads)
     p = scene.particles
     out.print(f"[bold green]ok[/] {scene_path}: scene '{scene.name}', {p.count} particles in "
               f"{p.dim}-D, {scene.precision}, {scene.steps} steps of dt = {scene.dt:g}")
@@ -26,3 +38,6 @@ def check(scene_path: SceneArg, sets: SetOpt = None, threads: ThreadsOpt = None)
         out.print(f"  module fields {', '.join(report.extra_fields)}")
     out.print(f"  compiled in {report.compile_s:.2f} s; potential energy at step 0 = "
               f"{report.potential:.9g}")
+    if objective is not None:
+        out.print(f"  objective     {objective:.9g} at step 0"
+                  + (f"; differentiable in {', '.join(wrt)}" if wrt else ""))

@@ -31,6 +31,11 @@ def grad(
         "--wrt", metavar="KEY", help="Differentiate with respect to KEY (repeatable): "
         "state.x0, state.v0, initial.velocity, dt, integrator.damping, particles.mass, "
         "energy.<i>.params.<name>, objective.params.<name>.")],
+    mode: Annotated[str, typer.Option(
+        "--mode", metavar="reverse|forward", help="reverse: all KEYs in one backward sweep "
+        "(checkpointed); forward: one tangent sweep per scalar KEY (and per component of "
+        "initial.velocity; arrays along a random direction), plus horizon.csv/png.")
+    ] = "reverse",
     check: Annotated[bool, typer.Option(
         "--check", help="Also compare with central differences and a Taylor test; exit 1 "
         "if they disagree.")] = False,
@@ -54,25 +59,35 @@ def grad(
     DIR/scene.yaml and DIR/sensitivities.png (d ln J / d ln p for scalar keys); with
     state.x0, DIR/x0_gradient.png. Exit 0 ok, 1 the check failed or the gradient is not
     finite, 2 bad input (unknown KEY, no objective), 130 interrupted."""
-    from simrun.adjoint.job import check_gradient, scene_gradient, snapshots_for, write_outputs
+    from simrun.adjoint.job import (
+        check_gradient,
+        forward_gradient,
+        scene_gradient,
+        snapshots_for,
+        write_outputs,
+    )
     from simrun.adjoint.schedule import forward_steps
 
     with exit_codes():
         scene = load_scene(scene_path, list(sets or []))
         budget = parse_size(memory) if memory is not None else None
         n = steps or scene.steps
+        if mode not in ("reverse", "forward"):
+            raise SceneError(f"--mode {mode!r}: use reverse or forward")
         snaps = snapshots_for(scene, n, checkpoints, budget)
-        err.print(f"reverse sweep: {n} steps, {snaps} stored states, "
-                  f"{(forward_steps(n, snaps) + n) / n + 1:.2f}x the forward run's steps",
-                  highlight=False)
+        if mode == "reverse":
+            err.print(f"reverse sweep: {n} steps, {snaps} stored states, "
+                      f"{(forward_steps(n, snaps) + n) / n + 1:.2f}x the forward run's steps",
+                      highlight=False)
         try:
             with step_bar(f"grad {scene.name}", err.is_terminal) as bar:
+                report = (lambda _phase, done, total: bar(done, total)) if bar else None
                 result = scene_gradient(scene, wrt, steps=n, checkpoints=snaps, threads=threads,
-                                        progress=(lambda _phase, done, total: bar(done, total))
-                                        if bar else None)
+                                        progress=report) if mode == "reverse" else \
+                    forward_gradient(scene, wrt, steps=n, threads=threads, progress=report)
         except FloatingPointError as exc:
             raise typer.Exit(_failed(str(exc))) from None
-        if check:
+        if check and mode == "reverse":
             result.check = check_gradient(scene, result, threads=threads)
         target = out_dir or new_run_dir(Path("outputs") / scene.name, "grad")
         target.mkdir(parents=True, exist_ok=True)
@@ -83,8 +98,12 @@ def grad(
         text = f"{float(g):.10g}" if not hasattr(g, "shape") or g.shape == () else \
             f"array {tuple(g.shape)}, |g| = {float((g ** 2).sum() ** 0.5):.6g}"
         out.print(f"  dJ/d{key} = {text}")
-    out.print(f"  schedule: {result.snapshots} stored states, {result.advances} steps "
-              f"recomputed; wrote {target}")
+    if result.mode == "reverse":
+        out.print(f"  schedule: {result.snapshots} stored states, {result.advances} steps "
+                  f"recomputed")
+    else:
+        out.print("  forward mode: arrays along a random unit direction (gradients.npz)")
+    out.print(f"  wrote {target}")
     if result.check is not None:
         _print_check(result.check)
         if not result.check["ok"]:

@@ -61,3 +61,25 @@ def render_position_gradient(x0: np.ndarray, grad: np.ndarray, png_path: str | o
     with atomic_path(png_path) as tmp:
         fig.savefig(tmp, format="png")
     return png_path
+
+
+def render_horizon(times: np.ndarray, series: dict[str, np.ndarray], png_path, *,
+                   title: str = "") -> Path:
+    """|dJ(t)/dp| against the horizon t, log scale: linear growth is a regular system,
+    exponential growth (a straight rising line) is chaos eating the gradient's meaning."""
+    fig = Figure(figsize=(7, 4.5), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_axes((0.12, 0.12, 0.84, 0.78))
+    for name, values in series.items():
+        ax.plot(times, np.abs(values), lw=1.2, label=name)
+    ax.set_yscale("log")
+    ax.set_xlabel("horizon t (the objective taken at time t)")
+    ax.set_ylabel("|dJ(t) / dp|")
+    ax.set_title(f"{title}: sensitivity against horizon" if title else
+                 "sensitivity against horizon", fontsize="medium")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize="small", loc="best")
+    png_path = Path(png_path)
+    with atomic_path(png_path) as tmp:
+        fig.savefig(tmp, format="png")
+    return png_path
