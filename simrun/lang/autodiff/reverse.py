@@ -14,10 +14,9 @@ from __future__ import annotations
 import dataclasses
 from contextlib import contextmanager
 
-from ..codegen.layout import stmt_reads
-from ..codegen.schedule import accumulation, var_reductions
 from ..errors import AutodiffError
 from ..ir import builder
+from ..ir.access import stmt_reads
 from ..ir.nodes import (
     AssertStmt,
     Assign,
@@ -41,6 +40,7 @@ from ..ir.nodes import (
     walk,
 )
 from ..ir.ops import Op
+from ..ir.reductions import accumulation, var_reductions
 from .analysis import kernel_access
 from .normalize import normalize
 from .races import check_races

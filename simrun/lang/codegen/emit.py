@@ -14,6 +14,7 @@ import platform
 
 from llvmlite import ir
 
+from ..ir.access import stmt_writes
 from ..ir.nodes import (
     Assign,
     Const,
@@ -27,11 +28,12 @@ from ..ir.nodes import (
     walk,
 )
 from ..ir.ops import Op
+from ..ir.reductions import accumulation, field_reductions, var_reductions
 from ..types import DType
 from ..types import f64 as F64T
 from ..types import i64 as I64T
 from . import llvm_ops
-from .layout import MERGE_STRIDE, STACK_BYTES, Layout, stmt_writes
+from .layout import MERGE_STRIDE, STACK_BYTES, Layout
 from .llvm_types import F64, I32, I64, PTR, const, llvm_type
 from .schedule import (
     CHUNK_ALIGN,
@@ -45,16 +47,13 @@ from .schedule import (
     RANGE_STRIDE,
     SCATTER_INLINE_WORK,
     SPIN_ROUNDS,
-    accumulation,
     component_major,
     field_bytes,
-    field_reductions,
     iteration_cost,
     owned_fields,
     private_scatters,
     row_sums,
     scatters_floats,
-    var_reductions,
 )
 
 _GOLDEN = 0x9E3779B97F4A7C15

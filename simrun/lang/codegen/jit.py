@@ -118,9 +118,11 @@ def _codegen_fingerprint() -> str:
     """Any change to the code generator invalidates cached objects, with no version to bump."""
     h = hashlib.sha256()
     here = Path(__file__).parent
-    for path in sorted(here.glob("*.py")) + [here.parent / "compiler.py",
-                                              here.parent / "ir" / "ops.py",
-                                              here.parent / "runtime" / "pool_state.py"]:
+    lang = here.parent
+    for path in sorted(here.glob("*.py")) + [lang / "compiler.py", lang / "ir" / "ops.py",
+                                              lang / "ir" / "access.py",
+                                              lang / "ir" / "reductions.py",
+                                              lang / "runtime" / "pool_state.py"]:
         h.update(path.read_bytes())
     return h.hexdigest()
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ..ir.access import write_counts
 from ..ir.nodes import (
     AssertStmt,
     Assign,
@@ -60,6 +61,7 @@ from ..ir.nodes import (
     walk,
 )
 from ..ir.ops import Op
+from ..ir.reductions import field_reductions, hoistable_fields, index_key, var_reductions
 
 INLINE_WORK = 1 << 18   # estimated units a launch may take and still run inline (~60 us)
 SCATTER_INLINE_WORK = 1 << 21  # the same for a loop with float atomic scatters (~0.5 ms)
@@ -216,19 +218,10 @@ def _stmt_cost(s, invariant, plain) -> Cost:
     return Cost()  # Break, Continue
 
 
-def _write_counts(body) -> dict:
-    """How many statements of body write each local."""
-    counts: dict = {}
-    for s in walk(body):
-        for v in _writes(s):
-            counts[v] = counts.get(v, 0) + 1
-    return counts
-
-
 def _owned_test(task):
     """A predicate: does an access index the field at the iteration's own index (the loop's
     indices, each assigned once), where no other iteration of the launch reads or writes?"""
-    assigned = _write_counts(task.body)
+    assigned = write_counts(task.body)
     own = tuple(task.index_vars) or (task.var,)
 
     def owned(s) -> bool:
@@ -265,11 +258,9 @@ def row_sums(task) -> dict:
     only outer indices and locals the task never writes), on fields the task touches no other
     way, as {id(stmt): key}; statements with one key add into one per-row sum, flushed once per
     row (the `x.grad[i]` of a pair-energy gradient over `ndrange(n, n)`)."""
-    from ..passes.hoist_atomics import hoistable_fields, index_key
-
     if len(task.grid) < 2:
         return {}
-    writes = _write_counts(task.body)
+    writes = write_counts(task.body)
     outer = {v for v in task.index_vars[:-1] if writes.get(v, 0) == 1}
     fields = hoistable_fields(task.body)
     out = {}
@@ -335,67 +326,6 @@ def field_bytes(f) -> int:
     return f.ncomp * f.dtype.bits // 8 * math.prod(f.shape)
 
 
-def _writes(s):
-    from .layout import stmt_writes
-
-    return stmt_writes(s)
-
-
-# ---------------------------------------------------------------- reductions
-
-
-def accumulation(s):
-    """The increment e when s is `v = v + e` (what `v += e` lowers to), `v = e + v` or
-    `v = v - e`, else None."""
-    from ..ir import builder
-
-    v = _uncast(s.value)
-    if not (isinstance(v, OpExpr) and v.op in (Op.ADD, Op.SUB)):
-        return None
-    own = [isinstance(_uncast(a), VarRef) and _uncast(a).var is s.var for a in v.args]
-    if own[0]:
-        delta = builder.cast(v.args[1], s.var.dtype)
-        return delta if v.op is Op.ADD else -delta
-    if own[1] and v.op is Op.ADD:
-        return builder.cast(v.args[0], s.var.dtype)
-    return None
-
-
-def _uncast(e):
-    return e.args[0] if isinstance(e, OpExpr) and e.op is Op.CAST else e
-
-
-def field_reductions(task) -> dict:
-    """(id(field), comp) -> field for 0-d fields the task only adds to (`s[None] += e`)."""
-    accessed_other = set()
-    candidates = {}
-    for s in walk(task.body):
-        if isinstance(s, Atomic) and s.op in ("add", "sub") and s.result is None \
-                and s.field.shape == ():
-            candidates[(id(s.field), s.comp)] = s.field
-        elif isinstance(s, (Load, Store, Atomic)):
-            accessed_other.add(id(s.field))
-    return {k: f for k, f in candidates.items() if k[0] not in accessed_other}
-
-
-def var_reductions(task, var_slot) -> list:
-    """Top-level locals touched only as `v += e` in this loop, in a fixed order."""
-    from .layout import stmt_reads, stmt_writes
-
-    accumulated, disqualified = [], set()
-    for s in walk(task.body):
-        delta = accumulation(s) if isinstance(s, Assign) else None
-        if delta is not None and s.var in var_slot:
-            if s.var not in accumulated:
-                accumulated.append(s.var)
-            disqualified |= set(expr_vars(delta))
-        else:
-            disqualified |= set(stmt_reads(s)) | set(stmt_writes(s))
-    for e in (task.begin, task.end):
-        disqualified |= set(expr_vars(e))
-    return [v for v in accumulated if v not in disqualified]
-
-
 def reduction_count(task, var_slot) -> int:
     """How many partial sums one chunk of this range task leaves in the context."""
     if task.kind != "range":
@@ -406,5 +336,5 @@ def reduction_count(task, var_slot) -> int:
 __all__ = ["CHUNK_ALIGN", "CHUNK_WORK", "Cost", "INLINE_WORK", "MAX_CHUNKS", "MAX_RANGES", "COPY_THREADS", "MERGE_SLICES",
            "MERGE_MIN_SLICE", "RANGE_STRIDE",
            "PRIVATE_BYTES", "SCATTER_INLINE_WORK", "SCHED_SLOTS", "SPIN_ROUNDS",
-           "accumulation", "body_cost", "expr_cost", "field_bytes", "field_reductions", "iteration_cost", "owned_fields", "private_scatters", "reduction_count", "row_sums", "scatters_floats",
-           "var_reductions"]
+           "body_cost", "expr_cost", "field_bytes", "iteration_cost", "owned_fields",
+           "private_scatters", "reduction_count", "row_sums", "scatters_floats"]

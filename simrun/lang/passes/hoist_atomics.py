@@ -20,13 +20,9 @@ from ..ir import builder
 from ..ir.nodes import (
     Assign,
     Atomic,
-    Const,
     For,
     If,
     KernelIR,
-    Load,
-    OpExpr,
-    Store,
     Var,
     VarRef,
     While,
@@ -34,17 +30,7 @@ from ..ir.nodes import (
     walk,
 )
 from ..ir.ops import Op
-
-
-def index_key(e):
-    """A structural identity for an index expression."""
-    if isinstance(e, Const):
-        return ("c", e.value, e.dtype)
-    if isinstance(e, VarRef):
-        return ("v", id(e.var))
-    if isinstance(e, OpExpr):
-        return (e.op, e.dtype) + tuple(index_key(a) for a in e.args)
-    return ("?", id(e))
+from ..ir.reductions import hoistable_fields, index_key
 
 
 def _assigned(body) -> set:
@@ -55,19 +41,6 @@ def _assigned(body) -> set:
             if isinstance(v, Var):
                 out.add(v)
     return out
-
-
-def hoistable_fields(body) -> set:
-    """Fields that body only ever touches with result-free atomic add/sub."""
-    touched, blocked = set(), set()
-    for s in walk(body):
-        if isinstance(s, (Load, Store)):
-            blocked.add(id(s.field))
-        elif isinstance(s, Atomic):
-            touched.add(id(s.field))
-            if s.result is not None or s.op not in ("add", "sub"):
-                blocked.add(id(s.field))
-    return touched - blocked
 
 
 def _rewrite(body, fields: set, variant: set, sums: dict) -> list:
