@@ -218,9 +218,9 @@ class TaskEmitter:
                 acc = self.reductions.get(("var", s.var))
                 if acc is not None:
                     old = self.b.load(acc, typ=value.type)
-                    self.b.store(self.combine("add", old, value, s.var.dtype), acc)
+                    self.b.store(self.combine(Op.ADD, old, value, s.var.dtype), acc)
                 else:
-                    self.atomic_update(self.var_ptr(s.var), "add", value, s.var.dtype, True)
+                    self.atomic_update(self.var_ptr(s.var), Op.ADD, value, s.var.dtype, True)
                 return
         self.b.store(self.expr(s.value), self.var_ptr(s.var))
 
@@ -264,15 +264,14 @@ class TaskEmitter:
         row = self.row_sums.get(id(s))
         if row is not None:  # the same target all along an ndrange row (_grid_loop)
             acc = row[0]
-            op = "add" if s.op == "add" else "sub"
-            self.b.store(self.combine(op, self.b.load(acc, typ=value.type), value,
+            self.b.store(self.combine(s.op, self.b.load(acc, typ=value.type), value,
                                       s.field.dtype), acc)
             return
         if key in self.reductions and s.result is None:
             acc = self.reductions[key]
             old = self.b.load(acc, typ=value.type)
-            op = {"add": "fadd", "sub": "fsub"} if s.field.dtype.is_float else \
-                {"add": "add", "sub": "sub"}
+            op = {Op.ADD: "fadd", Op.SUB: "fsub"} if s.field.dtype.is_float else \
+                {Op.ADD: "add", Op.SUB: "sub"}
             fn = getattr(self.b, op[s.op])
             self.b.store(fn(old, value, **({"flags": llvm_ops.FAST} if s.field.dtype.is_float
                                            and self.fast_math else {})), acc)
@@ -283,14 +282,14 @@ class TaskEmitter:
         if s.result is not None:
             self.b.store(old, self.var_ptr(s.result))
 
-    def atomic_update(self, ptr, op: str, value, dtype: DType, atomic: bool, field=None):
+    def atomic_update(self, ptr, op: Op, value, dtype: DType, atomic: bool, field=None):
         b = self.b
         isf = dtype.is_float
-        if atomic and op in ("add", "sub", "min", "max", "and", "or", "xor"):
-            name = {"add": "fadd" if isf else "add", "sub": "fsub" if isf else "sub",
-                    "min": "fmin" if isf else ("umin" if dtype.kind == "u" else "min"),
-                    "max": "fmax" if isf else ("umax" if dtype.kind == "u" else "max"),
-                    "and": "and", "or": "or", "xor": "xor"}[op]
+        if atomic and op is not Op.MUL:
+            name = {Op.ADD: "fadd" if isf else "add", Op.SUB: "fsub" if isf else "sub",
+                    Op.MIN: "fmin" if isf else ("umin" if dtype.kind == "u" else "min"),
+                    Op.MAX: "fmax" if isf else ("umax" if dtype.kind == "u" else "max"),
+                    Op.BIT_AND: "and", Op.BIT_OR: "or", Op.BIT_XOR: "xor"}[op]
             return b.atomic_rmw(name, ptr, value, "monotonic")
         t = llvm_type(dtype)
         old = b.load(ptr, typ=t)
@@ -323,10 +322,8 @@ class TaskEmitter:
         b.position_at_end(done)
         return seen
 
-    def combine(self, op, old, value, dtype):
-        emit = {"add": Op.ADD, "sub": Op.SUB, "mul": Op.MUL, "min": Op.MIN, "max": Op.MAX,
-                "and": Op.BIT_AND, "or": Op.BIT_OR, "xor": Op.BIT_XOR}[op]
-        return llvm_ops.EMITTERS[emit](self, self.b, dtype, [old, value])
+    def combine(self, op: Op, old, value, dtype):
+        return llvm_ops.EMITTERS[op](self, self.b, dtype, [old, value])
 
     def s_Random(self, s):
         """Counter-based: a hash of (launch key, draw site, iteration, draw number).
@@ -611,12 +608,12 @@ class TaskEmitter:
             self.reductions[key] = acc
             stub = type("S", (), {"field": f, "comp": key[1], "indices": (), "span": None})
             reds.append((f.dtype, acc, lambda v, stub=stub, dt=f.dtype: self.atomic_update(
-                self.element_ptr(stub), "add", v, dt, atomic=True)))
+                self.element_ptr(stub), Op.ADD, v, dt, atomic=True)))
         for v in var_reductions(task, lay.var_slot):
             acc = self.eb.alloca(llvm_type(v.dtype), name=f"{v.name}_acc")
             self.reductions[("var", v)] = acc
             reds.append((v.dtype, acc, lambda s, v=v: self.atomic_update(
-                self.var_ptr(v), "add", s, v.dtype, atomic=True)))
+                self.var_ptr(v), Op.ADD, s, v.dtype, atomic=True)))
         assert len(reds) <= lay.n_partials
         copies = self._private_copies()
         chunk = b.load(chunk_p, typ=I64)
@@ -883,7 +880,7 @@ class TaskEmitter:
 
                 def add_partial(r=r, dt=dt, acc=acc, t=t):
                     part = b.load(self._partial_ptr(b.load(j_p, typ=I64), r), typ=t)
-                    b.store(self.combine("add", b.load(acc, typ=t), part, dt), acc)
+                    b.store(self.combine(Op.ADD, b.load(acc, typ=t), part, dt), acc)
 
                 self._count(j_p, i64c(1), nchunks, add_partial)
                 apply(b.load(acc, typ=t))
@@ -949,7 +946,7 @@ class TaskEmitter:
             self._count(j_p, j0, jend, cell, task.body)
             for acc, s in sums.values():  # the row's indices are still in their locals
                 total = b.load(acc, typ=llvm_type(s.field.dtype))
-                self.atomic_update(self.element_ptr(s), "add", total, s.field.dtype,
+                self.atomic_update(self.element_ptr(s), Op.ADD, total, s.field.dtype,
                                    atomic=self.parallel and id(s.field) not in self.plain,
                                    field=s.field)
             b.store(b.add(start, jend), k_p)

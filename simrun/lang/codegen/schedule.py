@@ -248,7 +248,7 @@ def _scatters(task) -> list:
     reduced = field_reductions(task)
     owned = _owned_test(task)
     return [s for s in walk(task.body)
-            if isinstance(s, Atomic) and s.field.dtype.is_float and s.op in ("add", "sub", "mul")
+            if isinstance(s, Atomic) and s.field.dtype.is_float and s.op in (Op.ADD, Op.SUB, Op.MUL)
             and (id(s.field), s.comp) not in reduced and not owned(s)]
 
 
@@ -281,9 +281,9 @@ def private_scatters(task) -> list:
     scatters into and touches only with result-free atomic adds/subs, smallest first while
     their copies fit in PRIVATE_BYTES together."""
     other = {id(s.field) for s in walk(task.body) if isinstance(s, (Load, Store, Atomic))
-             and not (isinstance(s, Atomic) and s.op in ("add", "sub") and s.result is None)}
+             and not (isinstance(s, Atomic) and s.op in (Op.ADD, Op.SUB) and s.result is None)}
     candidates = {id(s.field): s.field for s in _scatters(task)
-                  if s.op in ("add", "sub") and s.field.shape != ()
+                  if s.op in (Op.ADD, Op.SUB) and s.field.shape != ()
                   and not getattr(s.field, "is_ndarray_arg", False)}
     chosen, total = [], 0
     for f in sorted((f for k, f in candidates.items() if k not in other), key=field_bytes):

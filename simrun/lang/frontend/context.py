@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..errors import CompileError, Span
 from ..ir import builder
 from ..ir.nodes import Arith, Atomic, Expr, Load, Var, VarRef, walk
+from ..ir.ops import ATOMIC_OPS
 from ..types import DType
 
 
@@ -122,5 +123,5 @@ def atomic(op: str, ref, value, want_result: bool = True):
                        "e.g. ti.atomic_add(x[i], v); for a local variable write `a += v`")
     value = builder.cast(builder.as_expr(value), ref.dtype)
     result = em.fresh(f"old_{ref.field.name}", ref.dtype) if want_result else None
-    em.emit(Atomic(op, ref.field, ref.comp, ref.indices, value, result))
+    em.emit(Atomic(ATOMIC_OPS[op], ref.field, ref.comp, ref.indices, value, result))
     return VarRef(result) if result is not None else None

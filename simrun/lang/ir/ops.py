@@ -162,6 +162,12 @@ OPS: dict[Op, OpInfo] = {
     Op.SELECT: OpInfo(3, T.SELECT, True, lambda c, a, b: a if c else b),
 }
 
+# `ti.atomic_<name>` and augmented assignments to fields: the op each one applies
+ATOMIC_OPS: dict[str, Op] = {"add": Op.ADD, "sub": Op.SUB, "mul": Op.MUL, "min": Op.MIN,
+                             "max": Op.MAX, "and": Op.BIT_AND, "or": Op.BIT_OR,
+                             "xor": Op.BIT_XOR}
+ATOMIC_NAMES: dict[Op, str] = {op: name for name, op in ATOMIC_OPS.items()}
+
 
 def result_type(op: Op, arg_types: list[DType]) -> DType:
     """The dtype an op produces from its operand dtypes (Taichi's rules)."""

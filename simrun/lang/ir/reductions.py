@@ -31,7 +31,7 @@ def hoistable_fields(body) -> set:
             blocked.add(id(s.field))
         elif isinstance(s, Atomic):
             touched.add(id(s.field))
-            if s.result is not None or s.op not in ("add", "sub"):
+            if s.result is not None or s.op not in (Op.ADD, Op.SUB):
                 blocked.add(id(s.field))
     return touched - blocked
 
@@ -60,7 +60,7 @@ def field_reductions(task) -> dict:
     accessed_other = set()
     candidates = {}
     for s in walk(task.body):
-        if isinstance(s, Atomic) and s.op in ("add", "sub") and s.result is None \
+        if isinstance(s, Atomic) and s.op in (Op.ADD, Op.SUB) and s.result is None \
                 and s.field.shape == ():
             candidates[(id(s.field), s.comp)] = s.field
         elif isinstance(s, (Load, Store, Atomic)):

@@ -53,8 +53,7 @@ def _rewrite(body, fields: set, variant: set, sums: dict) -> list:
                 sums[key] = (Var(f"{s.field.name}_sum", s.field.dtype), s)
             acc = sums[key][0]
             value = builder.cast(s.value, acc.dtype)
-            op = Op.ADD if s.op == "add" else Op.SUB
-            out.append(Assign(acc, builder.make(op, VarRef(acc), value), span=s.span))
+            out.append(Assign(acc, builder.make(s.op, VarRef(acc), value), span=s.span))
         elif isinstance(s, If):
             out.append(If(s.cond, _rewrite(s.then, fields, variant, sums),
                           _rewrite(s.orelse, fields, variant, sums), span=s.span))
@@ -73,7 +72,7 @@ def _hoist_loop(loop: For) -> list:
     if not sums:
         return [loop]
     init = [Assign(acc, builder.const(0, acc.dtype), span=loop.span) for acc, _ in sums.values()]
-    flush = [Atomic("add", s.field, s.comp, s.indices, VarRef(acc), span=s.span)
+    flush = [Atomic(Op.ADD, s.field, s.comp, s.indices, VarRef(acc), span=s.span)
              for acc, s in sums.values()]
     ran = builder.make(Op.GT, loop.end, loop.begin)
     return init + [For(loop.var, loop.begin, loop.end, body, span=loop.span),
