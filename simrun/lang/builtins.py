@@ -15,7 +15,7 @@ import numpy as np
 
 from .ir import builder
 from .ir.nodes import Arith, Const, Expr
-from .ir.ops import OPS, Op
+from .ir.ops import OPS, Op, TypeRule
 from .types import DType, to_dtype
 
 
@@ -52,14 +52,14 @@ def _apply(op: Op, *args, _kernel_matrix: bool = False):
             return out
     if all(_is_number(a) for a in args):
         ref = OPS[op].ref if _kernel_matrix else _PYTHON_NUMBER_REFS.get(op, OPS[op].ref)
-        values = [float(a) if op in _FLOAT_OPS else a for a in args]
+        values = [float(a) if OPS[op].rule is TypeRule.FLOAT else a for a in args]
         try:
             return ref(*values)
         except (ValueError, OverflowError, ZeroDivisionError):
-            if op not in _IEEE:
+            if IEEE_FALLBACKS[op] is None:
                 raise
             with np.errstate(all="ignore"):  # Taichi's numpy: sqrt(-1) nan, log(0) -inf
-                return float(_IEEE[op](*values))
+                return float(IEEE_FALLBACKS[op](*values))
     return builder.make(op, *args)
 
 
@@ -72,14 +72,12 @@ _PYTHON_NUMBER_REFS = {Op.ROUND: lambda a: float(np.round(a)),
                        Op.CEIL: lambda a: float(np.ceil(a))}
 
 # Where Python's math raises (a domain error, an overflow), the IEEE result that numpy (and
-# so Taichi) and the generated code give.
-_IEEE = {Op.SIN: np.sin, Op.COS: np.cos, Op.TAN: np.tan, Op.ASIN: np.arcsin,
-         Op.ACOS: np.arccos, Op.ATAN: np.arctan, Op.TANH: np.tanh, Op.EXP: np.exp,
-         Op.LOG: np.log, Op.SQRT: np.sqrt, Op.RSQRT: lambda a: 1.0 / np.sqrt(a),
-         Op.ATAN2: np.arctan2}
-
-_FLOAT_OPS = {Op.SIN, Op.COS, Op.TAN, Op.ASIN, Op.ACOS, Op.ATAN, Op.TANH, Op.EXP, Op.LOG,
-              Op.SQRT, Op.RSQRT, Op.ATAN2, Op.TRUEDIV}
+# so Taichi) and the generated code give; None: the exception stands (every op has an entry,
+# tests/test_ops_tables.py).
+IEEE_FALLBACKS = {op: None for op in Op} | {
+    Op.SIN: np.sin, Op.COS: np.cos, Op.TAN: np.tan, Op.ASIN: np.arcsin, Op.ACOS: np.arccos,
+    Op.ATAN: np.arctan, Op.TANH: np.tanh, Op.EXP: np.exp, Op.LOG: np.log, Op.SQRT: np.sqrt,
+    Op.RSQRT: lambda a: 1.0 / np.sqrt(a), Op.ATAN2: np.arctan2}
 
 
 def sin(x): return _apply(Op.SIN, x)

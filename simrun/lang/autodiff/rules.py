@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .. import builtins as B
 from ..ir import builder
-from ..ir.ops import Op
+from ..ir.ops import OPS, Op
 
 
 def _one(x):
@@ -69,9 +69,7 @@ def _pow_exp(a, o):
                     0 * base)
 
 
-NON_DIFFERENTIABLE = {Op.FLOOR, Op.CEIL, Op.ROUND, Op.FLOORDIV, Op.LT, Op.LE, Op.GT, Op.GE,
-                      Op.EQ, Op.NE, Op.LOGICAL_AND, Op.LOGICAL_OR, Op.LOGICAL_NOT, Op.BIT_AND,
-                      Op.BIT_OR, Op.BIT_XOR, Op.BIT_NOT, Op.SHL, Op.SHR}
+NON_DIFFERENTIABLE = frozenset(op for op, info in OPS.items() if not info.differentiable)
 
 
 def partials(e):

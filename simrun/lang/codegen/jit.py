@@ -15,6 +15,7 @@ from pathlib import Path
 import llvmlite
 
 from . import objload
+from .libm import libm_symbols
 
 ENGINE_VERSION = "simrun-jit-3"
 _state: dict = {}     # LLVM: target machine and MCJIT engine, made on first use
@@ -23,9 +24,6 @@ _loaded: set = set()  # cache keys whose objects are in this process
 _symbols: dict = {}   # function name -> address, for objects objload mapped
 use_objload = objload.supported() and not os.environ.get("SIMRUN_MCJIT")
 
-_LIBM = ["sinf", "cosf", "tanf", "asinf", "acosf", "atanf", "tanhf", "expf", "logf", "powf",
-         "atan2f", "sin", "cos", "tan", "asin", "acos", "atan", "tanh", "exp", "log", "pow",
-         "atan2", "floorf", "floor", "ceilf", "ceil", "sqrtf", "sqrt", "fmodf", "fmod"]
 _LIBC = ["realloc", "calloc", "free", "printf", "fflush", "memset", "memcpy", "syscall", "sched_yield"]
 
 
@@ -36,7 +34,7 @@ def _init():
 
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
-    for name in _LIBM + _LIBC:
+    for name in libm_symbols() + _LIBC:
         try:
             llvm.add_symbol(name, objload.resolve_c(name))
         except objload.LoadError:

@@ -82,9 +82,13 @@ RANGE_STRIDE = 8        # slots (64 bytes) between two ranges' counters: one cac
 # context slots: chunks done (atomic), chunk size, range count; then the ranges' counters
 SCHED_SLOTS = RANGE_STRIDE * (1 + MAX_RANGES)
 
-_EXPENSIVE = {Op.SIN: 24, Op.COS: 24, Op.TAN: 32, Op.ASIN: 32, Op.ACOS: 32, Op.ATAN: 32,
-              Op.TANH: 32, Op.EXP: 20, Op.LOG: 20, Op.ATAN2: 40, Op.SQRT: 6, Op.RSQRT: 8,
-              Op.TRUEDIV: 6, Op.FLOORDIV: 12, Op.MOD: 12, Op.ROUND: 4}
+# cost units of one op (float pow, floordiv and mod: see expr_cost); every op has an entry
+COSTS: dict[Op, int] = {op: 1 for op in Op} | {
+    Op.SIN: 24, Op.COS: 24, Op.TAN: 32, Op.ASIN: 32, Op.ACOS: 32, Op.ATAN: 32, Op.TANH: 32,
+    Op.EXP: 20, Op.LOG: 20, Op.ATAN2: 40, Op.SQRT: 6, Op.RSQRT: 8, Op.TRUEDIV: 6,
+    Op.FLOORDIV: 12, Op.MOD: 12, Op.ROUND: 4}
+# ops whose code is a call or a long sequence LLVM does not vectorise
+_CALLS = frozenset(op for op, c in COSTS.items() if c > 1) - {Op.SQRT, Op.TRUEDIV} | {Op.POW}
 _LOAD, _STORE, _ATOMIC, _RANDOM, _STACK, _PRINT = 2, 2, 20, 16, 6, 32
 
 
@@ -116,7 +120,7 @@ def expr_cost(e, seen: set | None = None) -> float:
     if not isinstance(e, OpExpr) or id(e) in seen:
         return 0.0
     seen.add(id(e))
-    own = _EXPENSIVE.get(e.op, 1)
+    own = COSTS[e.op]
     if e.op is Op.POW and e.dtype.is_float:
         own = 40
     if e.op in (Op.FLOORDIV, Op.MOD) and e.dtype.is_float:
@@ -155,7 +159,7 @@ def _vectorisable(body) -> bool:
 def _has_call(e) -> bool:
     if not isinstance(e, OpExpr):
         return False
-    if e.op in _EXPENSIVE and e.op not in (Op.SQRT, Op.TRUEDIV) or e.op is Op.POW:
+    if e.op in _CALLS:
         return True
     return any(_has_call(a) for a in e.args)
 
@@ -333,7 +337,7 @@ def reduction_count(task, var_slot) -> int:
     return len(field_reductions(task)) + len(var_reductions(task, var_slot))
 
 
-__all__ = ["CHUNK_ALIGN", "CHUNK_WORK", "Cost", "INLINE_WORK", "MAX_CHUNKS", "MAX_RANGES", "COPY_THREADS", "MERGE_SLICES",
+__all__ = ["CHUNK_ALIGN", "CHUNK_WORK", "COSTS", "Cost", "INLINE_WORK", "MAX_CHUNKS", "MAX_RANGES", "COPY_THREADS", "MERGE_SLICES",
            "MERGE_MIN_SLICE", "RANGE_STRIDE",
            "PRIVATE_BYTES", "SCATTER_INLINE_WORK", "SCHED_SLOTS", "SPIN_ROUNDS",
            "body_cost", "expr_cost", "field_bytes", "iteration_cost", "owned_fields",

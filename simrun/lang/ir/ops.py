@@ -1,7 +1,10 @@
 """The one opcode table: arity, typing, differentiability and a Python reference for each op.
 
-Codegen emitters (codegen/llvm_ops.py) and derivative rules (autodiff/rules.py) are separate
-tables keyed by the same enum; tests/test_ops_tables.py asserts they never drift apart.
+What other layers know about an op are separate tables keyed by the same enum, one per layer:
+LLVM emitters (codegen/llvm_ops.py), the C math functions they call (codegen/libm.py), cost
+estimates (codegen/schedule.py), derivative rules (autodiff/rules.py; non-differentiable ops
+are read from OpInfo) and numpy fallbacks for Python numbers (builtins.py).
+tests/test_ops_tables.py asserts that each has an entry for every op.
 """
 
 from __future__ import annotations
