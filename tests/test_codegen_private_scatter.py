@@ -10,7 +10,8 @@ import pytest
 
 import simrun.lang as ti
 from simrun.lang import api
-from simrun.lang.codegen import emit, jit, layout, schedule
+from simrun.lang.codegen import emit, layout, schedule
+from simrun.lang.runtime import jit
 
 THREADS = [1, 2, 3]
 M = 200_000   # addends: enough estimated work to split the launch

@@ -85,7 +85,7 @@ CACHE_SCRIPT = textwrap.dedent('''
     import sys, time
     import numpy as np
     import simrun.lang as ti
-    from simrun.lang.codegen import jit
+    from simrun.lang.runtime import jit
 
     compiles = []
     _orig = jit.compile_module

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
-from .codegen import jit
 from .codegen.layout import build_layout
 from .ir.printer import print_kernel
+from .runtime import jit
 from .runtime.launch import CompiledKernel
 
 

@@ -8,7 +8,7 @@ that wakes up late, or a thread the OS deschedules, just takes fewer chunks. A w
 not started by the time the calling thread runs out of chunks is not waited for: its job is
 taken back.
 
-Two pools do this. The native one (codegen/pool.py, Linux x86-64) posts and joins a launch in
+Two pools do this. The native one (runtime/pool.py, Linux x86-64) posts and joins a launch in
 machine code, with workers asleep on a futex, so a launch never waits for the GIL; the Python
 one (threads, a queue per worker, locks) is the fallback elsewhere, and SIMRUN_POOL=python
 selects it.
@@ -26,6 +26,7 @@ import weakref
 
 import numpy as np
 
+from . import jit, objload
 from . import pool_state as ps
 from .launch import TASK_FN
 
@@ -119,21 +120,17 @@ def default_threads() -> int:
 
 
 def native_pool_available() -> bool:
-    from ..codegen import objload
-
     return objload.supported() and os.environ.get("SIMRUN_POOL", "native") != "python"
 
 
 @functools.cache
 def _native_functions() -> tuple:
     """The native pool's entry points, compiled once per machine (then from the disk cache)."""
-    from ..codegen import jit
-
     key = jit.cache_key("simrun native pool")
     if not jit.load_cached(key):
-        from ..codegen.pool import build_module
+        from . import pool  # builds LLVM IR: a warm start never imports llvmlite.ir
 
-        jit.compile_module(key, build_module())
+        jit.compile_module(key, pool.build_module())
     return (_RUN(jit.function_address(ps.RUN_FN)), _WORKER(jit.function_address(ps.WORKER_FN)),
             _STOP(jit.function_address(ps.STOP_FN)))
 
@@ -143,7 +140,7 @@ class Runtime:
 
     def __init__(self, num_threads: int | None = None, seed: int = 0):
         self.num_threads = max(1, num_threads or default_threads())
-        self._native: bool | None = None  # decided on the first compile (objload's import)
+        self._native: bool | None = None  # decided on first use
         self.state = np.zeros(ps.state_slots(self.num_threads), dtype=np.int64)
         self._set_constants()
         self._queues: list = []   # the Python pool's, one per worker thread

@@ -1,4 +1,4 @@
-"""Cached kernel objects are mapped by codegen/objload.py, without loading LLVM.
+"""Cached kernel objects are mapped by runtime/objload.py, without loading LLVM.
 
 A fresh process with a warm cache must give the same numbers as the process that compiled
 the kernels and as one that loads the same objects through MCJIT; objects the loader does not
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import simrun.lang as ti
-from simrun.lang.codegen import jit, objload
+from simrun.lang.runtime import jit, objload
 
 pytestmark = pytest.mark.skipif(not objload.supported(), reason="x86-64 Linux only")
 

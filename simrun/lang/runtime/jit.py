@@ -14,8 +14,8 @@ from pathlib import Path
 
 import llvmlite
 
+from ..codegen.libm import libm_symbols
 from . import objload
-from .libm import libm_symbols
 
 ENGINE_VERSION = "simrun-jit-3"
 _state: dict = {}     # LLVM: target machine and MCJIT engine, made on first use
@@ -113,14 +113,16 @@ def cache_dir() -> Path | None:
 
 @functools.cache
 def _codegen_fingerprint() -> str:
-    """Any change to the code generator invalidates cached objects, with no version to bump."""
+    """Any change to the code generator invalidates cached objects, with no version to bump:
+    codegen/, the IR it reads (ops, access and reduction analyses), the compiler driver, and
+    the runtime modules that shape or load objects (this JIT, the pool, the ELF loader)."""
     h = hashlib.sha256()
-    here = Path(__file__).parent
-    lang = here.parent
-    for path in sorted(here.glob("*.py")) + [lang / "compiler.py", lang / "ir" / "ops.py",
-                                              lang / "ir" / "access.py",
-                                              lang / "ir" / "reductions.py",
-                                              lang / "runtime" / "pool_state.py"]:
+    lang = Path(__file__).parent.parent
+    runtime, ir = lang / "runtime", lang / "ir"
+    for path in sorted((lang / "codegen").glob("*.py")) + [
+            lang / "compiler.py", ir / "ops.py", ir / "access.py", ir / "reductions.py",
+            runtime / "jit.py", runtime / "objload.py", runtime / "pool.py",
+            runtime / "pool_state.py"]:
         h.update(path.read_bytes())
     return h.hexdigest()
 
