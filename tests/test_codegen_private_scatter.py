@@ -10,7 +10,7 @@ import pytest
 
 import simrun.lang as ti
 from simrun.lang import api
-from simrun.lang.codegen import emit, layout, schedule
+from simrun.lang.codegen import chunks, copies, layout, schedule
 from simrun.lang.runtime import jit
 
 THREADS = [1, 2, 3]
@@ -229,7 +229,7 @@ def test_many_split_launches_stay_exact(threads):
 def test_threads_past_copy_threads_only_merge(monkeypatch):
     """A thread whose copy the context has no slot for takes no chunks, but still merges
     slices of the others' copies."""
-    for module in (emit, layout):
+    for module in (chunks, copies, layout):
         monkeypatch.setattr(module, "COPY_THREADS", 2)
     key = jit.cache_key  # the constant is not in the cache key (the source is): salt it
     monkeypatch.setattr(jit, "cache_key", lambda text: key(text + "\nCOPY_THREADS=2"))

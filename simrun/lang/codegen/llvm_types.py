@@ -11,6 +11,15 @@ F64 = ir.DoubleType()
 PTR = ir.PointerType()
 
 
+def i64c(value: int) -> ir.Constant:
+    return ir.Constant(I64, value)
+
+
+def narrow(b, value, typ):
+    """value (i64) as the loop variable's type: i32 in Taichi's loops, i64 for wide ranges."""
+    return value if value.type == typ else b.trunc(value, typ)
+
+
 def llvm_type(dtype: DType) -> ir.Type:
     if dtype.is_float:
         return {16: ir.HalfType(), 32: ir.FloatType(), 64: ir.DoubleType()}[dtype.bits]

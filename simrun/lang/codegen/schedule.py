@@ -19,7 +19,7 @@ threads land in an order that changes from run to run, so a small scatter stays
 bit-reproducible by running inline. A larger launch is cut into chunks of about CHUNK_WORK
 units (at most MAX_CHUNKS chunks), and the chunks into one contiguous range per thread: each
 thread takes chunks from its own range's atomic counter, then from the other ranges'
-(emit.build_range).
+(chunks.build_range).
 
 A field the task only adds floats to, at indices other iterations may share (a p2g grid, the
 `x.grad[j]` of a pair-energy gradient), is privatised: each thread adds into a zeroed copy of
@@ -257,7 +257,7 @@ def _scatters(task) -> list:
 
 
 def row_sums(task) -> dict:
-    """For an ndrange task (run as rows of its innermost dimension, emit._grid_loop): the
+    """For an ndrange task (run as rows of its innermost dimension, chunks._grid_loop): the
     result-free atomic adds/subs whose target is the same all along a row (its indices read
     only outer indices and locals the task never writes), on fields the task touches no other
     way, as {id(stmt): key}; statements with one key add into one per-row sum, flushed once per

@@ -3,7 +3,7 @@
 A task's probe call (nthreads = -num_threads) either runs a small loop inline and returns 0,
 or sets up its chunk counters and returns the number of chunks. Then the calling thread and up
 to num_threads - 1 workers call the task, and each takes chunks, from its own range first and
-then from the others', until none are left (codegen/schedule.py, emit.build_range): a worker
+then from the others', until none are left (codegen/schedule.py, chunks.build_range): a worker
 that wakes up late, or a thread the OS deschedules, just takes fewer chunks. A worker that has
 not started by the time the calling thread runs out of chunks is not waited for: its job is
 taken back.
