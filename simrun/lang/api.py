@@ -13,9 +13,11 @@ from . import fields as fields_mod
 from .autodiff import tape as _tape
 from .autodiff.tape import _state as _tape_state
 from .errors import CompileError
-from .frontend.context import Emitter, GlobalRef, _stack
+from .frontend.context import GlobalRef
+from .frontend.inline import Func
 from .frontend.lower import LocalMatrix, Lowerer, lower_body
 from .frontend.source import get_source, remember_decoration_scope, signature_of
+from .ir.emitter import Emitter, _stack
 from .ir.nodes import KernelIR, Var
 from .matrix import Matrix
 from .runtime.parallel import Runtime
@@ -161,6 +163,7 @@ def _python_scalar(value, dtype: DType):
 
 class Kernel:
     instances: list = []
+    is_kernel = True  # what the frontend checks (it does not import this module)
 
     def __init__(self, pyfunc, bound_self=None):
         self.pyfunc = pyfunc
@@ -416,30 +419,6 @@ class GradKernel:
         if kwargs:
             args = k._bind_kwargs(args, kwargs)
         tape.run_grad(k, args)
-
-
-class Func:
-    """@ti.func: inlined into the calling kernel."""
-
-    def __init__(self, pyfunc, bound_self=None):
-        self.pyfunc = pyfunc
-        self.bound_self = bound_self
-        self.is_bound_func = bound_self is not None
-
-    def __get__(self, obj, objtype=None):
-        if obj is None:
-            return self
-        return Func(self.pyfunc, obj)
-
-    def __call__(self, *args, **kwargs):
-        from .frontend.inline import inline_call
-        from .frontend.special import LOWERERS
-
-        if not LOWERERS:
-            raise RuntimeError(f"ti.func '{self.pyfunc.__name__}' can only be called from a "
-                               "kernel or another ti.func")
-        lw, node = LOWERERS[-1]
-        return inline_call(lw, self, list(args), kwargs, node)
 
 
 def _decorate(cls, fn):

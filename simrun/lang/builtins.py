@@ -14,6 +14,7 @@ import numbers
 import numpy as np
 
 from .ir import builder
+from .ir.emitter import active
 from .ir.nodes import Arith, Const, Expr
 from .ir.ops import OPS, Op, TypeRule
 from .types import DType, to_dtype
@@ -33,7 +34,6 @@ def _apply(op: Op, *args, _kernel_matrix: bool = False):
     """Element-wise over matrices, numeric in Python scope, IR inside kernels."""
     for _k, a in enumerate(args):
         if _is_matrix(a):
-            from .frontend.context import active
             from .matrix import Matrix
 
             in_kernel = active()  # a ti.Vector([2.5, ...]) built in a kernel holds expressions
@@ -149,8 +149,6 @@ def cast(x, dtype):
     if _is_matrix(x):
         return x.map(lambda e: cast(e, dtype))
     if _is_number(x):
-        from .frontend.context import active
-
         if dtype.is_int and isinstance(x, (float, np.floating)):
             x = _float_to_int(float(x), dtype)
         if active():  # a typed constant: `x: ti.f64 = 0.1` keeps f64

@@ -10,6 +10,7 @@ from ..ir import builder
 from ..ir.nodes import Assign, If, VarRef
 from ..matrix import Matrix
 from ..types import DType, MatrixType, template, to_dtype
+from .context import LOWERERS
 from .source import get_source, signature_of
 
 
@@ -170,3 +171,24 @@ def _result(out):
     if "vars" not in out:
         return None
     return _unflatten(out["spec"], [VarRef(v) for v in out["vars"]])
+
+
+class Func:
+    """@ti.func: inlined into the calling kernel."""
+
+    def __init__(self, pyfunc, bound_self=None):
+        self.pyfunc = pyfunc
+        self.bound_self = bound_self
+        self.is_bound_func = bound_self is not None
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return Func(self.pyfunc, obj)
+
+    def __call__(self, *args, **kwargs):
+        if not LOWERERS:
+            raise RuntimeError(f"ti.func '{self.pyfunc.__name__}' can only be called from a "
+                               "kernel or another ti.func")
+        lw, node = LOWERERS[-1]
+        return inline_call(lw, self, list(args), kwargs, node)
