@@ -13,6 +13,7 @@ import numbers
 
 import numpy as np
 
+from . import types
 from .ir import builder
 from .ir.emitter import active
 from .ir.nodes import Arith, Const, Expr
@@ -21,9 +22,8 @@ from .types import DType, to_dtype
 
 
 def _is_matrix(x) -> bool:
-    from .matrix import Matrix
-
-    return isinstance(x, Matrix)
+    """A ti.Matrix (matrix.py imports this module; it registers the class in the builder)."""
+    return isinstance(x, builder.elementwise)
 
 
 def _is_number(x) -> bool:
@@ -32,24 +32,10 @@ def _is_number(x) -> bool:
 
 def _apply(op: Op, *args, _kernel_matrix: bool = False):
     """Element-wise over matrices, numeric in Python scope, IR inside kernels."""
-    for _k, a in enumerate(args):
-        if _is_matrix(a):
-            from .matrix import Matrix
-
-            in_kernel = active()  # a ti.Vector([2.5, ...]) built in a kernel holds expressions
-            shaped = [x if _is_matrix(x) else None for x in args]
-            ref = a
-            rows = []
-            for i in range(ref.n):
-                row = []
-                for j in range(ref.m):
-                    row.append(_apply(op, *[s.rows[i][j] if s is not None else x
-                                            for s, x in zip(shaped, args)],
-                                      _kernel_matrix=in_kernel))
-                rows.append(row)
-            out = Matrix.__new__(Matrix)
-            out.rows, out.is_vector = rows, ref.is_vector
-            return out
+    mat = next((a for a in args if _is_matrix(a)), None)
+    if mat is not None:
+        in_kernel = active()  # a ti.Vector([2.5, ...]) built in a kernel holds expressions
+        return mat.zip_map(lambda *xs: _apply(op, *xs, _kernel_matrix=in_kernel), args)
     if all(_is_number(a) for a in args):
         ref = OPS[op].ref if _kernel_matrix else _PYTHON_NUMBER_REFS.get(op, OPS[op].ref)
         values = [float(a) if OPS[op].rule is TypeRule.FLOAT else a for a in args]
@@ -193,6 +179,9 @@ def python_value(x):
     if isinstance(x, Arith):
         raise TypeError("a kernel expression has no value in Python scope")
     return x
+
+
+types.constructors["cast"] = cast
 
 
 def is_dtype(x) -> bool:
