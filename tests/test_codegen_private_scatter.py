@@ -232,7 +232,7 @@ def test_threads_past_copy_threads_only_merge(monkeypatch):
     for module in (chunks, copies, layout):
         monkeypatch.setattr(module, "COPY_THREADS", 2)
     key = jit.cache_key  # the constant is not in the cache key (the source is): salt it
-    monkeypatch.setattr(jit, "cache_key", lambda text: key(text + "\nCOPY_THREADS=2"))
+    monkeypatch.setattr(jit, "cache_key", lambda text, s: key(text + "\nCOPY_THREADS=2", s))
     ti.init(arch=ti.cpu, cpu_max_num_threads=3)
     c, v = _data(6)
     g.fill(0.0)

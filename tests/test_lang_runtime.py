@@ -89,9 +89,9 @@ CACHE_SCRIPT = textwrap.dedent('''
 
     compiles = []
     _orig = jit.compile_module
-    def counting(key, text):
+    def counting(key, text, settings):
         compiles.append(key)
-        return _orig(key, text)
+        return _orig(key, text, settings)
     jit.compile_module = counting
 
     ti.init(arch=ti.cpu, default_fp=ti.f64)

@@ -196,7 +196,7 @@ def test_forked_child_starts_its_own_workers(monkeypatch, pool):
 def test_a_native_pool_that_fails_to_load_falls_back_to_threads(monkeypatch, capsys):
     from simrun.lang.runtime import parallel
 
-    def broken():
+    def broken(settings):
         raise OSError("no syscall() in this libc")
 
     monkeypatch.delenv("SIMRUN_POOL", raising=False)

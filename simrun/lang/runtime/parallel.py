@@ -26,6 +26,7 @@ import weakref
 
 import numpy as np
 
+from ..settings import Settings
 from . import jit, objload
 from . import pool_state as ps
 from .launch import TASK_FN
@@ -119,26 +120,29 @@ def default_threads() -> int:
     return max(1, min(_cpus(), quota) if quota else _cpus())
 
 
-def native_pool_available() -> bool:
-    return objload.supported() and os.environ.get("SIMRUN_POOL", "native") != "python"
+def native_pool_available(settings: Settings) -> bool:
+    return objload.supported() and settings.pool != "python"
 
 
 @functools.cache
-def _native_functions() -> tuple:
+def _native_functions(settings: Settings) -> tuple:
     """The native pool's entry points, compiled once per machine (then from the disk cache)."""
-    key = jit.cache_key("simrun native pool")
-    if not jit.load_cached(key):
+    key = jit.cache_key("simrun native pool", settings)
+    if not jit.load_cached(key, settings):
         from . import pool  # builds LLVM IR: a warm start never imports llvmlite.ir
 
-        jit.compile_module(key, pool.build_module())
+        jit.compile_module(key, pool.build_module(), settings)
     return (_RUN(jit.function_address(ps.RUN_FN)), _WORKER(jit.function_address(ps.WORKER_FN)),
             _STOP(jit.function_address(ps.STOP_FN)))
 
 
 class Runtime:
-    """Process-wide state shared by all kernels: threads, random seed and autodiff stacks."""
+    """Process-wide state shared by all kernels: threads, random seed and autodiff stacks, and
+    the environment's settings (read when ti.init makes the runtime)."""
 
-    def __init__(self, num_threads: int | None = None, seed: int = 0):
+    def __init__(self, num_threads: int | None = None, seed: int = 0,
+                 settings: Settings | None = None):
+        self.settings = settings if settings is not None else Settings.from_environ()
         self.num_threads = max(1, num_threads or default_threads())
         self._native: bool | None = None  # decided on first use
         self.state = np.zeros(ps.state_slots(self.num_threads), dtype=np.int64)
@@ -158,7 +162,7 @@ class Runtime:
     def native(self) -> bool:
         """Whether launches go through the native pool (else the Python one)."""
         if self._native is None:
-            self._native = native_pool_available()
+            self._native = native_pool_available(self.settings)
         return self._native
 
     @property
@@ -188,7 +192,7 @@ class Runtime:
         """Start the pool, then run: `run` becomes the native call itself from now on."""
         if self.native:
             try:
-                run, worker, _ = _native_functions()
+                run, worker, _ = _native_functions(self.settings)
             except Exception as exc:  # e.g. a libc without syscall(): threads still work
                 print(f"[simrun] native worker pool unavailable ({exc}); using Python threads",
                       file=sys.stderr)
@@ -241,7 +245,7 @@ class Runtime:
 
     def shutdown(self) -> None:
         if self._threads and self.native:
-            _native_functions()[2](self.state.ctypes.data)
+            _native_functions(self.settings)[2](self.state.ctypes.data)
         for q in self._queues:
             q.put(None)
         for t in self._threads:
