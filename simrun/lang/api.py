@@ -10,8 +10,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import fields as fields_mod
+from . import pipeline
 from .autodiff import tape as _tape
 from .autodiff.tape import _state as _tape_state
+from .compiler import compile_kernel
 from .errors import CompileError
 from .frontend.context import GlobalRef
 from .frontend.inline import Func
@@ -383,16 +385,9 @@ class Kernel:
         return kir, ndarrays
 
     def compile(self, args, mode: str):
-        from .autodiff import transform
-        from .compiler import compile_kernel
-        from .passes import dead_code, hoist_atomics
-
         kir, ndarrays = self.lower(args)
-        kir = transform(kir, mode, self.name)
-        kir = hoist_atomics.run(dead_code.run(kir))
+        kir = pipeline.run(kir, mode, self.name)
         compiled = compile_kernel(kir, runtime(), config, None, None)
-        from .codegen.layout import build_layout  # noqa: F401  (layout lives on compiled)
-
         compiled.ndarray_slots = {k: compiled.layout.field_slot[id(nd)]
                                   for k, nd in ndarrays.items()
                                   if id(nd) in compiled.layout.field_slot}
