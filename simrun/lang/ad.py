@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 
+from .autodiff.check import grad_check as _check
 from .autodiff.tape import FwdMode, Tape, active_tapes, clear_all_gradients, suppress
 from .ir.emitter import active, current
 
@@ -79,6 +80,4 @@ def stop_grad(x):
 
 
 def grad_check(tape, fields):
-    from .autodiff.check import grad_check as _check
-
     return _check(tape, fields)

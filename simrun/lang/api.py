@@ -18,7 +18,12 @@ from .errors import CompileError
 from .frontend.context import GlobalRef
 from .frontend.inline import Func
 from .frontend.lower import LocalMatrix, Lowerer, lower_body
-from .frontend.source import get_source, remember_decoration_scope, signature_of
+from .frontend.source import (
+    _annotation_span,
+    get_source,
+    remember_decoration_scope,
+    signature_of,
+)
 from .ir.emitter import Emitter, _stack
 from .ir.nodes import KernelIR, Var
 from .matrix import Matrix
@@ -227,8 +232,6 @@ class Kernel:
 
     def _return_types(self, ret) -> list:
         """[(annotation, dtype)] per returned item: `-> T` or Taichi's `-> (T1, T2, ...)`."""
-        from .frontend.source import _annotation_span
-
         items = list(ret) if isinstance(ret, (tuple, list)) else [ret]
         out = []
         for item in items:
@@ -406,14 +409,12 @@ class GradKernel:
         self.kernel = kernel
 
     def __call__(self, *args, **kwargs):
-        from .autodiff import tape
-
         k = self.kernel
         if k.bound_self is None and self is not k.grad:
             pass
         if kwargs:
             args = k._bind_kwargs(args, kwargs)
-        tape.run_grad(k, args)
+        _tape.run_grad(k, args)
 
 
 def _decorate(cls, fn):

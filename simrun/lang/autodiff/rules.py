@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .. import builtins as B
 from ..ir import builder
+from ..ir.nodes import Const
 from ..ir.ops import OPS, Op
 
 
@@ -47,8 +48,6 @@ RULES = {
 
 
 def _pow_base(a):
-    from ..ir.nodes import Const
-
     base, exp = a
     if isinstance(exp, Const):
         if exp.value == 0:
@@ -59,8 +58,6 @@ def _pow_base(a):
 
 
 def _pow_exp(a, o):
-    from ..ir.nodes import Const
-
     base, exp = a
     if isinstance(exp, Const):
         return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from llvmlite import ir
 
 from ..types import DType
@@ -29,7 +30,5 @@ def llvm_type(dtype: DType) -> ir.Type:
 def const(dtype: DType, value) -> ir.Constant:
     t = llvm_type(dtype)
     if dtype.is_float:
-        import numpy as np
-
         return ir.Constant(t, float(np.array(value).astype(dtype.np)))
     return ir.Constant(t, int(value) & ((1 << t.width) - 1))

@@ -8,6 +8,7 @@ from ..ir import builder
 from ..ir.emitter import current
 from ..ir.nodes import Arith, Atomic, Expr, Load, Var, VarRef
 from ..ir.ops import ATOMIC_OPS
+from ..matrix import Matrix
 from ..types import DType
 
 LOWERERS: list = []  # (lowerer, call node) while a plain Python function runs inside a kernel
@@ -47,8 +48,6 @@ builder.value_hooks.append(_load_hook)
 
 def atomic(op: str, ref, value, want_result: bool = True):
     """ti.atomic_*(field[...], value): returns the old value, as Taichi does."""
-    from ..matrix import Matrix
-
     if isinstance(ref, Matrix):
         olds = [atomic(op, r, v, want_result) for r, v in
                 zip(ref.entries(), value.entries() if isinstance(value, Matrix)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins as py
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,8 +71,6 @@ class NDRange:
         return tuple(hi - lo for lo, hi in self.bounds)
 
     def __iter__(self):
-        import itertools
-
         return itertools.product(*[py.range(int(lo), int(hi)) for lo, hi in self.bounds])
 
 
