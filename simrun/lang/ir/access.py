@@ -6,52 +6,38 @@ and replay, codegen for slots and schedules), so they live here, below all of th
 
 from __future__ import annotations
 
-from .nodes import (
-    AssertStmt,
-    Assign,
-    Atomic,
-    For,
-    If,
-    Load,
-    Print,
-    Random,
-    Return,
-    StackPop,
-    StackPush,
-    Store,
-    expr_vars,
-    walk,
-)
+from . import nodes
+from .nodes import expr_vars, walk
 
 
 def stmt_fields(s):
     """The field a statement loads from, stores to or updates atomically."""
-    if isinstance(s, (Load, Store, Atomic)):
+    if isinstance(s, (nodes.Load, nodes.Store, nodes.Atomic)):
         yield s.field
 
 
 def stmt_exprs(s):
     """The expressions a statement evaluates itself (not those of its nested bodies)."""
-    if isinstance(s, Assign):
+    if isinstance(s, nodes.Assign):
         yield s.value
-    elif isinstance(s, (Load,)):
+    elif isinstance(s, (nodes.Load,)):
         yield from s.indices
-    elif isinstance(s, Store):
-        yield from s.indices
-        yield s.value
-    elif isinstance(s, Atomic):
+    elif isinstance(s, nodes.Store):
         yield from s.indices
         yield s.value
-    elif isinstance(s, If):
+    elif isinstance(s, nodes.Atomic):
+        yield from s.indices
+        yield s.value
+    elif isinstance(s, nodes.If):
         yield s.cond
-    elif isinstance(s, For):
+    elif isinstance(s, nodes.For):
         yield s.begin
         yield s.end
-    elif isinstance(s, AssertStmt):
+    elif isinstance(s, nodes.AssertStmt):
         yield s.cond
-    elif isinstance(s, Print):
+    elif isinstance(s, nodes.Print):
         yield from (x for x in s.items if not isinstance(x, str))
-    elif isinstance(s, Return):
+    elif isinstance(s, nodes.Return):
         yield from s.values
 
 
@@ -59,17 +45,17 @@ def stmt_reads(s):
     """The locals a statement reads (a push reads the local it saves)."""
     for e in stmt_exprs(s):
         yield from expr_vars(e)
-    if isinstance(s, StackPush):
+    if isinstance(s, nodes.StackPush):
         yield s.var
 
 
 def stmt_writes(s):
     """The locals a statement assigns."""
-    if isinstance(s, (Assign, Load, Random, StackPop)):
+    if isinstance(s, (nodes.Assign, nodes.Load, nodes.Random, nodes.StackPop)):
         yield s.var
-    elif isinstance(s, Atomic) and s.result is not None:
+    elif isinstance(s, nodes.Atomic) and s.result is not None:
         yield s.result
-    elif isinstance(s, For):
+    elif isinstance(s, nodes.For):
         yield s.var
 
 
