@@ -70,14 +70,14 @@ def worker(args) -> int:
     sys.path.insert(0, ROOT)
     import simrun.lang as ti
     from simrun.lang import api
-    from simrun.lang.codegen import emit, schedule
+    from simrun.lang.codegen import chunks, schedule
     from simrun.lang.passes import dead_code, hoist_atomics
 
     sys.path.insert(0, HERE)
     from timing import time_call
 
     if args.inline_work is not None:  # forced modes: both thresholds (scatters have their own)
-        emit.INLINE_WORK = emit.SCATTER_INLINE_WORK = args.inline_work
+        chunks.INLINE_WORK = chunks.SCATTER_INLINE_WORK = args.inline_work
     ti.init(cpu_max_num_threads=args.threads, offline_cache=False)
     rt = api.runtime()
     out = {}

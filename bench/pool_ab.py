@@ -1,4 +1,4 @@
-"""The two worker pools side by side, in one process: native (codegen/pool.py) vs Python.
+"""The two worker pools side by side, in one process: native (runtime/pool.py) vs Python.
 
 scaling.py compares separate processes, minutes apart on this drifting box; here every round
 runs each configuration (pool x thread count) back to back in one process, in alternating

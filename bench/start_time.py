@@ -80,12 +80,12 @@ def main() -> int:
         ("python -c 'import numpy'", [py, "-c", "import numpy"], env),
         ("python -c 'import simrun.lang'", [py, "-c", "import simrun.lang"], env),
         ("... + import simrun.lang.gui and its headless canvas (PIL)",
-         [py, "-c", "import simrun.lang, simrun.lang.gui, simrun.lang.gui_pil"], env),
+         [py, "-c", "import simrun.lang, simrun.lang.gui, simrun.lang.gui.pil"], env),
         (f"python bench/ad_gravity.py ({args.frames} frame)", [py, GRAVITY], env),
         ("same, no bytecode cache (PYTHONDONTWRITEBYTECODE=1)", [py, GRAVITY], no_pyc),
         ("same program without the GUI lines", [py, sim_only], env),
     ]
-    timed([py, "-c", "import simrun.lang, simrun.lang.gui, simrun.lang.gui_pil"], env,
+    timed([py, "-c", "import simrun.lang, simrun.lang.gui, simrun.lang.gui.pil"], env,
           tmp)  # bytecode cache
     cold = timed([py, GRAVITY], dict(env, SIMRUN_CACHE_DIR=os.path.join(tmp, "cold")), tmp)
     load = os.getloadavg()[0]

@@ -1,4 +1,4 @@
-"""ndrange tasks run as rows of their innermost dimension (codegen emit._grid_loop), with
+"""ndrange tasks run as rows of their innermost dimension (codegen chunks._grid_loop), with
 per-row sums for atomics whose target is the same all along a row (schedule.row_sums).
 
 Results are compared with numpy exactly (integer values, or integer-valued floats) under 1, 2

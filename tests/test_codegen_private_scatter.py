@@ -10,7 +10,8 @@ import pytest
 
 import simrun.lang as ti
 from simrun.lang import api
-from simrun.lang.codegen import emit, jit, layout, schedule
+from simrun.lang.codegen import chunks, copies, layout, schedule
+from simrun.lang.runtime import jit
 
 THREADS = [1, 2, 3]
 M = 200_000   # addends: enough estimated work to split the launch
@@ -228,10 +229,10 @@ def test_many_split_launches_stay_exact(threads):
 def test_threads_past_copy_threads_only_merge(monkeypatch):
     """A thread whose copy the context has no slot for takes no chunks, but still merges
     slices of the others' copies."""
-    for module in (emit, layout):
+    for module in (chunks, copies, layout):
         monkeypatch.setattr(module, "COPY_THREADS", 2)
     key = jit.cache_key  # the constant is not in the cache key (the source is): salt it
-    monkeypatch.setattr(jit, "cache_key", lambda text: key(text + "\nCOPY_THREADS=2"))
+    monkeypatch.setattr(jit, "cache_key", lambda text, s: key(text + "\nCOPY_THREADS=2", s))
     ti.init(arch=ti.cpu, cpu_max_num_threads=3)
     c, v = _data(6)
     g.fill(0.0)

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-import simrun.lang.gui as gui_module
+import simrun.lang.gui.window as gui_module
 from simrun.lang.gui import GUI
-from simrun.lang.gui_pil import PilCanvas
+from simrun.lang.gui.pil import PilCanvas
 
 REPO = Path(__file__).resolve().parents[1]
 BG = 0x112F41
@@ -36,7 +36,7 @@ def headless(tmp_path, monkeypatch):
 def renderer(request, monkeypatch):
     """Draw with each canvas in turn; "pil" is the headless default, left as is."""
     if request.param == "mpl":
-        from simrun.lang.gui_mpl import MplCanvas
+        from simrun.lang.gui.mpl import MplCanvas
 
         monkeypatch.setattr(gui_module, "_canvas_class", lambda windowed: MplCanvas)
     return request.param
@@ -263,9 +263,10 @@ class _FakeWindow:
 
 
 def test_window_uses_matplotlib_and_headless_fallback_uses_pil(monkeypatch, capsys):
-    from simrun.lang.gui_mpl import MplCanvas
+    from simrun.lang.gui.mpl import MplCanvas
 
-    monkeypatch.setattr(gui_module, "_display_available", lambda: True)
+    monkeypatch.delenv("SIMRUN_GUI_HEADLESS")  # and a display to open a window on
+    monkeypatch.setenv("DISPLAY", ":0")
     monkeypatch.setattr(gui_module, "_TkWindow", _FakeWindow)
     gui = GUI("windowed", res=(30, 20))
     assert isinstance(gui._canvas, MplCanvas)

@@ -85,13 +85,13 @@ CACHE_SCRIPT = textwrap.dedent('''
     import sys, time
     import numpy as np
     import simrun.lang as ti
-    from simrun.lang.codegen import jit
+    from simrun.lang.runtime import jit
 
     compiles = []
     _orig = jit.compile_module
-    def counting(key, text):
+    def counting(key, text, settings):
         compiles.append(key)
-        return _orig(key, text)
+        return _orig(key, text, settings)
     jit.compile_module = counting
 
     ti.init(arch=ti.cpu, default_fp=ti.f64)

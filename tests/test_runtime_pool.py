@@ -1,4 +1,4 @@
-"""The worker pools (runtime/parallel.py, codegen/pool.py): the native one and the Python one
+"""The worker pools (runtime/parallel.py, runtime/pool.py): the native one and the Python one
 give the same results, bit for bit, as one thread; workers stop on ti.init; a second Python
 thread launching at the same time, a fork, and thousands of tiny split launches (the race
 between a worker taking its job and the caller taking it back) all stay exact.
@@ -14,7 +14,7 @@ import pytest
 
 import simrun.lang as ti
 from simrun.lang import api
-from simrun.lang.codegen import objload
+from simrun.lang.runtime import objload
 
 N = 1 << 20
 G = 4096
@@ -196,7 +196,7 @@ def test_forked_child_starts_its_own_workers(monkeypatch, pool):
 def test_a_native_pool_that_fails_to_load_falls_back_to_threads(monkeypatch, capsys):
     from simrun.lang.runtime import parallel
 
-    def broken():
+    def broken(settings):
         raise OSError("no syscall() in this libc")
 
     monkeypatch.delenv("SIMRUN_POOL", raising=False)

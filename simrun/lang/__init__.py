@@ -60,7 +60,7 @@ from .frontend.special import ATOMICS as _ATOMICS
 from .frontend.special import Grouped as grouped
 from .frontend.special import NDRange as ndrange
 from .frontend.special import _loop_config as loop_config
-from .frontend.special import _random, static, static_assert, static_print
+from .frontend.special import random, static, static_assert, static_print
 from .linalg import polar_decompose, svd, sym_eig
 from .matrix import Matrix, Vector
 from .types import (
@@ -101,20 +101,6 @@ atomic_or = _ATOMICS["or"]
 atomic_xor = _ATOMICS["xor"]
 ifte = select
 
-
-
-def random(dtype=float):
-    """ti.random(dtype): uniform in [0, 1) for floats; a random integer for ints."""
-    from .frontend.context import active
-
-    if active():
-        return _random(dtype)
-    import numpy as _np
-
-    from .types import to_dtype
-
-    dt = to_dtype(dtype)
-    return float(_np.random.random()) if dt.is_float else int(_np.random.randint(0, 2**31))
 
 
 def is_active() -> bool:

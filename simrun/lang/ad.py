@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import functools
 
+from .autodiff.check import grad_check as _check
 from .autodiff.tape import FwdMode, Tape, active_tapes, clear_all_gradients, suppress
+from .ir.emitter import active, current
 
 __all__ = ["Tape", "FwdMode", "grad_replaced", "grad_for", "no_grad", "clear_all_gradients",
            "stop_grad", "grad_check"]
@@ -68,8 +70,6 @@ def no_grad(fn):
 def stop_grad(x):
     """Inside a kernel: loads of field x carry no derivative in the block of the call and the
     blocks inside it (Taichi's rule): the whole kernel at its top level, else that loop."""
-    from .frontend.context import active, current
-
     if active():
         field = getattr(x, "field", x)
         if not hasattr(field, "grad"):
@@ -80,6 +80,4 @@ def stop_grad(x):
 
 
 def grad_check(tape, fields):
-    from .autodiff.check import grad_check as _check
-
     return _check(tape, fields)

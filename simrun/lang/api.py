@@ -10,12 +10,21 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import fields as fields_mod
+from . import pipeline
 from .autodiff import tape as _tape
 from .autodiff.tape import _state as _tape_state
+from .compiler import compile_kernel
 from .errors import CompileError
-from .frontend.context import Emitter, GlobalRef, _stack
+from .frontend.context import GlobalRef
+from .frontend.inline import Func
 from .frontend.lower import LocalMatrix, Lowerer, lower_body
-from .frontend.source import get_source, remember_decoration_scope, signature_of
+from .frontend.source import (
+    _annotation_span,
+    get_source,
+    remember_decoration_scope,
+    signature_of,
+)
+from .ir.emitter import Emitter, _stack
 from .ir.nodes import KernelIR, Var
 from .matrix import Matrix
 from .runtime.parallel import Runtime
@@ -161,6 +170,7 @@ def _python_scalar(value, dtype: DType):
 
 class Kernel:
     instances: list = []
+    is_kernel = True  # what the frontend checks (it does not import this module)
 
     def __init__(self, pyfunc, bound_self=None):
         self.pyfunc = pyfunc
@@ -222,8 +232,6 @@ class Kernel:
 
     def _return_types(self, ret) -> list:
         """[(annotation, dtype)] per returned item: `-> T` or Taichi's `-> (T1, T2, ...)`."""
-        from .frontend.source import _annotation_span
-
         items = list(ret) if isinstance(ret, (tuple, list)) else [ret]
         out = []
         for item in items:
@@ -380,16 +388,9 @@ class Kernel:
         return kir, ndarrays
 
     def compile(self, args, mode: str):
-        from .autodiff import transform
-        from .compiler import compile_kernel
-        from .passes import dead_code, hoist_atomics
-
         kir, ndarrays = self.lower(args)
-        kir = transform(kir, mode, self.name)
-        kir = hoist_atomics.run(dead_code.run(kir))
+        kir = pipeline.run(kir, mode, self.name)
         compiled = compile_kernel(kir, runtime(), config, None, None)
-        from .codegen.layout import build_layout  # noqa: F401  (layout lives on compiled)
-
         compiled.ndarray_slots = {k: compiled.layout.field_slot[id(nd)]
                                   for k, nd in ndarrays.items()
                                   if id(nd) in compiled.layout.field_slot}
@@ -408,38 +409,12 @@ class GradKernel:
         self.kernel = kernel
 
     def __call__(self, *args, **kwargs):
-        from .autodiff import tape
-
         k = self.kernel
         if k.bound_self is None and self is not k.grad:
             pass
         if kwargs:
             args = k._bind_kwargs(args, kwargs)
-        tape.run_grad(k, args)
-
-
-class Func:
-    """@ti.func: inlined into the calling kernel."""
-
-    def __init__(self, pyfunc, bound_self=None):
-        self.pyfunc = pyfunc
-        self.bound_self = bound_self
-        self.is_bound_func = bound_self is not None
-
-    def __get__(self, obj, objtype=None):
-        if obj is None:
-            return self
-        return Func(self.pyfunc, obj)
-
-    def __call__(self, *args, **kwargs):
-        from .frontend.inline import inline_call
-        from .frontend.special import LOWERERS
-
-        if not LOWERERS:
-            raise RuntimeError(f"ti.func '{self.pyfunc.__name__}' can only be called from a "
-                               "kernel or another ti.func")
-        lw, node = LOWERERS[-1]
-        return inline_call(lw, self, list(args), kwargs, node)
+        _tape.run_grad(k, args)
 
 
 def _decorate(cls, fn):

@@ -13,16 +13,17 @@ import numbers
 
 import numpy as np
 
+from . import types
 from .ir import builder
+from .ir.emitter import active
 from .ir.nodes import Arith, Const, Expr
-from .ir.ops import OPS, Op
+from .ir.ops import OPS, Op, TypeRule
 from .types import DType, to_dtype
 
 
 def _is_matrix(x) -> bool:
-    from .matrix import Matrix
-
-    return isinstance(x, Matrix)
+    """A ti.Matrix (matrix.py imports this module; it registers the class in the builder)."""
+    return isinstance(x, builder.elementwise)
 
 
 def _is_number(x) -> bool:
@@ -31,35 +32,20 @@ def _is_number(x) -> bool:
 
 def _apply(op: Op, *args, _kernel_matrix: bool = False):
     """Element-wise over matrices, numeric in Python scope, IR inside kernels."""
-    for _k, a in enumerate(args):
-        if _is_matrix(a):
-            from .frontend.context import active
-            from .matrix import Matrix
-
-            in_kernel = active()  # a ti.Vector([2.5, ...]) built in a kernel holds expressions
-            shaped = [x if _is_matrix(x) else None for x in args]
-            ref = a
-            rows = []
-            for i in range(ref.n):
-                row = []
-                for j in range(ref.m):
-                    row.append(_apply(op, *[s.rows[i][j] if s is not None else x
-                                            for s, x in zip(shaped, args)],
-                                      _kernel_matrix=in_kernel))
-                rows.append(row)
-            out = Matrix.__new__(Matrix)
-            out.rows, out.is_vector = rows, ref.is_vector
-            return out
+    mat = next((a for a in args if _is_matrix(a)), None)
+    if mat is not None:
+        in_kernel = active()  # a ti.Vector([2.5, ...]) built in a kernel holds expressions
+        return mat.zip_map(lambda *xs: _apply(op, *xs, _kernel_matrix=in_kernel), args)
     if all(_is_number(a) for a in args):
         ref = OPS[op].ref if _kernel_matrix else _PYTHON_NUMBER_REFS.get(op, OPS[op].ref)
-        values = [float(a) if op in _FLOAT_OPS else a for a in args]
+        values = [float(a) if OPS[op].rule is TypeRule.FLOAT else a for a in args]
         try:
             return ref(*values)
         except (ValueError, OverflowError, ZeroDivisionError):
-            if op not in _IEEE:
+            if IEEE_FALLBACKS[op] is None:
                 raise
             with np.errstate(all="ignore"):  # Taichi's numpy: sqrt(-1) nan, log(0) -inf
-                return float(_IEEE[op](*values))
+                return float(IEEE_FALLBACKS[op](*values))
     return builder.make(op, *args)
 
 
@@ -72,14 +58,12 @@ _PYTHON_NUMBER_REFS = {Op.ROUND: lambda a: float(np.round(a)),
                        Op.CEIL: lambda a: float(np.ceil(a))}
 
 # Where Python's math raises (a domain error, an overflow), the IEEE result that numpy (and
-# so Taichi) and the generated code give.
-_IEEE = {Op.SIN: np.sin, Op.COS: np.cos, Op.TAN: np.tan, Op.ASIN: np.arcsin,
-         Op.ACOS: np.arccos, Op.ATAN: np.arctan, Op.TANH: np.tanh, Op.EXP: np.exp,
-         Op.LOG: np.log, Op.SQRT: np.sqrt, Op.RSQRT: lambda a: 1.0 / np.sqrt(a),
-         Op.ATAN2: np.arctan2}
-
-_FLOAT_OPS = {Op.SIN, Op.COS, Op.TAN, Op.ASIN, Op.ACOS, Op.ATAN, Op.TANH, Op.EXP, Op.LOG,
-              Op.SQRT, Op.RSQRT, Op.ATAN2, Op.TRUEDIV}
+# so Taichi) and the generated code give; None: the exception stands (every op has an entry,
+# tests/test_ops_tables.py).
+IEEE_FALLBACKS = {op: None for op in Op} | {
+    Op.SIN: np.sin, Op.COS: np.cos, Op.TAN: np.tan, Op.ASIN: np.arcsin, Op.ACOS: np.arccos,
+    Op.ATAN: np.arctan, Op.TANH: np.tanh, Op.EXP: np.exp, Op.LOG: np.log, Op.SQRT: np.sqrt,
+    Op.RSQRT: lambda a: 1.0 / np.sqrt(a), Op.ATAN2: np.arctan2}
 
 
 def sin(x): return _apply(Op.SIN, x)
@@ -151,8 +135,6 @@ def cast(x, dtype):
     if _is_matrix(x):
         return x.map(lambda e: cast(e, dtype))
     if _is_number(x):
-        from .frontend.context import active
-
         if dtype.is_int and isinstance(x, (float, np.floating)):
             x = _float_to_int(float(x), dtype)
         if active():  # a typed constant: `x: ti.f64 = 0.1` keeps f64
@@ -197,6 +179,9 @@ def python_value(x):
     if isinstance(x, Arith):
         raise TypeError("a kernel expression has no value in Python scope")
     return x
+
+
+types.constructors["cast"] = cast
 
 
 def is_dtype(x) -> bool:

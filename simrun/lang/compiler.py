@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import os
-
-from .codegen import jit
 from .codegen.layout import build_layout
 from .ir.printer import print_kernel
+from .runtime import jit
 from .runtime.launch import CompiledKernel
 
 
@@ -32,15 +30,16 @@ def build_module(kir, layout, key: str, debug: bool, fast_math: bool) -> tuple[s
 def compile_kernel(kir, runtime, config, arg_specs, ndarray_slots) -> CompiledKernel:
     layout = build_layout(kir)
     text = kernel_text(kir, layout)
-    if os.environ.get("SIMRUN_PRINT_IR"):
+    settings = runtime.settings
+    if settings.print_ir:
         print(text)
-    key = jit.cache_key(f"{text}\ndebug={config.debug} fast_math={config.fast_math}")
+    key = jit.cache_key(f"{text}\ndebug={config.debug} fast_math={config.fast_math}", settings)
     names = [f"{kir.name}_{key}_t{k}" for k in range(len(kir.tasks))]
-    cached = jit.load_cached(key, use_disk=config.offline_cache)
+    cached = jit.load_cached(key, settings, use_disk=config.offline_cache)
     if not cached or config.debug:
         module_text, names = build_module(kir, layout, key, config.debug, config.fast_math)
         if not cached:
-            jit.compile_module(key, module_text)
+            jit.compile_module(key, module_text, settings)
     addresses = [jit.function_address(n) for n in names]
     slots = [(layout.var_slot[v], v.dtype) for v in kir.arg_vars]
     return CompiledKernel(kir.name, layout, addresses, slots, kir.ret_types, runtime,

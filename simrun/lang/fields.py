@@ -8,7 +8,8 @@ import weakref
 import numpy as np
 
 from .errors import SimrunError, Span
-from .types import DType, f32, to_dtype
+from .ir import builder
+from .types import DType, constructors, f32, to_dtype
 
 _ids = itertools.count()
 registry: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
@@ -181,9 +182,7 @@ class Field:
             )
         out = []
         for axis, (k, n) in enumerate(zip(key, self.shape)):
-            from .matrix import Matrix
-
-            if isinstance(k, Matrix):
+            if isinstance(k, builder.elementwise):  # a ti.Vector
                 raise IndexError("index a field with integers, or unpack the vector: f[v[0], v[1]]")
             k = int(k)
             if not 0 <= k < n:
@@ -196,10 +195,8 @@ class Field:
 
     def __getitem__(self, key):
         idx = self._key(key)
-        if self.elem_shape:
-            from .matrix import FieldElement
-
-            return FieldElement(self, idx)
+        if self.elem_shape:  # a matrix.FieldElement (matrix.py imports this module)
+            return constructors["field_element"](self, idx)
         return self.data[idx].item()
 
     def __setitem__(self, key, value):

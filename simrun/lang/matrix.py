@@ -11,6 +11,9 @@ import numbers
 import numpy as np
 
 from . import builtins as B
+from . import types
+from .fields import Field
+from .ir import builder
 from .types import to_dtype
 
 
@@ -56,6 +59,16 @@ class Matrix:
 
     def entries(self) -> list:
         return [x for r in self.rows for x in r]
+
+    def zip_map(self, fn, args):
+        """fn over the entries of args (matrices shaped like self, or scalars), entry by entry:
+        ti.* math functions given a matrix."""
+        shaped = [x if isinstance(x, Matrix) else None for x in args]
+        out = Matrix.__new__(Matrix)
+        out.rows = [[fn(*[s.rows[i][j] if s is not None else x for s, x in zip(shaped, args)])
+                     for j in range(self.m)] for i in range(self.n)]
+        out.is_vector = self.is_vector
+        return out
 
     def _new(self, rows, vec=None):
         out = Matrix.__new__(Matrix)
@@ -304,8 +317,6 @@ class Matrix:
     def field(cls, n: int, m: int, dtype=None, shape=None, name: str = "", offset=None,
               needs_grad: bool = False, needs_dual: bool = False, layout=None,
               _vector: bool = False, **kwargs):
-        from .fields import Field
-
         return Field(dtype, shape, name=name, needs_grad=needs_grad, needs_dual=needs_dual,
                      elem_shape=(n,) if _vector else (n, m), offset=offset)
 
@@ -356,6 +367,10 @@ class FieldElement(Matrix):
         row = self.rows[i] if j is None else self.rows[i][j]
         self._field.data[self._place(i, j)] = row
         self._field.version += 1
+
+
+builder.elementwise += (Matrix,)
+types.constructors.update(matrix=Matrix, field_element=FieldElement)
 
 
 class _VectorMeta(type):

@@ -6,6 +6,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# What calling a type builds is defined above this module, which imports nothing of
+# simrun.lang: builtins.py installs "cast" (`ti.f32(x)`), matrix.py "matrix" (the Matrix
+# class, for `ti.types.vector(3, ti.f32)(...)` and `.field(...)`) and "field_element" (what
+# fields.py returns for `v[i]` in Python scope).
+constructors: dict = {}
+
 
 @dataclass(frozen=True)
 class DType:
@@ -32,9 +38,7 @@ class DType:
 
     def __call__(self, value):
         """`ti.f32(x)` casts, as in Taichi."""
-        from .builtins import cast
-
-        return cast(value, self)
+        return constructors["cast"](value, self)
 
 
 f16 = DType("f16", "f", 16)
@@ -138,8 +142,7 @@ class MatrixType:
     is_vector: bool
 
     def __call__(self, *values):
-        from .matrix import Matrix
-
+        Matrix = constructors["matrix"]
         if len(values) == 1 and not isinstance(values[0], (int, float)):
             values = values[0]
         if self.is_vector:
@@ -152,8 +155,7 @@ class MatrixType:
         return mat.cast(self.dtype) if self.dtype is not None else mat
 
     def field(self, **kwargs):
-        from .matrix import Matrix
-
+        Matrix = constructors["matrix"]
         return Matrix.field(self.n, self.m, dtype=self.dtype, **kwargs) if not self.is_vector \
             else Matrix.field(self.n, 1, dtype=self.dtype, _vector=True, **kwargs)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..ir.access import stmt_reads
 from ..ir.nodes import Atomic, Load, Store, VarRef, expr_vars, walk
 
 
@@ -29,8 +30,6 @@ def kernel_access(kir) -> Access:
 
 
 def used_vars(body) -> set:
-    from ..codegen.layout import stmt_reads
-
     used = set()
     for s in walk(body):
         used.update(stmt_reads(s))

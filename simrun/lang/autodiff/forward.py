@@ -24,6 +24,7 @@ from ..ir.nodes import (
     VarRef,
     While,
 )
+from ..ir.ops import ATOMIC_NAMES, Op
 from .rules import partials
 
 
@@ -94,9 +95,10 @@ class Dualizer:
                 out.append(s)
                 old = s.result if s.result is not None and s.result.dtype.is_float else None
                 if has_dual(s.field):
-                    if s.op not in ("add", "sub"):
-                        raise AutodiffError(f"forward mode cannot differentiate ti.atomic_{s.op}"
-                                            f" on field '{s.field.name}'", s.span,
+                    if s.op not in (Op.ADD, Op.SUB):
+                        raise AutodiffError("forward mode cannot differentiate "
+                                            f"ti.atomic_{ATOMIC_NAMES[s.op]} on field "
+                                            f"'{s.field.name}'", s.span,
                                             self.kernel_name)
                     dv = self.d(s.value)
                     if dv is not None or old is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..ir import builder
 from ..ir.nodes import Assign, Break, Continue, For, If, Var, VarRef, While, walk
+from ..ir.ops import Op
 from ..types import i32, i64
 
 
@@ -43,7 +44,7 @@ class Normalizer:
         for idx, s in enumerate(stmts):
             if isinstance(s, If):
                 cv = self.fresh("cond", i32)
-                out.append(Assign(cv, builder.cast(builder.make(_ne(), s.cond, 0), i32),
+                out.append(Assign(cv, builder.cast(builder.make(Op.NE, s.cond, 0), i32),
                                   span=s.span))
                 out.append(If(VarRef(cv), self.block(s.then, flags), self.block(s.orelse, flags),
                               span=s.span))
@@ -51,8 +52,8 @@ class Normalizer:
                     rest = self.block(stmts[idx + 1:], flags)
                     if rest:
                         go = self.fresh("go", i32)
-                        out.append(Assign(go, builder.make(_and(), builder.make(_eq(),
-                                   VarRef(flags[0]), 0), builder.make(_eq(), VarRef(flags[1]), 0)),
+                        out.append(Assign(go, builder.make(Op.LOGICAL_AND, builder.make(Op.EQ,
+                                   VarRef(flags[0]), 0), builder.make(Op.EQ, VarRef(flags[1]), 0)),
                             span=s.span))
                         out.append(If(VarRef(go), rest, [], span=s.span))
                     return out
@@ -76,7 +77,7 @@ class Normalizer:
             idx = s.var
             end = self.fresh("end", s.end.dtype)
             pre = [Assign(end, s.end, span=s.span), Assign(idx, s.begin, span=s.span)]
-            body = [If(builder.make(_ge(), VarRef(idx), VarRef(end)), [Break()], [])] + \
+            body = [If(builder.make(Op.GE, VarRef(idx), VarRef(end)), [Break()], [])] + \
                 list(s.body)
             loop = While(body + [Assign(idx, VarRef(idx) + 1)], span=s.span)
             loop.bump_after_continue = True
@@ -96,7 +97,7 @@ class Normalizer:
         inner = [Assign(cont, builder.const(0, i32))] + self.block(body, (brk, cont))
         if bump:
             go = self.fresh("go", i32)
-            inner += [Assign(go, builder.make(_eq(), VarRef(brk), 0)),
+            inner += [Assign(go, builder.make(Op.EQ, VarRef(brk), 0)),
                       If(VarRef(go), bump, [])]
         loop = While(inner + [Assign(counter, VarRef(counter) + 1),
                               If(VarRef(brk), [Break()], [])], span=s.span)
@@ -104,30 +105,6 @@ class Normalizer:
         loop.inner_len = len(inner)
         return [Assign(counter, builder.const(0, i64), span=s.span),
                 Assign(brk, builder.const(0, i32), span=s.span), loop]
-
-
-def _ne():
-    from ..ir.ops import Op
-
-    return Op.NE
-
-
-def _eq():
-    from ..ir.ops import Op
-
-    return Op.EQ
-
-
-def _ge():
-    from ..ir.ops import Op
-
-    return Op.GE
-
-
-def _and():
-    from ..ir.ops import Op
-
-    return Op.LOGICAL_AND
 
 
 def normalize(body) -> list:

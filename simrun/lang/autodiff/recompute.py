@@ -19,8 +19,7 @@ it reverses as before.
 
 from __future__ import annotations
 
-from ..codegen.layout import stmt_reads
-from ..codegen.schedule import accumulation
+from ..ir.access import stmt_reads
 from ..ir.nodes import (
     AssertStmt,
     Assign,
@@ -34,6 +33,7 @@ from ..ir.nodes import (
     expr_vars,
     walk,
 )
+from ..ir.reductions import accumulation
 
 _ALLOWED = (Assign, Load, Store, Atomic, If, AssertStmt, Print, Return)
 

@@ -14,10 +14,9 @@ from __future__ import annotations
 import dataclasses
 from contextlib import contextmanager
 
-from ..codegen.layout import stmt_reads
-from ..codegen.schedule import accumulation, var_reductions
 from ..errors import AutodiffError
 from ..ir import builder
+from ..ir.access import stmt_reads
 from ..ir.nodes import (
     AssertStmt,
     Assign,
@@ -40,7 +39,8 @@ from ..ir.nodes import (
     expr_vars,
     walk,
 )
-from ..ir.ops import Op
+from ..ir.ops import ATOMIC_NAMES, Op
+from ..ir.reductions import accumulation, var_reductions
 from .analysis import kernel_access
 from .normalize import normalize
 from .races import check_races
@@ -134,10 +134,10 @@ class TaskReverser:
                     out.append(s)
                 elif s.result is not None and s.result in self.used:
                     raise self.error(
-                        f"the value returned by ti.atomic_{s.op} on field '{s.field.name}' is "
-                        "used, but replaying the atomic in the gradient kernel would repeat its "
-                        "side effect; read the field in this kernel or move the atomic into a "
-                        "kernel outside the differentiated region", s.span)
+                        f"the value returned by ti.atomic_{ATOMIC_NAMES[s.op]} on field "
+                        f"'{s.field.name}' is used, but replaying the atomic in the gradient "
+                        "kernel would repeat its side effect; read the field in this kernel or "
+                        "move the atomic into a kernel outside the differentiated region", s.span)
             elif isinstance(s, If):
                 out.append(If(s.cond, self.forward(s.then), self.forward(s.orelse), span=s.span))
             elif isinstance(s, For) and s in self.recompute:
@@ -214,7 +214,7 @@ class TaskReverser:
                     out.append(StackPop(s.var))
                 if g is not None and has_grad(s.field) and not s.no_grad and \
                         s.field not in self.stopped:
-                    out.append(Atomic("add", s.field.grad, s.comp, s.indices, g, span=s.span))
+                    out.append(Atomic(Op.ADD, s.field.grad, s.comp, s.indices, g, span=s.span))
             elif isinstance(s, Random):
                 if self.saves(s.var):
                     out.append(StackPop(s.var))
@@ -254,20 +254,21 @@ class TaskReverser:
             if self.saves(s.result):
                 out.append(StackPop(s.result))
             if g is not None and has_grad(s.field):
-                raise self.error(f"the old value returned by ti.atomic_{s.op} on field "
-                                 f"'{s.field.name}' is differentiated; simrun cannot "
+                raise self.error(f"the old value returned by ti.atomic_{ATOMIC_NAMES[s.op]} on "
+                                 f"field '{s.field.name}' is differentiated; simrun cannot "
                                  "differentiate through an atomic's return value", s.span)
         if not has_grad(s.field) or not s.field.dtype.is_float:
             return
-        if s.op not in ("add", "sub"):
+        if s.op not in (Op.ADD, Op.SUB):
+            name = ATOMIC_NAMES[s.op]
             raise self.error(
-                f"ti.atomic_{s.op} (or `{s.op}=`) on field '{s.field.name}', which needs a "
+                f"ti.atomic_{name} (or `{name}=`) on field '{s.field.name}', which needs a "
                 "gradient: its derivative depends on which write wins and simrun will not "
                 "guess it (Taichi silently treats it as an add); compute the "
-                f"{s.op} in a local variable, or store into a field without needs_grad", s.span)
+                f"{name} in a local variable, or store into a field without needs_grad", s.span)
         t = Var("ga", s.field.dtype)
         out.append(Load(t, s.field.grad, s.comp, s.indices, span=s.span))
-        g = VarRef(t) if s.op == "add" else -VarRef(t)
+        g = VarRef(t) if s.op is Op.ADD else -VarRef(t)
         self.backprop(s.value, g, out)
 
     # ------------------------------------------------------------ whole task

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from .. import builtins as B
 from ..ir import builder
-from ..ir.ops import Op
+from ..ir.nodes import Const
+from ..ir.ops import OPS, Op
 
 
 def _one(x):
@@ -47,8 +48,6 @@ RULES = {
 
 
 def _pow_base(a):
-    from ..ir.nodes import Const
-
     base, exp = a
     if isinstance(exp, Const):
         if exp.value == 0:
@@ -59,8 +58,6 @@ def _pow_base(a):
 
 
 def _pow_exp(a, o):
-    from ..ir.nodes import Const
-
     base, exp = a
     if isinstance(exp, Const):
         return None
@@ -69,9 +66,7 @@ def _pow_exp(a, o):
                     0 * base)
 
 
-NON_DIFFERENTIABLE = {Op.FLOOR, Op.CEIL, Op.ROUND, Op.FLOORDIV, Op.LT, Op.LE, Op.GT, Op.GE,
-                      Op.EQ, Op.NE, Op.LOGICAL_AND, Op.LOGICAL_OR, Op.LOGICAL_NOT, Op.BIT_AND,
-                      Op.BIT_OR, Op.BIT_XOR, Op.BIT_NOT, Op.SHL, Op.SHR}
+NON_DIFFERENTIABLE = frozenset(op for op, info in OPS.items() if not info.differentiable)
 
 
 def partials(e):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import AutodiffError
+from ..fields import all_fields
 from .analysis import kernel_access
 from .regions import WriteRegions
 
@@ -269,8 +270,6 @@ class Tape:
 
 
 def clear_all_gradients(gradient_type=None) -> None:
-    from ..fields import all_fields
-
     for f in all_fields():
         if f.grad is not None and f.grad.data is not None:
             f.grad.data[...] = 0
@@ -289,8 +288,6 @@ class FwdMode:
         self.clear_gradients = clear_gradients
 
     def __enter__(self):
-        from ..fields import all_fields
-
         p = self.param
         if p.dual is None:
             raise AutodiffError(f"field '{p.name}' has no dual: create it with needs_dual=True "

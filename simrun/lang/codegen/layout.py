@@ -4,21 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..ir.access import stmt_fields
 from ..ir.nodes import (
-    AssertStmt,
-    Assign,
-    Atomic,
-    For,
-    If,
-    Load,
-    Print,
     Random,
-    Return,
-    StackPop,
-    StackPush,
-    Store,
-    Var,
-    expr_vars,
     walk,
 )
 from .schedule import (
@@ -60,57 +48,12 @@ class Layout:
         return self.field_slot[id(f)]
 
 
-def _stmt_fields(s):
-    if isinstance(s, (Load, Store, Atomic)):
-        yield s.field
-
-
-def _stmt_exprs(s):
-    if isinstance(s, Assign):
-        yield s.value
-    elif isinstance(s, (Load,)):
-        yield from s.indices
-    elif isinstance(s, Store):
-        yield from s.indices
-        yield s.value
-    elif isinstance(s, Atomic):
-        yield from s.indices
-        yield s.value
-    elif isinstance(s, If):
-        yield s.cond
-    elif isinstance(s, For):
-        yield s.begin
-        yield s.end
-    elif isinstance(s, AssertStmt):
-        yield s.cond
-    elif isinstance(s, Print):
-        yield from (x for x in s.items if not isinstance(x, str))
-    elif isinstance(s, Return):
-        yield from s.values
-
-
-def stmt_reads(s):
-    for e in _stmt_exprs(s):
-        yield from expr_vars(e)
-    if isinstance(s, StackPush):
-        yield s.var
-
-
-def stmt_writes(s):
-    if isinstance(s, (Assign, Load, Random, StackPop)):
-        yield s.var
-    elif isinstance(s, Atomic) and s.result is not None:
-        yield s.result
-    elif isinstance(s, For):
-        yield s.var
-
-
 def build_layout(kernel) -> Layout:
     lay = Layout()
     for task in kernel.tasks:
         for s in walk(task.body):
             lay.uses_random |= isinstance(s, Random)
-            for f in _stmt_fields(s):
+            for f in stmt_fields(s):
                 if id(f) not in lay.field_slot:
                     lay.field_slot[id(f)] = len(lay.fields)
                     lay.fields.append(f)
@@ -140,4 +83,4 @@ def build_layout(kernel) -> Layout:
     return lay
 
 
-__all__ = ["MERGE_STRIDE", "Layout", "build_layout", "stmt_reads", "stmt_writes", "Var"]
+__all__ = ["MERGE_STRIDE", "Layout", "build_layout"]

@@ -19,7 +19,7 @@ threads land in an order that changes from run to run, so a small scatter stays
 bit-reproducible by running inline. A larger launch is cut into chunks of about CHUNK_WORK
 units (at most MAX_CHUNKS chunks), and the chunks into one contiguous range per thread: each
 thread takes chunks from its own range's atomic counter, then from the other ranges'
-(emit.build_range).
+(chunks.build_range).
 
 A field the task only adds floats to, at indices other iterations may share (a p2g grid, the
 `x.grad[j]` of a pair-energy gradient), is privatised: each thread adds into a zeroed copy of
@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ..ir.access import write_counts
 from ..ir.nodes import (
     AssertStmt,
     Assign,
@@ -60,6 +61,7 @@ from ..ir.nodes import (
     walk,
 )
 from ..ir.ops import Op
+from ..ir.reductions import field_reductions, hoistable_fields, index_key, var_reductions
 
 INLINE_WORK = 1 << 18   # estimated units a launch may take and still run inline (~60 us)
 SCATTER_INLINE_WORK = 1 << 21  # the same for a loop with float atomic scatters (~0.5 ms)
@@ -80,9 +82,13 @@ RANGE_STRIDE = 8        # slots (64 bytes) between two ranges' counters: one cac
 # context slots: chunks done (atomic), chunk size, range count; then the ranges' counters
 SCHED_SLOTS = RANGE_STRIDE * (1 + MAX_RANGES)
 
-_EXPENSIVE = {Op.SIN: 24, Op.COS: 24, Op.TAN: 32, Op.ASIN: 32, Op.ACOS: 32, Op.ATAN: 32,
-              Op.TANH: 32, Op.EXP: 20, Op.LOG: 20, Op.ATAN2: 40, Op.SQRT: 6, Op.RSQRT: 8,
-              Op.TRUEDIV: 6, Op.FLOORDIV: 12, Op.MOD: 12, Op.ROUND: 4}
+# cost units of one op (float pow, floordiv and mod: see expr_cost); every op has an entry
+COSTS: dict[Op, int] = {op: 1 for op in Op} | {
+    Op.SIN: 24, Op.COS: 24, Op.TAN: 32, Op.ASIN: 32, Op.ACOS: 32, Op.ATAN: 32, Op.TANH: 32,
+    Op.EXP: 20, Op.LOG: 20, Op.ATAN2: 40, Op.SQRT: 6, Op.RSQRT: 8, Op.TRUEDIV: 6,
+    Op.FLOORDIV: 12, Op.MOD: 12, Op.ROUND: 4}
+# ops whose code is a call or a long sequence LLVM does not vectorise
+_CALLS = frozenset(op for op, c in COSTS.items() if c > 1) - {Op.SQRT, Op.TRUEDIV} | {Op.POW}
 _LOAD, _STORE, _ATOMIC, _RANDOM, _STACK, _PRINT = 2, 2, 20, 16, 6, 32
 
 
@@ -114,7 +120,7 @@ def expr_cost(e, seen: set | None = None) -> float:
     if not isinstance(e, OpExpr) or id(e) in seen:
         return 0.0
     seen.add(id(e))
-    own = _EXPENSIVE.get(e.op, 1)
+    own = COSTS[e.op]
     if e.op is Op.POW and e.dtype.is_float:
         own = 40
     if e.op in (Op.FLOORDIV, Op.MOD) and e.dtype.is_float:
@@ -153,7 +159,7 @@ def _vectorisable(body) -> bool:
 def _has_call(e) -> bool:
     if not isinstance(e, OpExpr):
         return False
-    if e.op in _EXPENSIVE and e.op not in (Op.SQRT, Op.TRUEDIV) or e.op is Op.POW:
+    if e.op in _CALLS:
         return True
     return any(_has_call(a) for a in e.args)
 
@@ -216,19 +222,10 @@ def _stmt_cost(s, invariant, plain) -> Cost:
     return Cost()  # Break, Continue
 
 
-def _write_counts(body) -> dict:
-    """How many statements of body write each local."""
-    counts: dict = {}
-    for s in walk(body):
-        for v in _writes(s):
-            counts[v] = counts.get(v, 0) + 1
-    return counts
-
-
 def _owned_test(task):
     """A predicate: does an access index the field at the iteration's own index (the loop's
     indices, each assigned once), where no other iteration of the launch reads or writes?"""
-    assigned = _write_counts(task.body)
+    assigned = write_counts(task.body)
     own = tuple(task.index_vars) or (task.var,)
 
     def owned(s) -> bool:
@@ -255,21 +252,19 @@ def _scatters(task) -> list:
     reduced = field_reductions(task)
     owned = _owned_test(task)
     return [s for s in walk(task.body)
-            if isinstance(s, Atomic) and s.field.dtype.is_float and s.op in ("add", "sub", "mul")
+            if isinstance(s, Atomic) and s.field.dtype.is_float and s.op in (Op.ADD, Op.SUB, Op.MUL)
             and (id(s.field), s.comp) not in reduced and not owned(s)]
 
 
 def row_sums(task) -> dict:
-    """For an ndrange task (run as rows of its innermost dimension, emit._grid_loop): the
+    """For an ndrange task (run as rows of its innermost dimension, chunks._grid_loop): the
     result-free atomic adds/subs whose target is the same all along a row (its indices read
     only outer indices and locals the task never writes), on fields the task touches no other
     way, as {id(stmt): key}; statements with one key add into one per-row sum, flushed once per
     row (the `x.grad[i]` of a pair-energy gradient over `ndrange(n, n)`)."""
-    from ..passes.hoist_atomics import hoistable_fields, index_key
-
     if len(task.grid) < 2:
         return {}
-    writes = _write_counts(task.body)
+    writes = write_counts(task.body)
     outer = {v for v in task.index_vars[:-1] if writes.get(v, 0) == 1}
     fields = hoistable_fields(task.body)
     out = {}
@@ -290,9 +285,9 @@ def private_scatters(task) -> list:
     scatters into and touches only with result-free atomic adds/subs, smallest first while
     their copies fit in PRIVATE_BYTES together."""
     other = {id(s.field) for s in walk(task.body) if isinstance(s, (Load, Store, Atomic))
-             and not (isinstance(s, Atomic) and s.op in ("add", "sub") and s.result is None)}
+             and not (isinstance(s, Atomic) and s.op in (Op.ADD, Op.SUB) and s.result is None)}
     candidates = {id(s.field): s.field for s in _scatters(task)
-                  if s.op in ("add", "sub") and s.field.shape != ()
+                  if s.op in (Op.ADD, Op.SUB) and s.field.shape != ()
                   and not getattr(s.field, "is_ndarray_arg", False)}
     chosen, total = [], 0
     for f in sorted((f for k, f in candidates.items() if k not in other), key=field_bytes):
@@ -335,67 +330,6 @@ def field_bytes(f) -> int:
     return f.ncomp * f.dtype.bits // 8 * math.prod(f.shape)
 
 
-def _writes(s):
-    from .layout import stmt_writes
-
-    return stmt_writes(s)
-
-
-# ---------------------------------------------------------------- reductions
-
-
-def accumulation(s):
-    """The increment e when s is `v = v + e` (what `v += e` lowers to), `v = e + v` or
-    `v = v - e`, else None."""
-    from ..ir import builder
-
-    v = _uncast(s.value)
-    if not (isinstance(v, OpExpr) and v.op in (Op.ADD, Op.SUB)):
-        return None
-    own = [isinstance(_uncast(a), VarRef) and _uncast(a).var is s.var for a in v.args]
-    if own[0]:
-        delta = builder.cast(v.args[1], s.var.dtype)
-        return delta if v.op is Op.ADD else -delta
-    if own[1] and v.op is Op.ADD:
-        return builder.cast(v.args[0], s.var.dtype)
-    return None
-
-
-def _uncast(e):
-    return e.args[0] if isinstance(e, OpExpr) and e.op is Op.CAST else e
-
-
-def field_reductions(task) -> dict:
-    """(id(field), comp) -> field for 0-d fields the task only adds to (`s[None] += e`)."""
-    accessed_other = set()
-    candidates = {}
-    for s in walk(task.body):
-        if isinstance(s, Atomic) and s.op in ("add", "sub") and s.result is None \
-                and s.field.shape == ():
-            candidates[(id(s.field), s.comp)] = s.field
-        elif isinstance(s, (Load, Store, Atomic)):
-            accessed_other.add(id(s.field))
-    return {k: f for k, f in candidates.items() if k[0] not in accessed_other}
-
-
-def var_reductions(task, var_slot) -> list:
-    """Top-level locals touched only as `v += e` in this loop, in a fixed order."""
-    from .layout import stmt_reads, stmt_writes
-
-    accumulated, disqualified = [], set()
-    for s in walk(task.body):
-        delta = accumulation(s) if isinstance(s, Assign) else None
-        if delta is not None and s.var in var_slot:
-            if s.var not in accumulated:
-                accumulated.append(s.var)
-            disqualified |= set(expr_vars(delta))
-        else:
-            disqualified |= set(stmt_reads(s)) | set(stmt_writes(s))
-    for e in (task.begin, task.end):
-        disqualified |= set(expr_vars(e))
-    return [v for v in accumulated if v not in disqualified]
-
-
 def reduction_count(task, var_slot) -> int:
     """How many partial sums one chunk of this range task leaves in the context."""
     if task.kind != "range":
@@ -403,8 +337,8 @@ def reduction_count(task, var_slot) -> int:
     return len(field_reductions(task)) + len(var_reductions(task, var_slot))
 
 
-__all__ = ["CHUNK_ALIGN", "CHUNK_WORK", "Cost", "INLINE_WORK", "MAX_CHUNKS", "MAX_RANGES", "COPY_THREADS", "MERGE_SLICES",
+__all__ = ["CHUNK_ALIGN", "CHUNK_WORK", "COSTS", "Cost", "INLINE_WORK", "MAX_CHUNKS", "MAX_RANGES", "COPY_THREADS", "MERGE_SLICES",
            "MERGE_MIN_SLICE", "RANGE_STRIDE",
            "PRIVATE_BYTES", "SCATTER_INLINE_WORK", "SCHED_SLOTS", "SPIN_ROUNDS",
-           "accumulation", "body_cost", "expr_cost", "field_bytes", "field_reductions", "iteration_cost", "owned_fields", "private_scatters", "reduction_count", "row_sums", "scatters_floats",
-           "var_reductions"]
+           "body_cost", "expr_cost", "field_bytes", "iteration_cost", "owned_fields",
+           "private_scatters", "reduction_count", "row_sums", "scatters_floats"]

@@ -10,6 +10,8 @@ from ..ir import builder
 from ..ir.nodes import Assign, If, VarRef
 from ..matrix import Matrix
 from ..types import DType, MatrixType, template, to_dtype
+from .context import LOWERERS
+from .lower import Lowerer, is_dynamic
 from .source import get_source, signature_of
 
 
@@ -22,8 +24,6 @@ def _ends_with_return(stmts) -> bool:
 
 
 def inline_call(lw, func, args, kwargs, node):
-    from .lower import Lowerer, is_dynamic
-
     pyfunc = func.pyfunc
     if getattr(func, "bound_self", None) is not None:
         args = [func.bound_self] + list(args)
@@ -75,8 +75,6 @@ def _run(sub, stmts, ret_ann, out=None):
             cond = sub.expr(s.test)
             then = s.body + ([] if _ends_with_return(s.body) else rest)
             orelse = s.orelse + ([] if _ends_with_return(s.orelse) else rest)
-            from .lower import is_dynamic
-
             if not is_dynamic(cond):
                 return _run(sub, then if cond else orelse, ret_ann, out)
             out["force"] = True  # both branches must write the same result variables
@@ -101,8 +99,6 @@ def _run(sub, stmts, ret_ann, out=None):
 
 def _spec(value):
     """Structure of a return value: scalars, matrices and tuples of them."""
-    from .lower import is_dynamic
-
     if isinstance(value, tuple):
         return ("tuple", [_spec(v) for v in value])
     if isinstance(value, Matrix):
@@ -117,8 +113,6 @@ def _flatten(value, keep_static: bool = False) -> list:
         return [x for v in value for x in _flatten(v, keep_static)]
     if isinstance(value, Matrix):
         return value.entries()
-    from .lower import is_dynamic
-
     return [value] if is_dynamic(value) or keep_static else []
 
 
@@ -170,3 +164,24 @@ def _result(out):
     if "vars" not in out:
         return None
     return _unflatten(out["spec"], [VarRef(v) for v in out["vars"]])
+
+
+class Func:
+    """@ti.func: inlined into the calling kernel."""
+
+    def __init__(self, pyfunc, bound_self=None):
+        self.pyfunc = pyfunc
+        self.bound_self = bound_self
+        self.is_bound_func = bound_self is not None
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return Func(self.pyfunc, obj)
+
+    def __call__(self, *args, **kwargs):
+        if not LOWERERS:
+            raise RuntimeError(f"ti.func '{self.pyfunc.__name__}' can only be called from a "
+                               "kernel or another ti.func")
+        lw, node = LOWERERS[-1]
+        return inline_call(lw, self, list(args), kwargs, node)

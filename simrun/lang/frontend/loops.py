@@ -225,8 +225,6 @@ def _int(lw, v, node) -> int:
     from .lower import is_dynamic
 
     if is_dynamic(v):
-        from ..ir.nodes import Const
-
         if isinstance(v, Const):
             return int(v.value)
         raise lw.error("ti.static loop bounds must be compile-time constants", node)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins as py
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -10,10 +11,11 @@ import numpy as np
 from .. import builtins as B
 from ..fields import Field
 from ..ir import builder
+from ..ir.emitter import active, current
 from ..ir.nodes import Const, Expr, Print, Random, Var, VarRef
 from ..matrix import Matrix
 from ..types import defaults, i32, to_dtype
-from .context import GlobalRef, active, atomic, current
+from .context import LOWERERS, GlobalRef, atomic
 
 
 @dataclass
@@ -69,8 +71,6 @@ class NDRange:
         return tuple(hi - lo for lo, hi in self.bounds)
 
     def __iter__(self):
-        import itertools
-
         return itertools.product(*[py.range(int(lo), int(hi)) for lo, hi in self.bounds])
 
 
@@ -168,6 +168,14 @@ def subscript(lw, base, index, node):
     return base[index]
 
 
+def random(dtype=float):
+    """ti.random(dtype): uniform in [0, 1) for floats; a random integer for ints."""
+    if active():
+        return _random(dtype)
+    dt = to_dtype(dtype)
+    return float(np.random.random()) if dt.is_float else int(np.random.randint(0, 2**31))
+
+
 def _random(dtype=float):
     em = current()
     dtype = to_dtype(dtype)
@@ -237,8 +245,7 @@ PY_BUILTINS = {
 
 
 def call(lw, node):
-    from ..api import Func, Kernel
-    from .inline import inline_call
+    from .inline import Func, inline_call
 
     func = lw.expr(node.func)
     if func is static:
@@ -254,7 +261,7 @@ def call(lw, node):
     kwargs = {k.arg: lw.expr(k.value) for k in node.keywords}
     if isinstance(func, Func) or getattr(func, "is_bound_func", False):
         return inline_call(lw, func, args, kwargs, node)
-    if isinstance(func, Kernel) or getattr(func, "is_bound_kernel", False):
+    if getattr(func, "is_kernel", False) or getattr(func, "is_bound_kernel", False):
         raise lw.error("a kernel cannot call another kernel; make the callee a @ti.func", node)
     LOWERERS.append((lw, node))
     try:
@@ -263,8 +270,5 @@ def call(lw, node):
         LOWERERS.pop()
 
 
-LOWERERS: list = []  # (lowerer, call node) while a plain Python function runs inside a kernel
-
-
 __all__ = ["Var", "static", "ATOMICS", "call", "subscript", "KRange", "NDRange", "Grouped",
-           "_random", "_print", "_loop_config", "static_assert", "static_print"]
+           "random", "_print", "_loop_config", "static_assert", "static_print"]

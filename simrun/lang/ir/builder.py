@@ -10,6 +10,9 @@ from .ops import OPS, Op, operand_type, result_type
 
 # The frontend installs a converter for values that are not Expr yet (lazy global loads).
 value_hooks: list = []
+# Types whose operators apply element-wise (ti.Matrix; matrix.py adds it): an expression's
+# operator with one of them returns NotImplemented, so theirs runs instead.
+elementwise: tuple = ()
 
 
 def as_expr(value) -> Expr:
@@ -106,9 +109,7 @@ def make(op: Op, *args) -> Expr:
 
 
 def binary(op: Op, a, b) -> Expr:
-    from ..matrix import Matrix
-
-    if isinstance(a, Matrix) or isinstance(b, Matrix):
+    if isinstance(a, elementwise) or isinstance(b, elementwise):
         return NotImplemented
     if op is Op.POW:
         return power(a, b)

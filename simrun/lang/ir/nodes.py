@@ -166,7 +166,7 @@ class Store(Stmt):
 class Atomic(Stmt):
     """field[indices] <op>= value; the old value goes to `result` when it is used."""
 
-    op: str
+    op: Op  # one of ops.ATOMIC_OPS
     field: Any
     comp: int
     indices: tuple

@@ -1,7 +1,10 @@
 """The one opcode table: arity, typing, differentiability and a Python reference for each op.
 
-Codegen emitters (codegen/llvm_ops.py) and derivative rules (autodiff/rules.py) are separate
-tables keyed by the same enum; tests/test_ops_tables.py asserts they never drift apart.
+What other layers know about an op are separate tables keyed by the same enum, one per layer:
+LLVM emitters (codegen/llvm_ops.py), the C math functions they call (codegen/libm.py), cost
+estimates (codegen/schedule.py), derivative rules (autodiff/rules.py; non-differentiable ops
+are read from OpInfo) and numpy fallbacks for Python numbers (builtins.py).
+tests/test_ops_tables.py asserts that each has an entry for every op.
 """
 
 from __future__ import annotations
@@ -161,6 +164,12 @@ OPS: dict[Op, OpInfo] = {
     Op.SHR: OpInfo(_B, T.INT, False, lambda a, b: a >> b),
     Op.SELECT: OpInfo(3, T.SELECT, True, lambda c, a, b: a if c else b),
 }
+
+# `ti.atomic_<name>` and augmented assignments to fields: the op each one applies
+ATOMIC_OPS: dict[str, Op] = {"add": Op.ADD, "sub": Op.SUB, "mul": Op.MUL, "min": Op.MIN,
+                             "max": Op.MAX, "and": Op.BIT_AND, "or": Op.BIT_OR,
+                             "xor": Op.BIT_XOR}
+ATOMIC_NAMES: dict[Op, str] = {op: name for name, op in ATOMIC_OPS.items()}
 
 
 def result_type(op: Op, arg_types: list[DType]) -> DType:

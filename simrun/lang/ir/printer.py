@@ -25,6 +25,7 @@ from .nodes import (
     VarRef,
     While,
 )
+from .ops import ATOMIC_NAMES
 
 
 class Printer:
@@ -68,7 +69,7 @@ class Printer:
                 self.lines.append(f"{pad}store {self.place(s)} = {self.expr(s.value)}")
             elif isinstance(s, Atomic):
                 res = f"{self.var(s.result)} = " if s.result is not None else ""
-                self.lines.append(f"{pad}{res}atomic_{s.op} {self.place(s)}, "
+                self.lines.append(f"{pad}{res}atomic_{ATOMIC_NAMES[s.op]} {self.place(s)}, "
                                   f"{self.expr(s.value)}")
             elif isinstance(s, Random):
                 self.lines.append(f"{pad}{self.var(s.var)} = random #{s.site}")

@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 
-from ..codegen.layout import stmt_reads
+from ..ir.access import stmt_reads
 from ..ir.nodes import (
     Assign,
     Atomic,

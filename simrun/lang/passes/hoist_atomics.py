@@ -20,13 +20,9 @@ from ..ir import builder
 from ..ir.nodes import (
     Assign,
     Atomic,
-    Const,
     For,
     If,
     KernelIR,
-    Load,
-    OpExpr,
-    Store,
     Var,
     VarRef,
     While,
@@ -34,17 +30,7 @@ from ..ir.nodes import (
     walk,
 )
 from ..ir.ops import Op
-
-
-def index_key(e):
-    """A structural identity for an index expression."""
-    if isinstance(e, Const):
-        return ("c", e.value, e.dtype)
-    if isinstance(e, VarRef):
-        return ("v", id(e.var))
-    if isinstance(e, OpExpr):
-        return (e.op, e.dtype) + tuple(index_key(a) for a in e.args)
-    return ("?", id(e))
+from ..ir.reductions import hoistable_fields, index_key
 
 
 def _assigned(body) -> set:
@@ -57,19 +43,6 @@ def _assigned(body) -> set:
     return out
 
 
-def hoistable_fields(body) -> set:
-    """Fields that body only ever touches with result-free atomic add/sub."""
-    touched, blocked = set(), set()
-    for s in walk(body):
-        if isinstance(s, (Load, Store)):
-            blocked.add(id(s.field))
-        elif isinstance(s, Atomic):
-            touched.add(id(s.field))
-            if s.result is not None or s.op not in ("add", "sub"):
-                blocked.add(id(s.field))
-    return touched - blocked
-
-
 def _rewrite(body, fields: set, variant: set, sums: dict) -> list:
     out = []
     for s in body:
@@ -80,8 +53,7 @@ def _rewrite(body, fields: set, variant: set, sums: dict) -> list:
                 sums[key] = (Var(f"{s.field.name}_sum", s.field.dtype), s)
             acc = sums[key][0]
             value = builder.cast(s.value, acc.dtype)
-            op = Op.ADD if s.op == "add" else Op.SUB
-            out.append(Assign(acc, builder.make(op, VarRef(acc), value), span=s.span))
+            out.append(Assign(acc, builder.make(s.op, VarRef(acc), value), span=s.span))
         elif isinstance(s, If):
             out.append(If(s.cond, _rewrite(s.then, fields, variant, sums),
                           _rewrite(s.orelse, fields, variant, sums), span=s.span))
@@ -100,7 +72,7 @@ def _hoist_loop(loop: For) -> list:
     if not sums:
         return [loop]
     init = [Assign(acc, builder.const(0, acc.dtype), span=loop.span) for acc, _ in sums.values()]
-    flush = [Atomic("add", s.field, s.comp, s.indices, VarRef(acc), span=s.span)
+    flush = [Atomic(Op.ADD, s.field, s.comp, s.indices, VarRef(acc), span=s.span)
              for acc, s in sums.values()]
     ran = builder.make(Op.GT, loop.end, loop.begin)
     return init + [For(loop.var, loop.begin, loop.end, body, span=loop.span),

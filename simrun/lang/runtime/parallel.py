@@ -3,12 +3,12 @@
 A task's probe call (nthreads = -num_threads) either runs a small loop inline and returns 0,
 or sets up its chunk counters and returns the number of chunks. Then the calling thread and up
 to num_threads - 1 workers call the task, and each takes chunks, from its own range first and
-then from the others', until none are left (codegen/schedule.py, emit.build_range): a worker
+then from the others', until none are left (codegen/schedule.py, chunks.build_range): a worker
 that wakes up late, or a thread the OS deschedules, just takes fewer chunks. A worker that has
 not started by the time the calling thread runs out of chunks is not waited for: its job is
 taken back.
 
-Two pools do this. The native one (codegen/pool.py, Linux x86-64) posts and joins a launch in
+Two pools do this. The native one (runtime/pool.py, Linux x86-64) posts and joins a launch in
 machine code, with workers asleep on a futex, so a launch never waits for the GIL; the Python
 one (threads, a queue per worker, locks) is the fallback elsewhere, and SIMRUN_POOL=python
 selects it.
@@ -26,6 +26,8 @@ import weakref
 
 import numpy as np
 
+from ..settings import Settings
+from . import jit, objload
 from . import pool_state as ps
 from .launch import TASK_FN
 
@@ -118,32 +120,31 @@ def default_threads() -> int:
     return max(1, min(_cpus(), quota) if quota else _cpus())
 
 
-def native_pool_available() -> bool:
-    from ..codegen import objload
-
-    return objload.supported() and os.environ.get("SIMRUN_POOL", "native") != "python"
+def native_pool_available(settings: Settings) -> bool:
+    return objload.supported() and settings.pool != "python"
 
 
 @functools.cache
-def _native_functions() -> tuple:
+def _native_functions(settings: Settings) -> tuple:
     """The native pool's entry points, compiled once per machine (then from the disk cache)."""
-    from ..codegen import jit
+    key = jit.cache_key("simrun native pool", settings)
+    if not jit.load_cached(key, settings):
+        from . import pool  # builds LLVM IR: a warm start never imports llvmlite.ir
 
-    key = jit.cache_key("simrun native pool")
-    if not jit.load_cached(key):
-        from ..codegen.pool import build_module
-
-        jit.compile_module(key, build_module())
+        jit.compile_module(key, pool.build_module(), settings)
     return (_RUN(jit.function_address(ps.RUN_FN)), _WORKER(jit.function_address(ps.WORKER_FN)),
             _STOP(jit.function_address(ps.STOP_FN)))
 
 
 class Runtime:
-    """Process-wide state shared by all kernels: threads, random seed and autodiff stacks."""
+    """Process-wide state shared by all kernels: threads, random seed and autodiff stacks, and
+    the environment's settings (read when ti.init makes the runtime)."""
 
-    def __init__(self, num_threads: int | None = None, seed: int = 0):
+    def __init__(self, num_threads: int | None = None, seed: int = 0,
+                 settings: Settings | None = None):
+        self.settings = settings if settings is not None else Settings.from_environ()
         self.num_threads = max(1, num_threads or default_threads())
-        self._native: bool | None = None  # decided on the first compile (objload's import)
+        self._native: bool | None = None  # decided on first use
         self.state = np.zeros(ps.state_slots(self.num_threads), dtype=np.int64)
         self._set_constants()
         self._queues: list = []   # the Python pool's, one per worker thread
@@ -161,7 +162,7 @@ class Runtime:
     def native(self) -> bool:
         """Whether launches go through the native pool (else the Python one)."""
         if self._native is None:
-            self._native = native_pool_available()
+            self._native = native_pool_available(self.settings)
         return self._native
 
     @property
@@ -191,7 +192,7 @@ class Runtime:
         """Start the pool, then run: `run` becomes the native call itself from now on."""
         if self.native:
             try:
-                run, worker, _ = _native_functions()
+                run, worker, _ = _native_functions(self.settings)
             except Exception as exc:  # e.g. a libc without syscall(): threads still work
                 print(f"[simrun] native worker pool unavailable ({exc}); using Python threads",
                       file=sys.stderr)
@@ -244,7 +245,7 @@ class Runtime:
 
     def shutdown(self) -> None:
         if self._threads and self.native:
-            _native_functions()[2](self.state.ctypes.data)
+            _native_functions(self.settings)[2](self.state.ctypes.data)
         for q in self._queues:
             q.put(None)
         for t in self._threads:

@@ -1,5 +1,5 @@
 """Slots of the native worker pool's state (an int64 array): runtime/parallel.py owns it,
-codegen/pool.py emits the code that reads and writes it. Futex words (the generation, a
+runtime/pool.py emits the code that reads and writes it. Futex words (the generation, a
 worker's claim and done) are the low 32 bits of their slot."""
 
 GEN = 0            # the latest job's generation (never 0 once a job is posted)

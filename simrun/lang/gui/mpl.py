@@ -2,7 +2,7 @@
 
 Why: with a window on screen, frames are shown once per `show()` and matplotlib's antialiased
 text and shapes are worth its ~0.75 s import. Headless runs never import this module (see
-`gui_pil.py`). Same interface as `gui_pil.PilCanvas`: pixel coordinates with (0,0) at the
+`pil.py`). Same interface as `pil.PilCanvas`: pixel coordinates with (0,0) at the
 bottom-left, float RGB colours in [0,1], and `render()` returning (h, w, 3) uint8.
 """
 

@@ -3,7 +3,7 @@
 Why: headless runs only write PNG frames, and matplotlib's import (~0.75 s) was most of the
 reference gravity program's start-up; PIL (~30 ms, already used to write the PNGs) draws
 circles, segments and polygons in C. Shapes are drawn at `SCALE`x and box-filtered down, so
-edges are antialiased (5 coverage levels at 2x). Same interface as `gui_mpl.MplCanvas`.
+edges are antialiased (5 coverage levels at 2x). Same interface as `mpl.MplCanvas`.
 """
 
 from __future__ import annotations

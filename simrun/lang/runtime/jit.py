@@ -14,6 +14,8 @@ from pathlib import Path
 
 import llvmlite
 
+from ..codegen.libm import libm_symbols
+from ..settings import Settings
 from . import objload
 
 ENGINE_VERSION = "simrun-jit-3"
@@ -21,11 +23,7 @@ _state: dict = {}     # LLVM: target machine and MCJIT engine, made on first use
 _host: dict = {}      # cpu, features
 _loaded: set = set()  # cache keys whose objects are in this process
 _symbols: dict = {}   # function name -> address, for objects objload mapped
-use_objload = objload.supported() and not os.environ.get("SIMRUN_MCJIT")
 
-_LIBM = ["sinf", "cosf", "tanf", "asinf", "acosf", "atanf", "tanhf", "expf", "logf", "powf",
-         "atan2f", "sin", "cos", "tan", "asin", "acos", "atan", "tanh", "exp", "log", "pow",
-         "atan2", "floorf", "floor", "ceilf", "ceil", "sqrtf", "sqrt", "fmodf", "fmod"]
 _LIBC = ["realloc", "calloc", "free", "printf", "fflush", "memset", "memcpy", "syscall", "sched_yield"]
 
 
@@ -36,7 +34,7 @@ def _init():
 
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
-    for name in _LIBM + _LIBC:
+    for name in libm_symbols() + _LIBC:
         try:
             llvm.add_symbol(name, objload.resolve_c(name))
         except objload.LoadError:
@@ -53,14 +51,13 @@ def _init():
     return _state
 
 
-def host_cpu() -> tuple[str, str]:
+def host_cpu(cache_dir: Path | None) -> tuple[str, str]:
     """LLVM's name and feature string for this CPU, without loading LLVM when a previous
-    process on the same CPU wrote them down."""
+    process on the same CPU wrote them down (in cache_dir)."""
     if _host:
         return _host["cpu"], _host["features"]
     ident = _cpu_identity()
-    d = cache_dir()
-    path = d / f"host-{ident}.txt" if ident and d is not None else None
+    path = cache_dir / f"host-{ident}.txt" if ident and cache_dir is not None else None
     try:
         cpu, features = path.read_text().split("\n", 1) if path else ("", "")
     except (OSError, ValueError):
@@ -105,28 +102,24 @@ def _write_atomic(path: Path, data: bytes) -> None:
         pass
 
 
-def cache_dir() -> Path | None:
-    if os.environ.get("SIMRUN_NO_DISK_CACHE"):
-        return None
-    base = os.environ.get("SIMRUN_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "simrun")
-    return Path(base) / "kernels"
-
-
 @functools.cache
 def _codegen_fingerprint() -> str:
-    """Any change to the code generator invalidates cached objects, with no version to bump."""
+    """Any change to the code generator invalidates cached objects, with no version to bump:
+    codegen/, the IR it reads (ops, access and reduction analyses), the compiler driver, and
+    the runtime modules that shape or load objects (this JIT, the pool, the ELF loader)."""
     h = hashlib.sha256()
-    here = Path(__file__).parent
-    for path in sorted(here.glob("*.py")) + [here.parent / "compiler.py",
-                                              here.parent / "ir" / "ops.py",
-                                              here.parent / "runtime" / "pool_state.py"]:
+    lang = Path(__file__).parent.parent
+    runtime, ir = lang / "runtime", lang / "ir"
+    for path in sorted((lang / "codegen").glob("*.py")) + [
+            lang / "compiler.py", ir / "ops.py", ir / "access.py", ir / "reductions.py",
+            runtime / "jit.py", runtime / "objload.py", runtime / "pool.py",
+            runtime / "pool_state.py"]:
         h.update(path.read_bytes())
     return h.hexdigest()
 
 
-def cache_key(text: str) -> str:
-    cpu, features = host_cpu()
+def cache_key(text: str, settings: Settings) -> str:
+    cpu, features = host_cpu(settings.cache_dir)
     h = hashlib.sha256()
     for part in (ENGINE_VERSION, _codegen_fingerprint(), llvmlite.__version__, cpu, features,
                  text):
@@ -146,24 +139,24 @@ def _optimize(mod) -> None:
     pb.getModulePassManager().run(mod, pb)
 
 
-def load_cached(key: str, use_disk: bool = True) -> bool:
+def load_cached(key: str, settings: Settings, use_disk: bool = True) -> bool:
     if key in _loaded:
         return True
-    d = cache_dir() if use_disk else None
+    d = settings.cache_dir if use_disk else None
     path = d / f"{key}.o" if d else None
     if path is None or not path.exists():
         return False
     try:
-        _load_object(path.read_bytes())
+        _load_object(path.read_bytes(), settings.mcjit)
     except Exception:  # a corrupt cache entry is recompiled, never fatal
         return False
     _loaded.add(key)
     return True
 
 
-def _load_object(obj: bytes) -> None:
+def _load_object(obj: bytes, mcjit: bool) -> None:
     """Make an object's functions callable: objload where it handles the object, else MCJIT."""
-    if use_objload:
+    if objload.supported() and not mcjit:
         try:
             _symbols.update(objload.load(obj))
             return
@@ -174,7 +167,7 @@ def _load_object(obj: bytes) -> None:
     st["engine"].finalize_object()
 
 
-def compile_module(key: str, module_text: str) -> None:
+def compile_module(key: str, module_text: str, settings: Settings) -> None:
     """Verify, optimise and JIT an LLVM module; store its object code for the next process."""
     st = _init()
     llvm = st["llvm"]
@@ -183,12 +176,12 @@ def compile_module(key: str, module_text: str) -> None:
     mod.data_layout = str(st["tm"].target_data)
     mod.verify()
     _optimize(mod)
-    if os.environ.get("SIMRUN_PRINT_LLVM"):
+    if settings.print_llvm:
         print(str(mod))
     obj = st["tm"].emit_object(mod)
-    _load_object(obj)
+    _load_object(obj, settings.mcjit)
     _loaded.add(key)
-    d = cache_dir()
+    d = settings.cache_dir
     if d is not None:
         _write_atomic(d / f"{key}.o", obj)
 

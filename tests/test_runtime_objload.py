@@ -1,4 +1,4 @@
-"""Cached kernel objects are mapped by codegen/objload.py, without loading LLVM.
+"""Cached kernel objects are mapped by runtime/objload.py, without loading LLVM.
 
 A fresh process with a warm cache must give the same numbers as the process that compiled
 the kernels and as one that loads the same objects through MCJIT; objects the loader does not
@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import simrun.lang as ti
-from simrun.lang.codegen import jit, objload
+from simrun.lang import api
+from simrun.lang.runtime import jit, objload
 
 pytestmark = pytest.mark.skipif(not objload.supported(), reason="x86-64 Linux only")
 
@@ -107,7 +108,8 @@ def _object(tmp_path: Path, monkeypatch) -> bytes:
             y[i] = ti.sin(i + phase) * ti.exp(-phase)
 
     waves(0.25)
-    pool = f"{jit.cache_key('simrun native pool')}.o"  # compiled here too when not loaded yet
+    # the pool is compiled here too when not loaded yet
+    pool = f"{jit.cache_key('simrun native pool', api.runtime().settings)}.o"
     (path,) = [p for p in (tmp_path / "kernels").glob("*.o") if p.name != pool]
     return path.read_bytes()
 
@@ -163,12 +165,11 @@ def test_fallback_to_mcjit(tmp_path: Path, monkeypatch) -> None:
 
 
 def test_corrupt_host_file_is_rewritten(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("SIMRUN_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(jit, "_host", {})
-    cpu, features = jit.host_cpu()
+    cpu, features = jit.host_cpu(tmp_path / "kernels")
     (path,) = (tmp_path / "kernels").glob("host-*.txt")
     assert path.read_text() == f"{cpu}\n{features}"
     path.write_text("")
     monkeypatch.setattr(jit, "_host", {})
-    assert jit.host_cpu() == (cpu, features)
+    assert jit.host_cpu(tmp_path / "kernels") == (cpu, features)
     assert path.read_text() == f"{cpu}\n{features}"

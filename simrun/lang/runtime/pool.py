@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ..runtime.pool_state import (
+from ..codegen.llvm_types import I32, I64, PTR
+from .pool_state import (
     BUSY,
     CLAIM,
     CTX,
@@ -43,7 +44,6 @@ from ..runtime.pool_state import (
     WORKER,
     WORKER_FN,
 )
-from .llvm_types import I32, I64, PTR
 
 SYS_FUTEX = 202    # x86-64 Linux
 FUTEX_WAIT, FUTEX_WAKE = 128, 129   # the _PRIVATE variants

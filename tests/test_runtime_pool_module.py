@@ -1,4 +1,4 @@
-"""The native pool's LLVM module (codegen/pool.py): its text is golden (a change to the
+"""The native pool's LLVM module (runtime/pool.py): its text is golden (a change to the
 hand-off protocol shows up in review as a diff), and it compiles to an object that objload
 maps without MCJIT (no unwind tables, only 64-bit absolute relocations)."""
 
@@ -6,8 +6,7 @@ import llvmlite
 import pytest
 from golden_ir import check_golden
 
-from simrun.lang.codegen import jit, objload, pool
-from simrun.lang.runtime import pool_state
+from simrun.lang.runtime import jit, objload, pool, pool_state
 
 GOLDEN_LLVMLITE = "0.50.0"  # another llvmlite may print the same module differently
 

@@ -3,10 +3,10 @@
 Why: Taichi's docs and DiffTaichi examples drive a `GUI` (circles, lines, `show()`, events).
 This module keeps Taichi's conventions (coordinates in [0,1] with y up, radii in pixels,
 0xRRGGBB colours, palettes) and hands normalized pixel-space shapes to a canvas: matplotlib's
-Agg (`gui_mpl.py`) behind a window, PIL (`gui_pil.py`) headless, so that a headless run never
+Agg (`mpl.py`) behind a window, PIL (`pil.py`) headless, so that a headless run never
 pays for importing matplotlib and scripts run unchanged without a display.
 
-Environment (read once, at construction): `SIMRUN_GUI_HEADLESS=1` forces headless mode;
+Environment (read once, at construction; settings.py): `SIMRUN_GUI_HEADLESS=1` forces headless mode;
 `SIMRUN_GUI_DIR` is where headless frames go (default `./simrun_gui/<name>`);
 `SIMRUN_GUI_MAX_FRAMES=N` makes `running` False after N shown frames.
 """
@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ..settings import Settings
 
 
 def _rgb(color: Any, n: int | None = None) -> np.ndarray:
@@ -50,15 +52,6 @@ def _points(a: Any) -> np.ndarray:
 def _per_item(a: Any, n: int) -> np.ndarray:
     """A scalar or one value per item -> float (n,)."""
     return np.broadcast_to(np.asarray(a, dtype=np.float64).reshape(-1), (n,))
-
-
-def _display_available() -> bool:
-    """Whether a window can plausibly be opened (Tk on X11, macOS or Windows)."""
-    if os.environ.get("SIMRUN_GUI_HEADLESS", "") not in ("", "0"):
-        return False
-    if sys.platform.startswith(("linux", "freebsd", "openbsd")):
-        return bool(os.environ.get("DISPLAY"))
-    return True
 
 
 class _Event:
@@ -131,10 +124,10 @@ class _TkWindow:
 def _canvas_class(windowed: bool) -> type:
     """matplotlib only behind a window; headless frames use PIL (no ~0.75 s import)."""
     if windowed:
-        from .gui_mpl import MplCanvas
+        from .mpl import MplCanvas
 
         return MplCanvas
-    from .gui_pil import PilCanvas
+    from .pil import PilCanvas
 
     return PilCanvas
 
@@ -163,13 +156,13 @@ class GUI:
         self._events: deque[_Event] = deque()
         self._cursor = (0.5, 0.5)
         self._running = True
-        max_frames = os.environ.get("SIMRUN_GUI_MAX_FRAMES", "")
-        self._max_frames = int(max_frames) if max_frames.strip() else None
+        settings = Settings.from_environ()
+        self._max_frames = settings.gui_max_frames
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_.") or "gui"
-        self.frame_dir = Path(os.environ.get("SIMRUN_GUI_DIR") or Path("simrun_gui") / safe)
+        self.frame_dir = settings.gui_dir or Path("simrun_gui") / safe
         self._announced = False
         self._window: _TkWindow | None = None
-        if show_gui and _display_available():
+        if show_gui and not settings.gui_headless:
             try:
                 self._window = _TkWindow(self, fullscreen)
             except Exception as exc:  # no usable display after all: fall back to frames

@@ -1,0 +1,36 @@
+"""The pass order, in one place: frontend IR -> autodiff for the launch mode -> dead code
+removed -> atomics hoisted out of serial loops; compiler.py takes it from there to LLVM.
+
+Each pass is a function KernelIR -> KernelIR. `checks` run after every pass with its name
+(tests register ir/verify.py's verify there, so every kernel the suite compiles is verified
+after each pass).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .autodiff import transform
+from .ir.nodes import KernelIR
+from .passes import dead_code, hoist_atomics
+
+checks: list[Callable[[KernelIR, str], None]] = []
+
+
+def passes(mode: str, name: str) -> list[tuple[str, Callable[[KernelIR], KernelIR]]]:
+    """(name, pass) in the order they run, for a launch in `mode` of kernel `name`."""
+    return [
+        ("frontend", lambda kir: kir),
+        (f"autodiff ({mode})", lambda kir: transform(kir, mode, name)),
+        ("dead_code", dead_code.run),
+        ("hoist_atomics", hoist_atomics.run),
+    ]
+
+
+def run(kir: KernelIR, mode: str, name: str) -> KernelIR:
+    """The kernel's IR after every pass, ready for compiler.compile_kernel."""
+    for pass_name, run_pass in passes(mode, name):
+        kir = run_pass(kir)
+        for check in checks:
+            check(kir, pass_name)
+    return kir

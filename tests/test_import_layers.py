@@ -1,0 +1,125 @@
+"""simrun.lang's packages import each other without a cycle, counting imports inside functions.
+
+Every import statement in simrun/lang is read with ast (module level, inside functions and
+methods alike). A unit is a subpackage (ir, passes, autodiff, codegen, runtime, frontend, gui)
+or a top-level module (types, builtins, matrix, fields, api, ...); an import from one unit of
+another is an edge. The graph must have no cycle, so each unit only uses the ones below it.
+Imports within one unit are its own business.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+LANG = Path(__file__).resolve().parent.parent / "simrun" / "lang"
+PACKAGE = "simrun.lang"
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join([PACKAGE, *parts])
+
+
+def _targets(node: ast.AST, module: str, is_package: bool) -> list[str]:
+    """The simrun.lang modules an import statement names (a `from x import y` also names x.y,
+    which may be a module)."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names if a.name.startswith(PACKAGE)]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    if node.level:
+        base = module.split(".") if is_package else module.split(".")[:-1]
+        base = base[:len(base) - node.level + 1]
+        name = ".".join(base + ([node.module] if node.module else []))
+    else:
+        name = node.module or ""
+    if not name.startswith(PACKAGE):
+        return []
+    return [name] + [f"{name}.{a.name}" for a in node.names]
+
+
+def _unit(module: str, root: Path) -> str | None:
+    """The subpackage or top-level module of simrun.lang a module belongs to."""
+    parts = module.split(".")
+    if len(parts) < 3:
+        return None  # simrun.lang itself: its __init__ re-exports everything
+    unit = parts[2]
+    return unit if (root / unit).is_dir() or (root / f"{unit}.py").exists() else None
+
+
+def import_graph(root: Path = LANG) -> dict[str, dict[str, list[str]]]:
+    """unit -> {imported unit: ["file:line", ...]} for every import, in functions too."""
+    graph: dict[str, dict[str, list[str]]] = {}
+    for path in sorted(root.rglob("*.py")):
+        module = _module_name(path, root)
+        source = _unit(module, root)
+        if source is None:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            for target in _targets(node, module, path.name == "__init__.py"):
+                dest = _unit(target, root)
+                if dest is not None and dest != source:
+                    where = f"{path.relative_to(root.parent)}:{node.lineno}"
+                    seen = graph.setdefault(source, {}).setdefault(dest, [])
+                    if where not in seen:
+                        seen.append(where)
+    return graph
+
+
+def find_cycle(graph: dict[str, dict[str, list[str]]]) -> list[str] | None:
+    """One cycle as [a, b, ..., a], or None."""
+    state: dict[str, int] = {}  # 1 on the current path, 2 done
+    path: list[str] = []
+
+    def visit(u: str) -> list[str] | None:
+        state[u] = 1
+        path.append(u)
+        for v in sorted(graph.get(u, {})):
+            if state.get(v) == 1:
+                return path[path.index(v):] + [v]
+            if v not in state:
+                found = visit(v)
+                if found:
+                    return found
+        path.pop()
+        state[u] = 2
+        return None
+
+    for u in sorted(graph):
+        if u not in state:
+            found = visit(u)
+            if found:
+                return found
+    return None
+
+
+def test_no_import_cycle_between_units():
+    graph = import_graph()
+    cycle = find_cycle(graph)
+    if cycle:
+        edges = [f"  {a} -> {b}: {', '.join(graph[a][b])}" for a, b in zip(cycle, cycle[1:])]
+        pytest.fail("import cycle " + " -> ".join(cycle) + "\n" + "\n".join(edges))
+
+
+def test_the_walk_sees_imports_inside_functions(tmp_path):
+    """A cycle closed only by an import inside a function is still a cycle."""
+    for name, text in {"a/__init__.py": "", "a/x.py": "from ..b import y\n",
+                       "b/__init__.py": "", "b/y.py": "def f():\n    from ..a import x\n"}.items():
+        (tmp_path / "lang" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "lang" / name).write_text(text)
+    assert find_cycle(import_graph(tmp_path / "lang")) in (["a", "b", "a"], ["b", "a", "b"])
+
+
+def test_low_layers_stay_low():
+    """types imports nothing of simrun.lang; ir only errors and types; codegen nothing above
+    ir (it emits LLVM IR, the runtime loads it)."""
+    graph = import_graph()
+    assert set(graph.get("types", {})) == set()
+    assert set(graph.get("ir", {})) <= {"errors", "types"}
+    assert set(graph.get("codegen", {})) <= {"errors", "types", "ir"}
+    assert set(graph.get("passes", {})) <= {"errors", "types", "ir"}
