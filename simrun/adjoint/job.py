@@ -112,11 +112,9 @@ def scene_gradient(scene: Scene, wrt: list[str], *, steps: int | None = None,
     model = DiffModel(scene, x0, *_split_keys(keys), threads)
     traj = Trajectory(model, progress)
     state0 = traj.start(x0, v0)
-    wants = any(k.kind in ("mass", "energy") for k in keys)
-    traj.need_energy_grads = wants
-    value, _ = traj.objective(state0, steps)
+    traj.need_energy_grads = any(k.kind in ("mass", "energy") for k in keys)
     t1 = time.perf_counter()
-    adj, sched = traj.gradient(state0, steps, snapshots)
+    value, adj, sched = traj.gradient(state0, steps, snapshots)
     t2 = time.perf_counter()
     grads = {k.text: _gradient_of(k, adj, scene) for k in keys}
     if any(not np.all(np.isfinite(g)) for g in grads.values()):
@@ -126,7 +124,7 @@ def scene_gradient(scene: Scene, wrt: list[str], *, steps: int | None = None,
                                  "(--steps) or check the objective")
     return GradResult(value, grads, steps, snapshots, sched.advances, sched.recompute_factor,
                       sched.peak_stored * _state_bytes(scene),
-                      threads or os.cpu_count(), {"forward": t1 - t0, "reverse": t2 - t1})
+                      threads or os.cpu_count(), {"setup": t1 - t0, "sweeps": t2 - t1})
 
 
 def forward_gradient(scene: Scene, wrt: list[str], *, steps: int | None = None,

@@ -60,8 +60,8 @@ class Schedule:
 
     @property
     def recompute_factor(self) -> float:
-        """Forward steps of the reversal (advances plus each step's own recompute) per step."""
-        return (self.advances + self.steps) / max(self.steps, 1)
+        """Forward steps per step, the first descent (the forward sweep itself) included."""
+        return (self.advances + 1) / max(self.steps, 1)
 
 
 def reverse(state0: Any, steps: int, snapshots: int, advance: Callable[[Any, int], Any],

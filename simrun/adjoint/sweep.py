@@ -130,11 +130,10 @@ class Trajectory:
         adj.dt += half * float(np.sum((f / m - g * v_in) * vbar))
         return (1.0 - half * h * g) * vbar
 
-    def reverse_step(self, adj: Adjoint, state: State, k: int, steps: int) -> None:
-        """adj holds dJ/d(state after step k); make it dJ/d(state before step k)."""
+    def reverse_step(self, adj: Adjoint, state: State, nxt: State, k: int, steps: int) -> None:
+        """adj holds dJ/d(state after step k), nxt; make it dJ/d(state before step k)."""
         verlet = self.scene.integrator.type == "velocity_verlet"
         half = 0.5 if verlet else 1.0
-        nxt = self.advance(state, k)
         m = self.m.astype(state.v.dtype)  # the first kick as the step computes it
         v1 = state.v + half * self.h * (state.f / m - self.gamma * state.v)
         signs = self._reflect_signs((state.x + self.h * v1).astype(float))
@@ -159,23 +158,44 @@ class Trajectory:
         self.progress("reverse", steps - k, steps)
 
     def gradient(self, state0: State, steps: int, snapshots: int
-                 ) -> tuple[Adjoint, schedule.Schedule]:
-        """dJ/d(x0, v0) and the parameter adjoints, by the binomial checkpoint schedule."""
-        n = len(state0.x)
-        adj = Adjoint(np.zeros((n, state0.x.shape[1])), np.zeros((n, state0.x.shape[1])),
-                      np.zeros((n, state0.x.shape[1])), mass=np.zeros(n))
-        final = {}
+                 ) -> tuple[float, Adjoint, schedule.Schedule]:
+        """J, dJ/d(x0, v0) and the parameter adjoints, by the binomial checkpoint schedule.
+
+        No separate forward sweep: the schedule's first descent advances through every state
+        in order, and J is summed there; each reverse step takes the state after it from
+        the step reversed just before (no recompute)."""
+        n, dim = state0.x.shape
+        adj = Adjoint(np.zeros((n, dim)), np.zeros((n, dim)), np.zeros((n, dim)),
+                      mass=np.zeros(n))
+        reached, total = [0], [0.0]
+        later: list = [None]  # (k, state before step k) of the last reversed step
+
+        def advance(state: State, k: int) -> State:
+            nxt = self.advance(state, k)
+            if k + 1 > reached[0]:  # first visit: the forward sweep's share of the work
+                reached[0] = k + 1
+                self._accumulate(total, nxt, steps)
+            return nxt
 
         def on_reverse(state: State, k: int) -> None:
-            if k == steps - 1 and "seeded" not in final:
-                final["seeded"] = True
-                self._seed(adj, self.advance(state, k), self._weight(steps, steps))
-            self.reverse_step(adj, state, k, steps)
+            if later[0] is not None and later[0][0] == k + 1:
+                nxt = later[0][1]
+            else:  # the last step: its end state is new, and the objective starts there
+                nxt = advance(state, k)
+                self._seed(adj, nxt, self._weight(steps, steps))
+            self.reverse_step(adj, state, nxt, k, steps)
+            later[0] = (k, state)
 
-        sched = schedule.reverse(state0, steps, snapshots, self.advance, on_reverse, _copy)
+        sched = schedule.reverse(state0, steps, snapshots, advance, on_reverse, _copy)
         self._through_forces(adj, state0.x, adj.pending)  # F at x0 (the first kick)
         adj.pending = np.zeros_like(adj.pending)
-        return adj, sched
+        return total[0], adj, sched
+
+    def _accumulate(self, total: list, state: State, steps: int) -> None:
+        w = self._weight(state.step, steps)
+        if w:
+            total[0] += w * self.model.objective(state.x, state.v, state.potential)
+        self.progress("forward", state.step, steps)
 
 
 @dataclass

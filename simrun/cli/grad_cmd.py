@@ -76,8 +76,9 @@ def grad(
             raise SceneError(f"--mode {mode!r}: use reverse or forward")
         snaps = snapshots_for(scene, n, checkpoints, budget)
         if mode == "reverse":
-            err.print(f"reverse sweep: {n} steps, {snaps} stored states, "
-                      f"{(forward_steps(n, snaps) + n) / n + 1:.2f}x the forward run's steps",
+            err.print(f"reverse mode: {n} steps, {snaps} stored states; each step is advanced "
+                      f"{(forward_steps(n, snaps) + 1) / n:.2f} times (the forward sweep "
+                      "included) and reversed once (one Hessian-vector product)",
                       highlight=False)
         try:
             with step_bar(f"grad {scene.name}", err.is_terminal) as bar:

@@ -1,0 +1,93 @@
+"""simrun grad against simrun run on one long trajectory: wall time and peak memory.
+
+Each job runs in its own process (peak RSS is per process), on the same scene: 64 softened
+gravity bodies in 2-D, f64, velocity Verlet. Usage:
+
+    python bench/grad_cost.py --steps 40000 --checkpoints 20 --threads 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+SCENE = """version: 1
+name: grad_cost
+precision: f64
+seed: 1
+particles: {{count: 64, dim: 2, mass: 1.0}}
+initial: {{type: random, low: [0, 0], high: [1, 1]}}
+energy:
+  - kernel: {kernels}/gravity.py:gravity
+    params: {{softening: 0.01, strength: 0.01}}
+integrator: velocity_verlet
+dt: 1e-4
+steps: {steps}
+outputs: {{every: {every}, xyz: false}}
+objective: {{builtin: kinetic, at: end}}
+"""
+
+CHILD = textwrap.dedent("""
+    import json, resource, sys, time
+    from pathlib import Path
+    from simrun.scene import load_scene
+    job, scene_path, out, threads, checkpoints = sys.argv[1:6]
+    threads = int(threads)
+    scene = load_scene(scene_path)
+    t0 = time.perf_counter()
+    if job == "run":
+        from simrun.stepper import run_scene
+        run_scene(scene, Path(out), threads=threads)
+        extra = {}
+    else:
+        from simrun.adjoint.job import scene_gradient
+        r = scene_gradient(scene, ["state.x0", "energy.0.params.softening"],
+                           checkpoints=int(checkpoints), threads=threads)
+        extra = {"advances": r.advances, "stored_bytes": r.stored_bytes,
+                 "setup_s": r.seconds["setup"], "sweeps_s": r.seconds["sweeps"]}
+    wall = time.perf_counter() - t0
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({"job": job, "wall_s": wall, "peak_rss": rss, **extra}))
+""")
+
+
+def measure(job: str, scene: Path, out: Path, threads: int, checkpoints: int) -> dict:
+    done = subprocess.run([sys.executable, "-c", CHILD, job, str(scene), str(out), str(threads),
+                           str(checkpoints)], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--steps", type=int, default=40000)
+    parser.add_argument("--checkpoints", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=1)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        scene = Path(tmp) / "scene.yaml"
+        scene.write_text(SCENE.format(kernels=REPO / "kernels", steps=args.steps,
+                                      every=max(args.steps // 100, 1)))
+        for r in range(args.rounds):
+            run = measure("run", scene, Path(tmp) / f"run{r}", args.threads, 0)
+            grad = measure("grad", scene, Path(tmp) / f"grad{r}", args.threads,
+                           args.checkpoints)
+            print(f"steps {args.steps}, checkpoints {args.checkpoints}, threads {args.threads}: "
+                  f"run {run['wall_s']:.2f} s, {run['peak_rss'] / 2**20:.0f} MiB; "
+                  f"grad {grad['wall_s']:.2f} s (setup {grad['setup_s']:.2f}, sweeps "
+                  f"{grad['sweeps_s']:.2f}), {grad['peak_rss'] / 2**20:.0f} MiB; "
+                  f"grad/run {grad['wall_s'] / run['wall_s']:.2f}x time, "
+                  f"+{(grad['peak_rss'] - run['peak_rss']) / 2**20:.0f} MiB; "
+                  f"{grad['advances']} steps recomputed, "
+                  f"{grad['stored_bytes'] / 1024:.0f} KiB of stored states")
+
+
+if __name__ == "__main__":
+    main()
