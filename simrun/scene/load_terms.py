@@ -6,7 +6,7 @@ from pathlib import Path
 
 from yaml.nodes import Node, ScalarNode
 
-from simrun.scene.errors import error_at, where
+from simrun.scene.errors import error_at, shorten, where
 from simrun.scene.nodes import MapReader, as_choice, as_float, as_seq, as_str, scalar
 from simrun.scene.schema import EnergyTerm, KernelRef, Objective, StepKernels
 
@@ -27,14 +27,18 @@ def kernel_ref(node: Node, name: str, scene_dir: Path) -> KernelRef:
     text = as_str(node, name)
     module, sep, kernel = text.rpartition(":")
     if not sep or not module.endswith(".py") or not kernel.isidentifier():
-        raise error_at(node, f"'{name}' is {text!r}, which is not a kernel reference", REF_FIX)
+        raise error_at(node, f"'{name}' is '{shorten(text)}', which is not a kernel reference",
+                       REF_FIX)
     candidates = [Path(module)] if Path(module).is_absolute() else [
         d / module for d in search_dirs(scene_dir)]
     for path in candidates:
-        if path.is_file():
-            return KernelRef(path.resolve(), kernel, where(node))
-    searched = ", ".join(str(c.parent) for c in candidates)
-    raise error_at(node, f"kernel module '{module}' was not found (looked in {searched})",
+        try:
+            if path.is_file():
+                return KernelRef(path.resolve(), kernel, where(node))
+        except OSError:  # e.g. a name too long for the file system
+            continue
+    searched = ", ".join(shorten(str(c.parent)) for c in candidates)
+    raise error_at(node, f"kernel module '{shorten(module)}' was not found (looked in {searched})",
                    "Check the file name, or give a path relative to the scene file")
 
 
@@ -49,7 +53,7 @@ def params(node: Node | None, name: str
     places: dict[str, tuple[str, str]] = {}
     for key, (key_node, value) in reader.items.items():
         if not key.isidentifier():
-            raise error_at(key_node, f"parameter name '{key}' in '{name}' is not a valid "
+            raise error_at(key_node, f"parameter name '{shorten(key)}' in '{name}' is not a valid "
                            "Python identifier", "Use the kernel argument's name")
         raw = scalar(value) if isinstance(value, ScalarNode) else None
         if isinstance(raw, int) and not isinstance(raw, bool):
