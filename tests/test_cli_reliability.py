@@ -4,13 +4,16 @@ exit 2 and one paragraph, a full disk, a kill while drawing the pictures."""
 from __future__ import annotations
 
 import io
+import json
+import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from test_cli import simrun
+from test_cli import GRAVITY, simrun
 
 from simrun.scene.limits import machine_memory
 
@@ -117,3 +120,63 @@ def test_huge_value_in_the_file_is_not_echoed(scene_dir: Path) -> None:
     message = one_paragraph(simrun("check", "s.yaml", cwd=scene_dir), limit=800)
     assert message.startswith("error: s.yaml:6:12: 'precision' is 'xxxx")
     assert "(100,000 characters)" in message
+
+
+# --- a full disk --------------------------------------------------------------------------
+
+def _mount_tmpfs(path: Path, size: str) -> None:
+    path.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here to fill a disk: {done.stderr.strip()}")
+
+
+@pytest.fixture()
+def small_disk(tmp_path: Path):
+    """A folder on its own tmpfs (needs root and mount; the test is skipped elsewhere);
+    yields a function that resizes it."""
+    if sys.platform != "linux" or os.geteuid() != 0:
+        pytest.skip("needs root on Linux to mount a small tmpfs (a full disk)")
+    mnt = tmp_path / "mnt"
+    _mount_tmpfs(mnt, "8k")
+
+    def resize(size: str) -> None:
+        subprocess.run(["mount", "-o", f"remount,size={size}", str(mnt)], check=True)
+
+    yield mnt, resize
+    subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+@pytest.mark.parametrize("size", ["8k", "24k"])  # full at the first flush; at a later one
+def test_disk_full_exits_1_and_resumes_once_there_is_room(tmp_path: Path, small_disk,
+                                                          size: str) -> None:
+    mnt, resize = small_disk
+    resize(size)  # tmpfs counts whole 4 KB pages: 8k holds scene.yaml and run.json only
+    out = mnt / "o"
+    args = ["run", GRAVITY, "--steps", "600", "--set", "outputs.every=1", "--threads", "1",
+            "--out", str(out)]
+    message = one_paragraph(simrun(*args, "--no-render", "-q", cwd=tmp_path), code=1)
+    assert message.startswith(f"error: {out}: cannot write ")
+    assert "(No space left on device)" in message
+    assert f"--resume --out {out}'" in message
+    info = json.loads((out / "run.json").read_text())
+    assert info["status"] == "error" and "No space left on device" in info["error"]
+    if info["saved_step"] is None:  # nothing saved: no frame files that claim otherwise
+        assert not (out / "state.npz").exists()
+    else:  # what is there is valid and agrees with run.json
+        with np.load(out / "state.npz") as state, np.load(out / "frames.npz") as frames:
+            assert int(state["step"]) == info["saved_step"]
+            assert frames["step"][-1] >= info["saved_step"]
+    assert not [p.name for p in out.iterdir() if ".tmp" in p.name]
+
+    resize("16m")
+    resumed = simrun(*args, "--resume", "-q", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    whole = tmp_path / "whole"
+    assert simrun(*args[:-1], str(whole), "--no-render", "-q", cwd=tmp_path).returncode == 0
+    with np.load(out / "frames.npz") as a, np.load(whole / "frames.npz") as b:
+        assert a["step"].tolist() == list(range(601))
+        assert np.array_equal(a["x"], b["x"]) and np.array_equal(a["v"], b["v"])
+    info = json.loads((out / "run.json").read_text())
+    assert info["status"] == "ok" and info["error"] is None and info["saved_step"] == 600

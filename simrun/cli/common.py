@@ -71,11 +71,13 @@ def _on_sigterm(_signum: int, _frame: Any) -> None:
 
 @contextmanager
 def exit_codes(on_interrupt: Callable[[], str] | None = None) -> Iterator[None]:
-    """Map errors to exit codes: 2 bad input, 1 simulation failure, 130 interrupted.
+    """Map errors to exit codes: 2 bad input, 1 the run failed, 130 interrupted.
 
-    Bad input prints its one-paragraph message and no traceback; so does a kernel that
-    fails while it runs (exit 1). Anything else is a bug in simrun and keeps its traceback.
+    Bad input prints its one-paragraph message and no traceback; so do a kernel that fails
+    while it runs, outputs that cannot be written (a full disk) and running out of memory
+    (exit 1). Anything else is a bug in simrun and keeps its traceback.
     """
+    from simrun.outputs import OutputError
     from simrun.stepper import SimulationError
 
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
@@ -85,6 +87,12 @@ def exit_codes(on_interrupt: Callable[[], str] | None = None) -> Iterator[None]:
         raise fail(f"error: {exc}", EXIT_BAD_INPUT) from None
     except SimulationError as exc:
         raise fail(f"simulation failed: {exc}", EXIT_FAILED) from None
+    except OutputError as exc:
+        raise fail(f"error: {exc}", EXIT_FAILED) from None
+    except MemoryError:
+        raise fail("error: out of memory: the scene needs more memory than this machine has "
+                   "free. Use fewer particles or save fewer frames (raise outputs.every), or "
+                   "close other programs.", EXIT_FAILED) from None
     except KeyboardInterrupt:
         note = on_interrupt() if on_interrupt else ""
         raise fail(f"interrupted{': ' + note if note else ''}", EXIT_INTERRUPTED) from None

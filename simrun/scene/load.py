@@ -157,8 +157,9 @@ def _name(node: Node | None, path: Path) -> str:
         raise error_at(node, f"the scene name has {len(name):,} characters, but it names the "
                        f"output folder, so at most {MAX_NAME} are allowed", "Shorten it")
     if not name or not all(c.isalnum() or c in "-_." for c in name) or name.startswith("."):
-        raise error_at(node, f"scene name '{shorten(name)}' may only use letters, digits, '-', "
-                       "'_' and '.', because it names the output folder", "Rename it, e.g. my_scene")
+        raise error_at(node, f"scene name '{shorten(name)}' may only use letters, digits, "
+                       "'-', '_' and '.', because it names the output folder",
+                       "Rename it, e.g. my_scene")
     return name
 
 
