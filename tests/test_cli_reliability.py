@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -13,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
+from run_outputs import PICTURES
 from test_cli import GRAVITY, simrun
 
 from simrun.scene.limits import machine_memory
@@ -180,3 +183,55 @@ def test_disk_full_exits_1_and_resumes_once_there_is_room(tmp_path: Path, small_
         assert np.array_equal(a["x"], b["x"]) and np.array_equal(a["v"], b["v"])
     info = json.loads((out / "run.json").read_text())
     assert info["status"] == "ok" and info["error"] is None and info["saved_step"] == 600
+    assert info["pictures"] == "done"
+
+
+# --- killed while drawing the pictures ----------------------------------------------------
+
+def _wait_for(path: Path, key: str, value: str, proc: subprocess.Popen, limit: float) -> None:
+    deadline = time.time() + limit
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            if json.loads(path.read_text()).get(key) == value:
+                return
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.005)
+    raise AssertionError(f"run.json never said {key}: {value} (exit {proc.poll()})")
+
+
+def test_kill_while_drawing_pictures_is_recorded_and_render_finishes_them(
+        tmp_path: Path) -> None:
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    proc = subprocess.Popen([sys.executable, "-m", "simrun.cli", "run", GRAVITY, "--steps",
+                             "2000", "--set", "outputs.every=10", "--out", "o", "-q"],
+                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        _wait_for(tmp_path / "o" / "run.json", "pictures", "drawing", proc, 120)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    info = json.loads((tmp_path / "o" / "run.json").read_text())
+    assert info["status"] == "ok" and info["steps_done"] == 2000  # the simulation finished
+    assert info["pictures"] == "drawing"  # ... and its pictures did not
+
+    done = simrun("render", "o", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    names = {p.name for p in (tmp_path / "o").iterdir()}
+    assert PICTURES <= names and not [n for n in names if ".tmp" in n]
+    with Image.open(tmp_path / "o" / "animation.gif") as gif:
+        assert gif.n_frames == 60
+    info = json.loads((tmp_path / "o" / "run.json").read_text())
+    assert info["pictures"] == "done" and info["timings"]["render_s"] > 0
+    assert info["status"] == "ok"
+
+
+def test_run_json_says_pictures_were_skipped_or_done(tmp_path: Path) -> None:
+    skipped = simrun("run", GRAVITY, "--steps", "20", "--out", "a", "-q", "--no-render",
+                     cwd=tmp_path)
+    assert skipped.returncode == 0, skipped.stderr
+    assert json.loads((tmp_path / "a" / "run.json").read_text())["pictures"] == "pending"
+    assert simrun("render", "a", cwd=tmp_path).returncode == 0
+    assert json.loads((tmp_path / "a" / "run.json").read_text())["pictures"] == "done"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,7 +11,6 @@ import typer
 from simrun.cli.common import SceneArg, SetOpt, ThreadsOpt, err, exit_codes, out
 from simrun.cli.progress import step_bar
 from simrun.outputs.rundir import check_out_dir, choose_run_dir
-from simrun.outputs.runinfo import read_run_info, write_run_info
 from simrun.scene import Scene, load_scene
 from simrun.stepper import RunResult, run_scene
 
@@ -23,35 +21,15 @@ def overrides(sets: list[str] | None, steps: int | None, seed: int | None) -> li
     return list(sets or []) + extra
 
 
-def render_pictures(run_dir: Path) -> tuple[list[Path], str | None, float]:
-    """Render with simrun.render; a rendering problem is reported, not fatal to the run.
+def render_pictures(run_dir: Path) -> tuple[float | None, str | None]:
+    """Draw the pictures (their state goes to run.json); a rendering problem is reported,
+    not fatal to the run. Returns the seconds it took, or the error."""
+    from simrun.render.record import draw_pictures
 
-    Returns the pictures written, the error (or None) and the seconds it took."""
-    started = time.perf_counter()
     try:
-        from simrun.render import render_run
-
-        return list(render_run(run_dir)), None, time.perf_counter() - started
+        return draw_pictures(run_dir).seconds, None
     except Exception as exc:  # noqa: BLE001 - the simulation's outputs are still good
-        return [], f"{type(exc).__name__}: {exc}", time.perf_counter() - started
-
-
-def record_render(run_dir: Path, seconds: float, error: str | None) -> None:
-    """Add the pictures' time (and any rendering error) to run.json's timings."""
-    path = run_dir / "run.json"
-    try:
-        info = read_run_info(path)
-    except (OSError, ValueError):
-        return  # run.json is the stepper's; without it there is nothing to add to
-    info.setdefault("timings", {})["render_s"] = round(seconds, 4)
-    if error:
-        info["render_error"] = error
-    write_run_info(path, info)
-
-
-def conserves_energy(scene: Scene) -> bool:
-    """Whether the scene's dynamics should keep the total energy (no damping, own stepping)."""
-    return scene.step_kernels is None and scene.integrator.damping == 0
+        return None, f"{type(exc).__name__}: {exc}"
 
 
 def summary(scene: Scene, result: RunResult, render_error: str | None,
@@ -63,10 +41,8 @@ def summary(scene: Scene, result: RunResult, render_error: str | None,
     out.print(f"[bold green]done[/] {scene.name}: {steps} steps in {result.wall_s:.2f} s "
               f"(setup and compile {result.setup_s:.2f} s, then {rate}{resumed})")
     if result.drift is not None:
-        note = "" if conserves_energy(scene) else (
-            "; not expected to be conserved: the scene's "
-            + ("step kernels" if scene.step_kernels is not None else "damping")
-            + " dissipate")
+        note = (f"; not expected to be conserved: the scene's {result.dissipation} dissipate"
+                if result.dissipation else "")
         out.print(f"  energy    total {result.energy_first:.9g} -> {result.energy_last:.9g} "
                   f"(relative drift {result.drift:+.3e}{note})")
     first_t, last_t = 0.0, result.steps_done * scene.dt
@@ -147,8 +123,7 @@ def run(
         state["finished"] = True
         render_error, render_s = None, None
         if not no_render:
-            _pictures, render_error, render_s = render_pictures(result.out_dir)
-            record_render(result.out_dir, render_s, render_error)
+            render_s, render_error = render_pictures(result.out_dir)
     if quiet:
         out.print(str(result.out_dir))
         warn_render(result.out_dir, render_error)
