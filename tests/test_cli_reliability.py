@@ -235,3 +235,48 @@ def test_run_json_says_pictures_were_skipped_or_done(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "a" / "run.json").read_text())["pictures"] == "pending"
     assert simrun("render", "a", cwd=tmp_path).returncode == 0
     assert json.loads((tmp_path / "a" / "run.json").read_text())["pictures"] == "done"
+
+
+# --- trust: a scene runs its kernel modules' Python -----------------------------------------
+
+MARKING_KERNEL = KERNEL.replace("import simrun.lang as ti\n", "import pathlib\n\nimport "
+                                "simrun.lang as ti\n\npathlib.Path('imported').touch()\n")
+
+
+@pytest.mark.parametrize("reference", ["../../x.py:k", "ABSOLUTE/x.py:k"])
+def test_kernel_module_outside_the_scene_folder_is_refused(tmp_path: Path,
+                                                           reference: str) -> None:
+    (tmp_path / "x.py").write_text(MARKING_KERNEL)  # would touch ./imported when imported
+    scenes = tmp_path / "project" / "scenes"
+    scenes.mkdir(parents=True)
+    reference = reference.replace("ABSOLUTE", str(tmp_path))
+    (scenes / "s.yaml").write_text(SCENE.replace("k.py:k", reference))
+    for command in (["check", "s.yaml"], ["run", "s.yaml", "--out", "o"]):
+        message = one_paragraph(simrun(*command, cwd=scenes))
+        assert message.startswith(f"error: s.yaml:5:19: kernel module {tmp_path / 'x.py'} "
+                                  f"lies outside the scene's folder ({scenes})")
+        assert "add --allow-outside if you trust it" in message
+    assert sorted(p.name for p in scenes.iterdir()) == ["s.yaml"]  # not imported, no output
+
+    done = simrun("check", "s.yaml", "--allow-outside", cwd=scenes)
+    assert done.returncode == 0, done.stderr
+    assert f"kernel code   {tmp_path / 'x.py'} (outside the scene's folder)" in done.stdout
+    assert (scenes / "imported").exists()
+
+
+def test_kernels_folder_beside_the_scenes_folder_is_trusted(tmp_path: Path) -> None:
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "x.py").write_text(KERNEL)
+    (tmp_path / "scenes").mkdir()
+    (tmp_path / "scenes" / "s.yaml").write_text(SCENE.replace("k.py:k", "kernels/x.py:k"))
+    done = simrun("check", "scenes/s.yaml", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"kernel code   {tmp_path / 'kernels' / 'x.py'}\n" in done.stdout
+
+
+def test_help_says_scenes_are_code(tmp_path: Path) -> None:
+    text = " ".join(simrun("--help", cwd=tmp_path).stdout.split())
+    assert "a scene runs the Python of its kernel modules" in text
+    for command in ("run", "check"):
+        text = " ".join(simrun(command, "--help", cwd=tmp_path).stdout.split())
+        assert "--allow-outside" in text and "Python" in text

@@ -24,6 +24,10 @@ SetOpt = Annotated[list[str] | None, typer.Option(
     "--set", metavar="KEY.PATH=VALUE",
     help="Override a scene value before validation; repeatable. Values are YAML, e.g. "
          "--set dt=1e-4 --set energy.0.params.softening=0.01 --set initial.low=[0,0].")]
+AllowOutsideOpt = Annotated[bool, typer.Option(
+    "--allow-outside", help="Let the scene import kernel modules from outside its folder and "
+    "the kernels/ folder beside it. Kernel modules are Python that the scene runs: allow only "
+    "modules you trust.")]
 ThreadsOpt = Annotated[int | None, typer.Option(
     "--threads", min=1, metavar="N", help="CPU threads for kernels (default: all cores). Use 1 for runs "
                              "that must repeat bit for bit across machines.")]

@@ -8,7 +8,15 @@ from typing import Annotated, Any
 
 import typer
 
-from simrun.cli.common import SceneArg, SetOpt, ThreadsOpt, err, exit_codes, out
+from simrun.cli.common import (
+    AllowOutsideOpt,
+    SceneArg,
+    SetOpt,
+    ThreadsOpt,
+    err,
+    exit_codes,
+    out,
+)
 from simrun.cli.progress import step_bar
 from simrun.outputs.rundir import check_out_dir, choose_run_dir
 from simrun.scene import Scene, load_scene
@@ -80,6 +88,7 @@ def run(
     no_render: Annotated[bool, typer.Option("--no-render", help="Skip the PNG/GIF pictures.")
                          ] = False,
     threads: ThreadsOpt = None,
+    allow_outside: AllowOutsideOpt = False,
 ) -> None:
     """Simulate SCENE; save frames, energies, pictures.
 
@@ -88,6 +97,9 @@ def run(
     (step,time,kinetic,potential,total), run.json (versions, seed, timings, exit status),
     first.png, last.png, energy.png and animation.gif. Files are replaced atomically, so a
     stopped run leaves readable files; --resume continues it.
+
+    A scene is code: it runs the Python of its kernel modules. Modules outside the scene's
+    folder and the kernels/ folder beside it are refused unless --allow-outside.
 
     \b
     Examples:
@@ -112,7 +124,7 @@ def run(
         return state["dir"]
 
     with exit_codes(interrupted):
-        scene = load_scene(scene_path, overrides(sets, steps, seed))
+        scene = load_scene(scene_path, overrides(sets, steps, seed), allow_outside=allow_outside)
         if resume:
             state["dir"] = choose_run_dir(scene.name, out_dir, resume=True, overwrite=False)
         elif out_dir is not None:

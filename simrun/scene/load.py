@@ -172,7 +172,7 @@ def _version(r: MapReader) -> int:
     return version
 
 
-def _build(root: Node, path: Path) -> Scene:
+def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
     r = MapReader(root, "scene")
     r.done(TOP_KEYS)
     version = _version(r)
@@ -187,6 +187,12 @@ def _build(root: Node, path: Path) -> Scene:
     init = load_state.initial(r.get("initial"), particles, path.parent)
     energy = load_terms.energy_terms(r.get("energy"), path.parent)
     stepk = load_terms.step_kernels(r.get("step_kernels"), path.parent)
+    objective = load_terms.objective(r.get("objective"), path.parent)
+    if not allow_outside:
+        load_terms.refuse_outside(path.parent, [t.kernel for t in energy]
+                                  + list(stepk.kernels if stepk else ())
+                                  + ([objective.kernel] if objective and objective.kernel
+                                     else []))
     if stepk is not None and r.get("integrator") is not None:
         raise error_at(r.key_node("integrator"), "a scene with 'step_kernels' integrates "
                        "itself, so 'integrator' has no effect", "Remove 'integrator'")
@@ -204,14 +210,18 @@ def _build(root: Node, path: Path) -> Scene:
         integrator=_integrator(r.get("integrator")), dt=dt, steps=steps,
         boundary=_boundary(r.get("boundary"), particles.dim),
         outputs=_outputs(r.get("outputs"), steps_node, steps, particles, precision),
-        step_kernels=stepk, objective=load_terms.objective(r.get("objective"), path.parent))
+        step_kernels=stepk, objective=objective)
 
 
-def load_scene(path: str | os.PathLike[str], overrides: Iterable[str] = ()) -> Scene:
+def load_scene(path: str | os.PathLike[str], overrides: Iterable[str] = (), *,
+               allow_outside: bool = False) -> Scene:
     """Load and validate a scene file, applying ``key.path=value`` overrides first.
 
-    Raises SceneError (one paragraph with file:line:col) for anything wrong in the scene.
+    A scene runs the Python of its kernel modules (when the stepper imports them), so a
+    module outside the scene's folder and the ``kernels/`` folder beside it is refused unless
+    ``allow_outside``. Nothing is imported here. Raises SceneError (one paragraph with
+    file:line:col) for anything wrong in the scene.
     """
     path = Path(path)
     root = apply_overrides(compose(path), overrides)
-    return _build(root, path.resolve())
+    return _build(root, path.resolve(), allow_outside)

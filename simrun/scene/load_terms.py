@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from yaml.nodes import Node, ScalarNode
 
-from simrun.scene.errors import error_at, shorten, where
+from simrun.scene.errors import SceneError, error_at, shorten, where
 from simrun.scene.nodes import MapReader, as_choice, as_float, as_seq, as_str, scalar
-from simrun.scene.schema import EnergyTerm, KernelRef, Objective, StepKernels
+from simrun.scene.schema import EnergyTerm, KernelRef, Objective, Scene, StepKernels
 
 REF_FIX = "Write it as kernels/<module>.py:<kernel>, e.g. kernels/gravity.py:gravity"
 
@@ -40,6 +41,52 @@ def kernel_ref(node: Node, name: str, scene_dir: Path) -> KernelRef:
     searched = ", ".join(shorten(str(c.parent)) for c in candidates)
     raise error_at(node, f"kernel module '{shorten(module)}' was not found (looked in {searched})",
                    "Check the file name, or give a path relative to the scene file")
+
+
+def trusted_folders(scene_dir: Path) -> tuple[Path, Path]:
+    """Where a scene's kernel modules may lie without --allow-outside: the scene's folder
+    tree and the ``kernels/`` folder beside it (the layout ``scenes/x.yaml`` +
+    ``kernels/x.py``)."""
+    scene_dir = scene_dir.resolve()
+    return scene_dir, scene_dir.parent / "kernels"
+
+
+def outside_modules(scene_dir: Path, refs: Iterable[KernelRef]) -> list[KernelRef]:
+    """The references (one per module) whose module lies outside ``trusted_folders``."""
+    folders = trusted_folders(scene_dir)
+    seen: dict[Path, KernelRef] = {}
+    for ref in refs:
+        if not any(ref.path.resolve().is_relative_to(f) for f in folders):
+            seen.setdefault(ref.path, ref)
+    return list(seen.values())
+
+
+def scene_modules(scene: Scene) -> tuple[list[Path], list[Path]]:
+    """The kernel modules a scene imports (each once, in order), and those of them that lie
+    outside ``trusted_folders`` (allowed with --allow-outside)."""
+    refs = scene.kernel_refs()
+    if scene.objective is not None and scene.objective.kernel is not None:
+        refs.append(scene.objective.kernel)  # imported by simrun grad
+    outside = [ref.path for ref in outside_modules(scene.source.parent, refs)]
+    return list(dict.fromkeys(ref.path for ref in refs)), outside
+
+
+def refuse_outside(scene_dir: Path, refs: Iterable[KernelRef]) -> None:
+    """SceneError at the first reference to a module outside ``trusted_folders``, naming
+    every such module: a scene runs its kernel modules' Python, so by default it may import
+    only the modules that come with it."""
+    outside = outside_modules(scene_dir, refs)
+    if not outside:
+        return
+    names = [shorten(str(ref.path)) for ref in outside]
+    listed = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    one = len(names) == 1
+    folders = trusted_folders(scene_dir)
+    raise SceneError(f"{outside[0].where}: kernel module{'' if one else 's'} {listed} "
+                     f"lie{'s' if one else ''} outside the scene's folder ({folders[0]}) and "
+                     f"the kernels folder beside it ({folders[1]}). A scene runs its kernel "
+                     "modules' Python, so simrun imports only the modules that come with it. "
+                     "Move the module there, or add --allow-outside if you trust it.")
 
 
 def params(node: Node | None, name: str
