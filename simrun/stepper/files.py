@@ -131,14 +131,16 @@ def write_failure(exc: OSError, step: int, saved_step: int | None) -> str:
     return f"cannot write {name} at step {step} ({exc.strerror or exc}); {saved}"
 
 
-def write_failure_advice(problem: str, scene: Scene, out_dir: Path) -> str:
-    """The user's paragraph for a failed write: what happened and how to go on."""
+def write_failure_advice(problem: str, scene: Scene, out_dir: Path, recorded: bool = True
+                         ) -> str:
+    """The user's paragraph for a failed write: what happened (``recorded`` in run.json, once
+    the run has one) and how to go on."""
     if (out_dir / "scene.yaml").is_file():
         how = (f"Free some space, then continue with 'simrun run {scene.source} --resume "
                f"--out {out_dir}' (with the same --set options)")
     else:
         how = "Free some space, then run the scene again"
-    return f"{out_dir}: {problem}. run.json records this. {how}."
+    return f"{out_dir}: {problem}.{' run.json records this.' if recorded else ''} {how}."
 
 
 def finish(out_dir: Path, info: dict[str, Any], status: str, writer: RunWriter, state: Any,

@@ -162,6 +162,20 @@ def loop(scene: Scene, system: System, state: State, writer: RunWriter,
             progress(state.step, total)
 
 
+def _open(target: Path, scene: Scene, system: System, step: int, checkpoint: dict | None
+          ) -> tuple[RunWriter, dict]:
+    """The run's writer (holding a resumed run's frames) and its run.json info, once the
+    resolved scene and a 'running' run.json are written."""
+    writer = RunWriter(target, files.writer_options(scene, system.x0_np))
+    if checkpoint is not None:
+        files.reload_frames(writer, target, step, scene.outputs.every)
+    try:
+        return writer, files.start(target, scene, checkpoint)
+    except OSError as exc:
+        problem = files.write_failure(exc, step, None)
+        raise OutputError(files.write_failure_advice(problem, scene, target, False)) from None
+
+
 def run_scene(scene: Scene, out_dir: str | os.PathLike[str] | Callable[[], Path], *,
               resume: bool = False, progress: ProgressFn | None = None,
               threads: int | None = None, flush_interval: float = 1.0) -> RunResult:
@@ -179,14 +193,7 @@ def run_scene(scene: Scene, out_dir: str | os.PathLike[str] | Callable[[], Path]
     setup_s = round(time.perf_counter() - started, 4)
     shapes = system.render_shapes()
     target = target if target is not None else Path(where())
-    writer = RunWriter(target, files.writer_options(scene, system.x0_np))
-    if checkpoint is not None:
-        files.reload_frames(writer, target, state.step, scene.outputs.every)
-    try:
-        info = files.start(target, scene, checkpoint)
-    except OSError as exc:
-        problem = files.write_failure(exc, state.step, None)
-        raise OutputError(files.write_failure_advice(problem, scene, target)) from None
+    writer, info = _open(target, scene, system, state.step, checkpoint)
     info["timings"]["setup_s"] = setup_s
     if shapes:
         info["shapes"] = shapes  # what the pictures draw behind the particles
