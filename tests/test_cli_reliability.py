@@ -280,3 +280,17 @@ def test_help_says_scenes_are_code(tmp_path: Path) -> None:
     for command in ("run", "check"):
         text = " ".join(simrun(command, "--help", cwd=tmp_path).stdout.split())
         assert "--allow-outside" in text and "Python" in text
+
+
+@pytest.mark.parametrize("module", [
+    KERNEL.replace("x[i].norm_sqr()", "x[i].nrm()  # " + "x" * 100_000),  # does not compile
+    KERNEL.replace("x[i].norm_sqr()", "x[i].norm_sqr() * " + "y" * 100_000),  # undefined name
+    "import simrun.lang as ti\n\nraise ValueError('" + "z" * 100_000 + "')\n",  # no load
+])
+def test_kernel_errors_do_not_echo_huge_source_lines(scene_dir: Path, module: str) -> None:
+    (scene_dir / "k.py").write_text(module)
+    (scene_dir / "s.yaml").write_text(SCENE)
+    done = simrun("check", "s.yaml", cwd=scene_dir)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert len(done.stderr) < 1200, done.stderr[:1500]
+    assert f"{scene_dir.resolve() / 'k.py'}:" in done.stderr.splitlines()[0]

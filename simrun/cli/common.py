@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 
 from simrun.scene import SceneError
+from simrun.scene.errors import shorten
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -52,16 +53,28 @@ def is_kernel_failure(exc: BaseException) -> bool:
 
 
 def compile_message(exc: BaseException) -> str:
-    """``file:line:col: kernel 'k' does not compile: why.`` then the source line and a caret."""
+    """``file:line:col: kernel 'k' does not compile: why.`` then the source line and a caret.
+
+    A huge message or source line is cut (the line to a window around the caret)."""
     span, kernel = getattr(exc, "span", None), getattr(exc, "kernel", None)
-    bare = str(getattr(exc, "bare", exc)).strip()
+    bare = shorten(str(getattr(exc, "bare", exc)).strip(), 400)
     if span is None:
         return f"error: a kernel does not compile: {bare}"
     col = f":{span.col + 1}" if span.text else ""
     who = f"kernel '{kernel}'" if kernel else "a kernel"
     text = f"error: {span.file}:{span.line}{col}: {who} does not compile: {bare}"
     text = text if text.endswith((".", "?", "!")) else text + "."
-    return text + " Fix the kernel module." + span.excerpt()
+    return text + " Fix the kernel module." + _excerpt(span.text.rstrip(), span.col)
+
+
+def _excerpt(line: str, col: int, width: int = 100) -> str:
+    """The source line and a caret under ``col``, at most ``width`` characters of it."""
+    if not line:
+        return ""
+    start = max(0, min(col - width // 2, len(line) - width))
+    shown = line[start:start + width]
+    left, right = ("..." if start else ""), ("..." if start + width < len(line) else "")
+    return f"\n    {left}{shown}{right}\n    {' ' * (len(left) + col - start)}^"
 
 
 def fail(message: str, code: int) -> typer.Exit:

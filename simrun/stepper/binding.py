@@ -61,7 +61,7 @@ def _import_error(path: Path, exc: BaseException) -> SceneError:
         line = frames[-1].lineno if frames else None
     where = f"{path}:{line}" if line else str(path)
     return SceneError(f"{where}: the kernel module failed to load: {type(exc).__name__}: "
-                      f"{exc}. Fix the module (it must be plain simrun.lang code that imports "
+                      f"{shorten(str(exc), 300)}. Fix the module (it must be plain simrun.lang code that imports "
                       "'simrun.lang as ti').")
 
 
