@@ -277,7 +277,7 @@ def test_kernels_folder_beside_the_scenes_folder_is_trusted(tmp_path: Path) -> N
 def test_help_says_scenes_are_code(tmp_path: Path) -> None:
     text = " ".join(simrun("--help", cwd=tmp_path).stdout.split())
     assert "a scene runs the Python of its kernel modules" in text
-    for command in ("run", "check"):
+    for command in ("run", "check", "grad"):
         text = " ".join(simrun(command, "--help", cwd=tmp_path).stdout.split())
         assert "--allow-outside" in text and "Python" in text
 

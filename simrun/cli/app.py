@@ -30,7 +30,7 @@ Shipped scenes: gravity (the reference N-body example, N = 8), gravity_1024, mol
 (bonds, angles, dihedrals), fem (neo-Hookean beam), mpm (strip over an obstacle).
 
 Scenes are code: a scene runs the Python of its kernel modules (as a Python config file
-would), and so do 'run' and 'check'. Treat a scene from others like a script from them.
+would), and so do 'run', 'check' and 'grad'. Treat a scene from others like a script from them.
 Modules outside the scene's folder and the kernels/ folder beside it are refused unless
 --allow-outside.
 
