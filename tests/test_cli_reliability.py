@@ -294,3 +294,17 @@ def test_kernel_errors_do_not_echo_huge_source_lines(scene_dir: Path, module: st
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert len(done.stderr) < 1200, done.stderr[:1500]
     assert f"{scene_dir.resolve() / 'k.py'}:" in done.stderr.splitlines()[0]
+
+
+def test_objective_kernel_outside_the_scene_folder_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "loss.py").write_text(MARKING_KERNEL)
+    scenes = tmp_path / "scenes"
+    scenes.mkdir()
+    (scenes / "k.py").write_text(KERNEL)
+    (scenes / "s.yaml").write_text(SCENE + "objective: {kernel: ../loss.py:k}\n")
+    message = one_paragraph(simrun("check", "s.yaml", cwd=scenes))
+    assert message.startswith(f"error: s.yaml:6:21: kernel module {tmp_path / 'loss.py'} lies "
+                              "outside the scene's folder")
+    done = simrun("check", "s.yaml", "--allow-outside", cwd=scenes)
+    assert done.returncode == 0, done.stderr
+    assert f"{tmp_path / 'loss.py'} (outside the scene's folder)" in done.stdout
