@@ -8,16 +8,8 @@ from typing import Annotated
 
 import typer
 
-from simrun.cli.common import (
-    EXIT_FAILED,
-    AllowOutsideOpt,
-    SceneArg,
-    SetOpt,
-    ThreadsOpt,
-    err,
-    exit_codes,
-    out,
-)
+from simrun.cli import common
+from simrun.cli.common import EXIT_FAILED, SceneArg, SetOpt, ThreadsOpt, err, exit_codes, out
 from simrun.cli.progress import step_bar
 from simrun.outputs.rundir import new_run_dir
 from simrun.scene import SceneError, load_scene
@@ -58,7 +50,7 @@ def grad(
                                               "the scene's).")] = None,
     out_dir: Annotated[Path | None, typer.Option(
         "--out", metavar="DIR", help="Output folder (default: outputs/<scene>/grad-NNN).")] = None,
-    sets: SetOpt = None, threads: ThreadsOpt = None, allow_outside: AllowOutsideOpt = False,
+    sets: SetOpt = None, threads: ThreadsOpt = None, allow_outside: common.AllowOutsideOpt = False,
 ) -> None:
     """Gradient of the scene's `objective:` with respect to each --wrt KEY, by reverse mode
     through the whole trajectory (the exact adjoint of the integrator's steps, Hessian-vector
