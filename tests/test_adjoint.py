@@ -15,10 +15,16 @@ import pytest
 
 from simrun.adjoint import schedule
 from simrun.adjoint.job import check_gradient, forward_gradient, objective_value, scene_gradient
-from simrun.scene import SceneError, load_scene
+from simrun.scene import SceneError
+from simrun.scene import load_scene as _load_scene
 
 REPO = Path(__file__).resolve().parents[1]
 KERNELS = REPO / "kernels"
+
+
+def load_scene(path, overrides=()):
+    """The scenes here sit in tmp folders and use the repository's kernels (trusted)."""
+    return _load_scene(path, overrides, allow_outside=True)
 
 
 # ------------------------------------------------------------------ checkpoint schedule
@@ -193,7 +199,8 @@ def simrun(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 def test_cli_grad_writes_checked_gradients(tmp_path):
     path = _scene(tmp_path, GRAVITY)
-    done = simrun("grad", str(path), "--wrt", "dt", "--wrt", "energy.0.params.softening",
+    done = simrun("grad", str(path), "--allow-outside", "--wrt", "dt", "--wrt",
+                  "energy.0.params.softening",
                   "--wrt", "state.x0", "--check", "--checkpoints", "3", "--out", "g",
                   cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -207,13 +214,14 @@ def test_cli_grad_writes_checked_gradients(tmp_path):
         assert (tmp_path / "g" / picture).stat().st_size > 1000
     assert "check: ok" in done.stdout and "Taylor" in done.stdout
     # the scene with an objective still runs
-    ran = simrun("run", str(path), "--steps", "20", "--out", "r", "--no-render", cwd=tmp_path)
+    ran = simrun("run", str(path), "--allow-outside", "--steps", "20", "--out", "r",
+                 "--no-render", cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
 
 
 def test_cli_grad_bad_key_is_exit_2_without_traceback(tmp_path):
     path = _scene(tmp_path, GRAVITY)
-    done = simrun("grad", str(path), "--wrt", "dtt", cwd=tmp_path)
+    done = simrun("grad", str(path), "--allow-outside", "--wrt", "dtt", cwd=tmp_path)
     assert done.returncode == 2
     assert "Did you mean dt" in done.stderr and "Traceback" not in done.stderr
 
@@ -240,7 +248,8 @@ def test_cli_check_fails_on_a_wrong_custom_gradient(tmp_path):
     body = GRAVITY.replace(f"{KERNELS}/gravity.py:gravity", f"{module}:springs").replace(
         "params: {softening: 0.01, strength: 1.0}", "params: {k: 3.0}")
     path = _scene(tmp_path, body)
-    done = simrun("grad", str(path), "--wrt", "state.x0", "--check", "--out", "g", cwd=tmp_path)
+    done = simrun("grad", str(path), "--allow-outside", "--wrt", "state.x0", "--check", "--out",
+                  "g", cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "disagrees" in done.stdout
 
@@ -267,8 +276,8 @@ def test_forward_mode_equals_reverse_mode(tmp_path, integrator):
 
 def test_cli_forward_mode_writes_the_sensitivity_horizon(tmp_path):
     path = _scene(tmp_path, GRAVITY)
-    done = simrun("grad", str(path), "--mode", "forward", "--wrt", "dt", "--wrt", "state.x0",
-                  "--out", "f", cwd=tmp_path)
+    done = simrun("grad", str(path), "--allow-outside", "--mode", "forward", "--wrt", "dt",
+                  "--wrt", "state.x0", "--out", "f", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     lines = (tmp_path / "f" / "horizon.csv").read_text().splitlines()
     assert lines[0] == "step,time,objective,d/ddt,d/dstate.x0"
@@ -280,7 +289,8 @@ def test_cli_forward_mode_writes_the_sensitivity_horizon(tmp_path):
 
 def test_cli_check_validates_objective_and_keys(tmp_path):
     path = _scene(tmp_path, GRAVITY)
-    good = simrun("check", str(path), "--wrt", "dt", cwd=tmp_path)
+    good = simrun("check", str(path), "--allow-outside", "--wrt", "dt", cwd=tmp_path)
     assert good.returncode == 0 and "objective" in good.stdout
-    bad = simrun("check", str(path), "--wrt", "energy.0.params.k", cwd=tmp_path)
+    bad = simrun("check", str(path), "--allow-outside", "--wrt", "energy.0.params.k",
+                 cwd=tmp_path)
     assert bad.returncode == 2 and "Did you mean" in bad.stderr

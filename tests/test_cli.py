@@ -110,7 +110,7 @@ def test_bad_scene_exits_2_with_location(tmp_path: Path, case: str) -> None:
     text, expected = BAD_SCENES[case]
     (tmp_path / "bad.yaml").write_text(text)
     for command in ("run", "check"):
-        done = simrun(command, "bad.yaml", cwd=tmp_path)
+        done = simrun(command, "bad.yaml", "--allow-outside", cwd=tmp_path)
         assert done.returncode == 2, done.stderr
         assert done.stderr.startswith(f"error: {expected}")
         assert HINTS.get(case, "") in done.stderr

@@ -173,3 +173,25 @@ def test_foreign_folder_is_refused(tmp_path: Path) -> None:
     (tmp_path / "data.csv").write_text("1")
     with pytest.raises(SceneError, match="holds no simrun run"):
         choose_run_dir("demo", tmp_path, resume=False, overwrite=True)
+
+
+def test_run_json_is_rewritten_in_place_when_the_disk_has_no_room_for_a_copy(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The disk-full path without a small tmpfs: the atomic write fails with ENOSPC."""
+    import errno
+    import json
+
+    from simrun.outputs import runinfo
+
+    path = tmp_path / "run.json"
+    runinfo.write_run_info(path, {"status": "running"})
+
+    def full(_path, _text):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(runinfo, "atomic_write_text", full)
+    runinfo.write_run_info(path, {"status": "error", "error": "disk full"})
+    assert json.loads(path.read_text()) == {"status": "error", "error": "disk full"}
+    with pytest.raises(OSError):  # no run.json to overwrite: the error stands
+        runinfo.write_run_info(tmp_path / "other.json", {"status": "error"})
+    assert not (tmp_path / "other.json").exists()

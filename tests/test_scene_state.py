@@ -78,7 +78,7 @@ def test_initial_state_from_file(tmp_path: Path, suffix: str) -> None:
     scene_path.write_text(text.replace("kernels/", f"{REPO}/kernels/")
                           .replace("  type: random\n  low: [0, 0]\n  high: [1, 1]\n",
                                    f"  type: file\n  path: {path.name}\n"))
-    scene = load_scene(scene_path)
+    scene = load_scene(scene_path, allow_outside=True)
     x_read, v_read = initial_state(scene)
     assert np.array_equal(x_read, x) and np.array_equal(v_read, v)  # 17 digits in the XYZ
     # the same state chosen from the command line, replacing the scene's whole 'initial'

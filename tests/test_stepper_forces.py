@@ -42,7 +42,7 @@ energy:
 def build(tmp_path: Path, body: str) -> tuple[System, np.ndarray]:
     path = tmp_path / "scene.yaml"
     path.write_text("version: 1\nprecision: f64\ndt: 1e-3\nsteps: 1\n" + textwrap.dedent(body))
-    scene = load_scene(path)
+    scene = load_scene(path, allow_outside=True)
     x0, _v = initial_state(scene)
     system = System(scene, x0, threads=1)
     noise = np.random.default_rng(7).normal(scale=0.05, size=x0.shape)

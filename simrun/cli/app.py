@@ -29,7 +29,12 @@ hand), an integrator, dt, steps and what to save.
 Shipped scenes: gravity (the reference N-body example, N = 8), gravity_1024, molecule
 (bonds, angles, dihedrals), fem (neo-Hookean beam), mpm (strip over an obstacle).
 
-Exit status: 0 ok, 1 the simulation failed (e.g. NaN), 2 bad input, 130 interrupted.
+Scenes are code: a scene runs the Python of its kernel modules (as a Python config file
+would), and so do 'run', 'check' and 'grad'. Treat a scene from others like a script from them.
+Modules outside the scene's folder and the kernels/ folder beside it are refused unless
+--allow-outside.
+
+Exit status: 0 ok, 1 the run failed (e.g. NaN, disk full), 2 bad input, 130 interrupted.
 """
 
 app = typer.Typer(help=HELP, no_args_is_help=True, pretty_exceptions_enable=False,

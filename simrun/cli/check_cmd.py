@@ -6,23 +6,33 @@ from typing import Annotated
 
 import typer
 
-from simrun.cli.common import SceneArg, SetOpt, ThreadsOpt, exit_codes, out
-from simrun.scene import load_scene
+from simrun.cli.common import (
+    AllowOutsideOpt,
+    SceneArg,
+    SetOpt,
+    ThreadsOpt,
+    exit_codes,
+    out,
+)
+from simrun.scene import load_scene, scene_modules
 from simrun.stepper import check_scene
 
 
 def check(scene_path: SceneArg, sets: SetOpt = None, threads: ThreadsOpt = None,
           wrt: Annotated[list[str] | None, typer.Option(
               "--wrt", metavar="KEY", help="Also check that `simrun grad` can differentiate "
-              "with respect to KEY (repeatable).")] = None) -> None:
-    """Validate SCENE and compile its kernels; run and write nothing.
+              "with respect to KEY (repeatable).")] = None,
+          allow_outside: AllowOutsideOpt = False) -> None:
+    """Validate SCENE and compile its kernels; write nothing.
 
     Every kernel the scene names (energy terms, step kernels, the objective) is compiled and
     the potential energy at step 0 is evaluated; with --wrt, the KEYs are checked too. Exit 0
-    when the scene is ready to run, 2 with file:line:column when it is not."""
+    when the scene is ready to run, 2 with file:line:column when it is not. Like run, check
+    imports the scene's kernel modules, which runs their Python: a module outside the
+    scene's folder and the kernels/ folder beside it is refused unless --allow-outside."""
     objective = None
     with exit_codes():
-        scene = load_scene(scene_path, list(sets or []))
+        scene = load_scene(scene_path, list(sets or []), allow_outside=allow_outside)
         report = check_scene(scene, threads)
         if scene.objective is not None or wrt:
             from simrun.adjoint.job import check_objective
@@ -31,6 +41,9 @@ def check(scene_path: SceneArg, sets: SetOpt = None, threads: ThreadsOpt = None,
     p = scene.particles
     out.print(f"[bold green]ok[/] {scene_path}: scene '{scene.name}', {p.count} particles in "
               f"{p.dim}-D, {scene.precision}, {scene.steps} steps of dt = {scene.dt:g}")
+    modules, outside = scene_modules(scene)
+    shown = [f"{m} (outside the scene's folder)" if m in outside else str(m) for m in modules]
+    out.print(f"  kernel code   {', '.join(shown)}")
     out.print(f"  energy terms  {', '.join(report.energy_kernels) or '-'}")
     if report.step_kernels:
         out.print(f"  step kernels  {', '.join(report.step_kernels)}")

@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 
 from simrun.scene import SceneError
+from simrun.scene.errors import shorten
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -24,6 +25,10 @@ SetOpt = Annotated[list[str] | None, typer.Option(
     "--set", metavar="KEY.PATH=VALUE",
     help="Override a scene value before validation; repeatable. Values are YAML, e.g. "
          "--set dt=1e-4 --set energy.0.params.softening=0.01 --set initial.low=[0,0].")]
+AllowOutsideOpt = Annotated[bool, typer.Option(
+    "--allow-outside", help="Let the scene import kernel modules from outside its folder and "
+    "the kernels/ folder beside it. Kernel modules are Python that the scene runs: allow only "
+    "modules you trust.")]
 ThreadsOpt = Annotated[int | None, typer.Option(
     "--threads", min=1, metavar="N", help="CPU threads for kernels (default: all cores). Use 1 for runs "
                              "that must repeat bit for bit across machines.")]
@@ -48,16 +53,28 @@ def is_kernel_failure(exc: BaseException) -> bool:
 
 
 def compile_message(exc: BaseException) -> str:
-    """``file:line:col: kernel 'k' does not compile: why.`` then the source line and a caret."""
+    """``file:line:col: kernel 'k' does not compile: why.`` then the source line and a caret.
+
+    A huge message or source line is cut (the line to a window around the caret)."""
     span, kernel = getattr(exc, "span", None), getattr(exc, "kernel", None)
-    bare = str(getattr(exc, "bare", exc)).strip()
+    bare = shorten(str(getattr(exc, "bare", exc)).strip(), 400)
     if span is None:
         return f"error: a kernel does not compile: {bare}"
     col = f":{span.col + 1}" if span.text else ""
     who = f"kernel '{kernel}'" if kernel else "a kernel"
     text = f"error: {span.file}:{span.line}{col}: {who} does not compile: {bare}"
     text = text if text.endswith((".", "?", "!")) else text + "."
-    return text + " Fix the kernel module." + span.excerpt()
+    return text + " Fix the kernel module." + _excerpt(span.text.rstrip(), span.col)
+
+
+def _excerpt(line: str, col: int, width: int = 100) -> str:
+    """The source line and a caret under ``col``, at most ``width`` characters of it."""
+    if not line:
+        return ""
+    start = max(0, min(col - width // 2, len(line) - width))
+    shown = line[start:start + width]
+    left, right = ("..." if start else ""), ("..." if start + width < len(line) else "")
+    return f"\n    {left}{shown}{right}\n    {' ' * (len(left) + col - start)}^"
 
 
 def fail(message: str, code: int) -> typer.Exit:
@@ -71,11 +88,13 @@ def _on_sigterm(_signum: int, _frame: Any) -> None:
 
 @contextmanager
 def exit_codes(on_interrupt: Callable[[], str] | None = None) -> Iterator[None]:
-    """Map errors to exit codes: 2 bad input, 1 simulation failure, 130 interrupted.
+    """Map errors to exit codes: 2 bad input, 1 the run failed, 130 interrupted.
 
-    Bad input prints its one-paragraph message and no traceback; so does a kernel that
-    fails while it runs (exit 1). Anything else is a bug in simrun and keeps its traceback.
+    Bad input prints its one-paragraph message and no traceback; so do a kernel that fails
+    while it runs, outputs that cannot be written (a full disk) and running out of memory
+    (exit 1). Anything else is a bug in simrun and keeps its traceback.
     """
+    from simrun.outputs import OutputError
     from simrun.stepper import SimulationError
 
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
@@ -85,6 +104,12 @@ def exit_codes(on_interrupt: Callable[[], str] | None = None) -> Iterator[None]:
         raise fail(f"error: {exc}", EXIT_BAD_INPUT) from None
     except SimulationError as exc:
         raise fail(f"simulation failed: {exc}", EXIT_FAILED) from None
+    except OutputError as exc:
+        raise fail(f"error: {exc}", EXIT_FAILED) from None
+    except MemoryError:
+        raise fail("error: out of memory: the scene needs more memory than this machine has "
+                   "free. Use fewer particles or save fewer frames (raise outputs.every), or "
+                   "close other programs.", EXIT_FAILED) from None
     except KeyboardInterrupt:
         note = on_interrupt() if on_interrupt else ""
         raise fail(f"interrupted{': ' + note if note else ''}", EXIT_INTERRUPTED) from None

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from simrun.cli import common
 from simrun.cli.common import EXIT_FAILED, SceneArg, SetOpt, ThreadsOpt, err, exit_codes, out
 from simrun.cli.progress import step_bar
 from simrun.outputs.rundir import new_run_dir
@@ -49,7 +50,7 @@ def grad(
                                               "the scene's).")] = None,
     out_dir: Annotated[Path | None, typer.Option(
         "--out", metavar="DIR", help="Output folder (default: outputs/<scene>/grad-NNN).")] = None,
-    sets: SetOpt = None, threads: ThreadsOpt = None,
+    sets: SetOpt = None, threads: ThreadsOpt = None, allow_outside: common.AllowOutsideOpt = False,
 ) -> None:
     """Gradient of the scene's `objective:` with respect to each --wrt KEY, by reverse mode
     through the whole trajectory (the exact adjoint of the integrator's steps, Hessian-vector
@@ -69,7 +70,7 @@ def grad(
     from simrun.adjoint.schedule import forward_steps
 
     with exit_codes():
-        scene = load_scene(scene_path, list(sets or []))
+        scene = load_scene(scene_path, list(sets or []), allow_outside=allow_outside)
         budget = parse_size(memory) if memory is not None else None
         n = steps or scene.steps
         if mode not in ("reverse", "forward"):

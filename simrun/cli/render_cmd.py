@@ -18,16 +18,21 @@ def render(run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A ru
 
     Writes first.png, last.png, energy.png and animation.gif into RUN_DIR from its
     frames.npz, energy.csv, topology.npz, scene.yaml and run.json (a run saved without
-    positions gets only energy.png)."""
+    positions gets only energy.png), and records "pictures": "done" in run.json. Use it to
+    finish the pictures of a run stopped while drawing them ("pictures": "drawing")."""
     if not (run_dir / "frames.npz").is_file():
         raise fail(f"error: {run_dir}: no frames.npz here, so there is nothing to render. Give "
                    "the folder of a run (e.g. outputs/gravity/run-001).", EXIT_BAD_INPUT)
     with exit_codes():
-        from simrun.render import render_run
+        from simrun.render.record import draw_pictures
 
         try:
-            written = render_run(run_dir)
-        except (OSError, ValueError, KeyError, IndexError, zipfile.BadZipFile) as exc:
+            written = draw_pictures(run_dir).paths
+        except OSError as exc:
+            raise fail(f"error: {run_dir}: cannot render this run: {exc.strerror or exc} "
+                       f"({exc.filename or type(exc).__name__}). Check that the folder is "
+                       "writable and has free space, then try again.", EXIT_BAD_INPUT) from None
+        except (ValueError, KeyError, IndexError, zipfile.BadZipFile) as exc:
             raise fail(f"error: {run_dir}: cannot render this run: its saved files are not "
                        f"what 'simrun run' writes ({type(exc).__name__}: {exc}). Run the scene "
                        "again to get fresh outputs.", EXIT_BAD_INPUT) from None

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from simrun.cli.common import SceneArg, SetOpt, ThreadsOpt, err, exit_codes, out
+from simrun.cli.common import (
+    AllowOutsideOpt,
+    SceneArg,
+    SetOpt,
+    ThreadsOpt,
+    err,
+    exit_codes,
+    out,
+)
 from simrun.cli.progress import step_bar
 from simrun.outputs.rundir import check_out_dir, choose_run_dir
-from simrun.outputs.runinfo import read_run_info, write_run_info
 from simrun.scene import Scene, load_scene
 from simrun.stepper import RunResult, run_scene
 
@@ -23,35 +29,15 @@ def overrides(sets: list[str] | None, steps: int | None, seed: int | None) -> li
     return list(sets or []) + extra
 
 
-def render_pictures(run_dir: Path) -> tuple[list[Path], str | None, float]:
-    """Render with simrun.render; a rendering problem is reported, not fatal to the run.
+def render_pictures(run_dir: Path) -> tuple[float | None, str | None]:
+    """Draw the pictures (their state goes to run.json); a rendering problem is reported,
+    not fatal to the run. Returns the seconds it took, or the error."""
+    from simrun.render.record import draw_pictures
 
-    Returns the pictures written, the error (or None) and the seconds it took."""
-    started = time.perf_counter()
     try:
-        from simrun.render import render_run
-
-        return list(render_run(run_dir)), None, time.perf_counter() - started
+        return draw_pictures(run_dir).seconds, None
     except Exception as exc:  # noqa: BLE001 - the simulation's outputs are still good
-        return [], f"{type(exc).__name__}: {exc}", time.perf_counter() - started
-
-
-def record_render(run_dir: Path, seconds: float, error: str | None) -> None:
-    """Add the pictures' time (and any rendering error) to run.json's timings."""
-    path = run_dir / "run.json"
-    try:
-        info = read_run_info(path)
-    except (OSError, ValueError):
-        return  # run.json is the stepper's; without it there is nothing to add to
-    info.setdefault("timings", {})["render_s"] = round(seconds, 4)
-    if error:
-        info["render_error"] = error
-    write_run_info(path, info)
-
-
-def conserves_energy(scene: Scene) -> bool:
-    """Whether the scene's dynamics should keep the total energy (no damping, own stepping)."""
-    return scene.step_kernels is None and scene.integrator.damping == 0
+        return None, f"{type(exc).__name__}: {exc}"
 
 
 def summary(scene: Scene, result: RunResult, render_error: str | None,
@@ -63,10 +49,8 @@ def summary(scene: Scene, result: RunResult, render_error: str | None,
     out.print(f"[bold green]done[/] {scene.name}: {steps} steps in {result.wall_s:.2f} s "
               f"(setup and compile {result.setup_s:.2f} s, then {rate}{resumed})")
     if result.drift is not None:
-        note = "" if conserves_energy(scene) else (
-            "; not expected to be conserved: the scene's "
-            + ("step kernels" if scene.step_kernels is not None else "damping")
-            + " dissipate")
+        note = (f"; not expected to be conserved: the scene's {result.dissipation} dissipate"
+                if result.dissipation else "")
         out.print(f"  energy    total {result.energy_first:.9g} -> {result.energy_last:.9g} "
                   f"(relative drift {result.drift:+.3e}{note})")
     first_t, last_t = 0.0, result.steps_done * scene.dt
@@ -104,6 +88,7 @@ def run(
     no_render: Annotated[bool, typer.Option("--no-render", help="Skip the PNG/GIF pictures.")
                          ] = False,
     threads: ThreadsOpt = None,
+    allow_outside: AllowOutsideOpt = False,
 ) -> None:
     """Simulate SCENE; save frames, energies, pictures.
 
@@ -112,6 +97,9 @@ def run(
     (step,time,kinetic,potential,total), run.json (versions, seed, timings, exit status),
     first.png, last.png, energy.png and animation.gif. Files are replaced atomically, so a
     stopped run leaves readable files; --resume continues it.
+
+    A scene is code: it runs the Python of its kernel modules. Modules outside the scene's
+    folder and the kernels/ folder beside it are refused unless --allow-outside.
 
     \b
     Examples:
@@ -136,7 +124,7 @@ def run(
         return state["dir"]
 
     with exit_codes(interrupted):
-        scene = load_scene(scene_path, overrides(sets, steps, seed))
+        scene = load_scene(scene_path, overrides(sets, steps, seed), allow_outside=allow_outside)
         if resume:
             state["dir"] = choose_run_dir(scene.name, out_dir, resume=True, overwrite=False)
         elif out_dir is not None:
@@ -147,8 +135,7 @@ def run(
         state["finished"] = True
         render_error, render_s = None, None
         if not no_render:
-            _pictures, render_error, render_s = render_pictures(result.out_dir)
-            record_render(result.out_dir, render_s, render_error)
+            render_s, render_error = render_pictures(result.out_dir)
     if quiet:
         out.print(str(result.out_dir))
         warn_render(result.out_dir, render_error)

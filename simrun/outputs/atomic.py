@@ -17,6 +17,13 @@ from typing import BinaryIO
 import numpy as np
 
 
+class OutputError(Exception):
+    """A run's outputs could not be written (the disk is full, the folder went away).
+
+    ``str()`` is one paragraph for the user: what failed, what on disk is still valid, and
+    how to go on; the CLI prints it and exits with status 1."""
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -35,11 +42,13 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[BinaryIO], None]
             write(f)
         os.chmod(tmp, _FILE_MODE)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError):
+            exc.filename = str(path)  # the file meant, not the temporary one (or none)
         raise
 
 

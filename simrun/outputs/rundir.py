@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from simrun.scene import SceneError
+from simrun.scene.errors import shorten
 
 OUTPUT_FILES = ("frames.npz", "trajectory.xyz", "energy.csv", "state.npz", "run.json",
                 "scene.yaml", "topology.npz", "first.png", "last.png", "energy.png",
@@ -49,9 +52,26 @@ def clear_outputs(path: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
+@contextmanager
+def _usable(folder: Path) -> Iterator[None]:
+    """Turn an OSError about ``folder`` (permissions, a name too long, no space) into a
+    SceneError that says so."""
+    try:
+        yield
+    except OSError as exc:
+        raise SceneError(f"{shorten(str(folder))}: cannot use this folder for a run "
+                         f"({exc.strerror or type(exc).__name__}). Choose another --out, or "
+                         "check its permissions and the free space.") from None
+
+
 def check_out_dir(out: Path, *, overwrite: bool) -> bool:
     """Whether ``out`` can take a new run (SceneError if not); True when a run there must be
     cleared first. Changes nothing, so the CLI can ask before compiling anything."""
+    with _usable(out):
+        return _check_out_dir(out, overwrite)
+
+
+def _check_out_dir(out: Path, overwrite: bool) -> bool:
     if out.exists() and not out.is_dir():
         raise SceneError(f"{out}: is a file, not a folder. Give --out a folder for the run.")
     if out.is_dir() and any(out.iterdir()):
@@ -71,12 +91,13 @@ def choose_run_dir(scene_name: str, out: Path | None, *, resume: bool, overwrite
     """Pick (and prepare) the folder for a run, following --out/--resume/--overwrite.
 
     With ``resume`` nothing is created or changed."""
-    if out is None:
-        base = root / scene_name
-        return latest_run_dir(base) if resume else new_run_dir(base)
-    if resume:
+    with _usable(root / scene_name if out is None else out):
+        if out is None:
+            base = root / scene_name
+            return latest_run_dir(base) if resume else new_run_dir(base)
+        if resume:
+            return out
+        if check_out_dir(out, overwrite=overwrite):
+            clear_outputs(out)
+        out.mkdir(parents=True, exist_ok=True)
         return out
-    if check_out_dir(out, overwrite=overwrite):
-        clear_outputs(out)
-    out.mkdir(parents=True, exist_ok=True)
-    return out

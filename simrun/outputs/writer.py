@@ -97,6 +97,7 @@ class RunWriter:
         self.energies: list[tuple[int, float, float, float]] = []
         self.xyz_blocks: list[str] = []
         self.last_state: dict[str, np.ndarray] | None = None
+        self.saved_step: int | None = None  # the step of state.npz on disk (resume point)
         self.dirty = False
 
     def add(self, frame: Frame) -> None:
@@ -153,6 +154,7 @@ class RunWriter:
             atomic_write_text(out / "trajectory.xyz", "".join(self.xyz_blocks))
         if self.last_state is not None:
             atomic_savez(out / "state.npz", **self.last_state)
+            self.saved_step = int(self.last_state["step"])
         self.dirty = False
 
     def load_existing(self, upto_step: int, every: int) -> None:
@@ -166,6 +168,7 @@ class RunWriter:
             self.xs = list(data["x"][keep]) if "x" in data else []
             self.vs = list(data["v"][keep]) if "v" in data else []
             self.fs = list(data["f"][keep]) if "f" in data else []
+        self.saved_step = upto_step
         kept = set(self.steps)
         if (out / "energy.csv").exists():
             table = read_energy_csv(out / "energy.csv")

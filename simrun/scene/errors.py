@@ -43,6 +43,17 @@ def error_at(node: Node | Mark | None, what: str, fix: str = "") -> SceneError:
     return SceneError(text)
 
 
+MAX_SHOWN = 80  # characters of a value a message may echo back
+
+
+def shorten(text: str, limit: int = MAX_SHOWN) -> str:
+    """``text`` cut to about ``limit`` characters, saying how long it was: an error message
+    must not echo a 100 KB value back at the user. Control characters are escaped."""
+    if len(text) > limit:
+        text = f"{text[:limit - 24]}... ({len(text):,} characters)"
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _sentence(text: str) -> str:
     text = text.strip()
     return text if text.endswith((".", "?", "!")) else text + "."
@@ -50,6 +61,8 @@ def _sentence(text: str) -> str:
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """``"Did you mean 'x'?"`` for the closest choice, or ``""`` when nothing is close."""
+    if len(word) > MAX_SHOWN:  # difflib is quadratic; nothing that long is a typo
+        return ""
     choices = list(choices)
     close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
     if not close and len(word) >= 3:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -56,25 +57,44 @@ def random_walk(rng: np.random.Generator, count: int, dim: int, bond_length: flo
     return x
 
 
+STATE_FILE_ERRORS = (ValueError, KeyError, IndexError, OSError, EOFError, zipfile.BadZipFile)
+"""What reading a broken, truncated or foreign state file raises (never a pickle: no code)."""
+
+
+def _real(data: np.lib.npyio.NpzFile, key: str) -> np.ndarray:
+    array = data[key]
+    if array.dtype.kind not in "iuf":
+        raise ValueError(f"its array '{key}' holds {array.dtype} values, not real numbers")
+    return np.asarray(array, float)
+
+
 def read_state_file(path: Path, frame: int) -> tuple[np.ndarray, np.ndarray | None]:
-    """Positions (and velocities if present) from a ``.npz`` or extended-XYZ file."""
+    """Positions (and velocities if present) from a ``.npz`` or extended-XYZ file.
+
+    Raises one of ``STATE_FILE_ERRORS`` for a file that is not such a state."""
     if path.suffix == ".npz":
-        with np.load(path) as data:
+        data = np.load(path)  # allow_pickle=False: a state file cannot run code
+        if not isinstance(data, np.lib.npyio.NpzFile):
+            raise ValueError("it is a single .npy array, not an .npz archive of 'x' (and 'v')")
+        with data:
             if "x" not in data:
-                raise ValueError(f"{path} has no array 'x' (it has {', '.join(data.files)})")
-            x = np.asarray(data["x"], float)
-            v = np.asarray(data["v"], float) if "v" in data else None
+                raise ValueError(f"it has no array 'x' (it has {', '.join(data.files)[:200]})")
+            x = _real(data, "x")
+            v = _real(data, "v") if "v" in data else None
         if x.ndim == 3:
             x = x[frame]
             v = v[frame] if v is not None and v.ndim == 3 else v
+        if v is not None and v.shape != x.shape:
+            raise ValueError(f"its velocities 'v' have shape {v.shape} but the positions "
+                             f"{x.shape}")
         return x, v
     from simrun.outputs.xyz import read_xyz
 
     frames = read_xyz(path)
     if not frames:
-        raise ValueError(f"{path} holds no frames")
+        raise ValueError("it holds no frames")
     chosen = frames[frame]
-    return chosen["pos"], chosen.get("vel")
+    return chosen["pos"], chosen.get("vel")  # read_xyz gives both the same number of rows
 
 
 def _positions(scene: Scene, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:

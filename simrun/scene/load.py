@@ -10,11 +10,10 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-import yaml
 from yaml.nodes import Node, ScalarNode
 
-from simrun.scene import load_state, load_terms
-from simrun.scene.errors import SceneError, error_at
+from simrun.scene import limits, load_state, load_terms
+from simrun.scene.errors import SceneError, error_at, shorten
 from simrun.scene.nodes import (
     MapReader,
     as_bool,
@@ -37,6 +36,9 @@ from simrun.scene.schema import (
     Particles,
     Scene,
 )
+from simrun.scene.yamlio import read_node
+
+MAX_NAME = 100  # characters; file systems allow 255 in a folder name
 
 TOP_KEYS = ("version", "name", "description", "precision", "seed", "particles", "initial",
             "energy", "topology", "integrator", "step_kernels", "dt", "steps", "boundary",
@@ -54,26 +56,18 @@ def display_path(path: Path) -> str:
 
 def compose(path: Path) -> Node:
     """Read ``path`` into a YAML node tree (safe loader only), with marks named after it."""
-    shown = display_path(path)
-    if not path.exists():
-        raise SceneError(f"{shown}: scene file not found. Check the path (it is relative to "
-                         f"the current directory, {Path.cwd()}).")
-    if not path.is_file():
-        raise SceneError(f"{shown}: is not a file. Give the path of a scene .yaml file.")
+    shown = shorten(display_path(path))
     try:
+        if not path.exists():
+            raise SceneError(f"{shown}: scene file not found. Check the path (it is relative "
+                             f"to the current directory, {Path.cwd()}).")
+        if not path.is_file():
+            raise SceneError(f"{shown}: is not a file. Give the path of a scene .yaml file.")
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise SceneError(f"{shown}: cannot read the scene file ({exc}).") from None
-    loader = yaml.SafeLoader(text)
-    loader.name = shown
-    try:
-        node = loader.get_single_node()
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        raise error_at(mark, f"YAML syntax error: {exc.problem or exc.context}",
-                       "Check indentation, colons and brackets around this place") from None
-    finally:
-        loader.dispose()
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise SceneError(f"{shown}: cannot read the scene file ({shorten(reason)}).") from None
+    node = read_node(text, shown)
     if node is None:
         raise SceneError(f"{shown}: the scene file is empty. Start it with 'version: 1'.")
     return node
@@ -82,12 +76,13 @@ def compose(path: Path) -> Node:
 def _particles(node: Node) -> Particles:
     r = MapReader(node, "particles")
     r.done(("count", "dim", "mass"))
-    count = as_int(r.require("count", "Add 'count: N' (the number of particles)"),
-                   "particles.count", 1)
+    count_node = r.require("count", "Add 'count: N' (the number of particles)")
+    count = as_int(count_node, "particles.count", 1)
     dim_node = r.get("dim")
     dim = as_int(dim_node, "particles.dim") if dim_node else 2
     if dim not in (2, 3):
-        raise error_at(dim_node, f"'particles.dim' is {dim} but must be 2 or 3")
+        raise error_at(dim_node, f"'particles.dim' is {shorten(str(dim))} but must be 2 or 3")
+    limits.check_particles(count_node, count, dim)  # before anything of that size is made
     mass_node = r.get("mass")
     if mass_node is None:
         masses = (1.0,) * count
@@ -137,24 +132,34 @@ def _boundary(node: Node | None, dim: int) -> Boundary:
     return Boundary(kind, low, high)
 
 
-def _outputs(node: Node | None, steps: int) -> Outputs:
+def _outputs(node: Node | None, steps_node: Node, steps: int, p: Particles,
+             precision: str) -> Outputs:
     default_every = max(1, steps // 100)
-    if node is None:
-        return Outputs(default_every)
-    r = MapReader(node, "outputs")
-    flags = ("positions", "velocities", "forces", "energies", "xyz")
-    r.done(("every",) + flags)
-    every_node = r.get("every")
+    every_node, values = None, {}
+    if node is not None:
+        r = MapReader(node, "outputs")
+        flags = ("positions", "velocities", "forces", "energies", "xyz")
+        r.done(("every",) + flags)
+        every_node = r.get("every")
+        values = {f: as_bool(r.get(f), f"outputs.{f}") for f in flags if r.get(f) is not None}
     every = as_int(every_node, "outputs.every", 1) if every_node else default_every
-    values = {f: as_bool(r.get(f), f"outputs.{f}") for f in flags if r.get(f) is not None}
-    return Outputs(every, **values)
+    outputs = Outputs(every, **values)
+    frames = steps // every + 1 + (steps % every != 0)  # the last step is always saved
+    limits.check_frames(every_node or steps_node, p.count, p.dim, precision, frames,
+                        1 + outputs.velocities + outputs.forces,
+                        outputs.xyz and outputs.positions)
+    return outputs
 
 
 def _name(node: Node | None, path: Path) -> str:
     name = as_str(node, "name") if node else path.stem
+    if len(name) > MAX_NAME:
+        raise error_at(node, f"the scene name has {len(name):,} characters, but it names the "
+                       f"output folder, so at most {MAX_NAME} are allowed", "Shorten it")
     if not name or not all(c.isalnum() or c in "-_." for c in name) or name.startswith("."):
-        raise error_at(node, f"scene name {name!r} may only use letters, digits, '-', '_' and "
-                       "'.', because it names the output folder", "Rename it, e.g. my_scene")
+        raise error_at(node, f"scene name '{shorten(name)}' may only use letters, digits, "
+                       "'-', '_' and '.', because it names the output folder",
+                       "Rename it, e.g. my_scene")
     return name
 
 
@@ -167,7 +172,7 @@ def _version(r: MapReader) -> int:
     return version
 
 
-def _build(root: Node, path: Path) -> Scene:
+def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
     r = MapReader(root, "scene")
     r.done(TOP_KEYS)
     version = _version(r)
@@ -176,10 +181,18 @@ def _build(root: Node, path: Path) -> Scene:
         as_str(r.get("description"), "description")
     particles = _particles(r.require("particles", "Add 'particles: {count: N, dim: 2}'"))
     dt = as_float(r.require("dt", "Add 'dt: 1e-4' (the time step)"), "dt", positive=True)
-    steps = as_int(r.require("steps", "Add 'steps: 1000'"), "steps", 1)
+    steps_node = r.require("steps", "Add 'steps: 1000'")
+    steps = as_int(steps_node, "steps", 1)
+    precision = as_choice(prec_node, "precision", PRECISIONS) if prec_node else "f64"
     init = load_state.initial(r.get("initial"), particles, path.parent)
     energy = load_terms.energy_terms(r.get("energy"), path.parent)
     stepk = load_terms.step_kernels(r.get("step_kernels"), path.parent)
+    objective = load_terms.objective(r.get("objective"), path.parent)
+    if not allow_outside:
+        load_terms.refuse_outside(path.parent, [t.kernel for t in energy]
+                                  + list(stepk.kernels if stepk else ())
+                                  + ([objective.kernel] if objective and objective.kernel
+                                     else []))
     if stepk is not None and r.get("integrator") is not None:
         raise error_at(r.key_node("integrator"), "a scene with 'step_kernels' integrates "
                        "itself, so 'integrator' has no effect", "Remove 'integrator'")
@@ -190,21 +203,25 @@ def _build(root: Node, path: Path) -> Scene:
     return Scene(
         source=path.resolve(), version=version,
         name=_name(name_node, path),
-        precision=as_choice(prec_node, "precision", PRECISIONS) if prec_node else "f64",
+        precision=precision,
         seed=as_int(seed_node, "seed", 0) if seed_node else 0,
         particles=particles, initial=init, energy=energy,
         topology=load_state.topology(r.get("topology"), particles, init),
         integrator=_integrator(r.get("integrator")), dt=dt, steps=steps,
         boundary=_boundary(r.get("boundary"), particles.dim),
-        outputs=_outputs(r.get("outputs"), steps), step_kernels=stepk,
-        objective=load_terms.objective(r.get("objective"), path.parent))
+        outputs=_outputs(r.get("outputs"), steps_node, steps, particles, precision),
+        step_kernels=stepk, objective=objective)
 
 
-def load_scene(path: str | os.PathLike[str], overrides: Iterable[str] = ()) -> Scene:
+def load_scene(path: str | os.PathLike[str], overrides: Iterable[str] = (), *,
+               allow_outside: bool = False) -> Scene:
     """Load and validate a scene file, applying ``key.path=value`` overrides first.
 
-    Raises SceneError (one paragraph with file:line:col) for anything wrong in the scene.
+    A scene runs the Python of its kernel modules (when the stepper imports them), so a
+    module outside the scene's folder and the ``kernels/`` folder beside it is refused unless
+    ``allow_outside``. Nothing is imported here. Raises SceneError (one paragraph with
+    file:line:col) for anything wrong in the scene.
     """
     path = Path(path)
     root = apply_overrides(compose(path), overrides)
-    return _build(root, path.resolve())
+    return _build(root, path.resolve(), allow_outside)

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from yaml.nodes import MappingNode, Node
 
-from simrun.scene.errors import choices_text, error_at
-from simrun.scene.initial import read_state_file
+from simrun.scene.errors import choices_text, error_at, shorten
+from simrun.scene.initial import STATE_FILE_ERRORS, read_state_file
 from simrun.scene.nodes import (
     MapReader,
     as_choice,
@@ -47,10 +48,11 @@ def _lattice(reader: MapReader, p: Particles) -> dict[str, Any]:
     shape_node = reader.require("shape", f"Add 'shape: [nx, ny{', nz' * (p.dim - 2)}]'")
     items = as_seq(shape_node, "initial.shape", p.dim)
     shape = [as_int(n, "initial.shape", 1) for n in items]
-    if int(np.prod(shape)) != p.count:
-        raise error_at(shape_node, f"lattice shape {shape} makes {int(np.prod(shape))} "
-                       f"particles but particles.count is {p.count}",
-                       f"Set particles.count: {int(np.prod(shape))} or change the shape")
+    made = math.prod(shape)
+    if made != p.count:
+        raise error_at(shape_node, f"lattice shape {shorten(str(shape))} makes "
+                       f"{shorten(str(made))} particles but particles.count is {p.count}",
+                       f"Set particles.count: {shorten(str(made))} or change the shape")
     spacing_node, origin_node, jitter_node = (reader.get(k) for k in ("spacing", "origin",
                                                                       "jitter"))
     spacing = as_vector(spacing_node, "initial.spacing", p.dim) if spacing_node else (1.0,) * p.dim
@@ -77,16 +79,22 @@ def _file(reader: MapReader, p: Particles, scene_dir: Path) -> dict[str, Any]:
     path = (scene_dir / as_str(path_node, "initial.path")).resolve()
     frame_node = reader.get("frame")
     frame = as_int(frame_node, "initial.frame") if frame_node else -1
-    if not path.is_file():
-        raise error_at(path_node, f"initial state file '{path}' does not exist",
+    try:
+        found = path.is_file()
+    except OSError:  # e.g. a name too long for the file system
+        found = False
+    if not found:
+        raise error_at(path_node, f"initial state file '{shorten(str(path))}' does not exist",
                        "Give a path relative to the scene file")
     if path.suffix not in (".npz", ".xyz", ".extxyz"):
-        raise error_at(path_node, f"'{path.name}' is neither .npz nor extended XYZ (.xyz)",
+        raise error_at(path_node, f"'{shorten(path.name)}' is neither .npz nor extended XYZ (.xyz)",
                        "Convert it to one of those formats")
     try:
         x, _v = read_state_file(path, frame)
-    except (ValueError, KeyError, IndexError, OSError) as exc:
-        raise error_at(path_node, f"cannot read initial state from '{path.name}': {exc}") from None
+    except STATE_FILE_ERRORS as exc:
+        raise error_at(path_node, f"cannot read initial state from '{path.name}': "
+                       f"{shorten(str(exc), 200)}", "Give an .npz file with an array 'x' (N, "
+                       "dim) and optionally 'v', or an extended-XYZ file") from None
     if x.ndim != 2 or x.shape[0] != p.count or x.shape[1] < p.dim:
         raise error_at(path_node, f"'{path.name}' holds positions of shape {x.shape} but the "
                        f"scene needs {p.count} particles in {p.dim}-D",

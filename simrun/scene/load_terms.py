@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from yaml.nodes import Node, ScalarNode
 
-from simrun.scene.errors import error_at, where
+from simrun.scene.errors import SceneError, error_at, shorten, where
 from simrun.scene.nodes import MapReader, as_choice, as_float, as_seq, as_str, scalar
-from simrun.scene.schema import EnergyTerm, KernelRef, Objective, StepKernels
+from simrun.scene.schema import EnergyTerm, KernelRef, Objective, Scene, StepKernels
 
 REF_FIX = "Write it as kernels/<module>.py:<kernel>, e.g. kernels/gravity.py:gravity"
 
@@ -27,15 +28,65 @@ def kernel_ref(node: Node, name: str, scene_dir: Path) -> KernelRef:
     text = as_str(node, name)
     module, sep, kernel = text.rpartition(":")
     if not sep or not module.endswith(".py") or not kernel.isidentifier():
-        raise error_at(node, f"'{name}' is {text!r}, which is not a kernel reference", REF_FIX)
+        raise error_at(node, f"'{name}' is '{shorten(text)}', which is not a kernel reference",
+                       REF_FIX)
     candidates = [Path(module)] if Path(module).is_absolute() else [
         d / module for d in search_dirs(scene_dir)]
     for path in candidates:
-        if path.is_file():
-            return KernelRef(path.resolve(), kernel, where(node))
-    searched = ", ".join(str(c.parent) for c in candidates)
-    raise error_at(node, f"kernel module '{module}' was not found (looked in {searched})",
+        try:
+            if path.is_file():
+                return KernelRef(path.resolve(), kernel, where(node))
+        except OSError:  # e.g. a name too long for the file system
+            continue
+    searched = ", ".join(shorten(str(c.parent)) for c in candidates)
+    raise error_at(node, f"kernel module '{shorten(module)}' was not found (looked in {searched})",
                    "Check the file name, or give a path relative to the scene file")
+
+
+def trusted_folders(scene_dir: Path) -> tuple[Path, Path]:
+    """Where a scene's kernel modules may lie without --allow-outside: the scene's folder
+    tree and the ``kernels/`` folder beside it (the layout ``scenes/x.yaml`` +
+    ``kernels/x.py``)."""
+    scene_dir = scene_dir.resolve()
+    return scene_dir, scene_dir.parent / "kernels"
+
+
+def outside_modules(scene_dir: Path, refs: Iterable[KernelRef]) -> list[KernelRef]:
+    """The references (one per module) whose module lies outside ``trusted_folders``."""
+    folders = trusted_folders(scene_dir)
+    seen: dict[Path, KernelRef] = {}
+    for ref in refs:
+        if not any(ref.path.resolve().is_relative_to(f) for f in folders):
+            seen.setdefault(ref.path, ref)
+    return list(seen.values())
+
+
+def scene_modules(scene: Scene) -> tuple[list[Path], list[Path]]:
+    """The kernel modules a scene imports (each once, in order), and those of them that lie
+    outside ``trusted_folders`` (allowed with --allow-outside)."""
+    refs = scene.kernel_refs()
+    if scene.objective is not None and scene.objective.kernel is not None:
+        refs.append(scene.objective.kernel)  # imported by simrun grad
+    outside = [ref.path for ref in outside_modules(scene.source.parent, refs)]
+    return list(dict.fromkeys(ref.path for ref in refs)), outside
+
+
+def refuse_outside(scene_dir: Path, refs: Iterable[KernelRef]) -> None:
+    """SceneError at the first reference to a module outside ``trusted_folders``, naming
+    every such module: a scene runs its kernel modules' Python, so by default it may import
+    only the modules that come with it."""
+    outside = outside_modules(scene_dir, refs)
+    if not outside:
+        return
+    names = [shorten(str(ref.path)) for ref in outside]
+    listed = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    one = len(names) == 1
+    folders = trusted_folders(scene_dir)
+    raise SceneError(f"{outside[0].where}: kernel module{'' if one else 's'} {listed} "
+                     f"lie{'s' if one else ''} outside the scene's folder ({folders[0]}) and "
+                     f"the kernels folder beside it ({folders[1]}). A scene runs its kernel "
+                     "modules' Python, so simrun imports only the modules that come with it. "
+                     "Move the module there, or add --allow-outside if you trust it.")
 
 
 def params(node: Node | None, name: str
@@ -49,7 +100,7 @@ def params(node: Node | None, name: str
     places: dict[str, tuple[str, str]] = {}
     for key, (key_node, value) in reader.items.items():
         if not key.isidentifier():
-            raise error_at(key_node, f"parameter name '{key}' in '{name}' is not a valid "
+            raise error_at(key_node, f"parameter name '{shorten(key)}' in '{name}' is not a valid "
                            "Python identifier", "Use the kernel argument's name")
         raw = scalar(value) if isinstance(value, ScalarNode) else None
         if isinstance(raw, int) and not isinstance(raw, bool):

@@ -9,7 +9,7 @@ from typing import Any
 from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from simrun.scene.errors import choices_text, did_you_mean, error_at
+from simrun.scene.errors import choices_text, did_you_mean, error_at, shorten
 
 _TYPE_NAMES = {
     "tag:yaml.org,2002:int": "an integer",
@@ -32,16 +32,26 @@ def describe(node: Node) -> str:
         except ValueError:
             pass
     if isinstance(node, ScalarNode):
-        return f"{kind} ({node.value!r})"
+        return f"{kind} ('{shorten(node.value)}')"
     return kind
+
+
+MAX_DIGITS = 100  # longer integers are refused before Python converts them (4300 at most)
 
 
 def scalar(node: Node) -> Any:
     """The Python value of a scalar node (SafeLoader rules)."""
+    if node.tag == "tag:yaml.org,2002:int" and len(node.value) > MAX_DIGITS:
+        raise error_at(node, f"this integer has {len(node.value):,} characters, more than any "
+                       "scene value needs",
+                       f"Write a number of at most {MAX_DIGITS} digits (or e.g. 1e30)")
     try:
         return SafeConstructor().construct_object(node, deep=True)
     except ConstructorError as exc:
-        raise error_at(node, f"cannot read this value: {exc.problem}") from None
+        raise error_at(node, f"cannot read this value: {shorten(str(exc.problem))}") from None
+    except (ValueError, OverflowError) as exc:  # e.g. a timestamp such as 2024-13-45
+        raise error_at(node, f"cannot read this value ({shorten(str(exc))})",
+                       "Quote it if it is text") from None
 
 
 def plain(node: Node) -> Any:
@@ -73,7 +83,7 @@ def as_int(node: Node, name: str, minimum: int | None = None) -> int:
         raise error_at(node, f"'{name}' must be an integer, got {describe(node)}",
                        "Write a whole number such as 100")
     if minimum is not None and value < minimum:
-        raise error_at(node, f"'{name}' is {value} but must be at least {minimum}",
+        raise error_at(node, f"'{name}' is {shorten(str(value))} but must be at least {minimum}",
                        f"Use a value >= {minimum}")
     return value
 
@@ -90,7 +100,10 @@ def as_float(node: Node, name: str, *, positive: bool = False,
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise error_at(node, f"'{name}' must be a number, got {describe(node)}",
                        "Write a number such as 0.5 or 1e-5")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an integer beyond 1.8e308
+        value = math.inf
     if not math.isfinite(value):
         raise error_at(node, f"'{name}' must be finite, got {value}")
     if positive and value <= 0:
@@ -105,9 +118,9 @@ def as_float(node: Node, name: str, *, positive: bool = False,
 def as_choice(node: Node, name: str, choices: Sequence[str]) -> str:
     value = scalar(node) if isinstance(node, ScalarNode) else None
     if not isinstance(value, str) or value not in choices:
-        shown = value if isinstance(value, str) else describe(node)
-        hint = did_you_mean(str(shown), choices)
-        raise error_at(node, f"'{name}' is {shown!r}, which is not one of {choices_text(choices)}",
+        shown = f"'{shorten(value)}'" if isinstance(value, str) else describe(node)
+        hint = did_you_mean(value, choices) if isinstance(value, str) else ""
+        raise error_at(node, f"'{name}' is {shown}, which is not one of {choices_text(choices)}",
                        hint or f"Use one of {choices_text(choices)}")
     return value
 
@@ -139,8 +152,8 @@ def as_index_rows(node: Node, name: str, arity: int, count: int) -> list[tuple[i
         idx = tuple(as_int(item, f"{name}[{r}]", 0) for item in items)
         for item, i in zip(items, idx):
             if i >= count:
-                raise error_at(item, f"particle index {i} in '{name}' is out of range: "
-                               f"the scene has {count} particles (indices 0..{count - 1})",
+                raise error_at(item, f"particle index {shorten(str(i))} in '{name}' is out of "
+                               f"range: the scene has {count} particles (indices 0..{count - 1})",
                                "Fix the index or raise particles.count")
         rows.append(idx)
     return rows
@@ -161,7 +174,7 @@ class MapReader:
             if not isinstance(name, str):
                 raise error_at(key, f"keys in '{section}' must be names, got {describe(key)}")
             if name in self.items:
-                raise error_at(key, f"key '{name}' appears twice in '{section}'",
+                raise error_at(key, f"key '{shorten(name)}' appears twice in '{section}'",
                                "Keep only one of them")
             self.items[name] = (key, value)
         self.seen: set[str] = set()
@@ -188,5 +201,5 @@ class MapReader:
             if name not in allowed:
                 hint = did_you_mean(name, allowed)
                 known = "Known keys here: " + ", ".join(allowed)
-                raise error_at(key, f"unknown key '{name}' in '{self.section}'{context}",
+                raise error_at(key, f"unknown key '{shorten(name)}' in '{self.section}'{context}",
                                f"{hint} {known}" if hint else known)

@@ -12,8 +12,9 @@ from collections.abc import Iterable
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from simrun.scene.errors import SceneError, error_at
+from simrun.scene.errors import SceneError, error_at, shorten
 from simrun.scene.nodes import describe
+from simrun.scene.yamlio import read_node
 
 
 def parse_override(text: str) -> tuple[list[str], Node]:
@@ -21,19 +22,12 @@ def parse_override(text: str) -> tuple[list[str], Node]:
     key, sep, value = text.partition("=")
     parts = key.strip().split(".")
     if not sep or not all(p.strip() for p in parts):
-        raise SceneError(f"--set {text!r} (command line): an override must look like "
+        raise SceneError(f"--set '{shorten(text)}' (command line): an override must look like "
                          "key.path=value, e.g. --set dt=1e-4 or --set energy.0.params.softening=0.01.")
-    loader = yaml.SafeLoader(value)
-    loader.name = f"--set {text}"
-    try:
-        node = loader.get_single_node()
-    except yaml.YAMLError as exc:
-        raise SceneError(f"--set {text!r} (command line): the value is not valid YAML "
-                         f"({exc}). Quote it or fix its syntax.") from None
-    finally:
-        loader.dispose()
+    name = f"--set {shorten(text)}"
+    node = read_node(value, name)
     if node is None:
-        mark = yaml.error.Mark(loader.name, 0, 0, 0, None, None)
+        mark = yaml.error.Mark(name, 0, 0, 0, None, None)
         node = ScalarNode("tag:yaml.org,2002:null", "", mark, mark)
     return [p.strip() for p in parts], node
 
@@ -45,16 +39,17 @@ def _child(node: Node, part: str, text: str, create: bool) -> Node | None:
                 return value
         if not create:
             return None
-        mark = yaml.error.Mark(f"--set {text}", 0, 0, 0, None, None)
+        mark = yaml.error.Mark(f"--set {text}", 0, 0, 0, None, None)  # text: shortened
         child = MappingNode("tag:yaml.org,2002:map", [], mark, mark)
         node.value.append((ScalarNode("tag:yaml.org,2002:str", part, mark, mark), child))
         return child
     if isinstance(node, SequenceNode):
-        if not part.lstrip("-").isdigit() or not -len(node.value) <= int(part) < len(node.value):
-            raise error_at(node, f"--set {text!r}: '{part}' is not an index of this list of "
-                           f"{len(node.value)} entries", "Use a list index such as 0")
+        if not (part.lstrip("-").isdigit() and len(part) < 20) or \
+                not -len(node.value) <= int(part) < len(node.value):
+            raise error_at(node, f"--set {text!r}: '{shorten(part)}' is not an index of this "
+                           f"list of {len(node.value)} entries", "Use a list index such as 0")
         return node.value[int(part)]
-    raise error_at(node, f"--set {text!r}: cannot go into '{part}' because this value is "
+    raise error_at(node, f"--set {text!r}: cannot go into '{shorten(part)}' because this value is "
                    f"{describe(node)}, not a mapping or list")
 
 
@@ -64,7 +59,8 @@ def _assign(parent: Node, part: str, value: Node, text: str) -> None:
         parent.value[int(part)] = value
         return
     if not isinstance(parent, MappingNode):
-        raise error_at(parent, f"--set {text!r}: cannot set '{part}' inside {describe(parent)}")
+        raise error_at(parent, f"--set {text!r}: cannot set '{shorten(part)}' inside "
+                       f"{describe(parent)}")
     for i, (key, _old) in enumerate(parent.value):
         if isinstance(key, ScalarNode) and key.value == part:
             parent.value[i] = (key, value)
@@ -92,8 +88,9 @@ def _expand_shorthand(parent: Node, node: Node, name: str) -> Node:
 
 def apply_overrides(root: Node, overrides: Iterable[str]) -> Node:
     """Apply each override in order to ``root`` (mutated and returned)."""
-    for text in overrides:
-        parts, value = parse_override(text)
+    for full in overrides:
+        parts, value = parse_override(full)
+        text = shorten(full)  # for messages: a value may be huge
         node = root
         for part in parts[:-1]:
             parent, node = node, _child(node, part, text, create=True)

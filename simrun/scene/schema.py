@@ -172,6 +172,11 @@ class Scene:
     version: int = SCHEMA_VERSION
     objective: Objective | None = None
 
+    def kernel_refs(self) -> list[KernelRef]:
+        """Every kernel the scene names: energy terms, then step kernels."""
+        refs = [term.kernel for term in self.energy]
+        return refs + list(self.step_kernels.kernels if self.step_kernels else ())
+
     def to_dict(self) -> dict[str, Any]:
         """The resolved scene as plain data; loading it again gives an equal scene."""
         data: dict[str, Any] = {

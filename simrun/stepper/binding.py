@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from simrun.scene import SceneError
-from simrun.scene.errors import did_you_mean
+from simrun.scene.errors import did_you_mean, shorten
 from simrun.scene.schema import TOPOLOGY_KINDS, KernelRef
 
 _MODULES: dict[tuple[str, float], ModuleType] = {}
@@ -61,7 +61,7 @@ def _import_error(path: Path, exc: BaseException) -> SceneError:
         line = frames[-1].lineno if frames else None
     where = f"{path}:{line}" if line else str(path)
     return SceneError(f"{where}: the kernel module failed to load: {type(exc).__name__}: "
-                      f"{exc}. Fix the module (it must be plain simrun.lang code that imports "
+                      f"{shorten(str(exc), 300)}. Fix the module (it must be plain simrun.lang code that imports "
                       "'simrun.lang as ti').")
 
 
@@ -115,7 +115,7 @@ def find_kernel(ref: KernelRef, module: ModuleType) -> Any:
     names = module_kernels(module)
     hint = did_you_mean(ref.name, names)
     listed = "It defines: " + (", ".join(names) if names else "no kernels")
-    raise SceneError(f"{ref.where}: '{ref.name}' is not a @ti.kernel in {ref.path}. "
+    raise SceneError(f"{ref.where}: '{shorten(ref.name)}' is not a @ti.kernel in {ref.path}. "
                      f"{hint + ' ' if hint else ''}{listed}.")
 
 
@@ -129,7 +129,7 @@ def check_params(ref: KernelRef, given: Iterable[str], accepted: Iterable[str], 
         if name not in accepted:
             hint = did_you_mean(name, accepted)
             at = places[name][0] if places and name in places else where
-            raise SceneError(f"{at}: parameter '{name}' is not an argument of kernel "
+            raise SceneError(f"{at}: parameter '{shorten(name)}' is not an argument of kernel "
                              f"'{ref.name}' ({ref.path.name}). {hint + ' ' if hint else ''}"
                              f"Its arguments are: {', '.join(accepted)}.")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ import numpy as np
 import yaml
 
 from simrun.outputs import (
+    OutputError,
     RunWriter,
     WriterOptions,
     new_run_info,
@@ -21,6 +23,8 @@ from simrun.outputs import (
 from simrun.outputs.runinfo import now
 from simrun.outputs.xyz import cell_for
 from simrun.scene import Scene, SceneError, initial_state
+from simrun.scene.errors import shorten
+from simrun.scene.initial import STATE_FILE_ERRORS
 
 
 def writer_options(scene: Scene, x0: np.ndarray | None) -> WriterOptions:
@@ -52,13 +56,21 @@ def _differences(old: Any, new: Any, prefix: str = "") -> list[str]:
     return [] if old == new else [f"{prefix.rstrip('.')} ({old!r} there, {new!r} here)"]
 
 
-def load_checkpoint(out_dir: Path, scene: Scene) -> dict[str, np.ndarray]:
-    """The saved state of an interrupted run, after checking it ran this same scene."""
+def load_checkpoint(out_dir: Path, scene: Scene) -> dict[str, np.ndarray] | None:
+    """The saved state of an interrupted run, after checking it ran this same scene; None
+    for a run that stopped before saving its first frame (e.g. on a full disk): it starts
+    again from step 0 in the same folder."""
     state_file, scene_file = out_dir / "state.npz", out_dir / "scene.yaml"
-    if not state_file.is_file() or not scene_file.is_file():
-        raise SceneError(f"{out_dir}: there is no run to resume here (no state.npz or "
-                         "scene.yaml). Run without --resume, or point --out at a run folder.")
-    saved = yaml.safe_load(scene_file.read_text())
+    if not scene_file.is_file():
+        raise SceneError(f"{out_dir}: there is no run to resume here (no scene.yaml). Run "
+                         "without --resume, or point --out at a run folder.")
+    try:
+        saved = yaml.safe_load(scene_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError, yaml.YAMLError):
+        saved = None
+    if not isinstance(saved, dict):
+        raise SceneError(f"{out_dir}: cannot resume: its scene.yaml is not one that simrun "
+                         "wrote. Start a new run (without --resume).")
     current = scene.to_dict()
     saved.pop("steps", None)
     current.pop("steps", None)
@@ -67,12 +79,31 @@ def load_checkpoint(out_dir: Path, scene: Scene) -> dict[str, np.ndarray]:
         raise SceneError(f"{out_dir}: cannot resume: the scene differs from the one this run "
                          f"used: {'; '.join(diffs[:3])}. Resume with the same scene and --set "
                          "options (only the number of steps may change), or start a new run.")
-    with np.load(state_file) as data:
-        checkpoint = {k: data[k] for k in data.files}
+    if not state_file.is_file():
+        return None
+    try:
+        with np.load(state_file) as data:
+            checkpoint = {k: data[k] for k in data.files}
+        int(checkpoint["step"]), checkpoint["x0"], checkpoint["x"], checkpoint["v"]
+    except (*STATE_FILE_ERRORS, TypeError, AttributeError) as exc:
+        raise SceneError(f"{out_dir}: cannot resume: its state.npz cannot be read "
+                         f"({type(exc).__name__}: {shorten(str(exc))}). Start a new run "
+                         "(without --resume).") from None
     if int(checkpoint["step"]) >= scene.steps:
         raise SceneError(f"{out_dir}: this run already reached step {int(checkpoint['step'])}"
                          f" of {scene.steps}. Give more steps (--steps N) to continue it.")
     return checkpoint
+
+
+def reload_frames(writer: RunWriter, out_dir: Path, step: int, every: int) -> None:
+    """Take back the frames an interrupted run saved up to ``step`` (SceneError if they
+    cannot be read)."""
+    try:
+        writer.load_existing(step, every)
+    except (*STATE_FILE_ERRORS, TypeError) as exc:
+        raise SceneError(f"{out_dir}: cannot resume: its saved frames cannot be read "
+                         f"({type(exc).__name__}: {shorten(str(exc))}). Start a new run "
+                         "(without --resume).") from None
 
 
 def start(out_dir: Path, scene: Scene, checkpoint: dict | None) -> dict[str, Any]:
@@ -92,15 +123,50 @@ def start(out_dir: Path, scene: Scene, checkpoint: dict | None) -> dict[str, Any
     return info
 
 
+def write_failure(exc: OSError, step: int, saved_step: int | None) -> str:
+    """run.json's account of a write that failed: which file, why, what is still valid."""
+    name = Path(exc.filename).name if exc.filename else "the outputs"
+    saved = (f"the files are valid up to step {saved_step}" if saved_step is not None
+             else "no frame was saved")
+    return f"cannot write {name} at step {step} ({exc.strerror or exc}); {saved}"
+
+
+def write_failure_advice(problem: str, scene: Scene, out_dir: Path, recorded: bool = True
+                         ) -> str:
+    """The user's paragraph for a failed write: what happened (``recorded`` in run.json, once
+    the run has one) and how to go on."""
+    if (out_dir / "scene.yaml").is_file():
+        how = (f"Free some space, then continue with 'simrun run {scene.source} --resume "
+               f"--out {out_dir}' (with the same --set options)")
+    else:
+        how = "Free some space, then run the scene again"
+    return f"{out_dir}: {problem}.{' run.json records this.' if recorded else ''} {how}."
+
+
 def finish(out_dir: Path, info: dict[str, Any], status: str, writer: RunWriter, state: Any,
-           started: float) -> None:
-    """Record the exit status, steps done and timings in run.json."""
+           started: float, flush: bool = True) -> None:
+    """Flush the frames not yet on disk (``flush``: unless writing is what failed) and record
+    the exit status, steps done and timings in run.json.
+
+    A run that stops on an error keeps that error: a failure to write here is then left
+    unreported (the files on disk stay valid). A run that succeeded raises OutputError."""
+    if flush and status != "ok":
+        with contextlib.suppress(OSError):
+            writer.flush()
     info["status"] = status
     info["finished"] = now()
     info["steps_done"] = int(state.step) if state is not None else info.get("resumed_from_step", 0)
-    info["frames"] = len(writer.steps)
+    saved = writer.saved_step if writer.saved_step is not None else -1
+    info["frames"] = len(writer.steps) if flush else sum(s <= saved for s in writer.steps)
     info["timings"]["wall_s"] = round(time.perf_counter() - started, 4)
     if writer.energies:
         first, last = writer.energies[0], writer.energies[-1]
         info["energy"] = {"first_total": first[2] + first[3], "last_total": last[2] + last[3]}
-    write_run_info(out_dir / "run.json", info)
+    info["saved_step"] = writer.saved_step
+    try:
+        write_run_info(out_dir / "run.json", info)
+    except OSError as exc:
+        if status == "ok":
+            raise OutputError(f"{out_dir}: the run finished and its frames are saved, but "
+                              f"run.json cannot be written ({exc.strerror or exc}). Free some "
+                              "space; the other files are complete.") from None

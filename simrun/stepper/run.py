@@ -1,9 +1,9 @@
 """The step loop: output cadence, NaN watch, progress callbacks, flushing, resume.
 
 ``run_scene`` never prints; it reports progress through a callback and raises
-``SimulationError`` (NaN/Inf, naming the step), ``SceneError`` (bad input) or
-``KeyboardInterrupt``. Whatever happens, the files written so far are flushed and valid, and
-``run.json`` records the exit status.
+``SimulationError`` (NaN/Inf, naming the step), ``SceneError`` (bad input), ``OutputError``
+(the outputs cannot be written, e.g. a full disk) or ``KeyboardInterrupt``. Whatever happens,
+the files written so far are flushed and valid, and ``run.json`` records the exit status.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simrun.outputs import Frame, RunWriter
+from simrun.outputs import Frame, OutputError, RunWriter
 from simrun.scene import Scene, initial_state
 from simrun.stepper import files
 from simrun.stepper.integrators import State, kinetic_energy, make_step
@@ -45,6 +45,7 @@ class RunResult:
     energy_first: float | None
     energy_last: float | None
     setup_s: float = 0.0  # building fields and compiling kernels, part of wall_s
+    dissipation: str | None = None  # what changes the total energy on purpose (None: kept)
 
     @property
     def drift(self) -> float | None:
@@ -52,6 +53,14 @@ class RunResult:
         if self.energy_first is None or self.energy_last is None:
             return None
         return (self.energy_last - self.energy_first) / max(abs(self.energy_first), 1e-300)
+
+
+def dissipation(scene: Scene) -> str | None:
+    """What makes the scene's total energy change on purpose: its own ``step kernels`` (e.g.
+    MPM's grid damping) or ``damping``; None when the dynamics should conserve it."""
+    if scene.step_kernels is not None:
+        return "step kernels"
+    return "damping" if scene.integrator.damping != 0 else None
 
 
 def check_finite(state: State, scene: Scene) -> None:
@@ -153,6 +162,20 @@ def loop(scene: Scene, system: System, state: State, writer: RunWriter,
             progress(state.step, total)
 
 
+def _open(target: Path, scene: Scene, system: System, step: int, checkpoint: dict | None
+          ) -> tuple[RunWriter, dict]:
+    """The run's writer (holding a resumed run's frames) and its run.json info, once the
+    resolved scene and a 'running' run.json are written."""
+    writer = RunWriter(target, files.writer_options(scene, system.x0_np))
+    if checkpoint is not None:
+        files.reload_frames(writer, target, step, scene.outputs.every)
+    try:
+        return writer, files.start(target, scene, checkpoint)
+    except OSError as exc:
+        problem = files.write_failure(exc, step, None)
+        raise OutputError(files.write_failure_advice(problem, scene, target, False)) from None
+
+
 def run_scene(scene: Scene, out_dir: str | os.PathLike[str] | Callable[[], Path], *,
               resume: bool = False, progress: ProgressFn | None = None,
               threads: int | None = None, flush_interval: float = 1.0) -> RunResult:
@@ -170,19 +193,17 @@ def run_scene(scene: Scene, out_dir: str | os.PathLike[str] | Callable[[], Path]
     setup_s = round(time.perf_counter() - started, 4)
     shapes = system.render_shapes()
     target = target if target is not None else Path(where())
-    writer = RunWriter(target, files.writer_options(scene, system.x0_np))
-    info = files.start(target, scene, checkpoint)
+    writer, info = _open(target, scene, system, state.step, checkpoint)
     info["timings"]["setup_s"] = setup_s
     if shapes:
         info["shapes"] = shapes  # what the pictures draw behind the particles
-    status = "error"
+    status, wrote = "error", True
     try:
         if checkpoint is None:
             writer.add(make_frame(state, system, scene))
-        else:
-            writer.load_existing(state.step, scene.outputs.every)
         writer.flush()
         loop(scene, system, state, writer, progress, flush_interval)
+        writer.flush()
         status = "ok"
     except KeyboardInterrupt:
         status = "interrupted"
@@ -190,16 +211,17 @@ def run_scene(scene: Scene, out_dir: str | os.PathLike[str] | Callable[[], Path]
     except SimulationError as exc:
         status, info["error"] = "failed", str(exc)
         raise
+    except OSError as exc:  # writing the outputs: the disk is full, the folder went away
+        wrote, info["error"] = False, files.write_failure(exc, state.step, writer.saved_step)
+        raise OutputError(files.write_failure_advice(info["error"], scene, target)) from None
     except Exception as exc:  # e.g. a kernel that compiles only when first launched
         status, info["error"] = "error", f"{type(exc).__name__}: {exc}"
         raise
     finally:
-        try:
-            writer.flush()
-        finally:
-            files.finish(target, info, status, writer, state, started)
+        files.finish(target, info, status, writer, state, started, flush=wrote)
     energies = writer.energies
     return RunResult(target, status, info.get("resumed_from_step", 0), state.step, scene.steps,
                      time.perf_counter() - started,
                      energies[0][2] + energies[0][3] if energies else None,
-                     energies[-1][2] + energies[-1][3] if energies else None, setup_s)
+                     energies[-1][2] + energies[-1][3] if energies else None, setup_s,
+                     dissipation(scene))

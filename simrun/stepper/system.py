@@ -78,9 +78,7 @@ class System:
         return merged
 
     def _allocate_module_fields(self) -> None:
-        refs = [t.kernel for t in self.scene.energy]
-        refs += list(self.scene.step_kernels.kernels) if self.scene.step_kernels else []
-        for path in dict.fromkeys(ref.path for ref in refs):
+        for path in dict.fromkeys(ref.path for ref in self.scene.kernel_refs()):
             hook = getattr(load_module(path), "allocate", None)
             if hook is None:
                 continue
@@ -101,10 +99,8 @@ class System:
     def render_shapes(self) -> dict[str, list]:
         """Scenery for the pictures from the modules' optional ``render_shapes(params)`` hook:
         ``{"boxes": [[low, high], ...], "circles": [[x, y, r], ...]}`` (e.g. MPM walls)."""
-        refs = [t.kernel for t in self.scene.energy]
-        refs += list(self.scene.step_kernels.kernels) if self.scene.step_kernels else []
         merged: dict[str, list] = {"boxes": [], "circles": []}
-        for path in dict.fromkeys(ref.path for ref in refs):
+        for path in dict.fromkeys(ref.path for ref in self.scene.kernel_refs()):
             hook = getattr(load_module(path), "render_shapes", None)
             if hook is None:
                 continue

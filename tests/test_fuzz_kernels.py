@@ -1,0 +1,121 @@
+"""Fuzzing the kernel frontend (issue 20): generated kernels (tests/kernel_gen.py) either
+compile, forward and reverse, or raise a CompileError that names their file and a line of
+it; run (in a child process, with and without ``debug=True``) they finish or raise one of
+simrun.lang's own errors (IndexError from debug's bounds checks): no internal exception, no
+signal, no hang. The generator leaves out shifts by a variable amount: a constant shift by
+the bit width or more is undefined (LLVM poison) and corrupts memory; see issue 20's report.
+
+Deterministic (derandomize=True, fixed seeds) and bounded (max_examples, timeouts).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from kernel_gen import kernel_source
+
+TESTS = Path(__file__).resolve().parent
+_names = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def ti():
+    import simrun.lang as ti
+
+    ti.init(arch=ti.cpu, cpu_max_num_threads=1)
+    return ti
+
+
+def load(folder: Path, source: str):
+    path = folder / f"fuzz_kernel_{next(_names)}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module, path
+
+
+def check_compile_error(exc: Exception, path: Path, source: str) -> None:
+    """A CompileError names the module and a line of it (the CLI prints file:line:col)."""
+    from simrun.lang.errors import CompileError
+
+    assert isinstance(exc, CompileError), f"{type(exc).__name__}: {exc}\n{source}"
+    assert exc.span is not None, f"no source position: {exc}\n{source}"
+    assert exc.span.file == str(path), (exc.span, source)
+    assert 1 <= exc.span.line <= len(source.splitlines()), (exc.span, source)
+
+
+@settings(max_examples=120, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                 HealthCheck.filter_too_much])
+@given(st.integers(0, 2**32 - 1))
+def test_generated_kernels_compile_or_raise_compile_error_at_their_line(ti, tmp_path_factory,
+                                                                        seed: int) -> None:
+    source = kernel_source(seed)
+    try:
+        compile(source, "generated.py", "exec")
+    except SyntaxError:
+        assume(False)  # Python's own error; the scene loader reports it at its line
+    module, path = load(tmp_path_factory.getbasetemp(), source)
+    for mode in ("primal", "reverse"):
+        try:
+            module.k.prepare((), mode)
+        except Exception as exc:  # noqa: BLE001 - what kind is the point of the test
+            check_compile_error(exc, path, source)
+            return
+
+
+RUNNER = """
+import json, sys, traceback
+sys.path.insert(0, sys.argv[1])
+from kernel_gen import kernel_source
+import simrun.lang as ti
+from simrun.lang.errors import SimrunError
+
+folder, seeds = sys.argv[2], json.loads(sys.argv[3])
+for debug in (False, True):
+    for seed in seeds:
+        ti.init(arch=ti.cpu, debug=debug, cpu_max_num_threads=1)
+        source = kernel_source(seed, bad=0.0)
+        path = f"{folder}/run_{seed}_{int(debug)}.py"
+        open(path, "w").write(source)
+        print(json.dumps({"seed": seed, "debug": debug, "at": "start"}), flush=True)
+        scope = {"__name__": f"run_{seed}"}
+        try:
+            exec(compile(source, path, "exec"), scope)
+            scope["k"]()
+            with ti.ad.Tape(loss=scope["s"]):
+                scope["k"]()
+            outcome = "ok"
+        except SimrunError as exc:
+            outcome = "SimrunError"
+        except IndexError as exc:  # debug=True bounds checks (documented), at file:line
+            outcome = "IndexError" if debug and path in str(exc) else repr(exc)
+        except Exception as exc:
+            outcome = f"{type(exc).__name__}: {exc} | " + traceback.format_exc(limit=-3)
+        print(json.dumps({"seed": seed, "debug": debug, "at": "end", "outcome": outcome}),
+              flush=True)
+"""
+
+
+def test_generated_kernels_run_without_a_crash(tmp_path: Path) -> None:
+    seeds = list(range(1000, 1040))
+    done = subprocess.run([sys.executable, "-c", RUNNER, str(TESTS), str(tmp_path),
+                           json.dumps(seeds)], capture_output=True, text=True, timeout=300)
+    records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    last = records[-1] if records else None
+    assert done.returncode == 0, (f"exit {done.returncode} (a negative one is a signal) at "
+                                  f"{last}: {done.stderr[-2000:]}")
+    ends = [r for r in records if r["at"] == "end"]
+    assert len(ends) == 2 * len(seeds)
+    internal = [r for r in ends if r["outcome"] not in ("ok", "SimrunError", "IndexError")]
+    assert not internal, internal[:3]
+    assert sum(r["outcome"] == "ok" for r in ends) >= len(ends) // 2  # mostly valid kernels
