@@ -326,3 +326,48 @@ def test_folded_integer_power_matches_the_generated_code(debug, dt, base, n):
     if np.iinfo(dt.np).min < 0 and wrapped >= 1 << (bits - 1):
         wrapped -= 1 << bits
     assert out.to_numpy().tolist() == [wrapped, wrapped]
+
+
+# ------------------------------------------------ shifts by the width or more
+def test_shift_past_the_width_is_defined_and_folds_like_the_machine(debug):
+    """LLVM's shift is poison at >= the width: an index built from one made writes vanish (or
+    land anywhere). simrun defines it: << and unsigned >> give 0, signed >> the sign bits;
+    a folded constant shift gives what the generated code gives."""
+    x = ti.field(ti.f32, shape=8)
+    n = ti.field(ti.i32, shape=8)
+    out = ti.field(ti.i64, shape=7)
+
+    @ti.kernel
+    def scatter():
+        for i in x:
+            x[(n[i] >> (1 << 30)) % 8] += 1.0
+
+    @ti.kernel
+    def shifts(a: ti.i32, sh: ti.i32):
+        out[0] = a << sh
+        out[1] = a >> sh
+        out[2] = ti.cast(a, ti.u32) >> sh
+        out[3] = a << 40  # the amount is a constant, the value is not
+        out[4] = a >> 40
+        out[5] = -5 >> 40  # both constant: folded
+        out[6] = 5 << 35  # Python ints: folded exactly, as Python does
+
+    scatter()
+    assert x.to_numpy().tolist() == [8.0] + [0.0] * 7  # every write lands on x[0]
+    for a, sh, want in [(5, 3, [40, 0, 0]), (5, 40, [0, 0, 0]), (-5, 40, [0, -1, 0]),
+                        (-5, -1, [0, -1, 0]), (-5, 31, [-2**31, -1, 1])]:
+        shifts(a, sh)
+        assert out.to_numpy().tolist() == want + [0, -1 if a < 0 else 0, -1, 5 << 35], (a, sh)
+
+
+def test_constant_vector_index_out_of_range_names_the_size():
+    ti.init(arch=ti.cpu)
+    v = ti.Vector.field(2, ti.f32, shape=4)
+
+    @ti.kernel
+    def past_end():
+        for i in v:
+            v[i][5] = 1.0
+
+    with pytest.raises(CompileError, match="entry index 5 is out of range for a 2-vector"):
+        past_end()

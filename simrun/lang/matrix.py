@@ -95,9 +95,19 @@ class Matrix:
             if len(key) == 1:
                 key = key[0]
             else:
-                return B.static_int(key[0]), B.static_int(key[1])
+                i, j = B.static_int(key[0]), B.static_int(key[1])
+                self._check_index(i, self.n, "row")
+                self._check_index(j, self.m, "column")
+                return i, j
         k = B.static_int(key)
+        self._check_index(k, self.n, "entry" if self.is_vector else "row")
         return (k, 0) if self.is_vector else (k, None)
+
+    def _check_index(self, k: int, size: int, what: str) -> None:
+        if not -size <= k < size:
+            shape = f"{self.n}-vector" if self.is_vector else f"{self.n}x{self.m} matrix"
+            raise IndexError(f"{what} index {k} is out of range for a {shape} (valid: 0 to "
+                             f"{size - 1})")
 
     def __getitem__(self, key):
         i, j = self._index(key)

@@ -217,8 +217,24 @@ def _rsqrt(cg, b, dt, args):
     return b.fdiv(ir.Constant(t, 1.0), _intrinsic(b, "llvm.sqrt", args, t), flags=_flags(cg))
 
 
+def _shift_in_range(b, amount, dt):
+    """0 <= amount < bits (negative amounts compare as huge): LLVM's shift is poison outside,
+    which made writes vanish and indices point anywhere. Outside, simrun defines the result
+    as the shift would leave it bit by bit: 0, or the sign in every bit for >> of signed."""
+    return b.icmp_unsigned("<", amount, ir.Constant(amount.type, dt.bits))
+
+
+def _shl(cg, b, dt, args):
+    x, n = args
+    return b.select(_shift_in_range(b, n, dt), b.shl(x, n), ir.Constant(x.type, 0))
+
+
 def _shr(cg, b, dt, args):
-    return b.lshr(*args) if dt.kind == "u" else b.ashr(*args)
+    x, n = args
+    ok = _shift_in_range(b, n, dt)
+    if dt.kind == "u":
+        return b.select(ok, b.lshr(x, n), ir.Constant(x.type, 0))
+    return b.ashr(x, b.select(ok, n, ir.Constant(n.type, dt.bits - 1)))
 
 
 def _select(cg, b, dt, args):
@@ -287,7 +303,7 @@ EMITTERS = {
     Op.BIT_AND: lambda cg, b, dt, a: b.and_(*a),
     Op.BIT_OR: lambda cg, b, dt, a: b.or_(*a),
     Op.BIT_XOR: lambda cg, b, dt, a: b.xor(*a),
-    Op.SHL: lambda cg, b, dt, a: b.shl(*a),
+    Op.SHL: _shl,
     Op.SHR: _shr,
     Op.SELECT: _select,
 }
