@@ -3,10 +3,11 @@
 `import simrun.lang as ti` in place of `import taichi as ti`.
 """
 
-from . import ad
+from . import ad, lang
 from .ad import Tape, stop_grad
 from .api import (
     Kernel,
+    amdgpu,
     arm64,
     cpu,
     cuda,
@@ -14,6 +15,7 @@ from .api import (
     dx11,
     dx12,
     func,
+    gles,
     gpu,
     init,
     kernel,
@@ -54,7 +56,18 @@ from .builtins import (
     tan,
     tanh,
 )
-from .errors import AutodiffError, CompileError, SimrunError
+from .errors import (
+    AutodiffError,
+    CompileError,
+    SimrunError,
+    TaichiAssertionError,
+    TaichiCompilationError,
+    TaichiIndexError,
+    TaichiNameError,
+    TaichiRuntimeError,
+    TaichiSyntaxError,
+    TaichiTypeError,
+)
 from .fields import Field, axes, field, i, ij, ijk, ijkl, ik, j, jk, k, l, root
 from .frontend.special import ATOMICS as _ATOMICS
 from .frontend.special import Grouped as grouped
@@ -105,6 +118,20 @@ ifte = select
 
 def is_active() -> bool:
     return True
+
+
+class extension:  # noqa: N801 - Taichi's name
+    """Taichi's backend extensions, for `require=ti.extension.adstack`: the CPU backend
+    has them all (simrun's autodiff stack grows as needed)."""
+
+    sparse = "sparse"
+    quant = quant_basic = "quant"
+    data64 = "data64"
+    adstack = "adstack"
+    bls = "bls"
+    assertion = "assertion"
+    extfunc = "extfunc"
+    mesh = "mesh"
 
 
 __version__ = "0.1.0"

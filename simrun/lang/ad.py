@@ -36,6 +36,25 @@ class GradReplaced:
             raise RuntimeError(f"no @ti.ad.grad_for({self.fn.__name__}) gradient is registered")
         return self.backward(*args, **kwargs)
 
+    def __get__(self, obj, objtype=None):
+        """A method of a @ti.data_oriented class: `a.forward(4)` passes `a` as self."""
+        return self if obj is None else _BoundGradReplaced(self, obj)
+
+
+class _BoundGradReplaced:
+    def __init__(self, replaced: GradReplaced, obj):
+        self.replaced, self.obj = replaced, obj
+
+    def __call__(self, *args, **kwargs):
+        return self.replaced(self.obj, *args, **kwargs)
+
+    def grad(self, *args, **kwargs):
+        return self.replaced.grad(self.obj, *args, **kwargs)
+
+
+class GradForError(TypeError, RuntimeError):
+    """grad_for on a function that is not @ti.ad.grad_replaced (a RuntimeError in Taichi)."""
+
 
 def grad_replaced(fn):
     return GradReplaced(fn)
@@ -43,7 +62,9 @@ def grad_replaced(fn):
 
 def grad_for(primal):
     if not isinstance(primal, GradReplaced):
-        raise TypeError("ti.ad.grad_for(f) needs f decorated with @ti.ad.grad_replaced")
+        raise GradForError("ti.ad.grad_for(f) needs f decorated with @ti.ad.grad_replaced (a "
+                           "kernel has its own .grad: wrap it in a @ti.ad.grad_replaced "
+                           "Python function to replace that)")
 
     def register(backward):
         primal.backward = backward

@@ -42,7 +42,7 @@ class Config:
 config = Config()
 _runtime: list = []
 cpu = x64 = arm64 = "cpu"
-gpu = cuda = vulkan = metal = opengl = dx11 = dx12 = "gpu"
+gpu = cuda = vulkan = metal = opengl = gles = dx11 = dx12 = amdgpu = "gpu"
 
 
 def runtime() -> Runtime:

@@ -48,3 +48,12 @@ class CompileError(SimrunError):
 
 class AutodiffError(CompileError):
     """A gradient simrun cannot compute correctly; raised instead of returning a wrong one."""
+
+
+# Taichi's exception names, for programs and tests that catch them (`except
+# ti.TaichiCompilationError`): every compile-time refusal is a CompileError, a failing kernel
+# a RuntimeError (an assertion an AssertionError), as Taichi raises them.
+TaichiCompilationError = TaichiSyntaxError = TaichiTypeError = CompileError
+TaichiNameError = TaichiIndexError = CompileError
+TaichiRuntimeError = RuntimeError
+TaichiAssertionError = AssertionError

@@ -101,8 +101,8 @@ class Field:
         self.name = name or _caller_assignment_name() or f"field{self.id}"
         self.role = role
         self.primal = primal
-        self.grad: Field | None = None
-        self.dual: Field | None = None
+        self._grad: Field | None = None
+        self._dual: Field | None = None
         self.data: np.ndarray | None = None
         self.shape: tuple | None = None
         self._wants = (needs_grad, needs_dual)
@@ -146,16 +146,42 @@ class Field:
         return f
 
     def _make_grad(self) -> None:
-        if self.grad is None and self.dtype.is_float:
-            self.grad = self._companion("grad")
+        if self._grad is None and self.dtype.is_float:
+            self._grad = self._companion("grad")
 
     def _make_dual(self) -> None:
-        if self.dual is None and self.dtype.is_float:
-            self.dual = self._companion("dual")
+        if self._dual is None and self.dtype.is_float:
+            self._dual = self._companion("dual")
+
+    @property
+    def grad(self) -> Field | Unplaced | None:
+        """The gradient field; before a float field is placed, a handle that
+        `place(x, x.grad)` turns into one (Taichi's way of placing gradients by hand)."""
+        return self._grad if self._grad is not None or not self._placeable() else \
+            Unplaced(self, "grad")
+
+    @property
+    def dual(self) -> Field | Unplaced | None:
+        return self._dual if self._dual is not None or not self._placeable() else \
+            Unplaced(self, "dual")
+
+    def _placeable(self) -> bool:
+        return self.shape is None and self.role == "primal" and self.dtype.is_float
 
     @property
     def snode(self):
         return self
+
+    @property
+    def ptr(self):
+        """`x.snode.ptr` in Taichi is the C++ SNode; the part user code asks of it is here."""
+        return self
+
+    def get_snode_grad_type(self):
+        from .enums import SNodeGradType
+
+        return {"grad": SNodeGradType.ADJOINT, "dual": SNodeGradType.DUAL}.get(
+            self.role, SNodeGradType.PRIMAL)
 
     def parent(self, n: int = 1):
         return self
@@ -256,6 +282,28 @@ class Field:
         return str(self.to_numpy())
 
 
+class Unplaced:
+    """`x.grad` of a field not placed yet: `ti.root.place(x, x.grad)` (or a later
+    `place(x.grad)`) gives x its gradient (or dual) with x's shape."""
+
+    data = shape = None
+
+    def __init__(self, primal: Field, role: str):
+        self.primal, self.role = primal, role
+        self.name = f"{primal.name}.{role}"
+
+    def place_after(self) -> None:
+        grad, dual = self.primal._wants
+        self.primal._wants = (grad or self.role == "grad", dual or self.role == "dual")
+        if self.primal.shape is not None:
+            (self.primal._make_grad if self.role == "grad" else self.primal._make_dual)()
+
+    def __getitem__(self, key):
+        raise RuntimeError(f"gradient '{self.name}' has not been placed: create "
+                           f"'{self.primal.name}' with needs_grad=True or place it with "
+                           f"ti.root.place({self.primal.name}, {self.name})")
+
+
 def field(dtype, shape=None, name: str = "", offset=None, needs_grad: bool = False,
           needs_dual: bool = False, **kwargs) -> Field:
     """ti.field: a scalar field; shape=None leaves it to be placed by ti.root.
@@ -336,10 +384,15 @@ class SNode:
 
     def place(self, *fields: Field, offset=None) -> SNode:
         for f in fields:
+            if isinstance(f, Unplaced):
+                continue
             if not isinstance(f, Field):
                 raise TypeError(f"place() takes fields, got {f!r}")
             _reject_offset(f.name, offset, self.shape)
             f._place(self.shape)
+        for f in fields:  # x.grad after x, as in place(x, x.grad)
+            if isinstance(f, Unplaced):
+                f.place_after()
         return self
 
     def lazy_grad(self) -> None:

@@ -137,7 +137,7 @@ def lower_parallel_for(lw, node, plan) -> Task:
             begin = builder.const(0, dt)
             extents = [hi - lo for lo, hi in bounds] if step == 1 else \
                 [_trip_count(bounds[0][0], bounds[0][1], step, dt)]
-            end = extents[0]
+            end = extents[0] if extents else builder.const(1, dt)  # ti.grouped of a 0-D field
             for e in extents[1:]:
                 end = end * e
             idx_vars, idx_exprs = [], []
@@ -200,7 +200,8 @@ def lower_for(lw, node) -> None:
         lo_d, hi_d = bounds[d]
         body = [For(counters[d], builder.cast(lo_d, dt), builder.cast(hi_d, dt), body,
                     span=span)]
-    em.emit(body[0])
+    for stmt in body:  # one For, or a ti.grouped 0-D field's body, run once
+        em.emit(stmt)
 
 
 def _static_items(lw, value, node):

@@ -7,6 +7,7 @@ import operator
 
 from .. import builtins as B
 from ..errors import CompileError
+from ..fields import Field
 from ..ir import builder
 from ..ir.nodes import (
     AssertStmt,
@@ -463,10 +464,17 @@ class Lowerer:
     def expr_Attribute(self, node):
         base = self.expr(node.value)
         try:
-            return getattr(base, node.attr)
+            value = getattr(base, node.attr)
         except AttributeError:
             raise self.error(f"'{type(base).__name__}' value has no attribute '{node.attr}'",
                              node) from None
+        if value is None and node.attr in ("grad", "dual") and isinstance(base, Field):
+            what = "Gradient" if node.attr == "grad" else "Dual"
+            flag = "needs_grad" if node.attr == "grad" else "needs_dual"
+            raise self.error(f"{what} {base.name}.{node.attr} has not been placed, check "
+                             f"whether `{flag}=True` is set for '{base.name}' (Taichi's "
+                             f"words), or call ti.root.lazy_{node.attr}()", node)
+        return value
 
     def expr_Subscript(self, node):
         base = self.expr(node.value)
