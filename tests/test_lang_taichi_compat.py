@@ -130,3 +130,94 @@ def test_taichi_names_that_taichis_tests_use():
     assert x.dual.snode.ptr.get_snode_grad_type() == SNodeGradType.DUAL
     assert TaichiRuntimeError is RuntimeError and ti.TaichiAssertionError is AssertionError
     assert issubclass(ti.AutodiffError, ti.TaichiCompilationError)
+
+
+def test_ndarray_with_gradients_under_kernel_grad_and_tape():
+    n = 10
+
+    @ti.kernel
+    def compute_sum(a: ti.types.ndarray(), b: ti.types.ndarray(), p: ti.types.ndarray()):
+        for i in range(n):
+            ret = 1.0
+            for _ in range(b[i]):
+                ret = ret * a[i]
+            p[i] = ret
+
+    a = ti.ndarray(ti.f64, shape=n, needs_grad=True)
+    b = ti.ndarray(ti.i32, shape=n)
+    p = ti.ndarray(ti.f64, shape=n, needs_grad=True)
+    for i in range(n):
+        a[i], b[i] = 3, i
+    compute_sum(a, b, p)
+    assert p.to_numpy().tolist() == [3.0**i for i in range(n)]
+    p.grad.fill(1.0)
+    compute_sum.grad(a, b, p)
+    assert a.grad.to_numpy().tolist() == [i * 3.0 ** (i - 1) if i else 0.0 for i in range(n)]
+
+    loss = ti.ndarray(ti.f64, shape=1, needs_grad=True)  # Taichi takes a one-element loss
+
+    @ti.kernel
+    def total(p: ti.types.ndarray(), loss: ti.types.ndarray()):
+        for i in p:
+            loss[0] += p[i]
+
+    with ti.ad.Tape(loss=loss):
+        compute_sum(a, b, p)
+        total(p, loss)
+    assert a.grad.to_numpy().tolist() == [i * 3.0 ** (i - 1) if i else 0.0 for i in range(n)]
+
+
+def test_vector_ndarray_and_a_parameter_without_gradient():
+    a = ti.ndarray(ti.math.vec2, shape=4, needs_grad=True)
+    v = ti.Vector.ndarray(3, ti.f64, shape=2)
+    assert a.shape == (4,) and a.element_shape == (2,) and v.element_shape == (3,)
+    x = ti.ndarray(ti.f64, shape=3, needs_grad=True)
+    y = ti.ndarray(ti.f64, shape=1, needs_grad=True)
+
+    @ti.kernel
+    def k(x: ti.types.ndarray(needs_grad=False), y: ti.types.ndarray()):
+        for i in range(3):
+            y[0] += x[i] * 2.0
+
+    k(x, y)
+    y.grad.fill(1.0)
+    k.grad(x, y)
+    assert x.grad.to_numpy().tolist() == [0.0, 0.0, 0.0]  # as Taichi: the parameter opts out
+
+
+def test_ndarray_refusals_are_taichis():
+    with pytest.raises(RuntimeError, match="i32 is not supported for ndarray"):
+        ti.ndarray(ti.i32, shape=3, needs_grad=True)
+    a = ti.ndarray(ti.f64, shape=4, needs_grad=True)
+    b = ti.ndarray(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def reads_grad(x: ti.types.ndarray(), b: ti.types.ndarray()):
+        for i in x:
+            b[None] += x.grad[i]
+
+    a.grad.fill(2.0)
+    reads_grad(a, b)
+    assert b[None] == 8.0
+    with pytest.raises(RuntimeError, match="Cannot automatically differentiate through a grad"):
+        reads_grad.grad(a, b)
+
+
+def test_ti_math_and_block_local():
+    out = ti.field(ti.f64, shape=6)
+    x = ti.field(ti.f64, shape=4)
+
+    @ti.kernel
+    def k(z: ti.math.vec2):
+        ti.block_local(x)
+        u = ti.math.vec3(3.0, 0.0, 4.0)
+        out[0] = ti.math.length(u)
+        out[1] = ti.math.clamp(7.0, 0.0, 2.0)
+        out[2] = ti.math.mix(1.0, 3.0, 0.25)
+        out[3] = ti.math.dot(z, z)
+        out[4] = ti.math.smoothstep(0.0, 1.0, 0.5)
+        out[5] = ti.math.normalize(u)[2]
+
+    k(ti.math.vec2([2.0, 3.0]))
+    assert out.to_numpy().tolist() == [5.0, 2.0, 1.5, 13.0, 0.5, 0.8]
+    assert ti.math.pi == math.pi

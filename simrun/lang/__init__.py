@@ -4,6 +4,7 @@
 """
 
 from . import ad, lang
+from . import tmath as math
 from .ad import Tape, stop_grad
 from .api import (
     Kernel,
@@ -68,7 +69,7 @@ from .errors import (
     TaichiSyntaxError,
     TaichiTypeError,
 )
-from .fields import Field, axes, field, i, ij, ijk, ijkl, ik, j, jk, k, l, root
+from .fields import Field, Ndarray, axes, field, i, ij, ijk, ijkl, ik, j, jk, k, l, ndarray, root
 from .frontend.special import ATOMICS as _ATOMICS
 from .frontend.special import Grouped as grouped
 from .frontend.special import NDRange as ndrange
@@ -118,6 +119,10 @@ ifte = select
 
 def is_active() -> bool:
     return True
+
+
+def block_local(*fields) -> None:
+    """Taichi's hint to cache fields in GPU block-local memory: nothing to do on the CPU."""
 
 
 class extension:  # noqa: N801 - Taichi's name

@@ -253,6 +253,8 @@ class Kernel:
         for p, a in zip(params, args):
             if p.kind == "template":
                 parts.append(_template_key(a))
+            elif p.kind == "ndarray" and isinstance(a, fields_mod.Field):  # ti.ndarray: bound as a field
+                parts.append(_template_key(a))
             elif p.kind == "ndarray":
                 arr = np.asarray(a)
                 parts.append((str(arr.dtype), arr.shape))
@@ -329,7 +331,8 @@ class Kernel:
                 dt = p.annotation.dtype or defaults.fp
                 flat.extend(x if _fits(x, dt) else _checked(self.name, p.name, dt, x) for x in
                             (Matrix(a) if not isinstance(a, Matrix) else a).entries())
-            elif p.kind == "ndarray" and k in compiled.ndarray_slots:  # else: shape only
+            elif p.kind == "ndarray" and k in compiled.ndarray_slots and \
+                    not isinstance(a, fields_mod.Field):  # else: shape only, or a ti.ndarray (a field)
                 arr = np.ascontiguousarray(a)
                 arrays.append((compiled.ndarray_slots[k], arr))
                 if arr is not a and k in compiled.ndarrays_written and \
@@ -348,8 +351,10 @@ class Kernel:
             first = next(iter(inspect.signature(self.pyfunc).parameters))
             scope[first] = self.bound_self
         for k, (p, a) in enumerate(zip(params, args)):
-            if p.kind == "template":
+            if p.kind == "template" or p.kind == "ndarray" and isinstance(a, fields_mod.Field):
                 scope[p.name] = a
+                if getattr(p.annotation, "needs_grad", None) is False:
+                    em.stopped_everywhere.add(a)  # ti.types.ndarray(needs_grad=False)
             elif p.kind == "scalar" and p.name in self.field_args:
                 scope[p.name] = GlobalRef(self.field_args[p.name], 0, ())
             elif p.kind == "scalar":

@@ -46,7 +46,7 @@ class CompileError(SimrunError):
         return CompileError(self.bare, self.span or span, self.kernel or kernel)
 
 
-class AutodiffError(CompileError):
+class AutodiffError(CompileError, RuntimeError):
     """A gradient simrun cannot compute correctly; raised instead of returning a wrong one."""
 
 

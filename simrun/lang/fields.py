@@ -282,6 +282,45 @@ class Field:
         return str(self.to_numpy())
 
 
+class Ndarray(Field):
+    """`ti.ndarray(dtype, shape, needs_grad=True)`: an array passed to `ti.types.ndarray()`
+    parameters. simrun stores it as a field (so it has .grad/.dual, works on a Tape and
+    under kernel.grad) and binds it to the kernel like a template field."""
+
+    is_ndarray = True
+
+    def __init__(self, dtype=None, shape=(), needs_grad: bool = False,
+                 needs_dual: bool = False, elem_shape: tuple = (), **kwargs):
+        super().__init__(dtype, _norm_shape(shape) or (), needs_grad=needs_grad,
+                         needs_dual=needs_dual, elem_shape=elem_shape, **kwargs)
+
+    def _companion(self, role: str) -> Field:
+        f = Ndarray(self.dtype, self.shape, name=f"{self.name}.{role}",
+                    elem_shape=self.elem_shape, role=role, primal=self)
+        return f
+
+    @property
+    def element_shape(self) -> tuple:
+        return self.elem_shape
+
+
+def ndarray(dtype, shape, needs_grad: bool = False, **kwargs) -> Ndarray:
+    """ti.ndarray: see Ndarray. `dtype` may be a vector/matrix type (ti.math.vec2)."""
+    elem_shape: tuple = ()
+    if hasattr(dtype, "is_vector"):  # a MatrixType
+        elem_shape = (dtype.n,) if dtype.is_vector else (dtype.n, dtype.m)
+        dtype = dtype.dtype
+    if needs_grad and dtype is not None and not to_dtype(dtype).is_float:
+        raise NdarrayError(f"{to_dtype(dtype).name} is not supported for ndarray with "
+                           "needs_grad=True: only float arrays have gradients")
+    return Ndarray(dtype, shape, needs_grad=needs_grad, elem_shape=elem_shape,
+                   name=kwargs.get("name", ""))
+
+
+class NdarrayError(FieldError, RuntimeError):
+    """A ti.ndarray Taichi refuses (Taichi raises TaichiRuntimeError)."""
+
+
 class Unplaced:
     """`x.grad` of a field not placed yet: `ti.root.place(x, x.grad)` (or a later
     `place(x.grad)`) gives x its gradient (or dual) with x's shape."""

@@ -12,7 +12,7 @@ import numpy as np
 
 from . import builtins as B
 from . import types
-from .fields import Field
+from .fields import Field, Ndarray
 from .ir import builder
 from .types import to_dtype
 
@@ -330,6 +330,11 @@ class Matrix:
         return Field(dtype, shape, name=name, needs_grad=needs_grad, needs_dual=needs_dual,
                      elem_shape=(n,) if _vector else (n, m), offset=offset)
 
+    @staticmethod
+    def ndarray(n: int, m: int, dtype=None, shape=(), needs_grad: bool = False, **kwargs):
+        """ti.Matrix.ndarray: an n x m matrix per element (see fields.Ndarray)."""
+        return Ndarray(dtype, shape, needs_grad=needs_grad, elem_shape=(n, m))
+
 
 def _sum(items):
     items = list(items)
@@ -401,6 +406,11 @@ class Vector(metaclass=_VectorMeta):
               needs_grad: bool = False, needs_dual: bool = False, **kwargs):
         return Matrix.field(n, 1, dtype, shape, name, offset, needs_grad=needs_grad,
                             needs_dual=needs_dual, _vector=True)
+
+    @staticmethod
+    def ndarray(n: int, dtype=None, shape=(), needs_grad: bool = False, **kwargs):
+        """ti.Vector.ndarray: an n-vector per element (see fields.Ndarray)."""
+        return Ndarray(dtype, shape, needs_grad=needs_grad, elem_shape=(n,))
 
     @staticmethod
     def zero(dt, n: int) -> Matrix:

@@ -317,8 +317,20 @@ class TaskReverser:
         return dataclasses.replace(self.task, body=init + fwd + rev)
 
 
+def _refuse_grad_reads(kir: KernelIR, access) -> None:
+    """A kernel that reads a gradient (x.grad[i]) has no gradient itself: its adjoint would
+    need second-order adjoints simrun does not keep, so it would come out silently as zero."""
+    read = sorted(f.name for f in access.reads if getattr(f, "role", "primal") != "primal")
+    if read:
+        raise AutodiffError(f"kernel '{kir.name}' reads the gradient field '{read[0]}': Cannot "
+                            "automatically differentiate through a grad tensor (Taichi's "
+                            "words). Read gradients in kernels that are not differentiated, "
+                            "or copy them into a plain field first")
+
+
 def reverse_kernel(kir: KernelIR) -> KernelIR:
     access = kernel_access(kir)
+    _refuse_grad_reads(kir, access)
     replay = access.reads & access.writes
     slot_vars = set(kir.extra.get("top_level_vars", []))
     prologue, snaps, crosses = _replay_top_level(kir, slot_vars)

@@ -8,6 +8,8 @@ rules become unnecessary).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..errors import AutodiffError
@@ -205,7 +207,8 @@ class Tape:
     def __enter__(self):
         loss = self.loss
         if loss is not None:
-            if getattr(loss, "shape", None) != ():
+            shape = getattr(loss, "shape", None)
+            if shape is None or math.prod(shape) != 1 or loss.elem_shape:
                 raise AutodiffError(
                     f"ti.ad.Tape(loss=...) needs a 0-D field (shape ()), got "
                     f"{getattr(loss, 'name', loss)!r} with shape {getattr(loss, 'shape', '?')}; "
