@@ -221,3 +221,49 @@ def test_ti_math_and_block_local():
     k(ti.math.vec2([2.0, 3.0]))
     assert out.to_numpy().tolist() == [5.0, 2.0, 1.5, 13.0, 0.5, 0.8]
     assert ti.math.pi == math.pi
+
+
+def test_tape_validation_reports_what_taichi_reports():
+    from simrun.lang.lang.enums import AutodiffMode
+
+    ti.init(arch=ti.cpu, debug=True)
+    x = ti.field(ti.f32, shape=4, needs_grad=True)
+    loss = ti.field(ti.f32, shape=(), needs_grad=True)
+    b = ti.field(ti.f32, shape=(), needs_grad=True)
+    y = ti.field(ti.f32, shape=())
+
+    @ti.kernel
+    def breaks_rule():
+        loss[None] = x[1] * b[None]
+        b[None] += 100
+
+    @ti.kernel
+    def keeps_rule():
+        loss[None] = x[1] * b[None]
+
+    @ti.ad.grad_replaced
+    def replaced():
+        breaks_rule()
+
+    @ti.ad.grad_for(replaced)
+    def replaced_grad():
+        pass
+
+    x.fill(1.0)
+    b[None] = 10.0
+    with pytest.raises(ti.TaichiAssertionError, match="global data access rule"):
+        with ti.ad.Tape(loss=loss, validation=True):
+            breaks_rule()
+    with ti.ad.Tape(loss=loss, validation=True) as tape:
+        keeps_rule()
+        keeps_rule()
+        assert keeps_rule.autodiff_mode == AutodiffMode.VALIDATION
+        assert len(tape.calls) == 2 and len(tape.modes) == 2
+    assert keeps_rule.autodiff_mode == AutodiffMode.NONE
+    assert x.snode.ptr.has_adjoint_checkbit() and not y.snode.ptr.has_adjoint_checkbit()
+    with ti.ad.Tape(loss=loss, validation=True):
+        replaced()  # a hand-written gradient is not checked, as in Taichi
+    ti.init(arch=ti.cpu, debug=False)
+    with pytest.warns(UserWarning, match="Debug mode is disabled"):
+        with ti.ad.Tape(loss=loss, validation=True):
+            breaks_rule()  # without debug: warned, not checked; the gradient is still right

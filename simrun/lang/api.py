@@ -5,7 +5,6 @@ from __future__ import annotations
 import inspect
 import numbers
 import sys
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -14,6 +13,8 @@ from . import pipeline
 from .autodiff import tape as _tape
 from .autodiff.tape import _state as _tape_state
 from .compiler import compile_kernel
+from .config import Config, config  # noqa: F401 (api.config is public)
+from .enums import AutodiffMode
 from .errors import CompileError
 from .frontend.context import GlobalRef
 from .frontend.inline import Func
@@ -30,16 +31,6 @@ from .matrix import Matrix
 from .runtime.parallel import Runtime
 from .types import DType, MatrixType, defaults, f32, f64, i32, i64, ndarray_type, template, to_dtype
 
-
-@dataclass
-class Config:
-    debug: bool = False
-    fast_math: bool = True
-    offline_cache: bool = True
-    arch: str = "cpu"
-
-
-config = Config()
 _runtime: list = []
 cpu = x64 = arm64 = "cpu"
 gpu = cuda = vulkan = metal = opengl = gles = dx11 = dx12 = amdgpu = "gpu"
@@ -180,6 +171,7 @@ class Kernel:
         self.bound_self = bound_self
         self.variants: dict = {}
         self.field_args: dict = {}  # scalar parameter name -> the 0-D field it is read from
+        self.autodiff_mode = AutodiffMode.NONE  # VALIDATION while on a Tape(validation=True)
         self._sig = None
         self._ret_ann: list = []
         self._ret_decl = None

@@ -177,6 +177,11 @@ class Field:
         """`x.snode.ptr` in Taichi is the C++ SNode; the part user code asks of it is here."""
         return self
 
+    adjoint_checkbit = False  # set by Tape(validation=True) on fields with gradients
+
+    def has_adjoint_checkbit(self) -> bool:
+        return self.adjoint_checkbit
+
     def get_snode_grad_type(self):
         from .enums import SNodeGradType
 

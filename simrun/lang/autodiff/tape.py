@@ -9,6 +9,7 @@ rules become unnecessary).
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
@@ -190,6 +191,10 @@ class Record:
         self.rng_key = rng_key
 
 
+class GlobalDataAccessError(AutodiffError, AssertionError):
+    """Tape(validation=True) found a launch Taichi would refuse (TaichiAssertionError)."""
+
+
 class Tape:
     """with ti.ad.Tape(loss): record launches; on exit, set loss.grad = 1 and replay backwards."""
 
@@ -203,6 +208,8 @@ class Tape:
         self.read_so_far: set = set()
         self.entered = False
         self.gradient_evaluated = False
+        self.calls: list = []  # (kernel, args) of each recorded launch, as Taichi's Tape.calls
+        self.modes: list = []  # each recorded kernel's autodiff_mode before the tape
 
     def __enter__(self):
         loss = self.loss
@@ -222,6 +229,8 @@ class Tape:
                 loss.dual.data[...] = 0  # inside FwdMode the loss's tangent restarts with it
         if self.clear_gradients:
             clear_all_gradients()
+        if self.validation:
+            self._start_validation()
         _state["tapes"].append(self)
         self.entered = True
         if self.grad_check:
@@ -230,7 +239,39 @@ class Tape:
             self._check_state = capture_state()
         return self
 
+    def _start_validation(self) -> None:
+        """Tape(validation=True): check Taichi's global data access rule (no field written
+        after it was read on the tape), in debug mode as Taichi does. simrun's gradients
+        are correct either way; the check is for programs that must also run on Taichi."""
+        from ..config import config
+        from ..fields import all_fields
+
+        if not config.debug:
+            warnings.warn("Debug mode is disabled, autodiff valid check will not work. Please "
+                          "specify `ti.init(debug=True)` to enable the check.", stacklevel=3)
+            self.validation = False
+            return
+        for f in all_fields():
+            f.adjoint_checkbit = f.grad is not None and f.grad.data is not None
+
+    def _validate(self, kernel, acc) -> None:
+        from ..enums import AutodiffMode
+
+        self.calls.append((kernel, None))
+        self.modes.append(getattr(kernel, "autodiff_mode", AutodiffMode.NONE))
+        kernel.autodiff_mode = AutodiffMode.VALIDATION
+        broken = sorted(f.name for f in acc.writes & (self.read_so_far | acc.reads)
+                        if getattr(f, "grad", None) is not None)
+        if broken:
+            raise GlobalDataAccessError(
+                f"kernel '{kernel.name}' breaks the global data access rule: field "
+                f"'{broken[0]}' is written after it was read on this Tape (Taichi's "
+                "validation). simrun computes this gradient correctly anyway; remove "
+                "validation=True, or write the result into a new field")
+
     def record(self, kernel, args, acc, rng_key=None, regions=None, flat_args=()) -> dict:
+        if self.validation:
+            self._validate(kernel, acc)
         self.read_so_far |= acc.reads
         keep = acc.writes & self.read_so_far
         self.records.append(Record(kernel, args, _snapshot(keep, regions, flat_args),
@@ -242,6 +283,8 @@ class Tape:
 
     def __exit__(self, exc_type, exc, tb):
         _state["tapes"].remove(self)
+        for (kernel, _), mode in reversed(list(zip(self.calls, self.modes))):
+            kernel.autodiff_mode = mode  # the last one restored is each kernel's first
         if exc_type is not None:
             return False
         if self.loss is not None:
