@@ -267,3 +267,44 @@ def test_tape_validation_reports_what_taichi_reports():
     with pytest.warns(UserWarning, match="Debug mode is disabled"):
         with ti.ad.Tape(loss=loss, validation=True):
             breaks_rule()  # without debug: warned, not checked; the gradient is still right
+
+
+def test_difftaichi_helpers():
+    """What DiffTaichi's examples call: rgb_to_hex, ti.Vector.normalized(v, eps),
+    ti.randn in kernels, a ti.func returning a nested list, ndarray(element_dim=1),
+    ti.clear_all_gradients."""
+    assert ti.rgb_to_hex((1.0, 0.5, 0.0)) == 0xFF7F00
+    np.testing.assert_array_equal(ti.rgb_to_hex((np.array([0.0, 1.0]), 0.0, 0.0)),
+                                  [0, 0xFF0000])
+    n = 20000
+    draws = ti.field(ti.f64, shape=n)
+    out = ti.Vector.field(3, ti.f64, shape=4)
+    m = ti.Matrix.field(3, 3, ti.f64, shape=())
+
+    @ti.func
+    def zero_matrix():
+        return [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
+
+    @ti.kernel
+    def k(x_: ti.types.ndarray(element_dim=1)):
+        for i in draws:
+            draws[i] = ti.randn()
+        for i in out:
+            out[i] = ti.Vector.normalized(x_[i], 1e-6)
+        c = ti.Matrix(zero_matrix())
+        c[0, 1] = 2.0
+        m[None] = c
+
+    x = np.array([[3.0, 0.0, 4.0]] * 4)
+    k(x)
+    d = draws.to_numpy()
+    # mean and variance of a standard normal sample, within 5 standard errors
+    assert abs(d.mean()) < 5 / np.sqrt(n) and abs(d.var() - 1) < 5 * np.sqrt(2 / n)
+    # Taichi's normalized(eps) is v / (|v| + eps)
+    np.testing.assert_allclose(out.to_numpy(), [[3 / 5.000001, 0.0, 4 / 5.000001]] * 4,
+                               rtol=1e-14)
+    assert m.to_numpy()[0, 1] == 2.0 and m.to_numpy().sum() == 2.0
+    g = ti.field(ti.f64, shape=2, needs_grad=True)
+    g.grad.fill(3.0)
+    ti.clear_all_gradients()
+    assert g.grad.to_numpy().tolist() == [0.0, 0.0]

@@ -3,9 +3,11 @@
 `import simrun.lang as ti` in place of `import taichi as ti`.
 """
 
+import numpy as np
+
 from . import ad, lang
 from . import tmath as math
-from .ad import Tape, stop_grad
+from .ad import Tape, clear_all_gradients, stop_grad
 from .api import (
     Kernel,
     amdgpu,
@@ -74,7 +76,7 @@ from .frontend.special import ATOMICS as _ATOMICS
 from .frontend.special import Grouped as grouped
 from .frontend.special import NDRange as ndrange
 from .frontend.special import _loop_config as loop_config
-from .frontend.special import random, static, static_assert, static_print
+from .frontend.special import randn, random, static, static_assert, static_print
 from .linalg import polar_decompose, svd, sym_eig
 from .matrix import Matrix, Vector
 from .types import (
@@ -119,6 +121,19 @@ ifte = select
 
 def is_active() -> bool:
     return True
+
+
+def rgb_to_hex(c) -> int:
+    """Taichi's GUI colour helper: (r, g, b) in [0, 1] (numbers or numpy arrays of them) to
+    0xRRGGBB integers."""
+    r, g, b = (np.clip(np.asarray(x, dtype=np.float64) * 255, 0, 255).astype(np.int64)
+               for x in c)
+    out = (r << 16) | (g << 8) | b
+    return int(out) if out.ndim == 0 else out
+
+
+def hex_to_rgb(color: int) -> tuple:
+    return ((color >> 16) & 255) / 255, ((color >> 8) & 255) / 255, (color & 255) / 255
 
 
 def block_local(*fields) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 import numbers
 import sys
 
@@ -131,14 +132,26 @@ class NdarrayArg:
 
     is_ndarray_arg = True
 
-    def __init__(self, name: str, arr: np.ndarray, position: int):
+    def __init__(self, name: str, arr: np.ndarray, position: int, element_dim: int = 0):
         self.name = name
         self.dtype = to_dtype(arr.dtype)
-        self.shape = tuple(arr.shape)
-        self.elem_shape = ()
-        self.ncomp = 1
+        cut = arr.ndim - element_dim  # ndarray(element_dim=1): (N, 3) is N 3-vectors
+        self.shape, self.elem_shape = tuple(arr.shape[:cut]), tuple(arr.shape[cut:])
+        self.ncomp = math.prod(self.elem_shape)
         self.position = position
         self.grad = self.dual = None
+
+    @property
+    def is_vector(self) -> bool:
+        return len(self.elem_shape) == 1
+
+    @property
+    def n(self) -> int:
+        return self.elem_shape[0]
+
+    @property
+    def m(self) -> int:
+        return self.elem_shape[1] if len(self.elem_shape) > 1 else 1
 
 
 def _template_key(value):
@@ -361,7 +374,8 @@ class Kernel:
                 tmpl = Matrix([0] * mt.n) if mt.is_vector else Matrix([[0] * mt.m] * mt.n)
                 scope[p.name] = LocalMatrix(tmpl, vs)
             else:
-                nd = NdarrayArg(p.name, np.asarray(a), k)
+                nd = NdarrayArg(p.name, np.asarray(a), k,
+                                getattr(p.annotation, "element_dim", 0) or 0)
                 ndarrays[k] = nd
                 scope[p.name] = nd
         src = get_source(self.pyfunc)

@@ -201,7 +201,8 @@ class Matrix:
         return B.rsqrt(self.norm_sqr() + eps)
 
     def normalized(self, eps=0):
-        inv = 1.0 / self.norm(eps)
+        """v / (|v| + eps), as Taichi 1.7.4 (eps is added to the norm, not under the root)."""
+        inv = 1.0 / (self.norm() + eps) if not _is_zero(eps) else 1.0 / self.norm()
         return self * inv
 
     def cross(self, other):
@@ -406,6 +407,14 @@ class Vector(metaclass=_VectorMeta):
               needs_grad: bool = False, needs_dual: bool = False, **kwargs):
         return Matrix.field(n, 1, dtype, shape, name, offset, needs_grad=needs_grad,
                             needs_dual=needs_dual, _vector=True)
+
+    # Taichi's unbound calls, e.g. ti.Vector.normalized(d, 1e-6) in DiffTaichi's billiards
+    normalized = staticmethod(lambda v, eps=0: v.normalized(eps))
+    norm = staticmethod(lambda v, eps=0: v.norm(eps))
+    norm_sqr = staticmethod(lambda v: v.norm_sqr())
+    dot = staticmethod(lambda a, b: a.dot(b))
+    cross = staticmethod(lambda a, b: a.cross(b))
+    outer_product = staticmethod(lambda a, b: a.outer_product(b))
 
     @staticmethod
     def ndarray(n: int, dtype=None, shape=(), needs_grad: bool = False, **kwargs):

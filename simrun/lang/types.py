@@ -124,9 +124,10 @@ class template:
 class ndarray_type:
     """Annotation for numpy arrays passed to kernels; specialised by dtype and shape."""
 
-    def __init__(self, dtype=None, ndim=None, needs_grad=None, **kwargs):
+    def __init__(self, dtype=None, ndim=None, needs_grad=None, element_dim=0, **kwargs):
         self.dtype = dtype
         self.ndim = ndim
+        self.element_dim = element_dim  # 1: the last axis is a vector, 2: a matrix
         self.needs_grad = needs_grad  # False: the kernel's gradient skips this array
 
     def __call__(self, *args, **kwargs):

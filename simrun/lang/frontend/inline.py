@@ -145,7 +145,9 @@ def _deliver(sub, value, ret_ann, out):
         value = B.cast(value, to_dtype(ret_ann))
     elif isinstance(ret_ann, MatrixType):
         value = ret_ann(value.entries() if isinstance(value, Matrix) else value)
-    if isinstance(value, list):
+    if isinstance(value, list) and value and all(isinstance(r, (list, tuple)) for r in value):
+        value = Matrix(value)  # a nested list is a matrix (DiffTaichi's zero_matrix())
+    elif isinstance(value, list):
         value = tuple(value)
     spec = _spec(value)
     if "vars" not in out:

@@ -176,6 +176,15 @@ def random(dtype=float):
     return float(np.random.random()) if dt.is_float else int(np.random.randint(0, 2**31))
 
 
+def randn(dtype=float):
+    """ti.randn(dtype): a standard normal draw (Box-Muller on two uniform draws, as Taichi
+    does); in Python scope, numpy's."""
+    if not active():
+        return float(np.random.standard_normal())
+    u1, u2 = _random(dtype), _random(dtype)
+    return B.sqrt(-2.0 * B.log(1.0 - u1)) * B.cos(2.0 * np.pi * u2)
+
+
 def _random(dtype=float):
     em = current()
     dtype = to_dtype(dtype)

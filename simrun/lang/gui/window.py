@@ -40,9 +40,10 @@ def _rgb(color: Any, n: int | None = None) -> np.ndarray:
 
 
 def _points(a: Any) -> np.ndarray:
-    """Accept (N,2), (N,2,1), fields with `.to_numpy()`, or one point; return float (N,2)."""
+    """Accept (N,2), (N,2,1), fields with `.to_numpy()`, or one point (also a 2x1 column
+    vector); return float (N,2)."""
     a = np.asarray(a.to_numpy() if hasattr(a, "to_numpy") else a, dtype=np.float64)
-    if a.ndim == 3:
+    if a.ndim == 3 or a.shape == (2, 1):
         a = a[..., 0]
     if a.shape[-1:] != (2,):
         raise ValueError(f"GUI positions must have shape (N, 2) or (2,), got {a.shape}")
