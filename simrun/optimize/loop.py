@@ -189,13 +189,16 @@ class _Run:
 
         low, high = self.layout.bounds()
         try:
-            minimize(fun, vector, jac=True, method="L-BFGS-B", bounds=Bounds(low, high),
-                     callback=callback,
-                     options={"maxiter": self.iterations, "gtol": self.opt.tolerance_gradient
-                              or 0.0, "ftol": 1e-15 if self.opt.tolerance_loss else 2.2e-9})
+            found = minimize(fun, vector, jac=True, method="L-BFGS-B", bounds=Bounds(low, high),
+                             callback=callback, options={
+                                 "maxiter": self.iterations,
+                                 "gtol": self.opt.tolerance_gradient or 0.0,
+                                 "ftol": 1e-15 if self.opt.tolerance_loss else 2.2e-9})
         except StopIteration:
-            pass
-        return "converged" if state["converged"] else "done"
+            return "converged"
+        # SciPy's own tests (relative reduction, projected gradient) also mean converged
+        return "converged" if state["converged"] or (found.success and found.nit <
+                                                     self.iterations) else "done"
 
     def result(self, status: str, t0: float) -> OptimizeResult:
         rows, best = self.record.rows, self.record.best
