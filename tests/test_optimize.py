@@ -252,6 +252,9 @@ def test_cli_projectile_hits_the_target_and_best_yaml_lands_there(tmp_path):
     assert rows[:, 1].min() < 1e-6
     assert {"loss.png", "best.yaml", "params.npz", "scene.yaml", "optimize.json",
             "state.npz"} <= {p.name for p in (tmp_path / "o").iterdir()}
+    assert (tmp_path / "o" / "episode" / "animation.gif").is_file()  # best.yaml, run
+    redrawn = simrun("render", "o", cwd=tmp_path)
+    assert redrawn.returncode == 0 and "loss.png" in redrawn.stdout, redrawn.stderr
     ran = simrun("run", "o/best.yaml", "--out", "r", "-q", "--no-render", cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
     x_end = np.load(tmp_path / "r" / "frames.npz")["x"][-1, 0]
@@ -288,7 +291,7 @@ def test_cli_interrupt_exits_130_and_resume_finishes(tmp_path):
     assert info["status"] == "interrupted"
     done = info["iterations_done"]
     resumed = simrun("optimize", scene, "--out", "o", "--resume", "--iterations", str(done + 3),
-                     "--set", "optimize.tolerance=0", cwd=tmp_path)
+                     "--set", "optimize.tolerance=0", "--no-render", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert "replayed" in resumed.stdout
     rows = np.loadtxt(tmp_path / "o" / "loss.csv", delimiter=",", skiprows=1)

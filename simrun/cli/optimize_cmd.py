@@ -33,6 +33,9 @@ def optimize(
     resume: Annotated[bool, typer.Option(
         "--resume", help="Continue the training in DIR (default: the newest opt-NNN) from its "
         "last completed iteration; the numbers are those of a run never stopped.")] = False,
+    no_render: Annotated[bool, typer.Option(
+        "--no-render", help="Skip the optimised episode (DIR/episode: best.yaml run, with its "
+        "pictures).")] = False,
     sets: SetOpt = None, threads: ThreadsOpt = None, allow_outside: AllowOutsideOpt = False,
 ) -> None:
     """Minimise the scene's `objective:` over the KEYs of its `optimize:` section (Adam, SGD
@@ -42,7 +45,8 @@ def optimize(
     DIR/params.npz (every iteration's parameters), DIR/best.yaml (the scene with the best
     parameters written in, which `simrun run` runs as it is; a tuned start goes to
     best_state.npz, the kernel modules are copied to DIR/kernels/), DIR/scene.yaml,
-    DIR/state.npz (for --resume) and DIR/optimize.json. Exit 0 ok, 1 a NaN loss or gradient
+    DIR/state.npz (for --resume), DIR/optimize.json and DIR/episode/ (best.yaml run, with
+    its animation and first/last frames, as `simrun run` writes them). Exit 0 ok, 1 a NaN loss or gradient
     (the best parameters so far are kept), 2 bad input, 130 interrupted (--resume goes on)."""
     from simrun.optimize import OptimizeError, optimize_scene
     from simrun.render.loss import render_loss
@@ -64,6 +68,8 @@ def optimize(
             err.print(f"optimize failed: {exc}", markup=False)
             raise typer.Exit(EXIT_FAILED) from None
         render_loss(target / "loss.csv", target / "loss.png", title=scene.name)
+        if not no_render:
+            _episode(target, threads)
     out.print(f"{result.status}: {result.iterations} iterations "
               f"({result.evaluations} gradient evaluations"
               + (f", {result.replayed} replayed from the record" if result.replayed else "")
@@ -76,6 +82,18 @@ def optimize(
             f"array {value.shape}")
         out.print(f"  {key} = {shown}", markup=False)
     out.print(f"  wrote {target} (best.yaml: simrun run {target / 'best.yaml'})", markup=False)
+
+
+def _episode(target: Path, threads: int | None) -> None:
+    """Run best.yaml into DIR/episode and draw its pictures (the trained behaviour)."""
+    from simrun.cli.run_cmd import render_pictures
+    from simrun.stepper import run_scene
+
+    best = load_scene(target / "best.yaml")
+    result = run_scene(best, target / "episode", threads=threads)
+    _seconds, error = render_pictures(result.out_dir)
+    if error:
+        err.print(f"warning: the episode's pictures failed: {error}", markup=False)
 
 
 def _target(scene: Scene, out_dir: Path | None, resume: bool) -> Path:
