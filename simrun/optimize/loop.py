@@ -183,7 +183,9 @@ class _Run:
         def callback(intermediate_result) -> None:
             x = intermediate_result.x
             state["it"] += 1
-            if self._accept(state["it"], x, *seen[x.tobytes()]):
+            # SciPy hands back the point it evaluated last; evaluate again should it not
+            values = seen.get(x.tobytes()) or self.evaluate(x)
+            if self._accept(state["it"], x, *values):
                 state["converged"] = True
                 raise StopIteration
 
