@@ -102,8 +102,12 @@ def check_objective(scene: Scene, wrt: list[str], threads: int | None = None) ->
 
 def scene_gradient(scene: Scene, wrt: list[str], *, steps: int | None = None,
                    checkpoints: int | None = None, memory: int | None = None,
-                   threads: int | None = None, progress: Progress | None = None) -> GradResult:
-    """dJ/dKEY for each KEY of `wrt` (SceneError for an unknown or non-differentiable KEY)."""
+                   threads: int | None = None, progress: Progress | None = None,
+                   start: tuple[np.ndarray, np.ndarray] | None = None) -> GradResult:
+    """dJ/dKEY for each KEY of `wrt` (SceneError for an unknown or non-differentiable KEY).
+
+    `start` = (x0, v0) replaces the scene's start (state.x0 / state.v0 are not scene values:
+    `simrun optimize` moves them); meshes keep the scene's rest shape."""
     keys = [parse_key(scene, text) for text in wrt]
     steps = scene.steps if steps is None else steps
     snapshots = snapshots_for(scene, steps, checkpoints, memory)
@@ -111,7 +115,7 @@ def scene_gradient(scene: Scene, wrt: list[str], *, steps: int | None = None,
     x0, v0 = _start(scene, {})
     model = DiffModel(scene, x0, *_split_keys(keys), threads)
     traj = Trajectory(model, progress)
-    state0 = traj.start(x0, v0)
+    state0 = traj.start(*(start if start is not None else (x0, v0)))
     traj.need_energy_grads = any(k.kind in ("mass", "energy") for k in keys)
     t1 = time.perf_counter()
     value, adj, sched = traj.gradient(state0, steps, snapshots)

@@ -8,8 +8,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simrun.scene import Scene
-from simrun.stepper.binding import BoundKernel, bind, find_kernel, load_module
+from simrun.scene import Scene, SceneError
+from simrun.stepper.binding import (
+    BoundKernel,
+    KernelContext,
+    bind,
+    find_kernel,
+    load_module,
+)
 from simrun.stepper.system import System
 
 
@@ -66,8 +72,23 @@ class DiffModel:
             kernel = kernel.with_field_args(list(keys.values()))
             self.objective_fields = {k: kernel.field_args[n] for k, n in keys.items()}
         defaults = getattr(module, "DEFAULTS", {}).get(obj.kernel.name, {})
-        return bind(obj.kernel, kernel, {**system.values(), "L": self.loss, **obj.params},
-                    defaults)
+        return bind(obj.kernel, kernel, {**system.values(), **self._allocate(module),
+                                         "L": self.loss, **obj.params}, defaults)
+
+    def _allocate(self, module) -> dict:
+        """Fields of the objective module's `allocate(ctx)` hook (e.g. observations to fit),
+        unless the module also holds energy or step kernels (the System allocated it)."""
+        obj, system, p = self.scene.objective, self.system, self.scene.particles
+        hook = getattr(module, "allocate", None)
+        if hook is None or obj.kernel.path in {r.path for r in self.scene.kernel_refs()}:
+            return {}
+        ctx = KernelContext(p.count, p.dim, system.fp, system.np_dtype, system.x0_np,
+                            system.masses, dict(self.scene.topology.arrays), dict(obj.params))
+        try:
+            return dict(hook(ctx))
+        except (ValueError, KeyError) as exc:
+            raise SceneError(f"{obj.kernel.path}: allocate() rejected this scene: {exc}. Check "
+                             "the scene's objective and particles for this module.") from None
 
     # ------------------------------------------------------------------ forces
     def _over_reverse(self, param, seed) -> None:

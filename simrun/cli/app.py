@@ -9,6 +9,7 @@ import typer
 from simrun import __version__
 from simrun.cli.check_cmd import check
 from simrun.cli.grad_cmd import grad
+from simrun.cli.optimize_cmd import optimize
 from simrun.cli.render_cmd import render
 from simrun.cli.run_cmd import run
 
@@ -22,15 +23,18 @@ hand), an integrator, dt, steps and what to save.
   simrun run scenes/gravity.yaml          simulate; outputs go to outputs/gravity/run-NNN
   simrun check scenes/gravity.yaml        validate and compile without running
   simrun grad SCENE --wrt dt --check      gradient of the scene's objective, checked
+  simrun optimize scenes/projectile.yaml  tune the scene's optimize: parameters
   simrun render outputs/gravity/run-001   redraw the pictures of a run
   simrun run --help                       all options, and what a run folder holds
 
 \b
 Shipped scenes: gravity (the reference N-body example, N = 8), gravity_1024, molecule
-(bonds, angles, dihedrals), fem (neo-Hookean beam), mpm (strip over an obstacle).
+(bonds, angles, dihedrals), fem (neo-Hookean beam), mpm (strip over an obstacle),
+projectile and fit_spring (optimize).
 
 Scenes are code: a scene runs the Python of its kernel modules (as a Python config file
-would), and so do 'run', 'check' and 'grad'. Treat a scene from others like a script from them.
+would), and so do 'run', 'check', 'grad' and
+'optimize'. Treat a scene from others like a script from them.
 Modules outside the scene's folder and the kernels/ folder beside it are refused unless
 --allow-outside.
 
@@ -42,6 +46,7 @@ app = typer.Typer(help=HELP, no_args_is_help=True, pretty_exceptions_enable=Fals
 app.command(no_args_is_help=True)(run)
 app.command(no_args_is_help=True)(check)
 app.command(no_args_is_help=True)(grad)
+app.command(no_args_is_help=True)(optimize)
 app.command(no_args_is_help=True)(render)
 
 

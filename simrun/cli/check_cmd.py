@@ -26,7 +26,8 @@ def check(scene_path: SceneArg, sets: SetOpt = None, threads: ThreadsOpt = None,
     """Validate SCENE and compile its kernels; write nothing.
 
     Every kernel the scene names (energy terms, step kernels, the objective) is compiled and
-    the potential energy at step 0 is evaluated; with --wrt, the KEYs are checked too. Exit 0
+    the potential energy at step 0 is evaluated; with --wrt, the KEYs are checked too, and so
+    are the parameters and bounds of an `optimize:` section. Exit 0
     when the scene is ready to run, 2 with file:line:column when it is not. Like run, check
     imports the scene's kernel modules, which runs their Python: a module outside the
     scene's folder and the kernels/ folder beside it is refused unless --allow-outside."""
@@ -38,6 +39,11 @@ def check(scene_path: SceneArg, sets: SetOpt = None, threads: ThreadsOpt = None,
             from simrun.adjoint.job import check_objective
 
             objective = check_objective(scene, list(wrt or []), threads)
+        if scene.optimize is not None:
+            from simrun.optimize.params import Layout
+
+            layout = Layout.of(scene)  # each parameter a differentiable KEY, at its line
+            layout.check_start(layout.initial())
     p = scene.particles
     out.print(f"[bold green]ok[/] {scene_path}: scene '{scene.name}', {p.count} particles in "
               f"{p.dim}-D, {scene.precision}, {scene.steps} steps of dt = {scene.dt:g}")
@@ -54,3 +60,7 @@ def check(scene_path: SceneArg, sets: SetOpt = None, threads: ThreadsOpt = None,
     if objective is not None:
         out.print(f"  objective     {objective:.9g} at step 0"
                   + (f"; differentiable in {', '.join(wrt)}" if wrt else ""))
+    if scene.optimize is not None:
+        opt = scene.optimize
+        out.print(f"  optimize      {', '.join(opt.parameters)} ({opt.optimizer}, "
+                  f"{opt.iterations} iterations)")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from rich.progress import (
@@ -61,3 +61,23 @@ def step_bar(label: str, enabled: bool = True) -> Iterator[ProgressFn | None]:
             bar.stop()
         elif status is not None:
             status.stop()
+
+
+@contextmanager
+def iteration_bar(label: str, enabled: bool = True
+                  ) -> Iterator[Callable[[int, int, float, float], None] | None]:
+    """Yield a callback ``(iteration, iterations, loss, gradient norm)`` for `optimize`'s bar
+    on stderr (None when disabled)."""
+    if not enabled:
+        yield None
+        return
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("loss {task.fields[loss]}  |g| {task.fields[grad]}", style="cyan"),
+               TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
+    with Progress(*columns, console=err, transient=False) as bar:
+        task = bar.add_task(label, total=None, loss="-", grad="-")
+
+        def update(it: int, total: int, loss: float, grad: float) -> None:
+            bar.update(task, completed=it, total=total, loss=f"{loss:.4g}", grad=f"{grad:.3g}")
+
+        yield update

@@ -14,12 +14,15 @@ from simrun.cli.common import EXIT_BAD_INPUT, exit_codes, fail, out
 def render(run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run folder holding frames.npz, "
                                                      "e.g. outputs/gravity/run-001.",
                                                 show_default=False)]) -> None:
-    """Redraw the pictures of a run from its saved frames.
+    """Redraw the pictures of a run from its saved frames (or of an optimize folder: its
+    loss.png, and the pictures of its episode/).
 
     Writes first.png, last.png, energy.png and animation.gif into RUN_DIR from its
     frames.npz, energy.csv, topology.npz, scene.yaml and run.json (a run saved without
     positions gets only energy.png), and records "pictures": "done" in run.json. Use it to
     finish the pictures of a run stopped while drawing them ("pictures": "drawing")."""
+    if (run_dir / "loss.csv").is_file() and not (run_dir / "frames.npz").is_file():
+        return _render_optimize(run_dir)
     if not (run_dir / "frames.npz").is_file():
         raise fail(f"error: {run_dir}: no frames.npz here, so there is nothing to render. Give "
                    "the folder of a run (e.g. outputs/gravity/run-001).", EXIT_BAD_INPUT)
@@ -40,3 +43,19 @@ def render(run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A ru
         out.print(f"{run_dir}: nothing to draw (no positions or energies were saved)")
     for path in written:
         out.print(str(path))
+
+
+def _render_optimize(opt_dir: Path) -> None:
+    """loss.png from loss.csv, and the episode's pictures when it was run."""
+    import yaml
+
+    from simrun.render.loss import render_loss
+
+    with exit_codes():
+        try:
+            name = yaml.safe_load((opt_dir / "scene.yaml").read_text(encoding="utf-8"))["name"]
+        except (OSError, KeyError, TypeError, yaml.YAMLError):
+            name = opt_dir.parent.name
+        out.print(str(render_loss(opt_dir / "loss.csv", opt_dir / "loss.png", title=name)))
+    if (opt_dir / "episode" / "frames.npz").is_file():
+        render(opt_dir / "episode")

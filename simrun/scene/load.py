@@ -12,7 +12,7 @@ from pathlib import Path
 
 from yaml.nodes import Node, ScalarNode
 
-from simrun.scene import limits, load_state, load_terms
+from simrun.scene import limits, load_optimize, load_state, load_terms
 from simrun.scene.errors import SceneError, error_at, shorten
 from simrun.scene.nodes import (
     MapReader,
@@ -42,7 +42,7 @@ MAX_NAME = 100  # characters; file systems allow 255 in a folder name
 
 TOP_KEYS = ("version", "name", "description", "precision", "seed", "particles", "initial",
             "energy", "topology", "integrator", "step_kernels", "dt", "steps", "boundary",
-            "outputs", "objective")
+            "outputs", "objective", "optimize")
 
 
 def display_path(path: Path) -> str:
@@ -210,7 +210,8 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
         integrator=_integrator(r.get("integrator")), dt=dt, steps=steps,
         boundary=_boundary(r.get("boundary"), particles.dim),
         outputs=_outputs(r.get("outputs"), steps_node, steps, particles, precision),
-        step_kernels=stepk, objective=objective)
+        step_kernels=stepk, objective=objective,
+        optimize=load_optimize.optimize(r.get("optimize"), objective is not None))
 
 
 def load_scene(path: str | os.PathLike[str], overrides: Iterable[str] = (), *,

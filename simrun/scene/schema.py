@@ -74,6 +74,51 @@ class Objective:
         return data
 
 
+OPTIMIZERS = ("adam", "sgd", "lbfgs")
+
+
+@dataclass(frozen=True)
+class Optimize:
+    """What `simrun optimize` minimises the objective over, and how. `where` holds the
+    file:line:col of each parameter (for errors found once the kernels are loaded)."""
+
+    parameters: tuple[str, ...]
+    optimizer: str  # adam | sgd | lbfgs
+    iterations: int
+    lr: float = 0.05
+    clip: float | None = None  # global gradient-norm clipping (adam, sgd)
+    bounds: dict[str, tuple[float, float]] = field(default_factory=dict)
+    tolerance_loss: float | None = None
+    tolerance_gradient: float | None = None
+    betas: tuple[float, float] = (0.9, 0.999)  # adam
+    momentum: float = 0.0  # sgd
+    nesterov: bool = False  # sgd
+    where: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"parameters": list(self.parameters),
+                                "optimizer": self.optimizer, "iterations": self.iterations}
+        if self.optimizer != "lbfgs":
+            data["lr"] = self.lr
+        if self.clip is not None:
+            data["clip"] = self.clip
+        if self.bounds:
+            data["bounds"] = {k: [_bound(lo), _bound(hi)] for k, (lo, hi) in self.bounds.items()}
+        tol = {k: v for k, v in (("loss", self.tolerance_loss),
+                                 ("gradient", self.tolerance_gradient)) if v is not None}
+        if tol:
+            data["tolerance"] = tol
+        if self.optimizer == "adam":
+            data["betas"] = list(self.betas)
+        if self.optimizer == "sgd":
+            data.update(momentum=self.momentum, nesterov=self.nesterov)
+        return data
+
+
+def _bound(value: float) -> float | None:
+    return None if np.isinf(value) else value
+
+
 @dataclass(frozen=True)
 class Particles:
     count: int
@@ -171,6 +216,7 @@ class Scene:
     step_kernels: StepKernels | None = None
     version: int = SCHEMA_VERSION
     objective: Objective | None = None
+    optimize: Optimize | None = None
 
     def kernel_refs(self) -> list[KernelRef]:
         """Every kernel the scene names: energy terms, then step kernels."""
@@ -198,4 +244,6 @@ class Scene:
                     outputs=self.outputs.to_dict())
         if self.objective is not None:
             data["objective"] = self.objective.to_dict()
+        if self.optimize is not None:
+            data["optimize"] = self.optimize.to_dict()
         return data

@@ -1,0 +1,121 @@
+"""``simrun optimize SCENE``: minimise the scene's objective over its `optimize:` parameters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import yaml
+
+from simrun.cli.common import (
+    EXIT_FAILED,
+    AllowOutsideOpt,
+    SceneArg,
+    SetOpt,
+    ThreadsOpt,
+    err,
+    exit_codes,
+    out,
+)
+from simrun.cli.progress import iteration_bar
+from simrun.outputs.rundir import new_run_dir, run_ids
+from simrun.scene import Scene, SceneError, load_scene
+
+
+def optimize(
+    scene_path: SceneArg,
+    iterations: Annotated[int | None, typer.Option(
+        "--iterations", min=1, metavar="N", help="Optimiser iterations (default: the scene's "
+        "optimize.iterations).")] = None,
+    out_dir: Annotated[Path | None, typer.Option(
+        "--out", metavar="DIR", help="Output folder (default: outputs/<scene>/opt-NNN).")] = None,
+    resume: Annotated[bool, typer.Option(
+        "--resume", help="Continue the training in DIR (default: the newest opt-NNN) from its "
+        "last completed iteration; the numbers are those of a run never stopped.")] = False,
+    no_render: Annotated[bool, typer.Option(
+        "--no-render", help="Skip the optimised episode (DIR/episode: best.yaml run, with its "
+        "pictures).")] = False,
+    sets: SetOpt = None, threads: ThreadsOpt = None, allow_outside: AllowOutsideOpt = False,
+) -> None:
+    """Minimise the scene's `objective:` over the KEYs of its `optimize:` section (Adam, SGD
+    with momentum, or L-BFGS-B), one exact trajectory gradient per evaluation.
+
+    Writes DIR/loss.csv (iteration, loss, gradient norm, step, wall time), DIR/loss.png,
+    DIR/params.npz (every iteration's parameters), DIR/best.yaml (the scene with the best
+    parameters written in, which `simrun run` runs as it is; a tuned start goes to
+    best_state.npz, the kernel modules are copied to DIR/kernels/), DIR/scene.yaml,
+    DIR/state.npz (for --resume), DIR/optimize.json and DIR/episode/ (best.yaml run, with
+    its animation and first/last frames, as `simrun run` writes them). Exit 0 ok, 1 a NaN loss or gradient
+    (the best parameters so far are kept), 2 bad input, 130 interrupted (--resume goes on)."""
+    from simrun.optimize import OptimizeError, optimize_scene
+    from simrun.render.loss import render_loss
+
+    target: Path | None = None
+    with exit_codes(lambda: f"{target} is valid up to its last iteration; --resume continues"):
+        scene = load_scene(scene_path, list(sets or []), allow_outside=allow_outside)
+        if scene.optimize is None:
+            raise SceneError(f"{scene_path}: the scene has no 'optimize' section. Add e.g. "
+                             "'optimize: {parameters: [initial.velocity], iterations: 100}' "
+                             "(scenes/README.md).")
+        target = _target(scene, out_dir, resume)
+        try:
+            with iteration_bar(f"optimize {scene.name}", err.is_terminal) as bar:
+                result = optimize_scene(scene, target, iterations=iterations, resume=resume,
+                                        threads=threads, progress=bar)
+        except OptimizeError as exc:
+            render_loss(target / "loss.csv", target / "loss.png", title=scene.name)
+            err.print(f"optimize failed: {exc}", markup=False)
+            raise typer.Exit(EXIT_FAILED) from None
+        render_loss(target / "loss.csv", target / "loss.png", title=scene.name)
+        if not no_render:
+            _episode(target, threads)
+    out.print(f"{result.status}: {result.iterations} iterations "
+              f"({result.evaluations} gradient evaluations"
+              + (f", {result.replayed} replayed from the record" if result.replayed else "")
+              + f", {result.seconds:.1f} s)")
+    out.print(f"  loss {result.losses[0]:.6g} -> {result.losses[-1]:.6g}; best "
+              f"{result.best_loss:.6g} at iteration {result.best_iteration}")
+    for key, value in result.best.items():
+        shown = f"{value:.10g}" if isinstance(value, float) else (
+            " ".join(f"{v:.8g}" for v in value.ravel()) if value.size <= 6 else
+            f"array {value.shape}")
+        out.print(f"  {key} = {shown}", markup=False)
+    out.print(f"  wrote {target} (best.yaml: simrun run {target / 'best.yaml'})", markup=False)
+
+
+def _episode(target: Path, threads: int | None) -> None:
+    """Run best.yaml into DIR/episode and draw its pictures (the trained behaviour)."""
+    from simrun.cli.run_cmd import render_pictures
+    from simrun.stepper import run_scene
+
+    best = load_scene(target / "best.yaml")
+    result = run_scene(best, target / "episode", threads=threads)
+    _seconds, error = render_pictures(result.out_dir)
+    if error:
+        err.print(f"warning: the episode's pictures failed: {error}", markup=False)
+
+
+def _target(scene: Scene, out_dir: Path | None, resume: bool) -> Path:
+    """The folder: --out, a new opt-NNN, or with --resume the newest opt-NNN; a resumed
+    folder must hold the same scene (apart from the iteration count)."""
+    base = Path("outputs") / scene.name
+    if not resume:
+        return out_dir or new_run_dir(base, "opt")
+    if out_dir is None:
+        found = [p for _n, p in run_ids(base, "opt") if (p / "state.npz").is_file()]
+        if not found:
+            raise SceneError(f"{base}: there is no earlier optimize run of this scene to resume. "
+                             "Run it without --resume first, or give the folder with --out.")
+        out_dir = found[-1]
+    saved = out_dir / "scene.yaml"
+    if saved.is_file():
+        before = yaml.safe_load(saved.read_text(encoding="utf-8"))
+        now = scene.to_dict()
+        for data in (before, now):
+            data.get("optimize", {}).pop("iterations", None)
+        if before != now:
+            raise SceneError(f"{out_dir}: --resume continues the same training, but the scene "
+                             "differs from the one recorded there (scene.yaml). Use the same "
+                             "scene and --set values, or start a new folder without --resume.")
+    return out_dir

@@ -1,0 +1,212 @@
+"""The training loop: `optimize_scene(scene, out_dir)` minimises the scene's objective over
+`optimize.parameters`, one exact trajectory gradient (`scene_gradient`) per evaluation.
+
+Resume replays: every evaluation (parameters, loss, gradient) is journaled in state.npz, and
+--resume runs the optimiser again from the start, answering each evaluation whose parameters
+are bit for bit the journaled ones from the journal. The optimisers are deterministic, so the
+replay retraces the same iterates (L-BFGS-B's line searches included) and then goes on
+computing: the numbers are those of a run never stopped, for every optimiser alike."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from simrun.adjoint.job import scene_gradient
+from simrun.optimize.optimizers import SGD, Adam, clip_norm, project
+from simrun.optimize.params import Layout
+from simrun.optimize.record import Journal, Record
+from simrun.scene import Scene, SceneError
+
+# (iteration, iterations, loss, gradient norm) after each iteration
+Progress = Callable[[int, int, float, float], None]
+
+
+class OptimizeError(Exception):
+    """A NaN or infinite loss or gradient: the training stops, the best so far is kept."""
+
+    def __init__(self, message: str, result: OptimizeResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+@dataclass
+class OptimizeResult:
+    status: str  # done (all iterations) | converged (tolerance) | failed | interrupted
+    out_dir: Path
+    iterations: int  # the last completed iteration
+    losses: list[float]
+    grad_norms: list[float]
+    best_iteration: int
+    best_loss: float
+    best: dict[str, np.ndarray | float] = field(default_factory=dict)
+    evaluations: int = 0
+    replayed: int = 0
+    seconds: float = 0.0
+
+
+class _NonFinite(Exception):
+    pass
+
+
+class _Evaluator:
+    """J and dJ/dp at a parameter vector: from the journal while replaying, else computed."""
+
+    def __init__(self, layout: Layout, journal: Journal, path: Path, threads: int | None):
+        self.layout, self.journal, self.path, self.threads = layout, journal, path, threads
+        self.count = self.replayed = 0
+        self.offset = journal.wall[-1] if journal.wall else 0.0
+        self.t0 = time.perf_counter()
+
+    def __call__(self, vector: np.ndarray) -> tuple[float, np.ndarray, float]:
+        j = self.journal
+        i, self.count = self.count, self.count + 1
+        if i < len(j.x):
+            if np.array_equal(j.x[i], vector):
+                self.replayed += 1
+                return j.loss[i], j.grad[i], j.wall[i]
+            j.truncate(i)  # the record diverged (another SciPy?): compute from here on
+        loss, grad = self._compute(vector)
+        wall = self.offset + time.perf_counter() - self.t0
+        j.x.append(vector.copy())
+        j.loss.append(loss)
+        j.grad.append(grad)
+        j.wall.append(wall)
+        j.save(self.path)
+        return loss, grad, wall
+
+    def _compute(self, vector: np.ndarray) -> tuple[float, np.ndarray]:
+        scene, start = self.layout.scene_at(vector)
+        try:
+            result = scene_gradient(scene, [k.text for k in self.layout.keys],
+                                    threads=self.threads, start=start)
+        except FloatingPointError:
+            return float("nan"), np.full_like(vector, np.nan)
+        grad = self.layout.pack(result.gradients)
+        return float(result.objective), grad
+
+
+def optimize_scene(scene: Scene, out_dir: str | Path, *, iterations: int | None = None,
+                   resume: bool = False, threads: int | None = None,
+                   progress: Progress | None = None) -> OptimizeResult:
+    """Minimise `scene.objective` over `scene.optimize.parameters`, writing `out_dir`.
+
+    Raises SceneError for a bad parameter or bounds (before anything is computed),
+    OptimizeError for a NaN loss or gradient (the folder keeps the best parameters), and
+    lets KeyboardInterrupt through after marking the folder interrupted."""
+    if scene.optimize is None:
+        raise SceneError(f"{scene.source}: the scene has no 'optimize' section. Add e.g. "
+                         "'optimize: {parameters: [initial.velocity], iterations: 100}'.")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    layout = Layout.of(scene)
+    start = layout.initial()
+    layout.check_start(start)
+    n_iter = scene.optimize.iterations if iterations is None else iterations
+    state = out_dir / "state.npz"
+    journal = Journal.load(state) if resume and state.is_file() else Journal()
+    evaluate = _Evaluator(layout, journal, state, threads)
+    record = Record(out_dir, layout)
+    run = _Run(layout, record, evaluate, n_iter, progress or (lambda *_: None))
+    record.write_json("running")
+    t0 = time.perf_counter()
+    try:
+        status = run.lbfgs(start) if scene.optimize.optimizer == "lbfgs" else run.first_order(start)
+    except _NonFinite as exc:
+        result = run.result("failed", t0)
+        record.write_json("failed", str(exc))
+        raise OptimizeError(str(exc), result) from None
+    except KeyboardInterrupt:
+        record.write_json("interrupted", "stopped by the user; --resume continues")
+        raise
+    record.write_json(status)
+    return run.result(status, t0)
+
+
+class _Run:
+    def __init__(self, layout: Layout, record: Record, evaluate: _Evaluator, iterations: int,
+                 progress: Progress) -> None:
+        self.layout, self.record, self.evaluate = layout, record, evaluate
+        self.iterations, self.progress = iterations, progress
+        self.opt = layout.scene.optimize
+
+    def _accept(self, it: int, vector: np.ndarray, loss: float, grad: np.ndarray,
+                wall: float) -> bool:
+        """Record iteration `it`; True when the tolerance is met."""
+        row = self.record.add(it, vector, loss, grad, wall)
+        self.progress(it, self.iterations, loss, row.grad_norm)
+        if not (np.isfinite(loss) and np.all(np.isfinite(grad))):
+            what = "loss" if not np.isfinite(loss) else "gradient"
+            best = self.record.best
+            kept = (f"; the best parameters so far (iteration {best.iteration}, loss "
+                    f"{best.loss:.6g}) are in best.yaml" if best else "")
+            raise _NonFinite(f"iteration {it}: the {what} is not finite ({loss=}, gradient "
+                             f"norm {row.grad_norm}){kept}. Lower lr, add clip or bounds, or "
+                             "shorten the horizon")
+        tl, tg = self.opt.tolerance_loss, self.opt.tolerance_gradient
+        return bool((tl is not None and loss <= tl) or (tg is not None and row.grad_norm <= tg))
+
+    def first_order(self, vector: np.ndarray) -> str:
+        opt = self.opt
+        method = Adam(opt.lr, opt.betas) if opt.optimizer == "adam" else \
+            SGD(opt.lr, opt.momentum, opt.nesterov)
+        low, high = self.layout.bounds()
+        for it in range(self.iterations + 1):
+            loss, grad, wall = self.evaluate(vector)
+            if self._accept(it, vector, loss, grad, wall):
+                return "converged"
+            if it < self.iterations:
+                vector = project(method.step(vector, clip_norm(grad, opt.clip)), low, high)
+        return "done"
+
+    def lbfgs(self, vector: np.ndarray) -> str:
+        from scipy.optimize import Bounds, minimize
+
+        seen: dict[bytes, tuple[float, np.ndarray, float]] = {}
+        state = {"it": 0, "converged": False}
+
+        def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
+            loss, grad, wall = self.evaluate(x)
+            first = not seen
+            seen[x.tobytes()] = (loss, grad, wall)
+            if first and self._accept(0, x, loss, grad, wall):
+                state["converged"] = True
+                raise StopIteration
+            if not (np.isfinite(loss) and np.all(np.isfinite(grad))):
+                self._accept(state["it"] + 1, x, loss, grad, wall)  # raises _NonFinite
+            return loss, grad
+
+        def callback(intermediate_result) -> None:
+            x = intermediate_result.x
+            state["it"] += 1
+            # SciPy hands back the point it evaluated last; evaluate again should it not
+            values = seen.get(x.tobytes()) or self.evaluate(x)
+            if self._accept(state["it"], x, *values):
+                state["converged"] = True
+                raise StopIteration
+
+        low, high = self.layout.bounds()
+        try:
+            found = minimize(fun, vector, jac=True, method="L-BFGS-B", bounds=Bounds(low, high),
+                             callback=callback, options={
+                                 "maxiter": self.iterations,
+                                 "gtol": self.opt.tolerance_gradient or 0.0,
+                                 "ftol": 1e-15 if self.opt.tolerance_loss else 2.2e-9})
+        except StopIteration:
+            return "converged"
+        # SciPy's own tests (relative reduction, projected gradient) also mean converged
+        return "converged" if state["converged"] or (found.success and found.nit <
+                                                     self.iterations) else "done"
+
+    def result(self, status: str, t0: float) -> OptimizeResult:
+        rows, best = self.record.rows, self.record.best
+        return OptimizeResult(
+            status, self.record.dir, rows[-1].iteration if rows else -1,
+            [r.loss for r in rows], [r.grad_norm for r in rows],
+            best.iteration if best else -1, best.loss if best else float("nan"),
+            self.layout.unpack(best.params) if best else {}, self.evaluate.count,
+            self.evaluate.replayed, time.perf_counter() - t0)

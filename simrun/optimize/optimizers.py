@@ -1,0 +1,63 @@
+"""First-order optimisers on one flat parameter vector, with global gradient-norm clipping
+and bounds by projection. Each is a pure function of (parameters, gradient, its own state),
+so a training replayed from its record takes exactly the same steps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+def clip_norm(grad: np.ndarray, clip: float | None) -> np.ndarray:
+    """The gradient scaled down to norm `clip` when it is longer (global norm clipping)."""
+    norm = float(np.linalg.norm(grad))
+    if clip is None or norm <= clip:
+        return grad
+    return grad * (clip / norm)
+
+
+def project(params: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """The nearest point inside the box [low, high]."""
+    return np.minimum(np.maximum(params, low), high)
+
+
+@dataclass
+class Adam:
+    """Kingma & Ba (2015), with bias correction."""
+
+    lr: float
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    t: int = 0
+    m: np.ndarray | None = None
+    v: np.ndarray | None = None
+
+    def step(self, params: np.ndarray, grad: np.ndarray) -> np.ndarray:
+        b1, b2 = self.betas
+        if self.m is None:
+            self.m, self.v = np.zeros_like(grad), np.zeros_like(grad)
+        self.t += 1
+        self.m = b1 * self.m + (1 - b1) * grad
+        self.v = b2 * self.v + (1 - b2) * grad * grad
+        m_hat = self.m / (1 - b1 ** self.t)
+        v_hat = self.v / (1 - b2 ** self.t)
+        return params - self.lr * m_hat / (np.sqrt(v_hat) + self.eps)
+
+
+@dataclass
+class SGD:
+    """Gradient descent with optional (Nesterov) momentum, as PyTorch defines it:
+    b = momentum b + g; step along b, or along g + momentum b with Nesterov."""
+
+    lr: float
+    momentum: float = 0.0
+    nesterov: bool = False
+    buf: np.ndarray | None = field(default=None)
+
+    def step(self, params: np.ndarray, grad: np.ndarray) -> np.ndarray:
+        if self.momentum == 0:
+            return params - self.lr * grad
+        self.buf = grad.copy() if self.buf is None else self.momentum * self.buf + grad
+        direction = grad + self.momentum * self.buf if self.nesterov else self.buf
+        return params - self.lr * direction

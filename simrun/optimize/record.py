@@ -1,0 +1,148 @@
+"""An optimize folder: loss.csv, params.npz (every iteration's parameters), state.npz (every
+evaluation, which --resume replays), optimize.json, the resolved scene.yaml and best.yaml
+(the scene with the best parameters written in, runnable as it is). Every file is replaced
+atomically after each iteration, so a training stopped at any moment leaves a valid folder."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from simrun.optimize.params import Layout
+from simrun.outputs import atomic_savez, atomic_write_text, versions, write_scene
+from simrun.scene import scene_modules
+
+LOSS_HEADER = "iteration,loss,gradient_norm,step,wall_s"
+
+
+@dataclass
+class Journal:
+    """Every gradient evaluation in order: parameters, loss, gradient, wall time."""
+
+    x: list[np.ndarray] = field(default_factory=list)
+    loss: list[float] = field(default_factory=list)
+    grad: list[np.ndarray] = field(default_factory=list)
+    wall: list[float] = field(default_factory=list)
+
+    def save(self, path: Path) -> None:
+        atomic_savez(path, x=np.array(self.x), loss=np.array(self.loss),
+                     grad=np.array(self.grad), wall=np.array(self.wall))
+
+    @classmethod
+    def load(cls, path: Path) -> Journal:
+        data = np.load(path)
+        return cls(list(data["x"]), [float(v) for v in data["loss"]], list(data["grad"]),
+                   [float(v) for v in data["wall"]])
+
+    def truncate(self, n: int) -> None:
+        del self.x[n:], self.loss[n:], self.grad[n:], self.wall[n:]
+
+
+@dataclass
+class Row:
+    iteration: int
+    params: np.ndarray
+    loss: float
+    grad_norm: float
+    step: float
+    wall: float
+
+
+class Record:
+    """The folder's files, rewritten after each iteration."""
+
+    def __init__(self, out_dir: Path, layout: Layout) -> None:
+        self.dir, self.layout = Path(out_dir), layout
+        self.rows: list[Row] = []
+        self.best: Row | None = None
+        self.kernel_copies = self._copy_kernels()
+        write_scene(self.dir / "scene.yaml", layout.scene.to_dict())
+
+    def add(self, iteration: int, params: np.ndarray, loss: float, grad: np.ndarray,
+            wall: float) -> Row:
+        step = float(np.linalg.norm(params - self.rows[-1].params)) if self.rows else 0.0
+        row = Row(iteration, params.copy(), loss, float(np.linalg.norm(grad)), step, wall)
+        self.rows.append(row)
+        if np.isfinite(loss) and (self.best is None or loss < self.best.loss):
+            self.best = row
+            self.write_best()
+        self._write_tables()
+        return row
+
+    def _write_tables(self) -> None:
+        lines = [LOSS_HEADER] + [f"{r.iteration},{r.loss!r},{r.grad_norm!r},{r.step!r},"
+                                 f"{r.wall:.3f}" for r in self.rows]
+        atomic_write_text(self.dir / "loss.csv", "\n".join(lines) + "\n")
+        stacked = np.array([r.params for r in self.rows])
+        arrays = {text: np.array([v[text] for v in map(self.layout.unpack, stacked)])
+                  for text in self.layout.scene.optimize.parameters}
+        atomic_savez(self.dir / "params.npz", iteration=np.array([r.iteration for r in self.rows]),
+                     loss=np.array([r.loss for r in self.rows]), **arrays)
+
+    def write_best(self) -> None:
+        """best.yaml: the scene at the best parameters; a tuned start goes to best_state.npz
+        (initial: {type: file}); kernel paths point at the copies in kernels/."""
+        scene, start = self.layout.scene_at(self.best.params)
+        data = scene.to_dict()
+        if start is not None:
+            velocity = np.asarray(scene.initial.velocity, float)
+            atomic_savez(self.dir / "best_state.npz", x=start[0], v=start[1] - velocity)
+            data["initial"] = {"type": "file", "path": "best_state.npz",
+                               "velocity": velocity.tolist(), "temperature": 0.0}
+        write_scene(self.dir / "best.yaml", _relocated(data, self.kernel_copies))
+
+    def _copy_kernels(self) -> dict[str, str]:
+        """Copies of the scene's kernel modules in DIR/kernels/, so that best.yaml runs as it
+        is (modules beside a scene are trusted) and the folder keeps the code that ran."""
+        modules, _outside = scene_modules(self.layout.scene)
+        target = self.dir / "kernels"
+        target.mkdir(exist_ok=True)
+        copies: dict[str, str] = {}
+        for path in modules:
+            name = path.name
+            n = 1
+            while name in copies.values():
+                n += 1
+                name = f"{path.stem}_{n}{path.suffix}"
+            shutil.copyfile(path, target / name)
+            copies[str(path)] = f"kernels/{name}"
+        return copies
+
+    def write_json(self, status: str, message: str = "", **extra) -> None:
+        best = self.best
+        record = {
+            "status": status, "message": message,
+            "optimizer": self.layout.scene.optimize.to_dict(),
+            "iterations_done": self.rows[-1].iteration if self.rows else -1,
+            "best": None if best is None else {
+                "iteration": best.iteration, "loss": best.loss,
+                "parameters": _plain(self.layout.unpack(best.params))},
+            "last": None if not self.rows else {
+                "iteration": self.rows[-1].iteration, "loss": self.rows[-1].loss,
+                "gradient_norm": self.rows[-1].grad_norm},
+            **extra, "versions": versions(),
+        }
+        atomic_write_text(self.dir / "optimize.json", json.dumps(record, indent=2) + "\n")
+
+
+def _relocated(data: dict, copies: dict[str, str]) -> dict:
+    """The scene data with every `module.py:kernel` string moved to its copy."""
+    def move(ref: str) -> str:
+        module, _, kernel = ref.rpartition(":")
+        return f"{copies.get(module, module)}:{kernel}"
+
+    for term in data.get("energy", []):
+        term["kernel"] = move(term["kernel"])
+    if "step_kernels" in data:
+        data["step_kernels"]["kernels"] = [move(k) for k in data["step_kernels"]["kernels"]]
+    if "kernel" in data.get("objective", {}):
+        data["objective"]["kernel"] = move(data["objective"]["kernel"])
+    return data
+
+
+def _plain(values: dict) -> dict:
+    return {k: (np.asarray(v).tolist() if np.ndim(v) else float(v)) for k, v in values.items()}
