@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import math
 import numbers
 import sys
 
@@ -127,7 +126,7 @@ class _Param:
         self.annotation = annotation
 
 
-class NdarrayArg:
+class NdarrayArg(fields_mod.ElementShape):
     """A numpy array argument seen by the compiler: field-like, storage given per launch."""
 
     is_ndarray_arg = True
@@ -137,21 +136,8 @@ class NdarrayArg:
         self.dtype = to_dtype(arr.dtype)
         cut = arr.ndim - element_dim  # ndarray(element_dim=1): (N, 3) is N 3-vectors
         self.shape, self.elem_shape = tuple(arr.shape[:cut]), tuple(arr.shape[cut:])
-        self.ncomp = math.prod(self.elem_shape)
         self.position = position
         self.grad = self.dual = None
-
-    @property
-    def is_vector(self) -> bool:
-        return len(self.elem_shape) == 1
-
-    @property
-    def n(self) -> int:
-        return self.elem_shape[0]
-
-    @property
-    def m(self) -> int:
-        return self.elem_shape[1] if len(self.elem_shape) > 1 else 1
 
 
 def _template_key(value):

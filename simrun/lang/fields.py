@@ -87,7 +87,30 @@ def _norm_shape(shape) -> tuple | None:
     return tuple(int(s) for s in shape)
 
 
-class Field:
+class ElementShape:
+    """The element layout every field-like storage shares (fields, ndarray arguments):
+    `elem_shape` is () for scalars, (n,) for vectors, (n, m) for matrices."""
+
+    elem_shape: tuple = ()
+
+    @property
+    def ncomp(self) -> int:
+        return int(np.prod(self.elem_shape)) if self.elem_shape else 1
+
+    @property
+    def n(self) -> int:
+        return self.elem_shape[0]
+
+    @property
+    def m(self) -> int:
+        return self.elem_shape[1] if len(self.elem_shape) > 1 else 1
+
+    @property
+    def is_vector(self) -> bool:
+        return len(self.elem_shape) == 1
+
+
+class Field(ElementShape):
     """A scalar, vector or matrix field. `data` has shape (*shape, *elem_shape), C order."""
 
     version = 0  # bumped by every write (kernel launch or Python scope); kernel.grad() uses it
@@ -112,22 +135,6 @@ class Field:
             self._place(_norm_shape(shape))
 
     # ------------------------------------------------------------ layout
-    @property
-    def ncomp(self) -> int:
-        return int(np.prod(self.elem_shape)) if self.elem_shape else 1
-
-    @property
-    def n(self) -> int:
-        return self.elem_shape[0]
-
-    @property
-    def m(self) -> int:
-        return self.elem_shape[1] if len(self.elem_shape) > 1 else 1
-
-    @property
-    def is_vector(self) -> bool:
-        return len(self.elem_shape) == 1
-
     def _place(self, shape: tuple) -> None:
         if self.shape is not None:
             raise RuntimeError(f"field '{self.name}' is already placed with shape {self.shape}")
