@@ -67,6 +67,18 @@ def default_out(scene: Scene, job: str, sets: list[str], points: list[Point]) ->
     return Path("outputs") / scene.name / f"batch-{job}-{hashlib.sha1(text.encode()).hexdigest()[:8]}"
 
 
+def _load_point(scene_path: str | Path, overrides: tuple[str, ...], point: Point,
+                allow_outside: bool) -> Scene:
+    """The point's scene; an error names the --sweep it came from (the loader says --set)."""
+    try:
+        return load_scene(scene_path, overrides, allow_outside=allow_outside)
+    except SceneError as exc:
+        text = str(exc)
+        for key in point:
+            text = text.replace(f"--set {key}=", f"--sweep {key}=")
+        raise SceneError(text) from None
+
+
 def make_plan(scene_path: str | Path, points: list[Point], *, job: str, sets: list[str],
               options: dict[str, Any], out_dir: Path | None, allow_outside: bool) -> Plan:
     base = load_scene(scene_path, sets, allow_outside=allow_outside)
@@ -76,7 +88,7 @@ def make_plan(scene_path: str | Path, points: list[Point], *, job: str, sets: li
     width = max(3, len(str(len(points) - 1)))
     for i, point in enumerate(points):
         overrides = tuple(sets) + tuple(f"{k}={v}" for k, v in point.items())
-        scene = load_scene(scene_path, overrides, allow_outside=allow_outside)
+        scene = _load_point(scene_path, overrides, point, allow_outside)
         folder = out / f"{job}-{i:0{width}d}"
         spec = JobSpec(i, folder.resolve(), str(Path(scene_path).resolve()), overrides, job,
                        job_digest(scene, job, options), dict(options), allow_outside)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +114,9 @@ def _dispatch(plan: Plan, todo: list[int], engine: Engine, options: dict[str, An
     from distributed import as_completed
 
     threads = options.get("threads") or engine.job_threads()
+    if engine.cluster is not None and engine.cluster.log_directory is None:
+        logs = plan.out_dir.resolve() / ".batch" / "logs"  # the batch jobs' own output
+        engine = replace(engine, cluster=replace(engine.cluster, log_directory=str(logs)))
     specs = {i: _with_threads(plan.specs[i], threads) for i in todo}
     with open_client(engine) as client:
         first = specs[todo[0]]
@@ -160,8 +163,6 @@ def _dispatch(plan: Plan, todo: list[int], engine: Engine, options: dict[str, An
 
 
 def _with_threads(spec: JobSpec, threads: int | None) -> JobSpec:
-    from dataclasses import replace
-
     return replace(spec, options={**spec.options, "threads": threads})
 
 
