@@ -6,7 +6,7 @@
 # Exit 0 once the node is idle; non-zero (with the reason on stderr) when it cannot be.
 set -euo pipefail
 dir=$(realpath -m "${1:?usage: slurm-up.sh DIR}")
-mkdir -p "$dir/ctld" "$dir/spool" "$dir/munge"
+mkdir -p "$dir/ctld" "$dir/spool"
 if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! command -v munged >/dev/null; then
     [ "$(id -u)" = 0 ] || { echo "slurm-up: not root, cannot apt-get install slurm-wlm munge" >&2; exit 3; }
     apt-get update -qq >/dev/null
@@ -14,23 +14,26 @@ if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! comm
 fi
 : > "$dir/pids"
 
-# munge: its own key and socket under DIR, run as the munge user
+# munge: the package's key (created if missing); socket, pid and log in /run/munge, which
+# the munge user owns (DIR may be a folder it cannot enter)
 install -d -o munge -g munge -m 0755 /run/munge
-install -d -o munge -g munge -m 0700 "$dir/munge"
-key="$dir/munge/munge.key"
-[ -s "$key" ] || { dd if=/dev/urandom of="$key" bs=1024 count=1 status=none; }
-chown munge:munge "$key"; chmod 0400 "$key"
+key=/etc/munge/munge.key
+if [ ! -s "$key" ]; then
+    install -d -o munge -g munge -m 0700 /etc/munge
+    dd if=/dev/urandom of="$key" bs=1024 count=1 status=none
+    chown munge:munge "$key"; chmod 0400 "$key"
+fi
 socket=/run/munge/munge.socket.2
-if ! munge -n -S "$socket" 2>/dev/null | unmunge -S "$socket" >/dev/null 2>&1; then
+munge_ok() { munge -n -S "$socket" 2>/dev/null | unmunge -S "$socket" >/dev/null 2>&1; }
+if ! munge_ok; then
+    rm -f "$socket" /run/munge/munged.pid
     runuser -u munge -- munged --foreground --key-file="$key" --socket="$socket" \
-        --log-file="$dir/munge/munged.log" --pid-file="$dir/munge/munged.pid" \
-        --seed-file="$dir/munge/munged.seed" > "$dir/munge/munged.out" 2>&1 &
+        --pid-file=/run/munge/munged.pid --log-file=/run/munge/munged.log \
+        --seed-file=/run/munge/munged.seed > "$dir/munged.out" 2>&1 &
     echo "$!" >> "$dir/pids"
-    for _ in $(seq 50); do
-        munge -n -S "$socket" 2>/dev/null | unmunge -S "$socket" >/dev/null 2>&1 && break
-        sleep 0.1
-    done
-    cat "$dir/munge/munged.pid" >> "$dir/pids" 2>/dev/null || true  # munged itself, to check
+    for _ in $(seq 50); do munge_ok && break; sleep 0.1; done
+    munge_ok || { echo "slurm-up: munged did not start: $(tail -n 3 "$dir/munged.out")" >&2; exit 5; }
+    cat /run/munge/munged.pid >> "$dir/pids"  # munged itself (runuser's child), to check
 fi
 
 host=$(hostname -s)
@@ -68,8 +71,9 @@ slurmctld -D -f "$SLURM_CONF" > "$dir/slurmctld.out" 2>&1 &
 echo "$!" >> "$dir/pids"
 slurmd -D -f "$SLURM_CONF" > "$dir/slurmd.out" 2>&1 &
 echo "$!" >> "$dir/pids"
-for _ in $(seq 100); do
-    state=$(sinfo -h -o %T 2>/dev/null || true)
+deadline=$((SECONDS + 20))
+while [ "$SECONDS" -lt "$deadline" ]; do
+    state=$(timeout 3 sinfo -h -o %T 2>/dev/null || true)
     [ "$state" = idle ] && { echo "slurm-up: node idle (SLURM_CONF=$SLURM_CONF)"; exit 0; }
     sleep 0.1
 done

@@ -17,7 +17,7 @@ from typing import Any
 from simrun.batch.engine import Engine, open_client
 from simrun.batch.plan import Plan, make_plan, make_points
 from simrun.batch.summary import Row, write_summary
-from simrun.batch.task import JobSpec, execute, warm_up
+from simrun.batch.task import JobSpec, execute, read_record, warm_up
 
 EventFn = Callable[[str, Row, "BatchResult"], None]  # kind: skipped|start|done|failed|retry
 
@@ -72,9 +72,7 @@ def run_batch(scene: str | Path, sweeps: list[str] = (), *, sweep_file: str | Pa
         if todo:
             _dispatch(plan, todo, engine, options, retries, fail_fast, log)
     except BaseException:
-        for row in plan.rows:
-            if row.status in ("running", "pending"):
-                row.status = "interrupted"
+        _settle(plan)
         raise
     finally:
         write_summary(plan.out_dir, plan.rows)
@@ -85,6 +83,20 @@ def run_batch(scene: str | Path, sweeps: list[str] = (), *, sweep_file: str | Pa
 
         result.plots = draw_plots(plan.out_dir, plan.rows, plan.keys)
     return result
+
+
+def _settle(plan: Plan) -> None:
+    """After an interruption: the rows of jobs still in flight take what their workers
+    recorded (a job may have finished while the cluster shut down), else ``interrupted``."""
+    for row, spec in zip(plan.rows, plan.specs):
+        if row.status not in ("running", "pending"):
+            continue
+        record = read_record(spec.record_path) or {}
+        if record.get("status") == "done" and record.get("digest") == spec.digest:
+            row.status, row.results = "done", dict(record.get("results") or {})
+            row.seconds = record.get("seconds")
+        else:
+            row.status = "interrupted"
 
 
 class _Log:
