@@ -100,3 +100,28 @@ def test_ctrl_c_keeps_summary_and_finished_folders(tmp_path):
     assert proc.returncode == 0, stderr
     assert f"({len(done)} already done before)" in stdout
     run_ok(out)
+
+
+def test_an_interrupted_job_resumes_from_its_saved_state(tmp_path):
+    """What a killed worker leaves (a record saying running, a run stopped mid-way) is
+    continued from the run's last saved frame by the next attempt, not started over."""
+    from simrun.batch.plan import make_plan, make_points
+    from simrun.batch.task import execute, write_record
+
+    scene = scene_copy(tmp_path, steps=40000)
+    plan = make_plan(scene, make_points(["dt=1e-6"], None, None, None), job="run", sets=[],
+                     options={"no_render": True}, out_dir=tmp_path / "b", allow_outside=False)
+    spec = plan.specs[0]
+    write_record(spec.record_path, {"digest": spec.digest, "status": "running", "attempts": 1})
+    proc = simrun("run", str(scene), "--set", "dt=1e-6", "--out", str(spec.folder),
+                  "--no-render", "--threads", "1")
+    wait_for(lambda: (spec.folder / "state.npz").is_file() or proc.poll() is not None, 120,
+             "a saved state")
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    record = execute(spec)
+    assert record["status"] == "done" and record["resumed"] and record["attempts"] == 2
+    info = json.loads((spec.folder / "run.json").read_text())
+    assert info["status"] == "ok" and info["saved_step"] == 40000
+    assert info.get("resumed_from_step", 0) > 0

@@ -90,3 +90,21 @@ def test_cli_bad_input_is_exit_2_before_submitting(tmp_path, args, expect):
     assert result.exit_code == 2, result.output
     assert expect in result.output
     assert not out.exists()  # nothing submitted, nothing written
+
+
+def test_walltime_aware_workers():
+    from simrun.batch.engine import ClusterSpec, cluster_object, lifetime, seconds
+
+    assert seconds("01:00:00") == 3600 and seconds("1-00:00:30") == 86430
+    assert lifetime("01:00:00") == (3300, 180)  # leave 5 min early, staggered by 3 min
+    assert lifetime("00:02:00") == (108, 6)
+    with pytest.raises(SceneError, match="--walltime"):
+        seconds("an hour")
+    cluster = cluster_object(ClusterSpec("slurm", cores=2, memory="1GB", walltime="00:30:00",
+                                         host="127.0.0.1", queue="short"))
+    try:
+        script = cluster.job_script()
+    finally:
+        cluster.close()
+    assert "--lifetime 1620s --lifetime-stagger 90s" in script
+    assert "#SBATCH -t 00:30:00" in script and "#SBATCH -p short" in script

@@ -76,10 +76,7 @@ def cluster_object(spec: ClusterSpec):
         kwargs["scheduler_options"] = {"host": spec.host}
     if spec.kind == "sge":
         kwargs.pop("account")
-    cluster = getattr(dask_jobqueue, CLUSTERS[spec.kind])(**kwargs)
-    # adapt, not scale: a job that ends (walltime, scancel) is replaced by a new one
-    cluster.adapt(minimum_jobs=spec.jobs, maximum_jobs=spec.jobs)
-    return cluster
+    return getattr(dask_jobqueue, CLUSTERS[spec.kind])(**kwargs)
 
 
 @dataclass(frozen=True)
@@ -121,6 +118,8 @@ def open_client(engine: Engine) -> Iterator[object]:
         return
     if engine.cluster is not None:
         cluster = cluster_object(engine.cluster)
+        # adapt, not scale: a batch job that ends (walltime, scancel) is replaced by a new one
+        cluster.adapt(minimum_jobs=engine.cluster.jobs, maximum_jobs=engine.cluster.jobs)
     else:
         cluster = LocalCluster(n_workers=engine.local_workers(), threads_per_worker=1,
                                processes=True, host="127.0.0.1", dashboard_address=None,

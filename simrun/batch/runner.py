@@ -17,7 +17,7 @@ from typing import Any
 from simrun.batch.engine import Engine, open_client
 from simrun.batch.plan import Plan, make_plan, make_points
 from simrun.batch.summary import Row, write_summary
-from simrun.batch.task import JobSpec, execute, read_record, warm_up
+from simrun.batch.task import JobSpec, execute, read_record, tasks_per_host, warm_up
 
 EventFn = Callable[[str, Row, "BatchResult"], None]  # kind: skipped|start|done|failed|retry
 
@@ -129,11 +129,11 @@ def _dispatch(plan: Plan, todo: list[int], engine: Engine, options: dict[str, An
     if engine.cluster is not None and engine.cluster.log_directory is None:
         logs = plan.out_dir.resolve() / ".batch" / "logs"  # the batch jobs' own output
         engine = replace(engine, cluster=replace(engine.cluster, log_directory=str(logs)))
-    specs = {i: _with_threads(plan.specs[i], threads) for i in todo}
     with open_client(engine) as client:
+        share = None if threads else tasks_per_host(client.scheduler_info())
+        specs = {i: _with_threads(plan.specs[i], threads, share) for i in todo}
         first = specs[todo[0]]
-        client.submit(warm_up, first.scene_path, first.overrides, first.allow_outside,
-                      threads, pure=False).result()
+        client.submit(warm_up, first, pure=False).result()
         futures = as_completed()
         owner: dict[str, tuple[int, Any]] = {}
 
@@ -174,8 +174,9 @@ def _dispatch(plan: Plan, todo: list[int], engine: Engine, options: dict[str, An
             write_summary(plan.out_dir, plan.rows)
 
 
-def _with_threads(spec: JobSpec, threads: int | None) -> JobSpec:
-    return replace(spec, options={**spec.options, "threads": threads})
+def _with_threads(spec: JobSpec, threads: int | None, share: dict[str, int] | None
+                  ) -> JobSpec:
+    return replace(spec, options={**spec.options, "threads": threads, "share": share})
 
 
 def _outcome(future) -> dict[str, Any]:

@@ -72,11 +72,13 @@ def folder_lock(spec: JobSpec):
 
 
 def _prepare_folder(spec: JobSpec, resumable: bool) -> bool:
-    """Whether to resume: an earlier attempt of this same point left a resumable state.
-    A folder from a different scene or kernel (another digest) is cleared first."""
+    """Whether to resume: an earlier attempt of this same point (same digest) left a saved
+    state. Otherwise whatever an earlier attempt or another scene or kernel left in the
+    folder is cleared first, so the folder holds exactly what this job writes."""
     old = read_record(spec.record_path)
-    if old is not None and old.get("digest") == spec.digest:
-        return resumable and (spec.folder / "state.npz").is_file()
+    if resumable and old is not None and old.get("digest") == spec.digest and \
+            (spec.folder / "state.npz").is_file():
+        return True
     if spec.folder.exists():
         shutil.rmtree(spec.folder)
     return False
@@ -100,7 +102,8 @@ def execute(spec: JobSpec) -> dict[str, Any]:
         try:
             scene = load_scene(spec.scene_path, list(spec.overrides),
                                allow_outside=spec.allow_outside)
-            record["results"] = job.fn(scene, spec.folder, spec.options, resume)
+            options = {**spec.options, "threads": job_threads(spec)}
+            record["results"] = job.fn(scene, spec.folder, options, resume)
             record["status"] = "done"
         except KeyboardInterrupt:
             record["status"] = "interrupted"
@@ -120,16 +123,43 @@ def _message(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text} ({traceback.extract_tb(exc.__traceback__)[-1].name})"
 
 
-def warm_up(scene_path: str, overrides: tuple[str, ...], allow_outside: bool,
-            threads: int | None) -> bool:
+def tasks_per_host(info: dict[str, Any]) -> dict[str, int]:
+    """host -> how many tasks the scheduler's workers there run at once (their threads)."""
+    share: dict[str, int] = {}
+    for address, worker in info.get("workers", {}).items():
+        host = worker.get("host") or address.rsplit(":", 1)[0].split("//")[-1]
+        share[host] = share.get(host, 0) + int(worker.get("nthreads", 1))
+    return share
+
+
+def job_threads(spec: JobSpec) -> int | None:
+    """The job's kernel threads: as given, else this worker's share of the CPUs of its host
+    (an existing scheduler's workers: the CPUs this process may use over the tasks that run
+    beside it), so jobs on one host do not oversubscribe it."""
+    threads, share = spec.options.get("threads"), spec.options.get("share")
+    if threads or not share:
+        return threads
+    try:
+        from distributed import get_worker
+
+        host = get_worker().address.rsplit(":", 1)[0].split("//")[-1]
+    except (ImportError, ValueError):
+        return None
+    from simrun.batch.engine import usable_cpus
+
+    return max(1, usable_cpus() // share.get(host, 1))
+
+
+def warm_up(spec: JobSpec) -> bool:
     """Compile one point's kernels into the shared disk cache before the sweep fans out, so
     that workers do not all compile the same kernels at once. Failures are the jobs' to
     report."""
     try:
         from simrun.stepper import check_scene
 
-        check_scene(load_scene(scene_path, list(overrides), allow_outside=allow_outside),
-                    threads=threads)
+        scene = load_scene(spec.scene_path, list(spec.overrides),
+                           allow_outside=spec.allow_outside)
+        check_scene(scene, threads=job_threads(spec))
         return True
     except Exception:  # noqa: BLE001
         return False
