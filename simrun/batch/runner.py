@@ -71,6 +71,7 @@ def run_batch(scene: str | Path, sweeps: list[str] = (), *, sweep_file: str | Pa
         todo = [i for i, r in enumerate(plan.rows) if r.status != "done"]
         if todo:
             _dispatch(plan, todo, engine, options, retries, fail_fast, log)
+        _settle(plan)  # after --fail-fast: jobs cancelled or finished meanwhile
     except BaseException:
         _settle(plan)
         raise
@@ -86,8 +87,9 @@ def run_batch(scene: str | Path, sweeps: list[str] = (), *, sweep_file: str | Pa
 
 
 def _settle(plan: Plan) -> None:
-    """After an interruption: the rows of jobs still in flight take what their workers
-    recorded (a job may have finished while the cluster shut down), else ``interrupted``."""
+    """After an interruption or --fail-fast: the rows of jobs still in flight take what
+    their workers recorded (a job may have finished while the cluster shut down), else
+    ``interrupted``."""
     for row, spec in zip(plan.rows, plan.specs):
         if row.status not in ("running", "pending"):
             continue
@@ -165,11 +167,8 @@ def _dispatch(plan: Plan, todo: list[int], engine: Engine, options: dict[str, An
             else:
                 row.status = "failed"
                 log.event("failed", row)
-                if fail_fast:
-                    for j, other in owner.values():
-                        plan.rows[j].status = "interrupted"
-                        other.cancel()
-                    write_summary(plan.out_dir, plan.rows)
+                if fail_fast:  # the rest: what their workers recorded, see _settle
+                    client.cancel([other for _j, other in owner.values()])
                     return
             write_summary(plan.out_dir, plan.rows)
 
