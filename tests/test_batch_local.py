@@ -125,3 +125,22 @@ def test_an_interrupted_job_resumes_from_its_saved_state(tmp_path):
     info = json.loads((spec.folder / "run.json").read_text())
     assert info["status"] == "ok" and info["saved_step"] == 40000
     assert info.get("resumed_from_step", 0) > 0
+
+
+def test_optimize_sweep(tmp_path):
+    """--job optimize: one simrun optimize folder per learning rate, its best loss in the
+    summary."""
+    from tests.batch_helpers import ROOT
+
+    out = tmp_path / "b"
+    result = run_batch(ROOT / "scenes" / "projectile.yaml", ["optimize.lr=0.05,0.5"],
+                       job="optimize", options={"iterations": 5}, out_dir=out,
+                       engine=Engine(workers=1))
+    assert result.ok, [r.error for r in result.rows]
+    rows = summary(out)
+    assert [r["folder"] for r in rows] == ["optimize-000", "optimize-001"]
+    for r in rows:
+        assert int(r["iterations"]) == 5 and float(r["best_loss"]) <= float(r["final_loss"])
+        assert {"loss.csv", "loss.png", "best.yaml", "optimize.json"} <= {
+            p.name for p in (out / r["folder"]).iterdir()}
+    assert [p.name for p in result.plots] == ["best_loss_vs_values.png"]

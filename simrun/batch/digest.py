@@ -11,7 +11,7 @@ from typing import Any
 
 from simrun.scene import Scene, scene_modules
 
-RESULT_OPTIONS = ("wrt", "steps", "checkpoints", "memory")  # they change the numbers
+RESULT_OPTIONS = ("wrt", "steps", "checkpoints", "memory", "iterations")  # they change the numbers
 
 
 def _file_bytes(path: Path) -> bytes:

@@ -90,20 +90,26 @@ def _grad(scene: Scene, folder: Path, options: dict[str, Any], resume: bool) -> 
 
 
 def _register_optimize() -> None:
-    """``optimize`` once ``simrun.optimize.optimize_scene(scene, out_dir, ...)`` exists."""
+    """``optimize``: ``simrun.optimize.optimize_scene`` over the scene's ``optimize:``
+    section (resumable: an interrupted optimisation replays its recorded evaluations)."""
     try:
-        from simrun.optimize import optimize_scene  # type: ignore[attr-defined]
+        from simrun.optimize import optimize_scene
     except ImportError:
         return
 
     def _optimize(scene: Scene, folder: Path, options: dict[str, Any],
                   resume: bool) -> dict[str, float]:
-        folder.mkdir(parents=True, exist_ok=True)
-        known = ("wrt", "threads", "steps", "checkpoints", "memory")
-        kwargs = {k: options[k] for k in known if options.get(k) is not None}
-        result = optimize_scene(scene, folder, resume=resume, **kwargs)
-        fields = getattr(result, "__dict__", {})
-        values = {k: _number(v) for k, v in fields.items()}
+        from simrun.render.loss import render_loss
+
+        result = optimize_scene(scene, folder, iterations=options.get("iterations"),
+                                resume=resume, threads=options.get("threads"))
+        render_loss(folder / "loss.csv", folder / "loss.png", title=scene.name)
+        values = {"best_loss": _number(result.best_loss), "iterations": result.iterations,
+                  "best_iteration": result.best_iteration,
+                  "final_loss": _number(result.losses[-1]) if result.losses else None}
+        for key, value in result.best.items():
+            if getattr(value, "shape", ()) == ():
+                values[f"best/{key}"] = _number(value)
         return {k: v for k, v in values.items() if v is not None}
 
     register(Job("optimize", _optimize, resumable=True, needs_objective=True))

@@ -51,7 +51,10 @@ def _check_job(scene: Scene, job: str, options: dict[str, Any]) -> None:
         raise SceneError(f"{scene.source}: --job {job} needs the scene's 'objective:' (what "
                          "to differentiate); add one, e.g. --set \"objective={builtin: total, "
                          "at: end}\"")
-    if job in ("grad", "optimize"):
+    if job == "optimize" and getattr(scene, "optimize", None) is None:
+        raise SceneError(f"{scene.source}: --job optimize needs the scene's 'optimize:' "
+                         "section (the KEYs to tune), e.g. scenes/projectile.yaml")
+    if job == "grad":
         if not options.get("wrt"):
             raise SceneError(f"--job {job} needs at least one --wrt KEY")
         from simrun.adjoint.keys import parse_key

@@ -26,12 +26,13 @@ def _engine(workers: int | None, scheduler: str | None, cluster: str | None,
 
 
 def _job_options(wrt: list[str] | None, threads: int | None, no_render: bool,
-                 steps: int | None, checkpoints: int | None, memory: str | None) -> dict:
+                 steps: int | None, checkpoints: int | None, memory: str | None,
+                 iterations: int | None) -> dict:
     from simrun.cli.grad_cmd import parse_size
 
     options: dict[str, Any] = {"wrt": list(wrt or []) or None, "threads": threads,
                                "no_render": no_render or None, "steps": steps,
-                               "checkpoints": checkpoints,
+                               "checkpoints": checkpoints, "iterations": iterations,
                                "memory": parse_size(memory) if memory else None}
     return {k: v for k, v in options.items() if v is not None}
 
@@ -113,6 +114,8 @@ def batch(
     checkpoints: Annotated[int | None, Opt("--checkpoints", min=0, metavar="N")] = None,
     memory: Annotated[str | None, Opt("--memory", metavar="SIZE", help="grad: memory for "
                       "stored states.")] = None,
+    iterations: Annotated[int | None, Opt("--iterations", min=1, metavar="N", help="optimize: "
+                          "iterations (default: the scene's).")] = None,
     no_render: Annotated[bool, Opt("--no-render", help="run: skip the pictures.")] = False,
     quiet: Annotated[bool, Opt("--quiet", "-q", help="No progress bar.")] = False,
     threads: ThreadsOpt = None,
@@ -147,7 +150,8 @@ def batch(
             result = run_batch(
                 scene_path, list(sweep or []), sweep_file=sweep_file, samples=samples,
                 sample_seed=sample_seed, job=job, sets=list(sets or []),
-                options=_job_options(wrt, threads, no_render, steps, checkpoints, memory),
+                options=_job_options(wrt, threads, no_render, steps, checkpoints, memory,
+                                     iterations),
                 out_dir=out_dir, engine=engine, retries=retries, fail_fast=fail_fast,
                 allow_outside=allow_outside, on_event=reporter)
         finally:
