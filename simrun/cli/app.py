@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from simrun import __version__
+from simrun.cli.batch_cmd import batch
 from simrun.cli.check_cmd import check
 from simrun.cli.grad_cmd import grad
 from simrun.cli.optimize_cmd import optimize
@@ -25,6 +26,7 @@ hand), an integrator, dt, steps and what to save.
   simrun grad SCENE --wrt dt --check      gradient of the scene's objective, checked
   simrun optimize scenes/projectile.yaml  tune the scene's optimize: parameters
   simrun render outputs/gravity/run-001   redraw the pictures of a run
+  simrun batch SCENE --sweep dt=1e-5,2e-5 a parameter sweep on Dask (one folder per job)
   simrun run --help                       all options, and what a run folder holds
 
 \b
@@ -48,6 +50,7 @@ app.command(no_args_is_help=True)(check)
 app.command(no_args_is_help=True)(grad)
 app.command(no_args_is_help=True)(optimize)
 app.command(no_args_is_help=True)(render)
+app.command(no_args_is_help=True)(batch)
 
 
 def _version(value: bool) -> None:

@@ -1,0 +1,119 @@
+"""The job table: what one sweep point runs (``run``, ``grad``, ``optimize``), keyed by name.
+
+Each job is a function ``(scene, folder, options, resume) -> {name: number}`` that writes
+exactly what its own command writes into ``folder`` and returns the scalar results that go
+into the summary. ``register`` adds one (``optimize`` is looked up when first used, so it
+works as soon as ``simrun.optimize`` exists).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from simrun.scene import Scene, SceneError
+
+JobFn = Callable[[Scene, Path, dict[str, Any], bool], dict[str, float]]
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    fn: JobFn
+    resumable: bool  # continues from its own saved state after an interruption
+    needs_objective: bool = False
+
+
+JOBS: dict[str, Job] = {}
+
+
+def register(job: Job) -> Job:
+    JOBS[job.name] = job
+    return job
+
+
+def get_job(name: str) -> Job:
+    if name == "optimize" and name not in JOBS:
+        _register_optimize()
+    if name not in JOBS:
+        raise SceneError(f"--job {name!r}: use one of {', '.join(sorted(set(JOBS) | {'optimize'}))}")
+    return JOBS[name]
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _run(scene: Scene, folder: Path, options: dict[str, Any], resume: bool) -> dict[str, float]:
+    from simrun.stepper import run_scene
+
+    def create() -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    result = run_scene(scene, create, resume=resume, threads=options.get("threads"))
+    if not options.get("no_render"):
+        from simrun.render.record import draw_pictures
+
+        try:
+            draw_pictures(folder)
+        except Exception:  # noqa: BLE001 - pictures are not the job; run.json records it
+            pass
+    values = {"energy_first": result.energy_first, "energy_last": result.energy_last,
+              "energy_drift": result.drift, "steps": result.steps_done}
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _grad(scene: Scene, folder: Path, options: dict[str, Any], resume: bool) -> dict[str, float]:
+    from simrun.adjoint.job import scene_gradient, snapshots_for, write_outputs
+
+    steps = options.get("steps") or scene.steps
+    snaps = snapshots_for(scene, steps, options.get("checkpoints"), options.get("memory"))
+    result = scene_gradient(scene, list(options.get("wrt") or []), steps=steps,
+                            checkpoints=snaps, threads=options.get("threads"))
+    folder.mkdir(parents=True, exist_ok=True)
+    write_outputs(folder, scene, result)
+    values = {"objective": float(result.objective)}
+    for key, g in result.gradients.items():
+        if getattr(g, "shape", ()) == ():
+            values[f"d/{key}"] = float(g)
+        else:
+            values[f"|d/{key}|"] = float((g ** 2).sum() ** 0.5)
+    return values
+
+
+def _register_optimize() -> None:
+    """``optimize``: ``simrun.optimize.optimize_scene`` over the scene's ``optimize:``
+    section (resumable: an interrupted optimisation replays its recorded evaluations)."""
+    try:
+        from simrun.optimize import optimize_scene
+    except ImportError:
+        return
+
+    def _optimize(scene: Scene, folder: Path, options: dict[str, Any],
+                  resume: bool) -> dict[str, float]:
+        from simrun.render.loss import render_loss
+
+        result = optimize_scene(scene, folder, iterations=options.get("iterations"),
+                                resume=resume, threads=options.get("threads"))
+        render_loss(folder / "loss.csv", folder / "loss.png", title=scene.name)
+        values = {"best_loss": _number(result.best_loss), "iterations": result.iterations,
+                  "best_iteration": result.best_iteration,
+                  "final_loss": _number(result.losses[-1]) if result.losses else None}
+        for key, value in result.best.items():
+            if getattr(value, "shape", ()) == ():
+                values[f"best/{key}"] = _number(value)
+        return {k: v for k, v in values.items() if v is not None}
+
+    register(Job("optimize", _optimize, resumable=True, needs_objective=True))
+
+
+register(Job("run", _run, resumable=True))
+register(Job("grad", _grad, resumable=False, needs_objective=True))
