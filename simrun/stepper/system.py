@@ -178,7 +178,7 @@ class System:
             self._direct = DirectForces(self.energy, self.U)
         if self._direct.usable():
             self._direct.run()
-            return float(self.U[None]), -self.x.grad.to_numpy()
+            return float(self.U.data[()]), np.negative(self.x.grad.data)
         with self.ti.ad.Tape(loss=self.U, clear_gradients=False):
             for kernel in self.energy:
                 kernel()
