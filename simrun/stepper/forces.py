@@ -42,7 +42,7 @@ class DirectForces:
 
     def usable(self) -> bool:
         """True while the resolved launches are what the Tape would make now."""
-        return (self.calls is not None and not recording()
+        return (self.calls is not None and not recording() and len(self.energy) == len(self.args)
                 and all(b.args is a for b, a in zip(self.energy, self.args)))
 
     def run(self) -> None:
