@@ -40,7 +40,7 @@ CHILD = textwrap.dedent("""
     from simrun.scene import load_scene
     job, scene_path, out, threads, checkpoints = sys.argv[1:6]
     threads = int(threads)
-    scene = load_scene(scene_path)
+    scene = load_scene(scene_path, allow_outside=True)
     t0 = time.perf_counter()
     if job == "run":
         from simrun.stepper import run_scene

@@ -49,11 +49,13 @@ def kinetic_energy(v: np.ndarray, masses: np.ndarray) -> float:
     return float(0.5 * np.sum(masses.astype(np.float64) * np.sum(v64 * v64, axis=1)))
 
 
-def _acceleration(state: State, masses: np.ndarray, damping: float) -> np.ndarray:
+def _kick(state: State, masses: np.ndarray, damping: float, h: float) -> None:
+    """v += h * (F/m - damping * v), in place (h * a and a * h are the same bits)."""
     acc = state.f / masses
     if damping:
         acc = acc - damping * state.v
-    return acc
+    acc *= h
+    state.v += acc
 
 
 def _refresh_forces(state: State, system: System) -> None:
@@ -67,7 +69,7 @@ def symplectic_euler(scene: Scene, system: System) -> StepFn:
     masses = system.masses[:, None]
 
     def step(state: State) -> None:
-        state.v += dt * _acceleration(state, masses, damping)
+        _kick(state, masses, damping, dt)
         state.x += dt * state.v
         apply_boundary(scene.boundary, state.x, state.v)
         _refresh_forces(state, system)
@@ -78,14 +80,14 @@ def symplectic_euler(scene: Scene, system: System) -> StepFn:
 def velocity_verlet(scene: Scene, system: System) -> StepFn:
     """Kick (dt/2), drift (dt), new forces, kick (dt/2): one force evaluation per step."""
     dt, damping = scene.dt, scene.integrator.damping
-    masses = system.masses[:, None]
+    masses, half = system.masses[:, None], 0.5 * scene.dt
 
     def step(state: State) -> None:
-        state.v += 0.5 * dt * _acceleration(state, masses, damping)
+        _kick(state, masses, damping, half)
         state.x += dt * state.v
         apply_boundary(scene.boundary, state.x, state.v)
         _refresh_forces(state, system)
-        state.v += 0.5 * dt * _acceleration(state, masses, damping)
+        _kick(state, masses, damping, half)
 
     return step
 

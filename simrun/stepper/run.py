@@ -24,6 +24,7 @@ from simrun.stepper.integrators import State, kinetic_energy, make_step
 from simrun.stepper.system import System
 
 ProgressFn = Callable[[int, int], None]
+_sum = np.add.reduce  # each step: the method lookup of ndarray.sum costs more than the sum
 
 
 class SimulationError(Exception):
@@ -65,9 +66,9 @@ def dissipation(scene: Scene) -> str | None:
 
 def check_finite(state: State, scene: Scene) -> None:
     """Raise SimulationError naming the step if positions, velocities or U are not finite."""
-    total = float(state.x.sum(dtype=np.float64)) + float(state.v.sum(dtype=np.float64))
-    if math.isfinite(total + float(state.f.sum(dtype=np.float64)) + state.potential):
-        return  # fast path; the code below finds out what went wrong
+    total = float(_sum(state.x, None)) + float(_sum(state.v, None))
+    if math.isfinite(total + float(_sum(state.f, None)) + state.potential):
+        return  # fast path (an f32 sum may overflow: then the code below finds nothing wrong)
     if state.step == 0:
         fix = ("The initial state is already bad: check the energy terms' params (e.g. a "
                "softening that is not positive) and the initial positions (e.g. two particles "

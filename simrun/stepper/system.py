@@ -22,6 +22,7 @@ from simrun.stepper.binding import (
     load_module,
     parameter_names,
 )
+from simrun.stepper.forces import DirectForces
 
 BASE_NAMES = ("x", "v", "m", "x0", "U", "dt", "bonds", "angles", "dihedrals", "triangles")
 
@@ -47,6 +48,7 @@ class System:
         self._allocate_module_fields()
         self.energy = [self._bind_term(term) for term in scene.energy]
         self._grads: list | None = None
+        self._direct: DirectForces | None = None
         self.step_kernels = self._bind_step_kernels()
 
     def _make_fields(self, x0: np.ndarray) -> None:
@@ -172,6 +174,11 @@ class System:
             return 0.0, np.zeros_like(self.x0_np)
         for grad in self._energy_grads():
             grad.fill(0)
+        if self._direct is None:
+            self._direct = DirectForces(self.energy, self.U)
+        if self._direct.usable():
+            self._direct.run()
+            return float(self.U.data[()]), np.negative(self.x.grad.data)
         with self.ti.ad.Tape(loss=self.U, clear_gradients=False):
             for kernel in self.energy:
                 kernel()

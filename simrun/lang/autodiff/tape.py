@@ -25,6 +25,11 @@ def forward_mode_active() -> bool:
     return bool(_state["fwd"])
 
 
+def recording() -> bool:
+    """Whether a launch now would be recorded (a Tape or FwdMode is active)."""
+    return bool(_state["tapes"] or _state["fwd"])
+
+
 def access_of(compiled):
     acc = getattr(compiled, "access", None)
     if acc is None:

@@ -1,0 +1,56 @@
+"""Forces without the Tape's per-launch bookkeeping, when the Tape would do nothing more.
+
+``System.forces`` runs the energy kernels under ``ti.ad.Tape(loss=U)``: each step, every
+launch re-derives its compiled variant from its arguments, the Tape records it and decides what
+to snapshot, then replays the gradient kernels. For energy kernels that read no field they
+write (U is only accumulated), use no random numbers, no ndarrays and no parameters bound as
+fields, the Tape snapshots nothing and replays exactly: primal launches in order, ``U.grad =
+1``, gradient launches in reverse order. ``DirectForces`` makes those same launches of the same
+compiled variants with the same arguments, so the bits are the Tape's.
+"""
+
+from __future__ import annotations
+
+from simrun.lang.autodiff.tape import access_of, recording
+
+
+class DirectForces:
+    """The launches of ``Tape(loss=U)`` over bound energy kernels, resolved once."""
+
+    def __init__(self, energy: list, loss) -> None:
+        self.energy, self.loss = energy, loss
+        self.args = [bound.args for bound in energy]
+        self.calls = self._resolve()
+
+    def _resolve(self) -> list | None:
+        calls, read = [], set()
+        for bound in self.energy:
+            kernel = bound.kernel
+            prepare = getattr(kernel, "prepare", None)
+            if prepare is None or getattr(kernel, "field_args", None):
+                return None
+            primal, pflat, parrays = prepare(bound.args, "primal")
+            acc = access_of(primal)
+            read |= acc.reads
+            if primal.uses_random or primal.tracked or parrays or acc.writes & read:
+                return None  # the Tape would snapshot or replay random numbers
+            grad, gflat, garrays = prepare(bound.args, "reverse")
+            if garrays:
+                return None
+            calls.append((kernel, primal, pflat, grad, gflat))
+        return calls
+
+    def usable(self) -> bool:
+        """True while the resolved launches are what the Tape would make now."""
+        return (self.calls is not None and not recording() and len(self.energy) == len(self.args)
+                and all(b.args is a for b, a in zip(self.energy, self.args)))
+
+    def run(self) -> None:
+        """U and the gradients the energy kernels accumulate (cleared by the caller)."""
+        self.loss.fill(0)
+        for kernel, primal, flat, _, _ in self.calls:
+            kernel.last_launch = None  # as the Tape's record leaves it
+            primal.launch(flat)
+        self.loss.grad.fill(1)
+        for _, _, _, grad, flat in reversed(self.calls):
+            grad.launch(flat)
