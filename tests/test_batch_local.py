@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import signal
 
+import numpy as np
+
 from simrun.batch import Engine, run_batch
 from tests.batch_helpers import count, run_ok, scene_copy, simrun, summary, wait_for
 
@@ -108,22 +110,28 @@ def test_an_interrupted_job_resumes_from_its_saved_state(tmp_path):
     from simrun.batch.plan import make_plan, make_points
     from simrun.batch.task import execute, write_record
 
-    scene = scene_copy(tmp_path, steps=40000)
+    scene = scene_copy(tmp_path, steps=200000)  # long enough not to end before the signal
     plan = make_plan(scene, make_points(["dt=1e-6"], None, None, None), job="run", sets=[],
                      options={"no_render": True}, out_dir=tmp_path / "b", allow_outside=False)
     spec = plan.specs[0]
     write_record(spec.record_path, {"digest": spec.digest, "status": "running", "attempts": 1})
     proc = simrun("run", str(scene), "--set", "dt=1e-6", "--out", str(spec.folder),
                   "--no-render", "--threads", "1")
-    wait_for(lambda: (spec.folder / "state.npz").is_file() or proc.poll() is not None, 120,
-             "a saved state")
+    def saved_past_the_start() -> bool:  # a state to resume from, beyond step 0
+        try:
+            with np.load(spec.folder / "state.npz") as saved:
+                return int(saved["step"]) > 0
+        except (OSError, ValueError, KeyError, EOFError):
+            return False
+
+    wait_for(lambda: saved_past_the_start() or proc.poll() is not None, 120, "a saved state")
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=60)
     assert proc.returncode == 130
     record = execute(spec)
     assert record["status"] == "done" and record["resumed"] and record["attempts"] == 2
     info = json.loads((spec.folder / "run.json").read_text())
-    assert info["status"] == "ok" and info["saved_step"] == 40000
+    assert info["status"] == "ok" and info["saved_step"] == 200000
     assert info.get("resumed_from_step", 0) > 0
 
 
