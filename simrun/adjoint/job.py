@@ -83,7 +83,7 @@ def objective_value(scene: Scene, steps: int, threads: int | None = None,
     x0, v0 = _start(scene, shifts or {})
     rest = initial_state(scene)[0]  # state.x0 moves the start, not the meshes' rest shape
     traj = Trajectory(DiffModel(scene, rest, {}, {}, threads))
-    return traj.objective(traj.start(x0, v0), steps)[0]
+    return traj.objective(traj.start(x0, v0), steps)
 
 
 def check_objective(scene: Scene, wrt: list[str], threads: int | None = None) -> float:

@@ -74,16 +74,13 @@ class Trajectory:
             return 1.0 / steps if k >= 1 else 0.0
         return 1.0 if k == steps else 0.0
 
-    def objective(self, state0: State, steps: int) -> tuple[float, State]:
-        """J of the trajectory and its final state (the forward sweep, nothing stored)."""
-        total, state = 0.0, state0
+    def objective(self, state0: State, steps: int) -> float:
+        """J of the trajectory (the forward sweep, nothing stored)."""
+        total, state = [0.0], state0
         for k in range(steps):
             state = self.advance(state, k)
-            w = self._weight(k + 1, steps)
-            if w:
-                total += w * self.model.objective(state.x, state.v, state.potential)
-            self.progress("forward", k + 1, steps)
-        return total, state
+            self._accumulate(total, state, steps)
+        return total[0]
 
     # ------------------------------------------------------------------ reverse sweep
     def _seed(self, adj: Adjoint, state: State, w: float) -> None:
