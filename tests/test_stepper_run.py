@@ -14,7 +14,7 @@ from simrun.scene import SceneError, load_scene
 from simrun.scene.load import display_path
 from simrun.scene.schema import Boundary
 from simrun.stepper import SimulationError, check_scene, run_scene
-from simrun.stepper.integrators import apply_boundary
+from numpy_integrators import apply_boundary
 
 REPO = Path(__file__).resolve().parents[1]
 SCENES = REPO / "scenes"

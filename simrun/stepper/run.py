@@ -20,7 +20,8 @@ import numpy as np
 from simrun.outputs import Frame, OutputError, RunWriter
 from simrun.scene import Scene, initial_state
 from simrun.stepper import files
-from simrun.stepper.integrators import State, kinetic_energy, make_step
+from simrun.stepper.fieldstep import FieldStepper
+from simrun.stepper.integrators import State, kinetic_energy
 from simrun.stepper.system import System
 
 ProgressFn = Callable[[int, int], None]
@@ -141,15 +142,45 @@ class _Clock:
         return False
 
 
+def next_event(step: int, total: int, cadences: tuple[int, ...]) -> int:
+    """The first step after `step` where the loop must look at the state: a multiple of any
+    cadence (frames; others may join, e.g. a thermostat's), or the last step."""
+    return min([total] + [(step // c + 1) * c for c in cadences if c > 0])
+
+
+class _ChunkSize:
+    """Steps per native call: up to the next event, and short enough (~50 ms) that progress,
+    flushing and Ctrl-C stay responsive whatever a step costs."""
+
+    def __init__(self) -> None:
+        self.limit = 16
+
+    def __call__(self, until_event: int) -> int:
+        return max(1, min(until_event, self.limit))
+
+    def took(self, steps: int, seconds: float) -> None:
+        if steps >= self.limit and seconds < 0.02:
+            self.limit *= 2
+        elif seconds > 0.1 and self.limit > 1:
+            self.limit //= 2
+
+
 def loop(scene: Scene, system: System, state: State, writer: RunWriter,
          progress: ProgressFn | None, flush_interval: float) -> None:
-    step_fn, every, total = make_step(scene, system), scene.outputs.every, scene.steps
-    clock = _Clock(flush_interval)
+    """Advance to `scene.steps` in chunks that end at every event step (a frame, the end);
+    the NaN watch stops a chunk after its first bad step, which check_finite then names."""
+    stepper, every, total = FieldStepper(scene, system), scene.outputs.every, scene.steps
+    clock, chunk = _Clock(flush_interval), _ChunkSize()
     try:
         while state.step < total:
-            step_fn(state)
-            state.step += 1
-            check_finite(state, scene)
+            wanted = chunk(next_event(state.step, total, (every,)) - state.step)
+            started = time.perf_counter()
+            done = stepper.advance(wanted)
+            chunk.took(done, time.perf_counter() - started)
+            state.step += done
+            stepper.store(state)
+            if stepper.not_finite():
+                check_finite(state, scene)
             if state.step % every == 0 or state.step == total:
                 writer.add(make_frame(state, system, scene))
                 if clock.flush_due():

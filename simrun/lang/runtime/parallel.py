@@ -198,16 +198,33 @@ class Runtime:
                       file=sys.stderr)
                 self._native = False
         if self.native:
-            state = self.state.ctypes.data_as(ctypes.c_void_p)  # keeps the array alive
-            for k in range(1, self.num_threads):
-                t = threading.Thread(target=worker, args=(state, k), daemon=True,
-                                     name=f"simrun-worker-{k}")
-                t.start()
-                self._threads.append(t)
-            self.run = functools.partial(run, state.value)
+            self._start_native(worker)
+            self.run = functools.partial(run, self.state.ctypes.data)
         else:
             self.run = self._run_python
         return self.run(fn, ctx)
+
+    def native_run_address(self) -> int | None:
+        """The address of the native pool's run(state, task, ctx) once its workers are up
+        (runtime/chain.py calls it from machine code); None with the Python pool."""
+        if self.run == self._first_run and self.native:
+            try:
+                run, worker, _ = _native_functions(self.settings)
+            except Exception:  # noqa: BLE001 - the first launch reports and falls back
+                return None
+            self._start_native(worker)
+            self.run = functools.partial(run, self.state.ctypes.data)
+        if not self.native or not isinstance(self.run, functools.partial):
+            return None
+        return ctypes.cast(self.run.func, ctypes.c_void_p).value
+
+    def _start_native(self, worker) -> None:
+        state = self.state.ctypes.data_as(ctypes.c_void_p)  # keeps the array alive
+        for k in range(1, self.num_threads):
+            t = threading.Thread(target=worker, args=(state, k), daemon=True,
+                                 name=f"simrun-worker-{k}")
+            t.start()
+            self._threads.append(t)
 
     def _start_python_workers(self) -> None:
         for k in range(1, self.num_threads):

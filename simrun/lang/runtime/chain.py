@@ -1,0 +1,142 @@
+"""A fixed sequence of compiled launches, repeated many times in one native call.
+
+A step loop whose step is a few tiny launches (an integrator update, an energy, its gradient)
+spends most of its time in Python between them: a ctypes call per launch, argument
+marshalling, the loop itself. ``Chain`` posts every task of every launch through the native
+pool's run function, ``repeats`` times over, and stops early after a repetition when a watch
+word (an i32, e.g. a 0-D field a NaN-watch kernel sets) is nonzero, or at the first task that
+reports an error. The launches are exactly what ``CompiledKernel.launch`` would make: the same
+tasks, contexts and arguments, in the same order, so the results are the same bits.
+
+Kernels that draw random numbers or take ndarray arguments need per-launch set-up and are
+refused. Where the native pool is unavailable, the same plan runs in a Python loop.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+
+import numpy as np
+from llvmlite import ir
+
+from . import jit
+
+CHAIN_FN = "simrun_chain_run"
+_CHAIN = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
+                          ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p)
+
+
+def build_module() -> str:
+    """i64 chain(run, state, plan, n, repeats, stop, failed): returns the repetitions done."""
+    i32, i64, ptr = ir.IntType(32), ir.IntType(64), ir.PointerType()
+    module = ir.Module(name="simrun_chain")
+    fn = ir.Function(module, ir.FunctionType(i64, [i64, i64, ptr, i64, i64, ptr, ptr]), CHAIN_FN)
+    run_addr, state, plan, n, repeats, stop, failed = fn.args
+    blocks = {k: fn.append_basic_block(k) for k in (
+        "entry", "outer", "inner", "task", "bad", "next", "watch", "check", "stopped", "done")}
+    b = ir.IRBuilder(blocks["entry"])
+    run = b.inttoptr(run_addr, ir.FunctionType(i64, [i64, i64, i64]).as_pointer())
+    r_p, j_p = b.alloca(i64), b.alloca(i64)
+    b.store(ir.Constant(i64, 0), r_p)
+    b.branch(blocks["outer"])
+    b.position_at_end(blocks["outer"])  # while r < repeats
+    r = b.load(r_p, typ=i64)
+    b.store(ir.Constant(i64, 0), j_p)
+    b.cbranch(b.icmp_signed("<", r, repeats), blocks["inner"], blocks["done"])
+    b.position_at_end(blocks["inner"])  # while j < n
+    j = b.load(j_p, typ=i64)
+    b.cbranch(b.icmp_signed("<", j, n), blocks["task"], blocks["watch"])
+    b.position_at_end(blocks["task"])
+    two_j = b.mul(j, ir.Constant(i64, 2))
+    task = b.load(b.gep(plan, [two_j], source_etype=i64), typ=i64)
+    ctx = b.load(b.gep(plan, [b.add(two_j, ir.Constant(i64, 1))], source_etype=i64), typ=i64)
+    result = b.call(run, [state, task, ctx])
+    b.cbranch(b.icmp_signed("<", result, ir.Constant(i64, 0)), blocks["bad"], blocks["next"])
+    b.position_at_end(blocks["bad"])
+    b.store(j, failed)
+    b.ret(r)
+    b.position_at_end(blocks["next"])
+    b.store(b.add(j, ir.Constant(i64, 1)), j_p)
+    b.branch(blocks["inner"])
+    b.position_at_end(blocks["watch"])
+    r_done = b.add(r, ir.Constant(i64, 1))
+    b.store(r_done, r_p)
+    b.cbranch(b.icmp_unsigned("==", b.ptrtoint(stop, i64), ir.Constant(i64, 0)),
+              blocks["outer"], blocks["check"])
+    b.position_at_end(blocks["check"])
+    word = b.load_atomic(stop, "acquire", 4, typ=i32)
+    b.cbranch(b.icmp_signed("!=", word, ir.Constant(i32, 0)), blocks["stopped"], blocks["outer"])
+    b.position_at_end(blocks["stopped"])
+    b.ret(r_done)
+    b.position_at_end(blocks["done"])
+    b.ret(repeats)
+    fn.attributes.add("nounwind")  # no unwind tables: objload maps code and constants only
+    return str(module)
+
+
+@functools.cache
+def _chain_function(settings) -> object:
+    key = jit.cache_key("simrun launch chain", settings)
+    if not jit.load_cached(key, settings):
+        jit.compile_module(key, build_module(), settings)
+    return _CHAIN(jit.function_address(CHAIN_FN))
+
+
+class Chain:
+    """Launches [(compiled kernel, flat scalar arguments)] in order, ``repeats`` times.
+
+    ``stop``: a 0-D i32 field (or None) read after each repetition; nonzero ends the run."""
+
+    def __init__(self, runtime, launches: list, stop=None) -> None:
+        for compiled, _ in launches:
+            if compiled.uses_random:
+                raise ValueError(f"kernel '{compiled.name}' draws random numbers: a chain "
+                                 "cannot give each launch its own key")
+            if compiled.ndarray_slots:
+                raise ValueError(f"kernel '{compiled.name}' takes ndarrays: chain fields only")
+        self.runtime, self.launches, self.stop = runtime, launches, stop
+        self.owner = [k for k, (compiled, _) in enumerate(launches) for _ in compiled.fns]
+        self.plan = np.array([(int(fn) if isinstance(fn, int) else
+                               ctypes.cast(fn, ctypes.c_void_p).value, compiled.ctx_addr)
+                              for compiled, _ in launches for fn in compiled.fns],
+                             dtype=np.int64).reshape(-1)
+        self.failed = np.full(1, -1, dtype=np.int64)
+        self.written = [f for compiled, _ in launches for f in compiled.written]
+        if stop is not None and (stop.data.dtype != np.int32 or stop.data.shape != ()):
+            raise ValueError("the stop word must be a 0-D ti.i32 field")
+
+    def run(self, repeats: int) -> int:
+        """Make the launches ``repeats`` times; returns the repetitions done (fewer when the
+        stop word was set). A task's error (e.g. an index out of range) is raised as
+        ``CompiledKernel.launch`` raises it."""
+        for compiled, flat in self.launches:
+            if flat:
+                compiled.set_args(flat)
+        address = self.runtime.native_run_address()
+        if address is None:
+            done = self._run_python(repeats)
+        else:
+            stop = self.stop.data.ctypes.data if self.stop is not None else None
+            done = _chain_function(self.runtime.settings)(
+                address, self.runtime.state.ctypes.data, self.plan.ctypes.data,
+                len(self.owner), repeats, stop, self.failed.ctypes.data)
+        for f in self.written:  # as each launch does: readers see that the field changed
+            f.version += 1
+        if self.failed[0] >= 0:
+            compiled = self.launches[self.owner[int(self.failed[0])]][0]
+            self.failed[0] = -1
+            compiled.raise_error()
+        return int(done)
+
+    def _run_python(self, repeats: int) -> int:
+        run = self.runtime.run
+        tasks = [(fn, compiled.ctx_addr) for compiled, _ in self.launches for fn in compiled.fns]
+        for r in range(repeats):
+            for k, (fn, ctx) in enumerate(tasks):
+                if run(fn, ctx) < 0:
+                    self.failed[0] = k
+                    return r
+            if self.stop is not None and self.stop.data[()] != 0:
+                return r + 1
+        return repeats

@@ -1,0 +1,157 @@
+"""One step = engine launches on the system's fields, and many steps per native call.
+
+A step is: the integrator's kick and drift (or the scene's own step kernels) and the walls
+(`updates.py`), the forces (the energy kernels' primal and gradient launches that
+`DirectForces` resolved: ``U = 0, dU/dU = 1``, the energies, their gradients into x.grad),
+velocity Verlet's second kick, and a NaN watch that sets a flag. When every launch is a plain
+compiled simrun.lang kernel, the whole step is one `Chain` and ``advance(n)`` makes n steps
+in one native call, stopping after the first step whose state is not finite; otherwise (an
+energy that brings its own gradient, random numbers, a Tape or FwdMode around the step) the
+same launches run from Python, with ``System.forces`` between them.
+
+The state lives in the fields between calls: x, v, F = -x.grad and U. ``load``/``store``
+move a `State` in and out at chunk boundaries (frames, checkpoints, the adjoint's stored
+states).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from simrun.lang.api import runtime
+from simrun.lang.autodiff.tape import recording
+from simrun.lang.runtime.chain import Chain
+from simrun.scene.schema import Scene
+from simrun.stepper import updates
+from simrun.stepper.state import State
+from simrun.stepper.system import System
+
+
+def _compiled(kernel, args) -> tuple | None:
+    """(compiled variant, flat scalar arguments) of a launch a chain can make, else None."""
+    prepare = getattr(kernel, "prepare", None)
+    if prepare is None or getattr(kernel, "field_args", None) is None:
+        return None
+    compiled, flat, arrays = prepare(args, "primal")
+    if arrays or compiled.uses_random or compiled.ndarray_slots:
+        return None
+    return compiled, flat
+
+
+class FieldStepper:
+    """The step of a scene on its System's fields (see the module docstring)."""
+
+    def __init__(self, scene: Scene, system: System) -> None:
+        ti = system.ti
+        self.scene, self.system = scene, system
+        self.has_energy = bool(system.energy)
+        self.bad = ti.field(ti.i32, shape=())
+        dim, dt, damping = scene.particles.dim, scene.dt, scene.integrator.damping
+        self.box = ti.Vector.field(dim, dtype=system.fp, shape=2)
+        wall = updates.WALLS[scene.boundary.type]
+        if wall != updates.NO_WALL:
+            self.box.from_numpy(np.array([scene.boundary.low, scene.boundary.high],
+                                         dtype=system.np_dtype))
+        x, v, m = system.x, system.v, system.m
+        verlet = scene.step_kernels is None and scene.integrator.type == "velocity_verlet"
+        with updates.ieee():
+            if scene.step_kernels is not None:
+                pre = [(b.kernel, b.args) for b in system.step_kernels]
+                if wall != updates.NO_WALL:
+                    pre.append((updates.walls, (x, v, self.box, wall)))
+            else:
+                h = 0.5 * dt if verlet else dt
+                pre = [(updates.kick_drift, (x, v, m, self.box, h, dt, damping, wall))]
+            post = [(updates.kick, (x, v, m, 0.5 * dt, damping))] if verlet else []
+            post.append((updates.watch, (x, v, system.U, self.bad)))
+            self.pre = [self._launch(k, a) for k, a in pre]
+            self.post = [self._launch(k, a) for k, a in post]
+            self.clear = [self._launch(updates.zero, (g,)) for g in self._grads_to_clear()]
+            self.clear.append(self._launch(updates.reset_loss, (system.U,)))
+        self.forces = self._force_launches()
+        self.chain = None
+        if self.forces is not None and all(isinstance(s, tuple) for s in self.pre):
+            self.chain = Chain(runtime(), self.pre + self.clear + self.forces + self.post,
+                               stop=self.bad)
+
+    def _launch(self, kernel, args) -> tuple | Callable[[], None]:
+        found = _compiled(kernel, args)
+        return found if found is not None else (lambda: kernel(*args))
+
+    def _grads_to_clear(self) -> list:
+        system = self.system
+        if not self.has_energy:
+            return [system.x.grad]
+        return [g for g in system._energy_grads() if g is not system.U.grad]
+
+    def _force_launches(self) -> list | None:
+        """The energies' primal launches, then their gradients in reverse order: what the
+        Tape would make (DirectForces), or None when it would do more."""
+        system = self.system
+        if not self.has_energy:
+            return []
+        system.forces()  # resolves system._direct
+        direct = system._direct
+        if direct is None or direct.calls is None:
+            return None
+        primal = [(p, pflat) for _, p, pflat, _, _ in direct.calls]
+        grads = [(g, gflat) for _, _, _, g, gflat in reversed(direct.calls)]
+        return primal + grads
+
+    # ------------------------------------------------------------------ state
+    def load(self, state: State) -> None:
+        """Put a state into the fields (x, v, x.grad = -F, U)."""
+        system = self.system
+        system.set_state(state.x, state.v)
+        system.x.grad.data[...] = np.negative(state.f)
+        system.U.data[()] = state.potential
+
+    def store(self, state: State) -> None:
+        """Read the fields into `state` (new arrays: frames and stored states keep theirs)."""
+        system = self.system
+        state.x, state.v = system.get_state()
+        if self.has_energy:
+            state.f = np.negative(system.x.grad.data)
+            state.potential = float(system.U.data[()])
+        else:
+            state.f, state.potential = np.zeros_like(state.x), 0.0
+
+    # ------------------------------------------------------------------ steps
+    def advance(self, steps: int) -> int:
+        """Make up to `steps` steps on the fields; returns the steps made, fewer when the
+        state after the last one is not finite (NaN or Inf)."""
+        self.bad.data[()] = 0
+        for bound in self.system.energy:
+            bound.kernel.last_launch = None  # as the Tape's record leaves it
+        if self.chain is not None and not recording():
+            return self.chain.run(steps)
+        for done in range(1, steps + 1):
+            self._python_step()
+            if self.bad.data[()]:
+                return done
+        return steps
+
+    def not_finite(self) -> bool:
+        """Whether the NaN watch stopped the last ``advance`` (its last step is bad)."""
+        return bool(self.bad.data[()])
+
+    def _python_step(self) -> None:
+        for part in self.pre:
+            self._make(part)
+        if self.forces is not None and not recording():
+            for part in self.clear + self.forces:
+                self._make(part)
+        else:
+            self.system.forces()
+        for part in self.post:
+            self._make(part)
+
+    @staticmethod
+    def _make(part) -> None:
+        if callable(part):
+            part()
+        else:
+            compiled, flat = part
+            compiled.launch(flat)
