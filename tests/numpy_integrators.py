@@ -7,12 +7,12 @@ kept as the reference the field stepper is tested against: time integration in N
 from __future__ import annotations
 
 from collections.abc import Callable
+
 import numpy as np
 
 from simrun.scene.schema import Boundary, Scene
 from simrun.stepper.state import State
 from simrun.stepper.system import System
-
 
 StepFn = Callable[[State], None]
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from numpy_integrators import apply_boundary
 
 from simrun.outputs import read_energy_csv
 from simrun.scene import SceneError, load_scene
 from simrun.scene.load import display_path
 from simrun.scene.schema import Boundary
 from simrun.stepper import SimulationError, check_scene, run_scene
-from numpy_integrators import apply_boundary
 
 REPO = Path(__file__).resolve().parents[1]
 SCENES = REPO / "scenes"
