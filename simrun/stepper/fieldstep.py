@@ -47,6 +47,7 @@ class FieldStepper:
         ti = system.ti
         self.scene, self.system = scene, system
         self.has_energy = bool(system.energy)
+        self.direct = None
         self.bad = ti.field(ti.i32, shape=())
         dim, dt, damping = scene.particles.dim, scene.dt, scene.integrator.damping
         self.box = ti.Vector.field(dim, dtype=system.fp, shape=2)
@@ -96,6 +97,7 @@ class FieldStepper:
         direct = system._direct
         if direct is None or direct.calls is None:
             return None
+        self.direct = direct
         primal = [(p, pflat) for _, p, pflat, _, _ in direct.calls]
         grads = [(g, gflat) for _, _, _, g, gflat in reversed(direct.calls)]
         return primal + grads
@@ -125,6 +127,8 @@ class FieldStepper:
         self.bad.data[()] = 0
         for bound in self.system.energy:
             bound.kernel.last_launch = None  # as the Tape's record leaves it
+        if self.direct is not None:
+            self.direct.set_field_args()
         if self.chain is not None and not recording():
             return self.chain.run(steps)
         for done in range(1, steps + 1):

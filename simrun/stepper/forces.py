@@ -3,10 +3,11 @@
 ``System.forces`` runs the energy kernels under ``ti.ad.Tape(loss=U)``: each step, every
 launch re-derives its compiled variant from its arguments, the Tape records it and decides what
 to snapshot, then replays the gradient kernels. For energy kernels that read no field they
-write (U is only accumulated), use no random numbers, no ndarrays and no parameters bound as
-fields, the Tape snapshots nothing and replays exactly: primal launches in order, ``U.grad =
+write (U is only accumulated), use no random numbers and no ndarrays, the Tape snapshots nothing and replays exactly: primal launches in order, ``U.grad =
 1``, gradient launches in reverse order. ``DirectForces`` makes those same launches of the same
-compiled variants with the same arguments, so the bits are the Tape's.
+compiled variants with the same arguments, so the bits are the Tape's. Parameters a kernel
+reads from 0-D fields (`Kernel.with_field_args`, for their gradients) are written into those
+fields before every evaluation, as each launch through the kernel writes them.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ class DirectForces:
     def __init__(self, energy: list, loss) -> None:
         self.energy, self.loss = energy, loss
         self.args = [bound.args for bound in energy]
+        self.kernels = [bound.kernel for bound in energy]
+        self.field_values: list = []  # (0-D field, value) of parameters bound as fields
         self.calls = self._resolve()
 
     def _resolve(self) -> list | None:
@@ -27,7 +30,7 @@ class DirectForces:
         for bound in self.energy:
             kernel = bound.kernel
             prepare = getattr(kernel, "prepare", None)
-            if prepare is None or getattr(kernel, "field_args", None):
+            if prepare is None:
                 return None
             primal, pflat, parrays = prepare(bound.args, "primal")
             acc = access_of(primal)
@@ -38,15 +41,24 @@ class DirectForces:
             if garrays:
                 return None
             calls.append((kernel, primal, pflat, grad, gflat))
+            field_args = getattr(kernel, "field_args", {})
+            self.field_values += [(f, f.data[()].copy()) for f in field_args.values()]
         return calls
 
     def usable(self) -> bool:
         """True while the resolved launches are what the Tape would make now."""
         return (self.calls is not None and not recording() and len(self.energy) == len(self.args)
-                and all(b.args is a for b, a in zip(self.energy, self.args)))
+                and all(b.args is a and b.kernel is k
+                        for b, a, k in zip(self.energy, self.args, self.kernels)))
+
+    def set_field_args(self) -> None:
+        """The parameters bound as fields, as the kernels' launches write them."""
+        for f, value in self.field_values:
+            f.data[()] = value
 
     def run(self) -> None:
         """U and the gradients the energy kernels accumulate (cleared by the caller)."""
+        self.set_field_args()
         self.loss.fill(0)
         for kernel, primal, flat, _, _ in self.calls:
             kernel.last_launch = None  # as the Tape's record leaves it
