@@ -44,6 +44,7 @@ class DirectHVP:
     def __init__(self, system: System) -> None:
         self.system = system
         self.calls, touched = [], set()
+        self.energy_free = True  # the gradients read nothing the forward launches write
         for bound in system.energy:
             prepare = getattr(bound.kernel, "prepare", None)
             if prepare is None:
@@ -61,27 +62,40 @@ class DirectHVP:
             if garrays or grad.uses_random:
                 self.calls = None
                 return
-            touched |= acc.reads | acc.writes | access_of(grad).reads | access_of(grad).writes
+            gacc = access_of(grad)
+            touched |= acc.reads | acc.writes | gacc.reads | gacc.writes
+            self.energy_free &= not (gacc.reads & acc.writes)
             self.calls.append((primal, pflat, grad, gflat))
         primals = {getattr(f, "primal", None) or f for f in touched}
-        self.zero = [g.data for g in list(system._energy_grads()) + [system.m.grad]]
+        self.zero_fields = list(system._energy_grads()) + [system.m.grad]
         for p in primals:
             for f in (getattr(p, "dual", None), getattr(getattr(p, "grad", None), "dual", None)):
                 if f is not None and getattr(f, "data", None) is not None:
-                    self.zero.append(f.data)
+                    self.zero_fields.append(f)
+        self.zero_fields = [f for f in self.zero_fields if f is not system.U.grad]
 
     def usable(self) -> bool:
         return self.calls is not None and not recording()
 
-    def run(self, param, seed: np.ndarray) -> None:
-        """U, dU/d(fields) and their tangents along `seed` of the field `param`."""
+    def set_field_args(self) -> None:
+        """The parameters bound as fields, as each launch through the kernels writes them."""
+        if self.system._direct is not None:
+            self.system._direct.set_field_args()
+
+    def run(self, param, seed: np.ndarray, energy: bool = True) -> None:
+        """dU/d(fields) and their tangents along `seed` of the field `param`; with `energy`,
+        also U and its tangent (the forward launches; the gradients do not need them when
+        they read nothing those launches write)."""
         system = self.system
-        for data in self.zero:
-            data[...] = 0
+        self.set_field_args()
+        for f in self.zero_fields:
+            f.data[...] = 0
         param.dual.data[...] = np.asarray(seed, dtype=param.data.dtype).reshape(param.data.shape)
         system.U.data[()] = 0
-        for primal, flat, _, _ in self.calls:
-            primal.launch(flat)
+        system.U.grad.data[()] = 0
+        if energy or not self.energy_free:
+            for primal, flat, _, _ in self.calls:
+                primal.launch(flat)
         system.U.grad.data[()] = 1
         for _, _, grad, flat in reversed(self.calls):
             grad.launch(flat)
@@ -149,14 +163,18 @@ class DiffModel:
                              "the scene's objective and particles for this module.") from None
 
     # ------------------------------------------------------------------ forces
-    def _over_reverse(self, param, seed) -> None:
+    def direct_hvp(self) -> DirectHVP:
+        """The resolved forward-over-reverse launches (made on first use)."""
+        if self._hvp is None:
+            self._hvp = DirectHVP(self.system)
+        return self._hvp
+
+    def _over_reverse(self, param, seed, energy: bool = True) -> None:
         """U and dU/d(every field) at the current x, with their tangents along `seed` of the
         field `param` (forward mode over the reverse pass)."""
         system, ti = self.system, self.system.ti
-        if self._hvp is None:
-            self._hvp = DirectHVP(system)
-        if self._hvp.usable():
-            self._hvp.run(param, seed)
+        if self.direct_hvp().usable():
+            self._hvp.run(param, seed, energy)
             return
         grads = list(system._energy_grads()) + [system.m.grad]
         with ti.ad.FwdMode(loss=system.U, param=param,
@@ -174,7 +192,7 @@ class DiffModel:
         """dU/dx, H lambda and the parameter derivatives at x (one forward-over-reverse pass)."""
         system = self.system
         system.x.from_numpy(np.ascontiguousarray(x, dtype=system.np_dtype))
-        self._over_reverse(system.x, lam)
+        self._over_reverse(system.x, lam, energy=False)
         out = Second(system.x.grad.to_numpy().astype(float),
                      system.x.grad.dual.to_numpy().astype(float),
                      system.m.grad.to_numpy().astype(float),

@@ -18,7 +18,9 @@ import numpy as np
 
 from simrun.adjoint import schedule
 from simrun.adjoint.model import DiffModel
-from simrun.stepper.integrators import State, make_step
+from simrun.adjoint.reverse import NativeReverse
+from simrun.stepper.fieldstep import FieldStepper
+from simrun.stepper.integrators import State
 
 
 @dataclass
@@ -48,7 +50,7 @@ class Trajectory:
     def __init__(self, model: DiffModel, progress: Callable[[str, int, int], None] | None = None):
         self.model = model
         self.scene = scene = model.scene
-        self.step_fn = make_step(scene, model.system)
+        self.stepper = FieldStepper(scene, model.system)
         self.h, self.gamma = scene.dt, scene.integrator.damping
         self.m = np.asarray(model.system.masses, float)[:, None]
         self.at_mean = scene.objective.at == "mean"
@@ -63,9 +65,11 @@ class Trajectory:
         return State(0, x, v, f, potential)
 
     def advance(self, state: State, k: int) -> State:
-        nxt = _copy(state)
-        self.step_fn(nxt)
-        nxt.step = k + 1
+        """The state after step k (a new State; `state` is kept)."""
+        self.stepper.load(state)
+        self.stepper.advance(1)
+        nxt = State(k + 1, state.x, state.v, state.f, state.potential)
+        self.stepper.store(nxt)
         return nxt
 
     def _weight(self, k: int, steps: int) -> float:
@@ -127,6 +131,41 @@ class Trajectory:
         adj.dt += half * float(np.sum((f / m - g * v_in) * vbar))
         return (1.0 - half * h * g) * vbar
 
+    def _native_reverse(self) -> NativeReverse | None:
+        """The reverse step as one chain of launches, where every launch can be chained."""
+        model = self.model
+        if self.scene.step_kernels is not None:
+            return None
+        hvp = model.direct_hvp()
+        if not hvp.usable():
+            return None
+        native = NativeReverse(self, hvp)
+        return native if native.chain is not None else None
+
+    def _seed_native(self, native: NativeReverse | None, adj: Adjoint, state: State,
+                     w: float) -> None:
+        """_seed, with the adjoint moved out of and back into the native step's fields."""
+        if not w:
+            return
+        if native is None:
+            self._seed(adj, state, w)
+            return
+        native.pull(adj)
+        self._seed(adj, state, w)
+        native.push(adj)
+
+    def native_reverse_step(self, native: NativeReverse, adj: Adjoint, state: State,
+                            nxt: State, k: int, steps: int) -> None:
+        """reverse_step on the fields (adj is there between native.push and native.pull)."""
+        ok = native.step(state, nxt)
+        w = self._weight(k, steps)
+        if not ok or w:
+            native.pull(adj)
+            self._seed(adj, state, w)
+            self._check_finite(adj, k)
+            native.push(adj)
+        self.progress("reverse", steps - k, steps)
+
     def reverse_step(self, adj: Adjoint, state: State, nxt: State, k: int, steps: int) -> None:
         """adj holds dJ/d(state after step k), nxt; make it dJ/d(state before step k)."""
         verlet = self.scene.integrator.type == "velocity_verlet"
@@ -146,13 +185,16 @@ class Trajectory:
                                    half)
         adj.x = xbar
         self._seed(adj, state, self._weight(k, steps))
+        self._check_finite(adj, k)
+        self.progress("reverse", steps - k, steps)
+
+    def _check_finite(self, adj: Adjoint, k: int) -> None:
         for name, value in (("positions", adj.x), ("velocities", adj.v)):
             if not np.isfinite(value).all():
                 raise FloatingPointError(
                     f"the reverse sweep's adjoint of the {name} became NaN or Inf at step {k} "
                     f"(time {k * self.h:g}): the trajectory or its second derivatives "
                     "overflow there; shorten the horizon (--steps) or check the energy terms")
-        self.progress("reverse", steps - k, steps)
 
     def gradient(self, state0: State, steps: int, snapshots: int
                  ) -> tuple[float, Adjoint, schedule.Schedule]:
@@ -166,6 +208,9 @@ class Trajectory:
                       mass=np.zeros(n))
         reached, total = [0], [0.0]
         later: list = [None]  # (k, state before step k) of the last reversed step
+        native = self._native_reverse()
+        if native is not None:
+            native.push(adj)
 
         def advance(state: State, k: int) -> State:
             nxt = self.advance(state, k)
@@ -179,11 +224,16 @@ class Trajectory:
                 nxt = later[0][1]
             else:  # the last step: its end state is new, and the objective starts there
                 nxt = advance(state, k)
-                self._seed(adj, nxt, self._weight(steps, steps))
-            self.reverse_step(adj, state, nxt, k, steps)
+                self._seed_native(native, adj, nxt, self._weight(steps, steps))
+            if native is not None:
+                self.native_reverse_step(native, adj, state, nxt, k, steps)
+            else:
+                self.reverse_step(adj, state, nxt, k, steps)
             later[0] = (k, state)
 
         sched = schedule.reverse(state0, steps, snapshots, advance, on_reverse, _copy)
+        if native is not None:
+            native.pull(adj)
         self._through_forces(adj, state0.x, adj.pending)  # F at x0 (the first kick)
         adj.pending = np.zeros_like(adj.pending)
         return total[0], adj, sched
