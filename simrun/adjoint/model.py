@@ -17,6 +17,7 @@ from simrun.stepper.binding import (
     find_kernel,
     load_module,
 )
+from simrun.stepper.fieldstep import FieldStepper
 from simrun.stepper.system import System
 
 
@@ -109,6 +110,10 @@ class DiffModel:
                  objective_keys: dict[str, str], threads: int | None = None) -> None:
         self.scene = scene
         self.system = system = System(scene, x0, threads)
+        # the trajectory's steps, compiled before the masses get gradients and the parameters
+        # become fields: their forces then accumulate nothing the sweeps never read (dU/dm,
+        # dU/dp at every pair), so a step costs what `run`'s does
+        self.stepper = FieldStepper(scene, system)
         for f in (system.x, system.U, system.m):
             f._make_dual()
         for f in (system.m, system.v):
@@ -127,6 +132,7 @@ class DiffModel:
                 if j == i:
                     self.param_fields[key] = twin.field_args[name]
         system._grads = None  # the twins read other fields: find them again
+        system._direct = None  # and force evaluations outside the stepper launch the twins
         self._hvp: DirectHVP | None = None
         self.objective_fields: dict[str, object] = {}
         self.loss = None

@@ -66,13 +66,24 @@ class Schedule:
 
 def reverse(state0: Any, steps: int, snapshots: int, advance: Callable[[Any, int], Any],
             reverse_step: Callable[[Any, int], None], copy: Callable[[Any], Any] = lambda s: s,
-            ) -> Schedule:
+            advance_many: Callable[[Any, int, int], Any] | None = None) -> Schedule:
     """Call reverse_step(state_k, k) for k = steps-1 .. 0, each with the state before step k.
 
-    advance(state, k) returns the state after step k (a new object); copy(state) stores one.
-    At most `snapshots` states are stored besides state0 (state0 is the caller's). The
-    recursion runs on an explicit stack: storing every state of a long run is deep."""
+    advance(state, k) returns the state after step k (a new object); copy(state) stores one;
+    advance_many(state, a, b), if given, the state after steps a .. b-1 at once (the same as
+    advancing one by one: a stepper that makes many steps per call). At most `snapshots`
+    states are stored besides state0 (state0 is the caller's). The recursion runs on an
+    explicit stack: storing every state of a long run is deep."""
     sched = Schedule(steps, snapshots)
+
+    def run(st: Any, a: int, b: int) -> Any:
+        sched.advances += b - a
+        if advance_many is not None and b - a > 1:
+            return advance_many(st, a, b)
+        for k in range(a, b):
+            st = advance(st, k)
+        return st
+
     alive = 0
     # (state before step a, a, b, free snapshots, whether this frame's state is a stored copy)
     stack = [(state0, 0, steps, min(snapshots, max(steps - 1, 0)), False)]
@@ -80,18 +91,11 @@ def reverse(state0: Any, steps: int, snapshots: int, advance: Callable[[Any, int
         state, a, b, s, owned = stack.pop()
         if b - a <= 1 or s == 0:
             for j in reversed(range(a, b)):  # with no room left: recompute from a for each
-                st = state
-                for k in range(a, j):
-                    st = advance(st, k)
-                    sched.advances += 1
-                reverse_step(st, j)
+                reverse_step(run(state, a, j), j)
             alive -= owned
             continue
         m = a + _split(b - a, s)
-        st = state
-        for k in range(a, m):
-            st = advance(st, k)
-            sched.advances += 1
+        st = run(state, a, m)
         stack.append((state, a, m, s, owned))  # after [m, b), with the same state
         stack.append((copy(st), m, b, s - 1, True))
         alive += 1

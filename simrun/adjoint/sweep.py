@@ -19,7 +19,6 @@ import numpy as np
 from simrun.adjoint import schedule
 from simrun.adjoint.model import DiffModel
 from simrun.adjoint.reverse import NativeReverse
-from simrun.stepper.fieldstep import FieldStepper
 from simrun.stepper.integrators import State
 
 
@@ -50,7 +49,7 @@ class Trajectory:
     def __init__(self, model: DiffModel, progress: Callable[[str, int, int], None] | None = None):
         self.model = model
         self.scene = scene = model.scene
-        self.stepper = FieldStepper(scene, model.system)
+        self.stepper = model.stepper
         self.h, self.gamma = scene.dt, scene.integrator.damping
         self.m = np.asarray(model.system.masses, float)[:, None]
         self.at_mean = scene.objective.at == "mean"
@@ -64,11 +63,13 @@ class Trajectory:
         potential, f = system.forces()
         return State(0, x, v, f, potential)
 
-    def advance(self, state: State, k: int) -> State:
-        """The state after step k (a new State; `state` is kept)."""
+    def advance(self, state: State, k: int, count: int = 1) -> State:
+        """The state after steps k .. k+count-1 (a new State; `state` is kept)."""
         self.stepper.load(state)
-        self.stepper.advance(1)
-        nxt = State(k + 1, state.x, state.v, state.f, state.potential)
+        done = 0
+        while done < count:  # the NaN watch stops a chain early: go on as the steps would
+            done += self.stepper.advance(count - done)
+        nxt = State(k + count, state.x, state.v, state.f, state.potential)
         self.stepper.store(nxt)
         return nxt
 
@@ -219,6 +220,22 @@ class Trajectory:
                 self._accumulate(total, nxt, steps)
             return nxt
 
+        def advance_many(state: State, a: int, b: int) -> State:
+            """Steps a .. b-1 in one native call where no state between needs the objective
+            (at: end) and the stepper chains its launches; else one by one."""
+            if self.at_mean or self.stepper.chain is None:
+                for k in range(a, b):
+                    state = advance(state, k)
+                return state
+            nxt = self.advance(state, a, b - a)
+            if b > reached[0]:
+                reached[0] = b
+                if b == steps:
+                    self._accumulate(total, nxt, steps)
+                else:
+                    self.progress("forward", b, steps)
+            return nxt
+
         def on_reverse(state: State, k: int) -> None:
             if later[0] is not None and later[0][0] == k + 1:
                 nxt = later[0][1]
@@ -231,7 +248,8 @@ class Trajectory:
                 self.reverse_step(adj, state, nxt, k, steps)
             later[0] = (k, state)
 
-        sched = schedule.reverse(state0, steps, snapshots, advance, on_reverse, _copy)
+        sched = schedule.reverse(state0, steps, snapshots, advance, on_reverse, _copy,
+                                 advance_many)
         if native is not None:
             native.pull(adj)
         self._through_forces(adj, state0.x, adj.pending)  # F at x0 (the first kick)

@@ -57,21 +57,22 @@ class FieldStepper:
                                          dtype=system.np_dtype))
         x, v, m = system.x, system.v, system.m
         verlet = scene.step_kernels is None and scene.integrator.type == "velocity_verlet"
-        with updates.ieee():
+        self.forces = self._force_launches()  # compiles the energies as `run` always has
+        to_clear = self._grads_to_clear()
+        self.pre = [self._launch(b.kernel, b.args) for b in system.step_kernels]
+        with updates.ieee():  # only the updates: IEEE rounding like the NumPy they replace
             if scene.step_kernels is not None:
-                pre = [(b.kernel, b.args) for b in system.step_kernels]
                 if wall != updates.NO_WALL:
-                    pre.append((updates.walls, (x, v, self.box, wall)))
+                    self.pre.append(self._launch(updates.walls, (x, v, self.box, wall)))
             else:
                 h = 0.5 * dt if verlet else dt
-                pre = [(updates.kick_drift, (x, v, m, self.box, h, dt, damping, wall))]
+                self.pre.append(self._launch(updates.kick_drift,
+                                             (x, v, m, self.box, h, dt, damping, wall)))
             post = [(updates.kick, (x, v, m, 0.5 * dt, damping))] if verlet else []
             post.append((updates.watch, (x, v, system.U, self.bad)))
-            self.pre = [self._launch(k, a) for k, a in pre]
             self.post = [self._launch(k, a) for k, a in post]
-            self.clear = [self._launch(updates.zero, (g,)) for g in self._grads_to_clear()]
+            self.clear = [self._launch(updates.zero, (g,)) for g in to_clear]
             self.clear.append(self._launch(updates.reset_loss, (system.U,)))
-        self.forces = self._force_launches()
         self.chain = None
         if self.forces is not None and all(isinstance(s, tuple) for s in self.pre):
             self.chain = Chain(runtime(), self.pre + self.clear + self.forces + self.post,
