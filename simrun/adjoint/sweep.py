@@ -55,6 +55,7 @@ class Trajectory:
         self.at_mean = scene.objective.at == "mean"
         self.progress = progress or (lambda *_: None)
         self.need_energy_grads = False  # dU/dm, dU/dp at seeded states (potential objectives)
+        self.use_native = True  # the reverse step as one chain of launches where it can be
 
     def start(self, x0: np.ndarray, v0: np.ndarray) -> State:
         system = self.model.system
@@ -135,7 +136,7 @@ class Trajectory:
     def _native_reverse(self) -> NativeReverse | None:
         """The reverse step as one chain of launches, where every launch can be chained."""
         model = self.model
-        if self.scene.step_kernels is not None:
+        if self.scene.step_kernels is not None or not self.use_native:
             return None
         hvp = model.direct_hvp()
         if not hvp.usable():

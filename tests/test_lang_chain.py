@@ -1,0 +1,70 @@
+"""runtime/chain.py: a sequence of compiled launches repeated in one native call makes the
+same launches as Python would, stops on its watch word, and reports a task's error."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import simrun.lang as ti
+from simrun.lang.api import runtime
+from simrun.lang.runtime.chain import Chain
+
+
+@ti.kernel
+def axpy(x: ti.template(), y: ti.template(), a: float):
+    for i in x:
+        y[i] = a * y[i] + x[i]
+
+
+@ti.kernel
+def flag_above(y: ti.template(), flag: ti.template(), limit: float):
+    for i in y:
+        if y[i] > limit:
+            flag[None] = 1
+
+
+@ti.kernel
+def read_at(y: ti.template(), k: ti.i32) -> ti.f64:
+    return y[k]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_chain_makes_the_same_launches_as_python(threads):
+    ti.init(arch=ti.cpu, default_fp=ti.f64, cpu_max_num_threads=threads)
+    n = 100_000  # large enough to split over the threads
+    x, y = ti.field(ti.f64, shape=n), ti.field(ti.f64, shape=n)
+    x.from_numpy(np.linspace(-1, 1, n))
+    y.from_numpy(np.cos(np.arange(n)))
+    start = y.to_numpy()
+    for _ in range(25):
+        axpy(x, y, 0.75)
+    expected = y.to_numpy()
+    y.from_numpy(start)
+    compiled, flat, _ = axpy.prepare((x, y, 0.75), "primal")
+    version = y.version
+    assert Chain(runtime(), [(compiled, flat)]).run(25) == 25
+    np.testing.assert_array_equal(y.to_numpy(), expected)
+    assert y.version > version  # readers see that the field changed
+
+
+def test_chain_stops_after_the_repetition_that_sets_the_watch_word():
+    ti.init(arch=ti.cpu, default_fp=ti.f64, cpu_max_num_threads=1)
+    x, y = ti.field(ti.f64, shape=4), ti.field(ti.f64, shape=4)
+    flag = ti.field(ti.i32, shape=())
+    x.fill(1.0)
+    launches = [axpy.prepare((x, y, 1.0), "primal")[:2],
+                flag_above.prepare((y, flag, 6.5), "primal")[:2]]
+    chain = Chain(runtime(), launches, stop=flag)
+    assert chain.run(100) == 7  # y = 7 after the 7th repetition
+    assert y.to_numpy().tolist() == [7.0] * 4 and flag[None] == 1
+    with pytest.raises(ValueError, match="0-D ti.i32"):
+        Chain(runtime(), launches, stop=y)
+
+
+def test_chain_raises_a_task_error_as_the_launch_would():
+    ti.init(arch=ti.cpu, default_fp=ti.f64, cpu_max_num_threads=1, debug=True)
+    y = ti.field(ti.f64, shape=4)
+    compiled, flat, _ = read_at.prepare((y, 9), "primal")
+    with pytest.raises(IndexError, match="out of range"):
+        Chain(runtime(), [(compiled, flat)]).run(3)
