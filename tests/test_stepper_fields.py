@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from numpy_integrators import make_step as numpy_step
+
 from simrun.scene import initial_state, load_scene
 from simrun.stepper.fieldstep import FieldStepper
 from simrun.stepper.run import next_event, prepare

@@ -46,6 +46,8 @@ def _copy(state: State) -> State:
 class Trajectory:
     """Steps, objective and reverse sweep of one scene on a DiffModel."""
 
+    use_native = True  # the reverse step as one chain of launches where it can be (tests: off)
+
     def __init__(self, model: DiffModel, progress: Callable[[str, int, int], None] | None = None):
         self.model = model
         self.scene = scene = model.scene
@@ -55,7 +57,6 @@ class Trajectory:
         self.at_mean = scene.objective.at == "mean"
         self.progress = progress or (lambda *_: None)
         self.need_energy_grads = False  # dU/dm, dU/dp at seeded states (potential objectives)
-        self.use_native = True  # the reverse step as one chain of launches where it can be
 
     def start(self, x0: np.ndarray, v0: np.ndarray) -> State:
         system = self.model.system
