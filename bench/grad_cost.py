@@ -4,6 +4,11 @@ Each job runs in its own process (peak RSS is per process), on the same scene: 6
 gravity bodies in 2-D, f64, velocity Verlet. Usage:
 
     python bench/grad_cost.py --steps 40000 --checkpoints 20 --threads 1
+    python bench/grad_cost.py --steps 160000 --memory 64   # checkpoints that fit 64 MiB
+
+Besides time and peak RSS it prints what the binomial schedule's formula says the run must
+recompute and store (`schedule.forward_steps`, snapshots x the bytes of one state), beside
+what the gradient reports it did.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import textwrap
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+STATE_BYTES = 3 * 64 * 2 * 8  # x, v and F of 64 bodies in 2-D, f64
 
 SCENE = """version: 1
 name: grad_cost
@@ -38,8 +44,10 @@ CHILD = textwrap.dedent("""
     import json, resource, sys, time
     from pathlib import Path
     from simrun.scene import load_scene
-    job, scene_path, out, threads, checkpoints = sys.argv[1:6]
+    job, scene_path, out, threads, checkpoints, memory = sys.argv[1:7]
     threads = int(threads)
+    checkpoints = int(checkpoints) if int(checkpoints) >= 0 else None
+    memory = int(memory) * 2**20 if int(memory) > 0 else None
     scene = load_scene(scene_path, allow_outside=True)
     t0 = time.perf_counter()
     if job == "run":
@@ -49,8 +57,9 @@ CHILD = textwrap.dedent("""
     else:
         from simrun.adjoint.job import scene_gradient
         r = scene_gradient(scene, ["state.x0", "energy.0.params.softening"],
-                           checkpoints=int(checkpoints), threads=threads)
+                           checkpoints=checkpoints, memory=memory, threads=threads)
         extra = {"advances": r.advances, "stored_bytes": r.stored_bytes,
+                 "snapshots": r.snapshots, "recompute_factor": r.recompute_factor,
                  "setup_s": r.seconds["setup"], "sweeps_s": r.seconds["sweeps"]}
     wall = time.perf_counter() - t0
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -58,16 +67,22 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def measure(job: str, scene: Path, out: Path, threads: int, checkpoints: int) -> dict:
+def measure(job: str, scene: Path, out: Path, threads: int, checkpoints: int,
+            memory_mib: int = 0) -> dict:
     done = subprocess.run([sys.executable, "-c", CHILD, job, str(scene), str(out), str(threads),
-                           str(checkpoints)], capture_output=True, text=True, check=True)
+                           str(checkpoints), str(memory_mib)], capture_output=True, text=True,
+                          check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
+    from simrun.adjoint import schedule
+
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", type=int, default=40000)
     parser.add_argument("--checkpoints", type=int, default=20)
+    parser.add_argument("--memory", type=int, default=0,
+                        help="MiB for stored states (replaces --checkpoints)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
@@ -78,15 +93,19 @@ def main() -> None:
         for r in range(args.rounds):
             run = measure("run", scene, Path(tmp) / f"run{r}", args.threads, 0)
             grad = measure("grad", scene, Path(tmp) / f"grad{r}", args.threads,
-                           args.checkpoints)
-            print(f"steps {args.steps}, checkpoints {args.checkpoints}, threads {args.threads}: "
+                           -1 if args.memory else args.checkpoints, args.memory)
+            snaps = grad["snapshots"]
+            print(f"steps {args.steps}, checkpoints {snaps}, threads {args.threads}: "
                   f"run {run['wall_s']:.2f} s, {run['peak_rss'] / 2**20:.0f} MiB; "
                   f"grad {grad['wall_s']:.2f} s (setup {grad['setup_s']:.2f}, sweeps "
                   f"{grad['sweeps_s']:.2f}), {grad['peak_rss'] / 2**20:.0f} MiB; "
                   f"grad/run {grad['wall_s'] / run['wall_s']:.2f}x time, "
                   f"+{(grad['peak_rss'] - run['peak_rss']) / 2**20:.0f} MiB; "
-                  f"{grad['advances']} steps recomputed, "
-                  f"{grad['stored_bytes'] / 1024:.0f} KiB of stored states")
+                  f"{grad['advances']} steps recomputed (formula "
+                  f"{schedule.forward_steps(args.steps, snaps)}, factor "
+                  f"{grad['recompute_factor']:.2f}), {grad['stored_bytes']} bytes of stored "
+                  f"states (formula {snaps} x {STATE_BYTES} = {snaps * STATE_BYTES})",
+                  flush=True)
 
 
 if __name__ == "__main__":

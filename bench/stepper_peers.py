@@ -189,7 +189,7 @@ def bodies64(rounds: int, steps: int, checkpoints: int, threads: int, tmp: Path,
             for tag, tree in trees:
                 jobs.append((f"simrun {job}{tag}", lambda job=job, tag=tag, tree=tree, r=r: child(
                     CHILD, job, str(scene_path), str(tmp / f"{job}{tag}{r}"), str(threads),
-                    str(checkpoints), env=base_env(tree))))
+                    str(checkpoints), "0", env=base_env(tree))))
         for job in ("forward", "grad"):
             jobs.append((f"jax {job}", lambda job=job: child(
                 JAX64, job, str(steps), str(checkpoints), str(tmp / "x0.npy"), env=jax_env())))

@@ -68,11 +68,13 @@ class Trajectory:
     def advance(self, state: State, k: int, count: int = 1) -> State:
         """The state after steps k .. k+count-1 (a new State; `state` is kept)."""
         self.stepper.load(state)
-        done = 0
+        done, potential = 0, self.model.uses_potential()
         while done < count:  # the NaN watch stops a chain early: go on as the steps would
-            done += self.stepper.advance(count - done)
+            done += self.stepper.advance(count - done, potential)
         nxt = State(k + count, state.x, state.v, state.f, state.potential)
         self.stepper.store(nxt)
+        if not potential and self.stepper.forces_only is not None:
+            nxt.potential = float("nan")  # not computed: the objective does not read it
         return nxt
 
     def _weight(self, k: int, steps: int) -> float:

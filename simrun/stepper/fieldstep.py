@@ -21,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 
 from simrun.lang.api import runtime
-from simrun.lang.autodiff.tape import recording
+from simrun.lang.autodiff.tape import access_of, recording
 from simrun.lang.runtime.chain import Chain
 from simrun.scene.schema import Scene
 from simrun.stepper import updates
@@ -73,10 +73,14 @@ class FieldStepper:
             self.post = [self._launch(k, a) for k, a in post]
             self.clear = [self._launch(updates.zero, (g,)) for g in to_clear]
             self.clear.append(self._launch(updates.reset_loss, (system.U,)))
-        self.chain = None
+        self.chain = self.forces_only = None
         if self.forces is not None and all(isinstance(s, tuple) for s in self.pre):
             self.chain = Chain(runtime(), self.pre + self.clear + self.forces + self.post,
                                stop=self.bad)
+            gradients = self._gradients_alone()
+            if gradients is not None:
+                self.forces_only = Chain(runtime(), self.pre + self.clear + gradients +
+                                         self.post, stop=self.bad)
 
     def _launch(self, kernel, args) -> tuple | Callable[[], None]:
         found = _compiled(kernel, args)
@@ -103,6 +107,16 @@ class FieldStepper:
         grads = [(g, gflat) for _, _, _, g, gflat in reversed(direct.calls)]
         return primal + grads
 
+    def _gradients_alone(self) -> list | None:
+        """The gradient launches alone, when none reads what the energies' forward launches
+        write (U): F without U, for steps whose potential nobody reads."""
+        if not self.has_energy:
+            return None
+        written = set().union(*(access_of(p).writes for _, p, _, _, _ in self.direct.calls))
+        if any(access_of(g).reads & written for _, _, _, g, _ in self.direct.calls):
+            return None
+        return [(g, gflat) for _, _, _, g, gflat in reversed(self.direct.calls)]
+
     # ------------------------------------------------------------------ state
     def load(self, state: State) -> None:
         """Put a state into the fields (x, v, x.grad = -F, U)."""
@@ -122,15 +136,18 @@ class FieldStepper:
             state.f, state.potential = np.zeros_like(state.x), 0.0
 
     # ------------------------------------------------------------------ steps
-    def advance(self, steps: int) -> int:
+    def advance(self, steps: int, potential: bool = True) -> int:
         """Make up to `steps` steps on the fields; returns the steps made, fewer when the
-        state after the last one is not finite (NaN or Inf)."""
+        state after the last one is not finite (NaN or Inf). Without `potential`, U may be
+        left as it was (where the forces do not need it): the caller must not read it."""
         self.bad.data[()] = 0
         for bound in self.system.energy:
             bound.kernel.last_launch = None  # as the Tape's record leaves it
         if self.direct is not None:
             self.direct.set_field_args()
         if self.chain is not None and not recording():
+            if not potential and self.forces_only is not None:
+                return self.forces_only.run(steps)
             return self.chain.run(steps)
         for done in range(1, steps + 1):
             self._python_step()
