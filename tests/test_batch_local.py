@@ -110,7 +110,8 @@ def test_an_interrupted_job_resumes_from_its_saved_state(tmp_path):
     from simrun.batch.plan import make_plan, make_points
     from simrun.batch.task import execute, write_record
 
-    scene = scene_copy(tmp_path, steps=200000)  # long enough not to end before the signal
+    # long enough not to end before the signal: the chained stepper makes 1-5 us steps
+    scene = scene_copy(tmp_path, steps=5_000_000)
     plan = make_plan(scene, make_points(["dt=1e-6"], None, None, None), job="run", sets=[],
                      options={"no_render": True}, out_dir=tmp_path / "b", allow_outside=False)
     spec = plan.specs[0]
@@ -131,7 +132,7 @@ def test_an_interrupted_job_resumes_from_its_saved_state(tmp_path):
     record = execute(spec)
     assert record["status"] == "done" and record["resumed"] and record["attempts"] == 2
     info = json.loads((spec.folder / "run.json").read_text())
-    assert info["status"] == "ok" and info["saved_step"] == 200000
+    assert info["status"] == "ok" and info["saved_step"] == 5_000_000
     assert info.get("resumed_from_step", 0) > 0
 
 

@@ -31,8 +31,8 @@ from simrun.stepper.system import System
 
 def _compiled(kernel, args) -> tuple | None:
     """(compiled variant, flat scalar arguments) of a launch a chain can make, else None."""
-    prepare = getattr(kernel, "prepare", None)
-    if prepare is None or getattr(kernel, "field_args", None) is None:
+    prepare = getattr(kernel, "prepare", None)  # simrun.lang kernels (not grad_replaced ones)
+    if prepare is None:
         return None
     compiled, flat, arrays = prepare(args, "primal")
     if arrays or compiled.uses_random or compiled.ndarray_slots:
