@@ -38,6 +38,10 @@ class GradResult:
     horizon: dict[str, list] = field(default_factory=dict)  # forward: (step, J(t), dJ(t))
 
 
+STATE_OVERHEAD = 1024  # a stored state's Python objects: the State, three array headers, its
+#                        entry on the schedule's stack (~800 bytes measured, bench/README.md)
+
+
 def _state_bytes(scene: Scene) -> int:
     p = scene.particles
     return 3 * p.count * p.dim * (4 if scene.precision == "f32" else 8)  # x, v, F
@@ -49,7 +53,7 @@ def snapshots_for(scene: Scene, steps: int, checkpoints: int | None, memory: int
     if checkpoints is None:
         if memory is None:
             memory = _available_memory() // 4
-        checkpoints = max(memory // _state_bytes(scene), 0)
+        checkpoints = max(memory // (_state_bytes(scene) + STATE_OVERHEAD), 0)
     return int(min(checkpoints, max(steps - 1, 0)))
 
 
