@@ -29,9 +29,11 @@ def read_at(y: ti.template(), k: ti.i32) -> ti.f64:
     return y[k]
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_chain_makes_the_same_launches_as_python(threads):
+@pytest.mark.parametrize("threads,pool", [(1, "native"), (2, "native"), (2, "python")])
+def test_chain_makes_the_same_launches_as_python(threads, pool, monkeypatch):
+    monkeypatch.setenv("SIMRUN_POOL", pool)  # python: the fallback pool, a loop in Python
     ti.init(arch=ti.cpu, default_fp=ti.f64, cpu_max_num_threads=threads)
+    assert runtime().native == (pool == "native")
     n = 100_000  # large enough to split over the threads
     x, y = ti.field(ti.f64, shape=n), ti.field(ti.f64, shape=n)
     x.from_numpy(np.linspace(-1, 1, n))

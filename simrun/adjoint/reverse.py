@@ -18,7 +18,7 @@ import simrun.lang as ti
 from simrun.lang.api import runtime
 from simrun.lang.runtime.chain import Chain
 from simrun.stepper import updates
-from simrun.stepper.fieldstep import _compiled
+from simrun.stepper.fieldstep import chainable
 from simrun.stepper.state import State
 
 DT, DAMPING = 0, 1  # slots of the scalar adjoints
@@ -158,8 +158,8 @@ class NativeReverse:
                                             self.am, self.scal, self.sign, self.box,
                                             half * h, h, g, h, half, g, verlet, wall)),
                       (adjoint_watch, (self.ax, self.av, self.bad))]
-            resolved = [_compiled(k, a) for k, a in launches] + hvp_launches + \
-                [_compiled(k, a) for k, a in after]
+            resolved = [chainable(k, a) for k, a in launches] + hvp_launches + \
+                [chainable(k, a) for k, a in after]
         self.chain = Chain(runtime(), resolved) if all(resolved) else None
         self.hvp = hvp
 

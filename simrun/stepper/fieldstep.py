@@ -29,7 +29,7 @@ from simrun.stepper.state import State
 from simrun.stepper.system import System
 
 
-def _compiled(kernel, args) -> tuple | None:
+def chainable(kernel, args) -> tuple | None:
     """(compiled variant, flat scalar arguments) of a launch a chain can make, else None."""
     prepare = getattr(kernel, "prepare", None)  # simrun.lang kernels (not grad_replaced ones)
     if prepare is None:
@@ -83,7 +83,7 @@ class FieldStepper:
                                          self.post, stop=self.bad)
 
     def _launch(self, kernel, args) -> tuple | Callable[[], None]:
-        found = _compiled(kernel, args)
+        found = chainable(kernel, args)
         return found if found is not None else (lambda: kernel(*args))
 
     def _grads_to_clear(self) -> list:
