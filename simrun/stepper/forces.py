@@ -3,8 +3,9 @@
 ``System.forces`` runs the energy kernels under ``ti.ad.Tape(loss=U)``: each step, every
 launch re-derives its compiled variant from its arguments, the Tape records it and decides what
 to snapshot, then replays the gradient kernels. For energy kernels that read no field they
-write (U is only accumulated), use no random numbers and no ndarrays, the Tape snapshots nothing and replays exactly: primal launches in order, ``U.grad =
-1``, gradient launches in reverse order. ``DirectForces`` makes those same launches of the same
+write (U is only accumulated) and use no random numbers and no ndarrays, the Tape snapshots
+nothing and replays exactly: primal launches in order, ``U.grad = 1``, gradient launches in
+reverse order. ``DirectForces`` makes those same launches of the same
 compiled variants with the same arguments, so the bits are the Tape's. Parameters a kernel
 reads from 0-D fields (`Kernel.with_field_args`, for their gradients) are written into those
 fields before every evaluation, as each launch through the kernel writes them.
