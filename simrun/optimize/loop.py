@@ -20,6 +20,7 @@ from simrun.adjoint.job import scene_gradient
 from simrun.optimize.optimizers import SGD, Adam, clip_norm, project
 from simrun.optimize.params import Layout
 from simrun.optimize.record import Journal, Record
+from simrun.optimize.schedules import learning_rate
 from simrun.scene import Scene, SceneError
 
 # (iteration, iterations, loss, gradient norm) after each iteration
@@ -152,15 +153,16 @@ class _Run:
 
     def first_order(self, vector: np.ndarray) -> str:
         opt = self.opt
-        method = Adam(opt.lr, opt.betas) if opt.optimizer == "adam" else \
-            SGD(opt.lr, opt.momentum, opt.nesterov)
+        method = Adam(opt.lr, opt.betas, opt.weight_decay) if opt.optimizer == "adam" else \
+            SGD(opt.lr, opt.momentum, opt.nesterov, opt.weight_decay)
         low, high = self.layout.bounds()
         for it in range(self.iterations + 1):
             loss, grad, wall = self.evaluate(vector)
             if self._accept(it, vector, loss, grad, wall):
                 return "converged"
             if it < self.iterations:
-                vector = project(method.step(vector, clip_norm(grad, opt.clip)), low, high)
+                lr = learning_rate(opt.lr, opt.schedule, it, self.iterations)
+                vector = project(method.step(vector, clip_norm(grad, opt.clip), lr), low, high)
         return "done"
 
     def lbfgs(self, vector: np.ndarray) -> str:

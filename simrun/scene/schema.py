@@ -75,6 +75,30 @@ class Objective:
 
 
 OPTIMIZERS = ("adam", "sgd", "lbfgs")
+SCHEDULES = ("constant", "cosine", "step", "exponential")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How the learning rate changes over a training (simrun.optimize.schedules)."""
+
+    type: str = "constant"  # constant | cosine | step | exponential
+    warmup: int = 0  # steps of linear warm-up before the decay
+    min_lr: float = 0.0  # cosine: the rate it ends at
+    every: int = 1  # step: decay every this many steps
+    gamma: float = 0.5  # step, exponential: the decay factor
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"type": self.type}
+        if self.warmup:
+            data["warmup"] = self.warmup
+        if self.type == "cosine":
+            data["min_lr"] = self.min_lr
+        if self.type == "step":
+            data["every"] = self.every
+        if self.type in ("step", "exponential"):
+            data["gamma"] = self.gamma
+        return data
 
 
 @dataclass(frozen=True)
@@ -93,13 +117,16 @@ class Optimize:
     betas: tuple[float, float] = (0.9, 0.999)  # adam
     momentum: float = 0.0  # sgd
     nesterov: bool = False  # sgd
+    schedule: Schedule = field(default_factory=Schedule)  # adam, sgd
+    weight_decay: float = 0.0  # adam: decoupled (AdamW); sgd: L2 added to the gradient
     where: dict[str, str] = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"parameters": list(self.parameters),
                                 "optimizer": self.optimizer, "iterations": self.iterations}
         if self.optimizer != "lbfgs":
-            data["lr"] = self.lr
+            data.update(lr=self.lr, schedule=self.schedule.to_dict(),
+                        weight_decay=self.weight_decay)
         if self.clip is not None:
             data["clip"] = self.clip
         if self.bounds:
