@@ -57,6 +57,9 @@ def parse_key(scene: Scene, text: str) -> Key:
         raise SceneError(f"--wrt {text}: this scene integrates itself with step_kernels, which "
                          "`simrun grad` cannot differentiate yet; use a scene with 'energy' "
                          "terms and an 'integrator'.")
+    if scene.controller is not None:
+        raise SceneError(f"--wrt {text}: this scene has a 'controller', whose kernels "
+                         "`simrun grad` cannot differentiate yet; it runs with `simrun run`.")
     if scene.objective is None:
         raise SceneError(f"{scene.source}: the scene has no 'objective', so there is nothing to "
                          "differentiate. Add e.g. 'objective: {builtin: kinetic, at: end}'.")

@@ -137,8 +137,9 @@ def _relocated(data: dict, copies: dict[str, str]) -> dict:
 
     for term in data.get("energy", []):
         term["kernel"] = move(term["kernel"])
-    if "step_kernels" in data:
-        data["step_kernels"]["kernels"] = [move(k) for k in data["step_kernels"]["kernels"]]
+    for section in ("step_kernels", "controller"):
+        if section in data:
+            data[section]["kernels"] = [move(k) for k in data[section]["kernels"]]
     if "kernel" in data.get("objective", {}):
         data["objective"]["kernel"] = move(data["objective"]["kernel"])
     return data

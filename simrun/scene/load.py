@@ -41,7 +41,7 @@ from simrun.scene.yamlio import read_node
 MAX_NAME = 100  # characters; file systems allow 255 in a folder name
 
 TOP_KEYS = ("version", "name", "description", "precision", "seed", "particles", "initial",
-            "energy", "topology", "integrator", "step_kernels", "dt", "steps", "boundary",
+            "energy", "topology", "integrator", "step_kernels", "controller", "dt", "steps", "boundary",
             "outputs", "objective", "optimize")
 
 
@@ -187,10 +187,12 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
     init = load_state.initial(r.get("initial"), particles, path.parent)
     energy = load_terms.energy_terms(r.get("energy"), path.parent)
     stepk = load_terms.step_kernels(r.get("step_kernels"), path.parent)
+    control = load_terms.step_kernels(r.get("controller"), path.parent, "controller")
     objective = load_terms.objective(r.get("objective"), path.parent)
     if not allow_outside:
         load_terms.refuse_outside(path.parent, [t.kernel for t in energy]
                                   + list(stepk.kernels if stepk else ())
+                                  + list(control.kernels if control else ())
                                   + ([objective.kernel] if objective and objective.kernel
                                      else []))
     if stepk is not None and r.get("integrator") is not None:
@@ -210,7 +212,7 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
         integrator=_integrator(r.get("integrator")), dt=dt, steps=steps,
         boundary=_boundary(r.get("boundary"), particles.dim),
         outputs=_outputs(r.get("outputs"), steps_node, steps, particles, precision),
-        step_kernels=stepk, objective=objective,
+        step_kernels=stepk, controller=control, objective=objective,
         optimize=load_optimize.optimize(r.get("optimize"), objective is not None))
 
 

@@ -241,14 +241,17 @@ class Scene:
     boundary: Boundary
     outputs: Outputs
     step_kernels: StepKernels | None = None
+    # kernels called each step before the forces (a robot's controller writing actuations)
+    controller: StepKernels | None = None
     version: int = SCHEMA_VERSION
     objective: Objective | None = None
     optimize: Optimize | None = None
 
     def kernel_refs(self) -> list[KernelRef]:
-        """Every kernel the scene names: energy terms, then step kernels."""
+        """Every kernel the scene names: energy terms, step kernels, then the controller."""
         refs = [term.kernel for term in self.energy]
-        return refs + list(self.step_kernels.kernels if self.step_kernels else ())
+        return refs + list(self.step_kernels.kernels if self.step_kernels else ()) + \
+            list(self.controller.kernels if self.controller else ())
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved scene as plain data; loading it again gives an equal scene."""
@@ -267,6 +270,8 @@ class Scene:
             data["integrator"] = self.integrator.to_dict()
         else:
             data["step_kernels"] = self.step_kernels.to_dict()
+        if self.controller is not None:
+            data["controller"] = self.controller.to_dict()
         data.update(dt=self.dt, steps=self.steps, boundary=self.boundary.to_dict(),
                     outputs=self.outputs.to_dict())
         if self.objective is not None:

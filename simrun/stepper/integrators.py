@@ -109,7 +109,23 @@ def step_kernels(scene: Scene, system: System) -> StepFn:
 
 def make_step(scene: Scene, system: System) -> StepFn:
     if scene.step_kernels is not None:
-        return step_kernels(scene, system)
-    if scene.integrator.type == "velocity_verlet":
-        return velocity_verlet(scene, system)
-    return symplectic_euler(scene, system)
+        inner = step_kernels(scene, system)
+    elif scene.integrator.type == "velocity_verlet":
+        inner = velocity_verlet(scene, system)
+    else:
+        inner = symplectic_euler(scene, system)
+    return inner if not system.controller else controlled(system, inner)
+
+
+def controlled(system: System, inner: StepFn) -> StepFn:
+    """Each step: the controller kernels see the state (x, v, step index) and write the
+    fields the energy terms read (e.g. actuations), the forces are taken again, then the
+    integrator steps."""
+
+    def step(state: State) -> None:
+        system.set_state(state.x, state.v)
+        system.control(state.step)
+        state.potential, state.f = system.forces()
+        inner(state)
+
+    return step

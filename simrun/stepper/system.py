@@ -24,7 +24,8 @@ from simrun.stepper.binding import (
 )
 from simrun.stepper.forces import DirectForces
 
-BASE_NAMES = ("x", "v", "m", "x0", "U", "dt", "bonds", "angles", "dihedrals", "triangles")
+BASE_NAMES = ("x", "v", "m", "x0", "U", "dt", "step", "bonds", "angles", "dihedrals",
+              "triangles")
 
 
 class System:
@@ -49,7 +50,8 @@ class System:
         self.energy = [self._bind_term(term) for term in scene.energy]
         self._grads: list | None = None
         self._direct: DirectForces | None = None
-        self.step_kernels = self._bind_step_kernels()
+        self.step_kernels = self._bind_step_kernels(scene.step_kernels)
+        self.controller = self._bind_step_kernels(scene.controller)
 
     def _make_fields(self, x0: np.ndarray) -> None:
         ti, p = self.ti, self.scene.particles
@@ -58,6 +60,7 @@ class System:
         self.x0 = ti.Vector.field(p.dim, dtype=self.fp, shape=p.count)
         self.m = ti.field(dtype=self.fp, shape=p.count)
         self.U = ti.field(dtype=self.fp, shape=(), needs_grad=True)
+        self.step = ti.field(dtype=ti.i32, shape=())  # the step index, for controllers
         self.x0_np = x0.astype(self.np_dtype)
         self.masses = np.asarray(p.masses, dtype=self.np_dtype)
         self.x0.from_numpy(self.x0_np)
@@ -74,9 +77,9 @@ class System:
         for term in self.scene.energy:
             if term.kernel.path == path:
                 merged.update(term.params)
-        sk = self.scene.step_kernels
-        if sk is not None and any(ref.path == path for ref in sk.kernels):
-            merged.update(sk.params)
+        for sk in (self.scene.step_kernels, self.scene.controller):
+            if sk is not None and any(ref.path == path for ref in sk.kernels):
+                merged.update(sk.params)
         return merged
 
     def _allocate_module_fields(self) -> None:
@@ -119,7 +122,7 @@ class System:
     def values(self) -> dict[str, Any]:
         """Everything a kernel argument can be bound to, except scene params."""
         return {"x": self.x, "v": self.v, "m": self.m, "x0": self.x0, "U": self.U,
-                "dt": self.scene.dt, **self.topology, **self.extra}
+                "dt": self.scene.dt, "step": self.step, **self.topology, **self.extra}
 
     def _validate_params(self) -> None:
         """Scene params name kernel arguments and meet the modules' LIMITS (before allocate,
@@ -133,9 +136,12 @@ class System:
             defaults = getattr(module, "DEFAULTS", {}).get(term.kernel.name, {})
             check_limits(term.kernel, module, {**defaults, **term.params}, term.where,
                          term.param_where, context)
-        sk = self.scene.step_kernels
-        if sk is None:
-            return
+        for sk in (self.scene.step_kernels, self.scene.controller):
+            if sk is not None:
+                self._validate_kernel_list(sk, context)
+
+    @staticmethod
+    def _validate_kernel_list(sk, context: dict[str, int]) -> None:
         found = [(ref, load_module(ref.path)) for ref in sk.kernels]
         kernels = [find_kernel(ref, module) for ref, module in found]
         accepted = {name for k in kernels for name in parameter_names(k)}
@@ -151,8 +157,7 @@ class System:
         defaults = getattr(module, "DEFAULTS", {}).get(term.kernel.name, {})
         return bind(term.kernel, kernel, {**self.values(), **term.params}, defaults)
 
-    def _bind_step_kernels(self) -> list[BoundKernel]:
-        sk = self.scene.step_kernels
+    def _bind_step_kernels(self, sk) -> list[BoundKernel]:
         if sk is None:
             return []
         found = [(ref, load_module(ref.path)) for ref in sk.kernels]
@@ -162,10 +167,16 @@ class System:
 
     def compile_step_kernels(self) -> None:
         """Compile the step kernels without launching them (they would advance the state)."""
-        for bound in self.step_kernels:
+        for bound in self.step_kernels + self.controller:
             compile_only = getattr(bound.kernel, "prepare", None)  # simrun.lang kernels
             if compile_only is not None:
                 compile_only(bound.args, "primal")
+
+    def control(self, step: int) -> None:
+        """Run the controller kernels at step index `step` (they read x, v and `step`)."""
+        self.step[None] = step
+        for kernel in self.controller:
+            kernel()
 
     # --- state -------------------------------------------------------------------------
     def forces(self) -> tuple[float, np.ndarray]:
