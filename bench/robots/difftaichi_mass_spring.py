@@ -27,8 +27,9 @@ MIRROR = Path("/work/.mirror/taichi-dev+difftaichi/repo")
 FILES = ("examples/mass_spring.py", "examples/mass_spring_robot_config.py")
 
 
-def fetch(source: Path | None, into: Path) -> None:
-    for name in FILES:
+def fetch(source: Path | None, into: Path, files: tuple[str, ...] = FILES) -> None:
+    """Write the original program's files into `into` (from `source` or the mirror)."""
+    for name in files:
         target = into / Path(name).name
         if source is not None:
             target.write_text((source / Path(name).name).read_text())
@@ -38,7 +39,9 @@ def fetch(source: Path | None, into: Path) -> None:
             target.write_text(text)
 
 
-class _NoGUI:
+class NoGUI:
+    """Stands in for ti.GUI: the programs draw while they train."""
+
     def __init__(self, *args, **kwargs) -> None:
         pass
 
@@ -58,7 +61,7 @@ def main() -> None:
     sys.path.insert(0, str(workdir))
     import taichi as ti
 
-    ti.GUI = _NoGUI  # the program opens a window at import
+    ti.GUI = NoGUI  # the program opens a window at import
     sys.argv = ["mass_spring.py", "2", "train"]
     ms = importlib.import_module("mass_spring")
     config = importlib.import_module("mass_spring_robot_config")
