@@ -98,7 +98,7 @@ def test_the_controller_survives_the_resolved_scene_and_grad_refuses_it(tmp_path
     again.write_text(yaml.safe_dump(scene.to_dict()))
     assert load_scene(again).controller.to_dict() == scene.controller.to_dict()
     with_objective = load_scene(path, ["objective={builtin: kinetic}"])
-    with pytest.raises(SceneError, match="has a 'controller'.*cannot differentiate yet"):
+    with pytest.raises(SceneError, match="differentiates a 'controller' in scenes that integrate with 'step_kernels' only"):
         scene_gradient(with_objective, ["dt"])
 
 

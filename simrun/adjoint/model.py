@@ -37,7 +37,9 @@ class DiffModel:
     def __init__(self, scene: Scene, x0: np.ndarray, energy_keys: dict[str, tuple[int, str]],
                  objective_keys: dict[str, str], threads: int | None = None) -> None:
         self.scene = scene
-        self.system = system = System(scene, x0, threads)
+        # deterministic: a checkpoint's recomputation replays the forward's float scatters
+        # bit for bit, and gradients repeat exactly at any thread count
+        self.system = system = System(scene, x0, threads, deterministic=True)
         for f in (system.x, system.U, system.m):
             f._make_dual()
         for f in (system.m, system.v):
