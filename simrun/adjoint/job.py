@@ -132,17 +132,20 @@ def check_objective(scene: Scene, wrt: list[str], threads: int | None = None) ->
 def scene_gradient(scene: Scene, wrt: list[str], *, steps: int | None = None,
                    checkpoints: int | None = None, memory: int | None = None,
                    threads: int | None = None, progress: Progress | None = None,
-                   start: tuple[np.ndarray, np.ndarray] | None = None) -> GradResult:
+                   start: tuple[np.ndarray, np.ndarray] | None = None,
+                   fields: dict[str, np.ndarray] | None = None) -> GradResult:
     """dJ/dKEY for each KEY of `wrt` (SceneError for an unknown or non-differentiable KEY).
 
-    `start` = (x0, v0) replaces the scene's start (state.x0 / state.v0 are not scene values:
-    `simrun optimize` moves them); meshes keep the scene's rest shape."""
+    `start` = (x0, v0) replaces the scene's start and `fields` the start values of
+    allocated fields (neither is a scene value: `simrun optimize` moves them); meshes keep
+    the scene's rest shape."""
     keys = [parse_key(scene, text) for text in wrt]
     steps = scene.steps if steps is None else steps
     snapshots = snapshots_for(scene, steps, checkpoints, memory)
     t0 = time.perf_counter()
     x0, v0 = _start(scene, {})
     traj = _trajectory(scene, keys, threads, x0, progress)
+    traj.model.system.load_fields(fields or {})
     state0 = traj.start(*(start if start is not None else (x0, v0)))
     traj.need_energy_grads = any(k.kind in ("mass", "energy") for k in keys)
     t1 = time.perf_counter()
@@ -158,6 +161,16 @@ def scene_gradient(scene: Scene, wrt: list[str], *, steps: int | None = None,
                       sched.peak_stored * _state_bytes(scene, state0),
                       _threads(threads), {"setup": t1 - t0, "sweeps": t2 - t1},
                       field_values=_field_values(keys, state0))
+
+
+def field_start_values(scene: Scene, names: list[str], threads: int | None = None
+                       ) -> dict[str, np.ndarray]:
+    """The start values of allocated fields (a module's seeded draw, or the scene's
+    `fields:` files), as `simrun optimize` starts from them."""
+    x0, _v0 = _start(scene, {})
+    keys = [parse_key(scene, f"fields.{n}") for n in names]
+    system = _trajectory(scene, keys, threads, x0).model.system
+    return {n: np.asarray(system.extra[n].to_numpy(), float) for n in names}
 
 
 def _threads(threads: int | None) -> int:

@@ -64,6 +64,7 @@ def reset() -> None:
     """Forget every compiled kernel (fields created before stay valid numpy storage)."""
     for k in list(Kernel.instances):
         k.variants.clear()
+        k._sig = None  # `x: float` means the new default_fp: read the annotations again
     if _runtime:
         _runtime.pop().shutdown()
 

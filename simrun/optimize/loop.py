@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from simrun.adjoint.job import scene_gradient
-from simrun.optimize.optimizers import SGD, Adam, clip_norm, project
+from simrun.optimize.optimizers import SGD, Adam, clip_norm, normalized, project
 from simrun.optimize.params import Layout
 from simrun.optimize.record import Journal, Record
 from simrun.optimize.schedules import learning_rate
@@ -84,7 +84,8 @@ class _Evaluator:
         scene, start = self.layout.scene_at(vector)
         try:
             result = scene_gradient(scene, [k.text for k in self.layout.keys],
-                                    threads=self.threads, start=start)
+                                    threads=self.threads, start=start,
+                                    fields=self.layout.fields_at(vector))
         except FloatingPointError:
             return float("nan"), np.full_like(vector, np.nan)
         grad = self.layout.pack(result.gradients)
@@ -162,7 +163,8 @@ class _Run:
                 return "converged"
             if it < self.iterations:
                 lr = learning_rate(opt.lr, opt.schedule, it, self.iterations)
-                vector = project(method.step(vector, clip_norm(grad, opt.clip), lr), low, high)
+                used = normalized(grad) if opt.normalize else clip_norm(grad, opt.clip)
+                vector = project(method.step(vector, used, lr), low, high)
         return "done"
 
     def lbfgs(self, vector: np.ndarray) -> str:

@@ -17,6 +17,12 @@ def clip_norm(grad: np.ndarray, clip: float | None) -> np.ndarray:
     return grad * (clip / norm)
 
 
+def normalized(grad: np.ndarray) -> np.ndarray:
+    """g / |g| (zero stays zero): steps of length lr whatever the gradient's size."""
+    norm = float(np.linalg.norm(grad))
+    return grad / norm if norm > 0 else grad
+
+
 def project(params: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
     """The nearest point inside the box [low, high]."""
     return np.minimum(np.maximum(params, low), high)

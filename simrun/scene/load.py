@@ -12,7 +12,7 @@ from pathlib import Path
 
 from yaml.nodes import Node, ScalarNode
 
-from simrun.scene import limits, load_optimize, load_state, load_terms
+from simrun.scene import limits, load_fields, load_optimize, load_state, load_terms
 from simrun.scene.errors import SceneError, error_at, shorten
 from simrun.scene.nodes import (
     MapReader,
@@ -41,7 +41,7 @@ from simrun.scene.yamlio import read_node
 MAX_NAME = 100  # characters; file systems allow 255 in a folder name
 
 TOP_KEYS = ("version", "name", "description", "precision", "seed", "particles", "initial",
-            "energy", "topology", "integrator", "step_kernels", "controller", "dt", "steps", "boundary",
+            "energy", "topology", "integrator", "step_kernels", "controller", "fields", "dt", "steps", "boundary",
             "outputs", "objective", "optimize")
 
 
@@ -188,6 +188,7 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
     energy = load_terms.energy_terms(r.get("energy"), path.parent)
     stepk = load_terms.step_kernels(r.get("step_kernels"), path.parent)
     control = load_terms.step_kernels(r.get("controller"), path.parent, "controller")
+    field_files, field_where = load_fields.fields(r.get("fields"), path.parent)
     objective = load_terms.objective(r.get("objective"), path.parent)
     if not allow_outside:
         load_terms.refuse_outside(path.parent, [t.kernel for t in energy]
@@ -212,7 +213,8 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
         integrator=_integrator(r.get("integrator")), dt=dt, steps=steps,
         boundary=_boundary(r.get("boundary"), particles.dim),
         outputs=_outputs(r.get("outputs"), steps_node, steps, particles, precision),
-        step_kernels=stepk, controller=control, objective=objective,
+        step_kernels=stepk, controller=control, fields=field_files, fields_where=field_where,
+        objective=objective,
         optimize=load_optimize.optimize(r.get("optimize"), objective is not None))
 
 

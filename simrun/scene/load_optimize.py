@@ -24,10 +24,10 @@ from simrun.scene.nodes import (
 from simrun.scene.schema import OPTIMIZERS, SCHEDULES, Optimize, Schedule
 
 KEYS = ("parameters", "optimizer", "lr", "iterations", "clip", "bounds", "tolerance", "betas",
-        "momentum", "nesterov", "schedule", "weight_decay")
+        "momentum", "nesterov", "schedule", "weight_decay", "normalize")
 ONLY = {"lr": ("adam", "sgd"), "clip": ("adam", "sgd"), "betas": ("adam",),
         "momentum": ("sgd",), "nesterov": ("sgd",), "schedule": ("adam", "sgd"),
-        "weight_decay": ("adam", "sgd")}
+        "weight_decay": ("adam", "sgd"), "normalize": ("sgd",)}
 # what each schedule type reads besides `type` and `warmup`
 SCHEDULE_KEYS = {"constant": (), "cosine": ("min_lr",), "step": ("every", "gamma"),
                  "exponential": ("gamma",)}
@@ -66,6 +66,11 @@ def optimize(node: Node | None, has_objective: bool) -> Optimize | None:
                            "Add e.g. 'momentum: 0.9'")
     if r.get("schedule") is not None:
         opts["schedule"] = _schedule(r.get("schedule"), opts.get("lr", 0.05))
+    if r.get("normalize") is not None:
+        opts["normalize"] = as_bool(r.get("normalize"), "optimize.normalize")
+        if opts["normalize"] and "clip" in opts:
+            raise error_at(r.get("normalize"), "'normalize' scales every gradient to norm 1, "
+                           "so 'clip' would never act", "Remove 'clip' (lr is the step length)")
     if r.get("weight_decay") is not None:
         opts["weight_decay"] = as_float(r.get("weight_decay"), "optimize.weight_decay",
                                         nonnegative=True)

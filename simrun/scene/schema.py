@@ -119,6 +119,7 @@ class Optimize:
     nesterov: bool = False  # sgd
     schedule: Schedule = field(default_factory=Schedule)  # adam, sgd
     weight_decay: float = 0.0  # adam: decoupled (AdamW); sgd: L2 added to the gradient
+    normalize: bool = False  # sgd: step along g / |g| (DiffTaichi's mass_spring update)
     where: dict[str, str] = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -138,7 +139,7 @@ class Optimize:
         if self.optimizer == "adam":
             data["betas"] = list(self.betas)
         if self.optimizer == "sgd":
-            data.update(momentum=self.momentum, nesterov=self.nesterov)
+            data.update(momentum=self.momentum, nesterov=self.nesterov, normalize=self.normalize)
         return data
 
 
@@ -243,6 +244,9 @@ class Scene:
     step_kernels: StepKernels | None = None
     # kernels called each step before the forces (a robot's controller writing actuations)
     controller: StepKernels | None = None
+    # start values of fields the kernel modules allocate: field name -> .npz file
+    fields: dict[str, Path] = field(default_factory=dict)
+    fields_where: dict[str, str] = field(default_factory=dict, compare=False)
     version: int = SCHEMA_VERSION
     objective: Objective | None = None
     optimize: Optimize | None = None
@@ -272,6 +276,8 @@ class Scene:
             data["step_kernels"] = self.step_kernels.to_dict()
         if self.controller is not None:
             data["controller"] = self.controller.to_dict()
+        if self.fields:
+            data["fields"] = {name: str(path) for name, path in self.fields.items()}
         data.update(dt=self.dt, steps=self.steps, boundary=self.boundary.to_dict(),
                     outputs=self.outputs.to_dict())
         if self.objective is not None:

@@ -48,6 +48,8 @@ class System:
         self.extra: dict[str, Any] = {}
         self._validate_params()
         self._allocate_module_fields()
+        self.load_fields({name: _read_field(path, name) for name, path in scene.fields.items()},
+                         scene.fields_where)
         self.energy = [self._bind_term(term) for term in scene.energy]
         self._grads: list | None = None
         self._direct: DirectForces | None = None
@@ -101,6 +103,23 @@ class System:
                     raise SceneError(f"{path}: allocate() returns a field named '{name}', which "
                                      "is already taken. Rename it in the kernel module.")
                 self.extra[name] = f
+
+    def load_fields(self, values: dict[str, np.ndarray], places: dict[str, str] | None = None
+                    ) -> None:
+        """Set allocated fields (trained weights: the scene's `fields:`, or an optimiser's
+        iterate); a name no module allocates or a wrong shape is a SceneError."""
+        for name, value in values.items():
+            at = (places or {}).get(name, str(self.scene.source))
+            f = self.extra.get(name)
+            if f is None:
+                raise SceneError(f"{at}: 'fields.{name}': no kernel module of this scene "
+                                 f"allocates a field '{name}' (they allocate: "
+                                 f"{', '.join(sorted(self.extra)) or 'none'}). Fix the name.")
+            shape = f.to_numpy().shape
+            if np.shape(value) != shape:
+                raise SceneError(f"{at}: 'fields.{name}' has shape {np.shape(value)} but the "
+                                 f"module allocates shape {shape}. Save values of that shape.")
+            f.from_numpy(np.ascontiguousarray(value, dtype=f.to_numpy().dtype))
 
     def render_shapes(self) -> dict[str, list]:
         """Scenery for the pictures from the modules' optional ``render_shapes(params)`` hook:
@@ -227,3 +246,8 @@ class System:
             key = f"field:{name}"
             if key in arrays:
                 f.from_numpy(np.ascontiguousarray(arrays[key]))
+
+
+def _read_field(path, name: str) -> np.ndarray:
+    with np.load(path) as data:
+        return data[name]
