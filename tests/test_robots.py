@@ -23,13 +23,15 @@ def load_scene(path, overrides=()):
     return _load_scene(path, overrides, allow_outside=True)
 
 
-@pytest.mark.parametrize("name, key, steps", [
-    ("mass_spring", "fields.weights1", 40), ("mass_spring", "fields.weights2", 40),
-    ("billiards", "fields.cue_v", 1023)])
-def test_gradients_through_the_controller_match_central_differences(name, key, steps):
+@pytest.mark.parametrize("name, key, steps, h", [
+    ("mass_spring", "fields.weights1", 40, 1e-6), ("mass_spring", "fields.weights2", 40, 1e-6),
+    ("billiards", "fields.cue_v", 1023, 1e-6), ("diffmpm", "fields.weights", 60, 1e-4)])
+def test_gradients_through_the_controller_match_central_differences(name, key, steps, h):
     """f64, along a random direction. Contacts make the objectives piecewise smooth (a
     collision found one step earlier is a jump), so the test first shows that no jump lies
-    inside the difference: steps h and 2h give the same slope to FD's own error."""
+    inside the difference: steps h and 2h give nearly the same slope; Richardson's
+    extrapolation of the two then cancels FD's h^2 error. diffmpm's slope is ~2e-6 over 60
+    steps, so its h is larger (rounding error eps J / h ~ 3e-13)."""
     scene = load_scene(SCENES / f"{name}.yaml", ["precision=f64"])
     result = scene_gradient(scene, [key], steps=steps)
     grad = np.asarray(result.gradients[key])
@@ -40,19 +42,22 @@ def test_gradients_through_the_controller_match_central_differences(name, key, s
         minus = objective_value(scene, steps, shifts={key: -h * direction})
         return (plus - minus) / (2 * h)
 
-    fd, fd2 = slope(1e-6), slope(2e-6)
+    fd, fd2 = slope(h), slope(2 * h)
     assert abs(fd) > 1e-7  # the key matters over this horizon
-    assert fd2 == pytest.approx(fd, rel=1e-6)  # smooth inside +-2h: FD error ~1e-8
-    assert float(np.sum(grad * direction)) == pytest.approx(fd, rel=1e-5)
+    assert fd2 == pytest.approx(fd, rel=1e-4)  # smooth inside +-2h (a jump: factors apart)
+    richardson = (4 * fd - fd2) / 3  # cancels the h^2 truncation error
+    assert float(np.sum(grad * direction)) == pytest.approx(richardson, rel=1e-6)
 
 
-@pytest.mark.parametrize("name, iterations", [("mass_spring", 2), ("billiards", 2)])
-def test_shipped_robots_lower_their_loss_and_best_yaml_replays_it(tmp_path, name, iterations):
-    scene = load_scene(SCENES / f"{name}.yaml")
+@pytest.mark.parametrize("name, iterations, overrides", [
+    ("mass_spring", 2, []), ("billiards", 2, []), ("diffmpm", 2, ["steps=300"])])
+def test_shipped_robots_lower_their_loss_and_best_yaml_replays_it(tmp_path, name, iterations,
+                                                                  overrides):
+    scene = load_scene(SCENES / f"{name}.yaml", overrides)
     result = optimize_scene(scene, tmp_path / "o", iterations=iterations)
     assert result.best_loss < result.losses[0]
     best = load_scene(tmp_path / "o" / "best.yaml")  # trusted: its modules were copied
-    assert set(best.fields) == {k.split(".", 1)[1] for k in scene.optimize.parameters}
+    assert set(best.fields) >= {k.split(".", 1)[1] for k in scene.optimize.parameters}
     saved = np.load(tmp_path / "o" / "best_fields.npz")
     for key, value in result.best.items():
         np.testing.assert_array_equal(saved[key.split(".", 1)[1]], value)
