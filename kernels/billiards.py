@@ -45,10 +45,10 @@ def render_shapes(params) -> dict:
 
 
 @ti.kernel
-def place_cue(x: ti.template(), v: ti.template(), step: ti.template(), cue_x: ti.template(),
-              cue_v: ti.template()):
+def place_cue(x: ti.template(), v: ti.template(), cue_x: ti.template(), cue_v: ti.template(),
+              step: ti.i32):
     for _ in range(1):
-        if step[None] == 0:
+        if step == 0:
             x[0] = cue_x[None]
             v[0] = cue_v[None]
 

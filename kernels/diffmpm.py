@@ -80,12 +80,12 @@ def render_shapes(params) -> dict:
 
 
 @ti.kernel
-def actuation(step: ti.template(), weights: ti.template(), bias: ti.template(),
-              act: ti.template(), dt: float, omega: float):
+def actuation(weights: ti.template(), bias: ti.template(), act: ti.template(), step: ti.i32,
+              dt: float, omega: float):
     for i in range(act.shape[0]):
         a = 0.0
         for j in ti.static(range(N_SIN_WAVES)):
-            a += weights[i, j] * ti.sin(omega * step[None] * dt +
+            a += weights[i, j] * ti.sin(omega * step * dt +
                                         2 * math.pi / N_SIN_WAVES * j)
         a += bias[i]
         act[i] = ti.tanh(a)

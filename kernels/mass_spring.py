@@ -82,7 +82,7 @@ def allocate(ctx) -> dict:
 def render_shapes(params) -> dict:
     """The ground, drawn as a strip below its height."""
     ground = {**DEFAULTS["advance"], **params}["ground"]
-    return {"boxes": [[[-1.0, ground - 0.05], [3.0, ground]]]}
+    return {"boxes": [[[0.0, ground - 0.02], [1.0, ground]]]}
 
 
 @ti.kernel
@@ -95,13 +95,13 @@ def centroid(x: ti.template(), centre: ti.template()):
 
 
 @ti.kernel
-def hidden_layer(x: ti.template(), v: ti.template(), step: ti.template(), centre: ti.template(),
+def hidden_layer(x: ti.template(), v: ti.template(), centre: ti.template(),
                  goal: ti.template(), weights1: ti.template(), bias1: ti.template(),
-                 hidden: ti.template(), dt: float, omega: float):
+                 hidden: ti.template(), step: ti.i32, dt: float, omega: float):
     for i in range(N_HIDDEN):
         a = 0.0
         for j in ti.static(range(N_SIN_WAVES)):
-            a += weights1[i, j] * ti.sin(omega * step[None] * dt +
+            a += weights1[i, j] * ti.sin(omega * step * dt +
                                          2 * math.pi / N_SIN_WAVES * j)
         for j in range(x.shape[0]):
             offset = x[j] - centre[None]

@@ -33,8 +33,8 @@ def allocate(ctx):
 
 
 @ti.kernel
-def ramp(step: ti.template(), push: ti.template(), rate: float):
-    push[None] = rate * step[None]
+def ramp(push: ti.template(), step: ti.i32, rate: float):
+    push[None] = rate * step
 
 
 @ti.kernel

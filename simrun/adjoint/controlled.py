@@ -31,12 +31,10 @@ class ControlledTrajectory(KernelTrajectory):
         system, ti = self.system, self.ti
         dtype = system.np_dtype
         self._load(state)  # the step kernels' replay moved x, v and fields past the step
-        system.step[None] = k
         for g in [system.x.grad, system.v.grad] + [f.grad for f in self.floats.values()]:
             g.fill(0)
         with ti.ad.Tape(loss=None, clear_gradients=False):
-            for kernel in system.controller:
-                kernel()
+            system.control(k)
             system.x.grad.from_numpy(adj.x.astype(dtype))
             system.v.grad.from_numpy(adj.v.astype(dtype))
             for n, f in self.floats.items():

@@ -25,7 +25,7 @@ from simrun.stepper.binding import (
 from simrun.stepper.forces import DirectForces
 
 BASE_NAMES = ("x", "v", "m", "x0", "U", "dt", "step", "bonds", "angles", "dihedrals",
-              "triangles")
+              "triangles")  # `step`: the step index, for controller (and objective) kernels
 
 
 class System:
@@ -54,7 +54,10 @@ class System:
         self._grads: list | None = None
         self._direct: DirectForces | None = None
         self.step_kernels = self._bind_step_kernels(scene.step_kernels)
-        self.controller = self._bind_step_kernels(scene.controller)
+        self.controller = self._bind_step_kernels(scene.controller, {"step": 0})
+        self._step_at = [parameter_names(k.kernel).index("step")
+                         if "step" in parameter_names(k.kernel) else None
+                         for k in self.controller]
 
     def _make_fields(self, x0: np.ndarray) -> None:
         ti, p = self.ti, self.scene.particles
@@ -63,7 +66,6 @@ class System:
         self.x0 = ti.Vector.field(p.dim, dtype=self.fp, shape=p.count)
         self.m = ti.field(dtype=self.fp, shape=p.count)
         self.U = ti.field(dtype=self.fp, shape=(), needs_grad=True)
-        self.step = ti.field(dtype=ti.i32, shape=())  # the step index, for controllers
         self.x0_np = x0.astype(self.np_dtype)
         self.masses = np.asarray(p.masses, dtype=self.np_dtype)
         self.x0.from_numpy(self.x0_np)
@@ -142,7 +144,7 @@ class System:
     def values(self) -> dict[str, Any]:
         """Everything a kernel argument can be bound to, except scene params."""
         return {"x": self.x, "v": self.v, "m": self.m, "x0": self.x0, "U": self.U,
-                "dt": self.scene.dt, "step": self.step, **self.topology, **self.extra}
+                "dt": self.scene.dt, **self.topology, **self.extra}
 
     def _validate_params(self) -> None:
         """Scene params name kernel arguments and meet the modules' LIMITS (before allocate,
@@ -177,11 +179,12 @@ class System:
         defaults = getattr(module, "DEFAULTS", {}).get(term.kernel.name, {})
         return bind(term.kernel, kernel, {**self.values(), **term.params}, defaults)
 
-    def _bind_step_kernels(self, sk) -> list[BoundKernel]:
+    def _bind_step_kernels(self, sk, extra: dict | None = None) -> list[BoundKernel]:
         if sk is None:
             return []
         found = [(ref, load_module(ref.path)) for ref in sk.kernels]
-        return [bind(ref, find_kernel(ref, module), {**self.values(), **sk.params},
+        return [bind(ref, find_kernel(ref, module), {**self.values(), **(extra or {}),
+                                                     **sk.params},
                      getattr(module, "DEFAULTS", {}).get(ref.name, {}))
                 for ref, module in found]
 
@@ -193,10 +196,15 @@ class System:
                 compile_only(bound.args, "primal")
 
     def control(self, step: int) -> None:
-        """Run the controller kernels at step index `step` (they read x, v and `step`)."""
-        self.step[None] = step
-        for kernel in self.controller:
-            kernel()
+        """Run the controller kernels at step index `step` (given to an argument named
+        `step: ti.i32`, as objective kernels get it)."""
+        for bound, at in zip(self.controller, self._step_at):
+            if at is None:
+                bound()
+                continue
+            args = list(bound.args)
+            args[at] = int(step)
+            bound.kernel(*args)
 
     # --- state -------------------------------------------------------------------------
     def forces(self) -> tuple[float, np.ndarray]:
