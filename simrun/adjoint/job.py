@@ -171,7 +171,8 @@ def _field_values(keys: list[Key], state0) -> dict[str, np.ndarray]:
 
 def forward_gradient(scene: Scene, wrt: list[str], *, steps: int | None = None,
                      threads: int | None = None, progress: Progress | None = None,
-                     seed: int = 0) -> GradResult:
+                     seed: int = 0, start: tuple[np.ndarray, np.ndarray] | None = None
+                     ) -> GradResult:
     """Forward mode (tangents): one sweep per scalar KEY (per component of initial.velocity),
     one along a random unit direction for arrays; also each KEY's sensitivity horizon
     dJ(t)/dp at the scene's frame cadence."""
@@ -180,7 +181,7 @@ def forward_gradient(scene: Scene, wrt: list[str], *, steps: int | None = None,
     t0 = time.perf_counter()
     x0, v0 = _start(scene, {})
     traj = _trajectory(scene, keys, threads, x0, progress)
-    state0 = traj.start(x0, v0)
+    state0 = traj.start(*(start if start is not None else (x0, v0)))
     rng = np.random.default_rng(seed)
     grads, directions, horizon, value = {}, {}, {}, 0.0
     every = max(1, min(scene.outputs.every, steps))
