@@ -212,3 +212,71 @@ def test_a_field_key_needs_step_kernels():
     scene = load_scene(REPO / "scenes" / "projectile.yaml")
     with pytest.raises(SceneError, match="step_kernels only"):
         parse_key(scene, "fields.C")
+
+
+# ------------------------------------------------------------------ objective step index
+_PICK = """
+import simrun.lang as ti
+
+
+@ti.kernel
+def kinetic_at(v: ti.template(), m: ti.template(), L: ti.template(), step: ti.i32,
+               pick: ti.i32):
+    for p in v:
+        if step == pick:
+            L[None] += 0.5 * m[p] * v[p].dot(v[p])
+"""
+
+_FALL = """version: 2
+name: fall
+precision: f64
+particles: {count: 3, dim: 2, mass: 2.0}
+initial: {type: random, low: [0, 0], high: [1, 1], velocity: [0.5, -1.5]}
+energy:
+  - kernel: KERNELS/gravity.py:gravity
+    params: {softening: 0.1, strength: 0.5}
+integrator: velocity_verlet
+dt: 0.01
+steps: 12
+"""
+
+
+def test_objective_kernel_gets_the_step_index(tmp_path):
+    """`step` picks one state: with at: mean, J = KE(step 5) / 12, the same as the built-in
+    kinetic objective at the end of a 5-step run (and so are the gradients)."""
+    (tmp_path / "pick.py").write_text(_PICK)
+    path = tmp_path / "fall.yaml"
+    path.write_text(_FALL.replace("KERNELS", str(REPO / "kernels")))
+    picked = load_scene(path, [f"objective={{kernel: {tmp_path}/pick.py:kinetic_at, "
+                               "params: {pick: 5}, at: mean}"], allow_outside=True)
+    ended = load_scene(path, ["objective={builtin: kinetic, at: end}", "steps=5"],
+                       allow_outside=True)
+    keys = ["initial.velocity", "energy.0.params.strength"]
+    a = scene_gradient(picked, keys, checkpoints=2)
+    b = scene_gradient(ended, keys, checkpoints=2)
+    assert a.objective * 12 == pytest.approx(b.objective, rel=1e-13)
+    for key in keys:
+        np.testing.assert_allclose(np.asarray(a.gradients[key]) * 12, b.gradients[key],
+                                   rtol=1e-12)
+    forward = forward_gradient(picked, keys)
+    np.testing.assert_allclose(forward.gradients["initial.velocity"],
+                               a.gradients["initial.velocity"], rtol=1e-12)
+
+
+# ------------------------------------------------------------------ schema version
+def test_version_1_scenes_and_run_folders_still_load(tmp_path):
+    """Schema version 2 adds the objective's `step` and the step-kernel KEYs; a version-1
+    file means the same, so an old run folder (scene.yaml with version: 1) still renders."""
+    path = tmp_path / "fall.yaml"
+    path.write_text(_FALL.replace("version: 2", "version: 1").replace(
+        "KERNELS", str(REPO / "kernels")))
+    assert load_scene(path, allow_outside=True).version == 1
+    done = simrun("run", str(path), "--allow-outside", "--out", str(tmp_path / "r"),
+                  cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "version: 1" in (tmp_path / "r" / "scene.yaml").read_text()
+    for png in (tmp_path / "r").glob("*.png"):
+        png.unlink()
+    done = simrun("render", str(tmp_path / "r"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert list((tmp_path / "r").glob("*.png"))

@@ -164,7 +164,8 @@ class KernelTrajectory:
     def _accumulate(self, total: list, state: KernelState, steps: int) -> None:
         w = self._weight(state.step, steps)
         if w:
-            total[0] += w * self.model.objective(state.x, state.v, state.potential)
+            total[0] += w * self.model.objective(state.x, state.v, state.potential,
+                                                 state.step)
         self.progress("forward", state.step, steps)
 
     def objective(self, state0: KernelState, steps: int) -> float:
@@ -182,7 +183,7 @@ class KernelTrajectory:
         model = self.model
         for f in self.floats.values():
             f.grad.fill(0)
-        dx, dv, dm, dp = model.objective_grad(state.x, state.v)
+        dx, dv, dm, dp = model.objective_grad(state.x, state.v, state.step)
         adj.x += w * dx
         adj.v += w * dv
         adj.mass += w * dm
