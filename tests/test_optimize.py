@@ -270,8 +270,11 @@ def test_cli_exit_codes_bad_key_and_nan(tmp_path):
     assert checked.returncode == 0 and "optimize      initial.velocity (adam" in checked.stdout
     refused = simrun("check", str(SCENES / "fit_spring.yaml"), "--set", "optimize.parameters="
                      "[energy.0.params.k, energy.0.params.r0, fields.w]", cwd=tmp_path)
-    assert refused.returncode == 2 and "fields allocated by kernel modules are not " \
-        "differentiated yet" in refused.stderr, refused.stderr
+    assert refused.returncode == 2 and "fields are differentiated in scenes with " \
+        "step_kernels only" in refused.stderr, refused.stderr
+    mpm = simrun("check", str(SCENES / "mpm.yaml"), "--set", "objective={builtin: kinetic}",
+                 "--set", "optimize.parameters=[fields.C]", cwd=tmp_path)
+    assert mpm.returncode == 2 and "do not take fields yet" in mpm.stderr, mpm.stderr
     nan = simrun("optimize", str(_nan_scene(tmp_path)), "--allow-outside", "--out", "n",
                  cwd=tmp_path)
     assert nan.returncode == 1 and "optimize failed: iteration" in nan.stderr
