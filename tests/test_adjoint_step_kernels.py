@@ -283,3 +283,18 @@ def test_version_1_scenes_and_run_folders_still_load(tmp_path):
     done = simrun("render", str(tmp_path / "r"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert list((tmp_path / "r").glob("*.png"))
+
+
+def test_fields_can_start_from_given_values():
+    """`fields=` starts an allocated field from other values (trained ones, for optimize):
+    the same J as moving it there by a shift, and gradients taken at that start."""
+    scene = load_scene(MPM, ["precision=f64", "objective={builtin: kinetic, at: end}",
+                             "steps=3"])
+    c1 = 0.5 * np.random.default_rng(4).normal(size=(800, 2, 2))
+    result = scene_gradient(scene, ["fields.C"], threads=1, fields={"C": c1})
+    assert np.array_equal(result.field_values["fields.C"], c1)
+    assert result.objective == objective_value(scene, 3, 1, {"fields.C": c1})
+    assert result.objective == objective_value(scene, 3, 1, fields={"C": c1})
+    assert result.objective != objective_value(scene, 3, 1)
+    with pytest.raises(SceneError, match="Did you mean fields.C"):
+        scene_gradient(scene, ["fields.C"], threads=1, fields={"CC": c1})

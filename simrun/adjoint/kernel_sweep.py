@@ -123,8 +123,14 @@ class KernelTrajectory:
 
     # ------------------------------------------------------------------ forward
     def start(self, x0: np.ndarray, v0: np.ndarray,
-              field_shifts: dict[str, np.ndarray] | None = None) -> KernelState:
+              field_shifts: dict[str, np.ndarray] | None = None,
+              field_values: dict[str, np.ndarray] | None = None) -> KernelState:
+        """The first state: allocated fields as their modules made them, or `field_values`
+        (e.g. trained ones), moved by `field_shifts`."""
         system = self.system
+        for name, value in (field_values or {}).items():
+            f = system.extra[name]
+            f.from_numpy(np.asarray(value, dtype=f.to_numpy().dtype))
         for name, shift in (field_shifts or {}).items():
             f = system.extra[name]
             f.from_numpy((f.to_numpy() + shift).astype(f.to_numpy().dtype))
@@ -225,6 +231,8 @@ class KernelTrajectory:
             else:
                 adj.add_params({key: total})
         g_bar = self.G.grad.to_numpy().astype(float)
+        for n, f in system.extra.items():  # the Tape left them as the step ended
+            f.from_numpy(state.fields[n])
         self._through_forces(adj, state.x, g_bar)
         self._seed(adj, state, self._weight(k, steps))
         for name, value in (("positions", adj.x), ("velocities", adj.v)):
