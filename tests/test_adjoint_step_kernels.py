@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 MPM = REPO / "scenes" / "mpm.yaml"
 STEPS = 10
 KEYS = ["step_kernels.params.gravity", "energy.0.params.youngs", "dt", "particles.mass",
-        "fields.C", "state.v0"]
+        "fields.C", "fields.Dm_inv", "state.v0"]
 
 
 def _scene():
@@ -298,3 +298,38 @@ def test_fields_can_start_from_given_values():
     assert result.objective != objective_value(scene, 3, 1)
     with pytest.raises(SceneError, match="Did you mean fields.C"):
         scene_gradient(scene, ["fields.C"], threads=1, fields={"CC": c1})
+
+
+_AFFINE = """
+import simrun.lang as ti
+
+
+@ti.kernel
+def affine(C: ti.template(), v: ti.template(), L: ti.template()):
+    for p in C:
+        L[None] += 1e-4 * (C[p][0, 1] + C[p][1, 0]) ** 2 + 0.5 * v[p][1] ** 2
+"""
+
+
+def test_objective_reading_a_step_kernel_field(tmp_path):
+    """An objective of MPM's affine matrices C (which g2p writes), averaged over the steps:
+    reverse, forward and central differences agree."""
+    (tmp_path / "affine.py").write_text(_AFFINE)
+    scene = load_scene(MPM, ["precision=f64", f"steps={STEPS}",
+                             f"objective={{kernel: {tmp_path}/affine.py:affine, at: mean}}"],
+                       allow_outside=True)
+    x0, v0, shift = _deformed_start(scene)
+    keys = ["step_kernels.params.gravity", "fields.C"]
+    rev = scene_gradient(scene, keys, checkpoints=2, threads=1, start=(x0, v0))
+    fwd = forward_gradient(scene, keys, threads=1, start=(x0, v0))
+    d = fwd.directions["fields.C"]
+    along = float(np.sum(rev.gradients["fields.C"] * d))
+    assert fwd.gradients["fields.C"] == pytest.approx(along, rel=1e-10)
+    assert fwd.gradients[keys[0]] == pytest.approx(rev.gradients[keys[0]], rel=1e-10)
+    for key, direction, h in ((parse_key(scene, keys[0]), 1.0, 1e-3),
+                              (parse_key(scene, keys[1]), d, 1.0)):
+        ad = float(np.sum(np.asarray(rev.gradients[key.text]) * direction))
+        fd, fd2 = (_central(scene, key, 0.0, direction, s, shift) for s in (h, 2 * h))
+        rounding = 1e3 * np.finfo(float).eps * abs(rev.objective) / h
+        assert abs(ad - fd) <= abs(fd - fd2) + rounding, (key.text, ad, fd, fd2)
+        assert rounding < 1e-3 * abs(ad)
