@@ -42,5 +42,10 @@ Optional module hooks
 Step kernels
     Scenes whose dynamics is not "particles + energy" (MPM) list ``step_kernels`` that replace
     the integrator. They are bound the same way and called in order once per step, after the
-    forces of the energy terms have been computed (so ``x.grad`` holds dU/dx).
+    forces of the energy terms have been computed (so ``x.grad`` holds dU/dx). ``simrun grad``
+    differentiates them (reading ``x.grad`` included; no other gradient field).
+
+Objective kernels
+    Like energy kernels, accumulating into the 0-D field ``L``; an argument named ``step``
+    (``ti.i32``) gets the index of the step whose state the objective sees.
 """

@@ -27,6 +27,11 @@ class ControlledTrajectory(KernelTrajectory):
         _potential, f = system.forces()
         self.G.from_numpy(np.negative(f))  # the bits x.grad holds, as in `run`
 
+    def _restore_fields(self, state: KernelState, k: int) -> None:
+        """The forces of step k read the controller's outputs at step k, not the state's."""
+        self._load(state)
+        self.system.control(k)
+
     def _reverse_before_kernels(self, adj: KernelAdjoint, state: KernelState, k: int) -> None:
         system, ti = self.system, self.ti
         dtype = system.np_dtype

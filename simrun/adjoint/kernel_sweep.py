@@ -123,8 +123,14 @@ class KernelTrajectory:
 
     # ------------------------------------------------------------------ forward
     def start(self, x0: np.ndarray, v0: np.ndarray,
-              field_shifts: dict[str, np.ndarray] | None = None) -> KernelState:
+              field_shifts: dict[str, np.ndarray] | None = None,
+              field_values: dict[str, np.ndarray] | None = None) -> KernelState:
+        """The first state: allocated fields as their modules made them, or `field_values`
+        (e.g. trained ones), moved by `field_shifts`."""
         system = self.system
+        for name, value in (field_values or {}).items():
+            f = system.extra[name]
+            f.from_numpy(np.asarray(value, dtype=f.to_numpy().dtype))
         for name, shift in (field_shifts or {}).items():
             f = system.extra[name]
             f.from_numpy((f.to_numpy() + shift).astype(f.to_numpy().dtype))
@@ -157,6 +163,11 @@ class KernelTrajectory:
         potential, f = system.forces()
         return KernelState(k + 1, x, v, f, potential, fields)
 
+    def _restore_fields(self, state: KernelState, k: int) -> None:
+        """The allocated fields as the forces of step k saw them (before the HVP)."""
+        for n, f in self.system.extra.items():
+            f.from_numpy(state.fields[n])
+
     def _before_kernels(self, k: int) -> None:
         """What runs between loading a state and the step kernels (a controller's hook)."""
 
@@ -172,7 +183,8 @@ class KernelTrajectory:
     def _accumulate(self, total: list, state: KernelState, steps: int) -> None:
         w = self._weight(state.step, steps)
         if w:
-            total[0] += w * self.model.objective(state.x, state.v, state.potential)
+            total[0] += w * self.model.objective(state.x, state.v, state.potential,
+                                                 state.step)
         self.progress("forward", state.step, steps)
 
     def objective(self, state0: KernelState, steps: int) -> float:
@@ -190,7 +202,7 @@ class KernelTrajectory:
         model = self.model
         for f in self.floats.values():
             f.grad.fill(0)
-        dx, dv, dm, dp = model.objective_grad(state.x, state.v)
+        dx, dv, dm, dp = model.objective_grad(state.x, state.v, state.step)
         adj.x += w * dx
         adj.v += w * dv
         adj.mass += w * dm
@@ -233,6 +245,7 @@ class KernelTrajectory:
             else:
                 adj.add_params({key: total})
         g_bar = self.G.grad.to_numpy().astype(float)
+        self._restore_fields(state, k)  # the Tape left them as the step ended
         self._through_forces(adj, state.x, g_bar)
         self._reverse_before_kernels(adj, state, k)
         self._seed(adj, state, self._weight(k, steps))

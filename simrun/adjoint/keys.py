@@ -135,7 +135,9 @@ def value_of(scene: Scene, key: Key) -> np.ndarray | float:
     if key.kind == "step":
         return float(_step_values(scene)[key.name])
     if key.kind == "field":
-        raise ValueError(f"{key.text}: a field's value exists once its module allocated it")
+        raise SceneError(f"{key.text}: a field has no value in the scene file (its kernel "
+                         "module allocates it when the scene starts), so --sweep does not "
+                         "take fields; `simrun grad --wrt` and `simrun optimize` do.")
     return float(scene.objective.params[key.name])
 
 

@@ -29,6 +29,7 @@ from simrun.scene.schema import (
     BOUNDARIES,
     INTEGRATORS,
     PRECISIONS,
+    READABLE_VERSIONS,
     SCHEMA_VERSION,
     Boundary,
     Integrator,
@@ -69,7 +70,8 @@ def compose(path: Path) -> Node:
         raise SceneError(f"{shown}: cannot read the scene file ({shorten(reason)}).") from None
     node = read_node(text, shown)
     if node is None:
-        raise SceneError(f"{shown}: the scene file is empty. Start it with 'version: 1'.")
+        raise SceneError(f"{shown}: the scene file is empty. Start it with "
+                         f"'version: {SCHEMA_VERSION}'.")
     return node
 
 
@@ -166,9 +168,10 @@ def _name(node: Node | None, path: Path) -> str:
 def _version(r: MapReader) -> int:
     node = r.require("version", f"Add 'version: {SCHEMA_VERSION}' as the first line")
     version = as_int(node, "version")
-    if version != SCHEMA_VERSION:
+    if version not in READABLE_VERSIONS:
         raise error_at(node, f"scene schema version {version} is not supported (this simrun "
-                       f"reads version {SCHEMA_VERSION})", f"Set version: {SCHEMA_VERSION}")
+                       f"reads versions {', '.join(map(str, READABLE_VERSIONS))})",
+                       f"Set version: {SCHEMA_VERSION}")
     return version
 
 

@@ -1,4 +1,4 @@
-"""Typed scene model (schema version 1). Built only by ``simrun.scene.load``.
+"""Typed scene model (schema version 2). Built only by ``simrun.scene.load``.
 
 Every dataclass can turn itself back into plain data (``to_dict``) so a run directory keeps
 the fully resolved scene (defaults filled in, overrides applied, paths absolute).
@@ -12,7 +12,12 @@ from typing import Any
 
 import numpy as np
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Version 2 (simrun grad through step kernels): objective kernels may take the step index
+# (`step`), and `--wrt` / `optimize.parameters` take `step_kernels.params.<name>` and
+# `fields.<name>`. Every version-1 file means the same under version 2, so both load (old run
+# folders keep `version: 1` in their scene.yaml and still render and resume).
+READABLE_VERSIONS = (1, 2)
 PRECISIONS = ("f32", "f64")
 INTEGRATORS = ("symplectic_euler", "velocity_verlet")
 BOUNDARIES = ("none", "reflect", "periodic")

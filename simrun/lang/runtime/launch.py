@@ -70,7 +70,8 @@ class CompiledKernel:
         run = self.runtime.run
         for f in self.written:
             f.version += 1
-        if self.order_sensitive and self.runtime.deterministic:
+        if self.order_sensitive and self.runtime.deterministic and \
+                self.runtime.num_threads > 1:  # one thread adds in chunk order anyway
             self._launch_ordered(ctx, tasks)
         else:
             for fn in (self.fns if tasks is None else [self.fns[k] for k in tasks]):
