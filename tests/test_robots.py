@@ -109,3 +109,22 @@ def test_bad_fields_sections_name_their_line(tmp_path, fields, arrays, message):
         scene = load_scene(path)
         objective_value(scene, 1)
     assert f"{path.name}:13:" in str(caught.value)
+
+
+def test_resume_of_a_controller_training_gives_the_unbroken_numbers(tmp_path):
+    """fields.<name> parameters are journaled like any other: an interrupted and resumed
+    training retraces the same iterates bit for bit."""
+    scene = load_scene(SCENES / "mass_spring.yaml", ["steps=120"])
+    whole = optimize_scene(scene, tmp_path / "whole", iterations=4)
+
+    def interrupt(it, *_):
+        if it == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        optimize_scene(scene, tmp_path / "cut", iterations=4, progress=interrupt)
+    resumed = optimize_scene(scene, tmp_path / "cut", iterations=4, resume=True)
+    assert resumed.replayed >= 3 and resumed.losses == whole.losses
+    for name in ("fields.weights1", "fields.bias2"):
+        np.testing.assert_array_equal(np.load(tmp_path / "cut" / "params.npz")[name],
+                                      np.load(tmp_path / "whole" / "params.npz")[name])

@@ -15,7 +15,9 @@ import numpy as np
 SCHEMA_VERSION = 2
 # Version 2 (simrun grad through step kernels): objective kernels may take the step index
 # (`step`), and `--wrt` / `optimize.parameters` take `step_kernels.params.<name>` and
-# `fields.<name>`. Every version-1 file means the same under version 2, so both load (old run
+# `fields.<name>`; a `controller:` section (kernels run each step before the forces) and a
+# `fields:` section (start values of allocated fields from .npz files, as best.yaml writes
+# trained ones). Every version-1 file means the same under version 2, so both load (old run
 # folders keep `version: 1` in their scene.yaml and still render and resume).
 READABLE_VERSIONS = (1, 2)
 PRECISIONS = ("f32", "f64")
