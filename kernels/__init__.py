@@ -42,5 +42,17 @@ Optional module hooks
 Step kernels
     Scenes whose dynamics is not "particles + energy" (MPM) list ``step_kernels`` that replace
     the integrator. They are bound the same way and called in order once per step, after the
-    forces of the energy terms have been computed (so ``x.grad`` holds dU/dx).
+    forces of the energy terms have been computed (so ``x.grad`` holds dU/dx). ``simrun grad``
+    differentiates them (reading ``x.grad`` included; no other gradient field).
+
+Controller kernels
+    A scene's ``controller:`` kernels run each step before the forces, on the state at the
+    step's start, bound like step kernels; an argument named ``step`` (``ti.i32``) gets the
+    step index. They write fields of their module (a network's actuations) that energy terms
+    and step kernels read (``kernels/mass_spring.py``). ``simrun grad`` differentiates them in
+    scenes with ``step_kernels``; ``fields.<name>`` KEYs tune what they read (weights).
+
+Objective kernels
+    Like energy kernels, accumulating into the 0-D field ``L``; an argument named ``step``
+    (``ti.i32``) gets the index of the step whose state the objective sees.
 """

@@ -10,32 +10,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from simrun.scene.schema import Boundary, Scene
+from simrun.scene.schema import Scene
+from simrun.stepper.integrators import apply_boundary
 from simrun.stepper.state import State
 from simrun.stepper.system import System
 
 StepFn = Callable[[State], None]
-
-
-def apply_boundary(boundary: Boundary, x: np.ndarray, v: np.ndarray) -> None:
-    """Reflect (mirror position, flip velocity) or wrap (periodic) in place."""
-    if boundary.type == "none":
-        return
-    low = np.asarray(boundary.low, dtype=x.dtype)
-    high = np.asarray(boundary.high, dtype=x.dtype)
-    if boundary.type == "periodic":
-        x[...] = low + np.mod(x - low, high - low)
-        return
-    below, above = x < low, x > high
-    if below.any() or above.any():
-        x[...] = np.where(below, 2 * low - x, np.where(above, 2 * high - x, x))
-        v[...] = np.where(below | above, -v, v)
-
-
-def kinetic_energy(v: np.ndarray, masses: np.ndarray) -> float:
-    """0.5 * sum m |v|^2, accumulated in float64."""
-    v64 = v.astype(np.float64)
-    return float(0.5 * np.sum(masses.astype(np.float64) * np.sum(v64 * v64, axis=1)))
 
 
 def _kick(state: State, masses: np.ndarray, damping: float, h: float) -> None:

@@ -1,22 +1,33 @@
-"""ti.init with another default_fp: a `float` parameter takes the new precision (it kept the
-first init's f32 and rounded f64 arguments to it: an f32 scene then an f64 scene in one
-process, as pytest and batch workers run them, gave f64 scenes f32 parameters)."""
+"""ti.init again with another default_fp: a kernel's `x: float` arguments take the new
+precision (the annotations were read once per process, so a module compiled under f64 went on
+passing f64 scalars under f32: a silently different rounding, seen as an f32 robot's loss that
+changed after an f64 run in the same process)."""
 
 from __future__ import annotations
 
+import numpy as np
+
 import simrun.lang as ti
+from simrun.stepper.binding import load_module
+
+KEEP = """import simrun.lang as ti
 
 
 @ti.kernel
-def store(out: ti.template(), a: float):
+def keep(a: float, out: ti.template()):
     out[None] = a
+"""
 
 
-def test_float_parameter_follows_the_current_default_fp():
-    ti.init(arch=ti.cpu, default_fp=ti.f32)
-    out32 = ti.field(ti.f32, shape=())
-    store(out32, 0.1)
-    ti.init(arch=ti.cpu, default_fp=ti.f64)
-    out64 = ti.field(ti.f64, shape=())
-    store(out64, 0.1)
-    assert out64[None] == 0.1  # not float32(0.1) = 0.10000000149011612
+def test_float_arguments_follow_the_current_default_fp(tmp_path):
+    path = tmp_path / "keep.py"
+    path.write_text(KEEP)
+    keep = load_module(path).keep
+    seen = {}
+    for fp in (ti.f64, ti.f32, ti.f64):
+        ti.init(default_fp=fp)
+        out = ti.field(ti.f64, shape=())  # f64 storage shows what the argument held
+        keep(0.1, out)
+        seen.setdefault(fp, []).append(out[None])
+    assert seen[ti.f32] == [float(np.float32(0.1))]
+    assert seen[ti.f64] == [0.1, 0.1]

@@ -114,8 +114,8 @@ def test_missing_required_key(scene_dir: Path) -> None:
 def test_version_is_required_and_checked(scene_dir: Path) -> None:
     assert error(write(scene_dir, BASE.replace("version: 1\n", ""))).startswith(
         "scene.yaml:1:1: 'scene' is missing the required key 'version'.")
-    assert error(write(scene_dir, BASE.replace("version: 1", "version: 2"))).startswith(
-        "scene.yaml:1:10: scene schema version 2 is not supported")
+    assert error(write(scene_dir, BASE.replace("version: 1", "version: 3"))).startswith(
+        "scene.yaml:1:10: scene schema version 3 is not supported")
 
 
 def test_bad_choice_suggests(scene_dir: Path) -> None:

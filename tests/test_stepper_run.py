@@ -8,13 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from numpy_integrators import apply_boundary
 
 from simrun.outputs import read_energy_csv
 from simrun.scene import SceneError, load_scene
 from simrun.scene.load import display_path
 from simrun.scene.schema import Boundary
 from simrun.stepper import SimulationError, check_scene, run_scene
+from simrun.stepper.integrators import apply_boundary
 
 REPO = Path(__file__).resolve().parents[1]
 SCENES = REPO / "scenes"
@@ -64,7 +64,8 @@ def test_gravity_particles_actually_move_and_attract(tmp_path: Path) -> None:
     assert spread[1] < spread[0]  # attraction pulls the cloud together
 
 
-@pytest.mark.parametrize(("scene", "every"), [("gravity", 100), ("molecule", 25), ("mpm", 50)])
+@pytest.mark.parametrize(("scene", "every"), [("gravity", 100), ("molecule", 25), ("mpm", 50),
+                                           ("mass_spring", 8), ("diffmpm", 8)])
 def test_resume_equals_an_uninterrupted_run(tmp_path: Path, scene: str, every: int) -> None:
     whole, split = tmp_path / "whole", tmp_path / "split"
     total = 8 * every

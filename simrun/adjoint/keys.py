@@ -1,5 +1,6 @@
 """The KEYs `simrun grad --wrt` differentiates: scene paths (the `--set` grammar) and the
-reserved arrays `state.x0` / `state.v0`; each knows its value and how to put a new one in."""
+reserved arrays `state.x0` / `state.v0` / `fields.<name>`; each knows its value and how to put
+a new one in."""
 
 from __future__ import annotations
 
@@ -13,8 +14,7 @@ from simrun.stepper.binding import find_kernel, load_module, parameter_names
 
 FIXED_KEYS = ("state.x0", "state.v0", "initial.velocity", "dt", "integrator.damping",
               "particles.mass")
-NOT_YET = {"step_kernels": "step kernels (MPM) are not differentiated yet",
-           "fields": "fields allocated by kernel modules are not differentiated yet"}
+FIELDS_HINT = "fields.<name> (a float field a kernel module's allocate hook makes)"
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class Key:
     """One differentiated quantity: `kind` says where it lives, `index`/`name` which one."""
 
     text: str
-    kind: str  # x0 | v0 | velocity | dt | damping | mass | energy | objective
+    kind: str  # x0 | v0 | velocity | dt | damping | mass | energy | objective | step | field
     index: int = -1
     name: str = ""
 
@@ -39,8 +39,25 @@ def _energy_params(scene: Scene) -> list[str]:
     return out
 
 
+def _step_params(scene: Scene) -> list[str]:
+    """step_kernels.params.<name> for every float scalar the step kernels take (scene params
+    and DEFAULTS), dt aside (that KEY is `dt`)."""
+    sk = scene.step_kernels
+    if sk is None:
+        return []
+    names: dict[str, None] = {}
+    for ref in sk.kernels:
+        module = load_module(ref.path)
+        values = {**getattr(module, "DEFAULTS", {}).get(ref.name, {}), **sk.params}
+        names.update({n: None for n in parameter_names(find_kernel(ref, module))
+                      if n != "dt" and isinstance(values.get(n), float)})
+    return [f"step_kernels.params.{n}" for n in names]
+
+
 def known_keys(scene: Scene) -> list[str]:
-    keys = list(FIXED_KEYS) + _energy_params(scene)
+    fixed = [k for k in FIXED_KEYS if not (scene.step_kernels is not None
+                                           and k == "integrator.damping")]
+    keys = fixed + _energy_params(scene) + _step_params(scene)
     if scene.objective is not None:
         keys += [f"objective.params.{n}" for n, v in scene.objective.params.items()
                  if isinstance(v, float)]
@@ -48,24 +65,30 @@ def known_keys(scene: Scene) -> list[str]:
 
 
 def parse_key(scene: Scene, text: str) -> Key:
-    """A --wrt KEY, or SceneError (exit 2) with the keys that would work."""
+    """A --wrt KEY, or SceneError (exit 2) with the keys that would work. `fields.<name>`
+    is checked against the allocated fields later (`check_field_keys`): they exist only
+    once the kernel modules have run."""
     parts = text.split(".")
-    if parts[0] in NOT_YET:
-        raise SceneError(f"--wrt {text}: {NOT_YET[parts[0]]}. Differentiable keys of this "
-                         f"scene: {', '.join(known_keys(scene))}.")
-    if scene.step_kernels is not None:
-        raise SceneError(f"--wrt {text}: this scene integrates itself with step_kernels, which "
-                         "`simrun grad` cannot differentiate yet; use a scene with 'energy' "
-                         "terms and an 'integrator'.")
+    if scene.controller is not None and scene.step_kernels is None:
+        raise SceneError(f"--wrt {text}: `simrun grad` differentiates a 'controller' in scenes "
+                         "that integrate with 'step_kernels' only; it runs with `simrun run`.")
     if scene.objective is None:
         raise SceneError(f"{scene.source}: the scene has no 'objective', so there is nothing to "
                          "differentiate. Add e.g. 'objective: {builtin: kinetic, at: end}'.")
+    if parts[0] == "fields" and len(parts) == 2 and parts[1]:
+        if scene.step_kernels is None:
+            raise SceneError(f"--wrt {text}: fields are differentiated in scenes with "
+                             "step_kernels only (their kernels carry the fields from step to "
+                             "step); this scene has none. Its keys: "
+                             f"{', '.join(known_keys(scene))}.")
+        return Key(text, "field", name=parts[1])
     known = known_keys(scene)
     if text not in known:
         close = difflib.get_close_matches(text, known, n=3)
         hint = f" Did you mean {' or '.join(close)}?" if close else ""
+        more = f", {FIELDS_HINT}" if scene.step_kernels is not None else ""
         raise SceneError(f"--wrt {text}: not a differentiable key of this scene.{hint} Its "
-                         f"keys: {', '.join(known)}.")
+                         f"keys: {', '.join(known)}{more}.")
     kinds = {"state.x0": "x0", "state.v0": "v0", "initial.velocity": "velocity", "dt": "dt",
              "integrator.damping": "damping", "particles.mass": "mass"}
     if text in kinds:
@@ -76,7 +99,21 @@ def parse_key(scene: Scene, text: str) -> Key:
         return Key(text, kinds[text])
     if parts[0] == "energy":
         return Key(text, "energy", int(parts[1]), parts[3])
+    if parts[0] == "step_kernels":
+        return Key(text, "step", name=parts[2])
     return Key(text, "objective", name=parts[2])
+
+
+def check_field_keys(keys: list[Key], fields: dict) -> None:
+    """Each fields.<name> KEY names a float field the kernel modules allocated."""
+    names = sorted(n for n, f in fields.items() if f.dtype.is_float)
+    for key in keys:
+        if key.kind == "field" and key.name not in names:
+            close = difflib.get_close_matches(key.name, names, n=3)
+            hint = f" Did you mean {' or '.join('fields.' + c for c in close)}?" if close else ""
+            raise SceneError(f"--wrt {key.text}: no kernel module of this scene allocates a "
+                             f"float field '{key.name}'.{hint} Its fields: "
+                             f"{', '.join('fields.' + n for n in names) or 'none'}.")
 
 
 def value_of(scene: Scene, key: Key) -> np.ndarray | float:
@@ -95,7 +132,21 @@ def value_of(scene: Scene, key: Key) -> np.ndarray | float:
         term = scene.energy[key.index]
         defaults = getattr(load_module(term.kernel.path), "DEFAULTS", {}).get(term.kernel.name, {})
         return float({**defaults, **term.params}[key.name])
+    if key.kind == "step":
+        return float(_step_values(scene)[key.name])
+    if key.kind == "field":
+        raise SceneError(f"{key.text}: a field has no value in the scene file (its kernel "
+                         "module allocates it when the scene starts), so --sweep does not "
+                         "take fields; `simrun grad --wrt` and `simrun optimize` do.")
     return float(scene.objective.params[key.name])
+
+
+def _step_values(scene: Scene) -> dict:
+    """The step kernels' parameters: DEFAULTS of every kernel, then the scene's params."""
+    values: dict = {}
+    for ref in scene.step_kernels.kernels:
+        values.update(getattr(load_module(ref.path), "DEFAULTS", {}).get(ref.name, {}))
+    return {**values, **scene.step_kernels.params}
 
 
 def with_value(scene: Scene, key: Key, value) -> Scene:
@@ -115,6 +166,10 @@ def with_value(scene: Scene, key: Key, value) -> Scene:
         term = terms[key.index]
         terms[key.index] = replace(term, params={**term.params, key.name: float(value)})
         return replace(scene, energy=tuple(terms))
+    if key.kind == "step":
+        sk = scene.step_kernels
+        return replace(scene, step_kernels=replace(sk, params={**sk.params,
+                                                               key.name: float(value)}))
     if key.kind == "objective":
         obj = scene.objective
         return replace(scene, objective=replace(obj, params={**obj.params,

@@ -16,6 +16,7 @@ from simrun.stepper.binding import (
     bind,
     find_kernel,
     load_module,
+    parameter_names,
 )
 from simrun.stepper.fieldstep import FieldStepper
 from simrun.stepper.system import System
@@ -109,7 +110,9 @@ class DiffModel:
     def __init__(self, scene: Scene, x0: np.ndarray, energy_keys: dict[str, tuple[int, str]],
                  objective_keys: dict[str, str], threads: int | None = None) -> None:
         self.scene = scene
-        self.system = system = System(scene, x0, threads)
+        # deterministic: a checkpoint's recomputation replays the forward's float scatters
+        # bit for bit, and gradients repeat exactly at any thread count
+        self.system = system = System(scene, x0, threads, deterministic=True)
         # the trajectory's steps, compiled before the masses get gradients and the parameters
         # become fields: their forces then accumulate nothing the sweeps never read (dU/dm,
         # dU/dp at every pair), so a step costs what `run`'s does
@@ -150,8 +153,21 @@ class DiffModel:
             kernel = kernel.with_field_args(list(keys.values()))
             self.objective_fields = {k: kernel.field_args[n] for k, n in keys.items()}
         defaults = getattr(module, "DEFAULTS", {}).get(obj.kernel.name, {})
+        names = parameter_names(kernel)
+        self._step_arg = names.index("step") if "step" in names else None
         return bind(obj.kernel, kernel, {**system.values(), **self._allocate(module),
-                                         "L": self.loss, **obj.params}, defaults)
+                                         "L": self.loss, "step": 0, **obj.params}, defaults)
+
+    def _objective_at(self, step: int) -> None:
+        """Launch the objective kernel; an argument named `step` gets the step index (so an
+        objective can weight time or pick one step: J sums it over steps with `at: mean`)."""
+        bound = self.objective_kernel
+        if self._step_arg is None:
+            bound()
+            return
+        args = list(bound.args)
+        args[self._step_arg] = int(step)
+        bound.kernel(*args)
 
     def _allocate(self, module) -> dict:
         """Fields of the objective module's `allocate(ctx)` hook (e.g. observations to fit),
@@ -226,19 +242,20 @@ class DiffModel:
         return dforce, denergy
 
     # ------------------------------------------------------------------ objective
-    def objective(self, x: np.ndarray, v: np.ndarray, potential: float) -> float:
+    def objective(self, x: np.ndarray, v: np.ndarray, potential: float, step: int = 0
+                  ) -> float:
         obj = self.scene.objective
         if obj.kernel is not None:
             self._load_state(x, v)
             self.loss.fill(0)
-            self.objective_kernel()
+            self._objective_at(step)
             return float(self.loss[None])
         kinetic = 0.5 * float(np.sum(np.asarray(self.system.masses, float)[:, None] * v * v))
         return {"kinetic": kinetic, "potential": potential,
                 "total": kinetic + potential}[obj.builtin]
 
-    def objective_grad(self, x: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray,
-                                                                    np.ndarray, dict]:
+    def objective_grad(self, x: np.ndarray, v: np.ndarray, step: int = 0
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
         """dJ/dx, dJ/dv, dJ/dm and dJ/dp (objective KEYs) of the objective at one state; the
         potential's share of a built-in objective is added by the caller from `second`."""
         obj, system = self.scene.objective, self.system
@@ -250,7 +267,7 @@ class DiffModel:
             return np.zeros_like(x), dv, dm, {}
         self._load_state(x, v)
         with system.ti.ad.Tape(loss=self.loss):
-            self.objective_kernel()
+            self._objective_at(step)
         grads = [f.grad.to_numpy().astype(float) for f in (system.x, system.v, system.m)]
         params = {k: float(f.grad[None]) for k, f in self.objective_fields.items()}
         return grads[0], grads[1], grads[2], params

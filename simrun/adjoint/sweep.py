@@ -96,7 +96,7 @@ class Trajectory:
         """Add w * dJ/d(state) of the objective at this state."""
         if not w:
             return
-        dx, dv, dm, dp = self.model.objective_grad(state.x, state.v)
+        dx, dv, dm, dp = self.model.objective_grad(state.x, state.v, state.step)
         adj.x += w * dx
         adj.v += w * dv
         adj.mass += w * dm
@@ -263,7 +263,7 @@ class Trajectory:
     def _accumulate(self, total: list, state: State, steps: int) -> None:
         w = self._weight(state.step, steps)
         if w:
-            total[0] += w * self.model.objective(state.x, state.v, state.potential)
+            total[0] += w * self.model.objective(state.x, state.v, state.potential, state.step)
         self.progress("forward", state.step, steps)
 
 
@@ -324,8 +324,8 @@ def tangent_sweep(traj: Trajectory, state0: State, steps: int, tan: Tangent, eve
 def _objective_tangent(traj: Trajectory, state: State, xdot, vdot, tan: Tangent, udot: float
                        ) -> tuple[float, float]:
     model = traj.model
-    j = model.objective(state.x, state.v, state.potential)
-    dx, dv, dm, dp = model.objective_grad(state.x, state.v)
+    j = model.objective(state.x, state.v, state.potential, state.step)
+    dx, dv, dm, dp = model.objective_grad(state.x, state.v, state.step)
     dj = float(np.sum(dx * xdot) + np.sum(dv * vdot) + np.sum(dm * tan.mass))
     dj += sum(val * tan.params.get(k, 0.0) for k, val in dp.items())
     if model.uses_potential():

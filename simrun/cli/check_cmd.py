@@ -51,6 +51,8 @@ def check(scene_path: SceneArg, sets: SetOpt = None, threads: ThreadsOpt = None,
     shown = [f"{m} (outside the scene's folder)" if m in outside else str(m) for m in modules]
     out.print(f"  kernel code   {', '.join(shown)}")
     out.print(f"  energy terms  {', '.join(report.energy_kernels) or '-'}")
+    if report.controller:
+        out.print(f"  controller    {', '.join(report.controller)}")
     if report.step_kernels:
         out.print(f"  step kernels  {', '.join(report.step_kernels)}")
     if report.extra_fields:

@@ -127,6 +127,7 @@ def _print_check(check: dict) -> None:
                   f"{row['rel_error']:10.2e} {row['fd_error']:9.1e}{mark}", markup=False)
     t = check["taylor"]
     out.print(f"    Taylor remainders {', '.join(f'{r:.3g}' for r in t['residuals'])}; "
-              f"orders {', '.join(f'{o:.2f}' for o in t['orders'])} (2 expected)")
+              f"orders {', '.join(f'{o:.2f}' for o in t['orders'])} (2 expected; inf: "
+              f"below J's rounding, {t.get('rounding', 0.0):.1g})")
     out.print("  check: [bold green]ok[/]" if check["ok"] else
               "  check: [bold red]FAILED[/]: the gradient disagrees with finite differences")

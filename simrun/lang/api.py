@@ -44,8 +44,12 @@ def runtime() -> Runtime:
 
 def init(arch=None, default_fp=None, default_ip=None, debug: bool = False, random_seed: int = 0,
          cpu_max_num_threads: int | None = None, offline_cache: bool = True,
-         fast_math: bool = True, **ignored) -> None:
-    """Taichi's ti.init: CPU only; GPU requests fall back to the CPU with a warning."""
+         fast_math: bool = True, deterministic: bool = False, **ignored) -> None:
+    """Taichi's ti.init: CPU only; GPU requests fall back to the CPU with a warning.
+
+    deterministic=True (beyond Taichi) runs the loops that add floats into shared field
+    entries (p2g scatters, gradient kernels) on one thread in chunk order, so their sums
+    are the same bits for any thread count and on every run; other loops stay parallel."""
     if arch not in (None, "cpu") and not isinstance(arch, (list, tuple)):
         print(f"[simrun] arch={arch!r} is not available; running on the CPU", file=sys.stderr)
     reset()
@@ -53,6 +57,7 @@ def init(arch=None, default_fp=None, default_ip=None, debug: bool = False, rando
     defaults.ip = to_dtype(default_ip) if default_ip is not None else i32
     config.debug, config.fast_math, config.offline_cache = bool(debug), fast_math, offline_cache
     _runtime.append(Runtime(cpu_max_num_threads, random_seed))
+    _runtime[-1].deterministic = bool(deterministic)
 
 
 def reset() -> None:
@@ -171,6 +176,7 @@ class Kernel:
         self.bound_self = bound_self
         self.variants: dict = {}
         self.field_args: dict = {}  # scalar parameter name -> the 0-D field it is read from
+        self.grad_reads: dict = {}  # template parameter name -> the field its .grad reads
         self.autodiff_mode = AutodiffMode.NONE  # VALIDATION while on a Tape(validation=True)
         self._sig = None
         self._ret_ann: list = []
@@ -193,6 +199,7 @@ class Kernel:
         which Taichi's scalar arguments lack. The twin is called with the same arguments."""
         params = {p.name: p for p in self.params()[0]}
         twin = Kernel(self.pyfunc, self.bound_self)
+        twin.grad_reads = dict(self.grad_reads)
         for name in names:
             p = params.get(name)
             if p is None or p.kind != "scalar" or not p.dtype.is_float:
@@ -201,6 +208,16 @@ class Kernel:
                                 f"{[q.name for q in params.values() if q.kind == 'scalar']})")
             twin.field_args[name] = fields_mod.field(p.dtype, shape=(), name=f"{self.name}.{name}",
                                                      needs_grad=True, needs_dual=True)
+        return twin
+
+    def with_grad_reads(self, fields: dict) -> Kernel:
+        """A twin of this kernel (keeping its field_args) whose reads of `<arg>.grad`, for
+        each template parameter named in `fields`, read `fields[name]` instead: a step kernel
+        that reads a gradient (MPM's p2g reads x.grad = dU/dx as its force) becomes
+        differentiable, with the gradient as an ordinary input field that has an adjoint."""
+        twin = Kernel(self.pyfunc, self.bound_self)
+        twin.field_args = dict(self.field_args)
+        twin.grad_reads = dict(self.grad_reads, **fields)
         return twin
 
     @property
@@ -345,6 +362,8 @@ class Kernel:
         for k, (p, a) in enumerate(zip(params, args)):
             if p.kind == "template" or p.kind == "ndarray" and isinstance(a, fields_mod.Field):
                 scope[p.name] = a
+                if p.name in self.grad_reads:
+                    em.grad_reads[id(a)] = self.grad_reads[p.name]
                 if getattr(p.annotation, "needs_grad", None) is False:
                     em.stopped_everywhere.add(a)  # ti.types.ndarray(needs_grad=False)
             elif p.kind == "scalar" and p.name in self.field_args:

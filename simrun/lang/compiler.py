@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .codegen.layout import build_layout
+from .codegen.schedule import scatters_floats
 from .ir.printer import print_kernel
 from .runtime import jit
 from .runtime.launch import CompiledKernel
@@ -42,5 +43,8 @@ def compile_kernel(kir, runtime, config, arg_specs, ndarray_slots) -> CompiledKe
             jit.compile_module(key, module_text, settings)
     addresses = [jit.function_address(n) for n in names]
     slots = [(layout.var_slot[v], v.dtype) for v in kir.arg_vars]
-    return CompiledKernel(kir.name, layout, addresses, slots, kir.ret_types, runtime,
-                          ndarray_slots)
+    compiled = CompiledKernel(kir.name, layout, addresses, slots, kir.ret_types, runtime,
+                              ndarray_slots)
+    compiled.order_sensitive = frozenset(k for k, task in enumerate(kir.tasks)
+                                         if scatters_floats(task))
+    return compiled

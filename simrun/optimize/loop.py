@@ -17,9 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from simrun.adjoint.job import scene_gradient
-from simrun.optimize.optimizers import SGD, Adam, clip_norm, project
+from simrun.optimize.optimizers import SGD, Adam, clip_norm, normalized, project
 from simrun.optimize.params import Layout
 from simrun.optimize.record import Journal, Record
+from simrun.optimize.schedules import learning_rate
 from simrun.scene import Scene, SceneError
 
 # (iteration, iterations, loss, gradient norm) after each iteration
@@ -83,7 +84,8 @@ class _Evaluator:
         scene, start = self.layout.scene_at(vector)
         try:
             result = scene_gradient(scene, [k.text for k in self.layout.keys],
-                                    threads=self.threads, start=start)
+                                    threads=self.threads, start=start,
+                                    fields=self.layout.fields_at(vector))
         except FloatingPointError:
             return float("nan"), np.full_like(vector, np.nan)
         grad = self.layout.pack(result.gradients)
@@ -152,15 +154,17 @@ class _Run:
 
     def first_order(self, vector: np.ndarray) -> str:
         opt = self.opt
-        method = Adam(opt.lr, opt.betas) if opt.optimizer == "adam" else \
-            SGD(opt.lr, opt.momentum, opt.nesterov)
+        method = Adam(opt.lr, opt.betas, opt.weight_decay) if opt.optimizer == "adam" else \
+            SGD(opt.lr, opt.momentum, opt.nesterov, opt.weight_decay)
         low, high = self.layout.bounds()
         for it in range(self.iterations + 1):
             loss, grad, wall = self.evaluate(vector)
             if self._accept(it, vector, loss, grad, wall):
                 return "converged"
             if it < self.iterations:
-                vector = project(method.step(vector, clip_norm(grad, opt.clip)), low, high)
+                lr = learning_rate(opt.lr, opt.schedule, it, self.iterations)
+                used = normalized(grad) if opt.normalize else clip_norm(grad, opt.clip)
+                vector = project(method.step(vector, used, lr), low, high)
         return "done"
 
     def lbfgs(self, vector: np.ndarray) -> str:

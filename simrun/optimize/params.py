@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simrun.adjoint.job import field_start_values
 from simrun.adjoint.keys import Key, parse_key, value_of, with_value
 from simrun.scene import Scene, SceneError, initial_state
 
@@ -18,6 +19,7 @@ class Layout:
     keys: list[Key]
     shapes: list[tuple[int, ...]]
     scene: Scene  # the scene as loaded: values not tuned come from it
+    field_starts: dict[str, np.ndarray]  # fields.<name> KEY -> the allocated start value
 
     @classmethod
     def of(cls, scene: Scene) -> Layout:
@@ -29,15 +31,30 @@ class Layout:
             except SceneError as exc:
                 raise SceneError(f"{opt.where.get(text, scene.source)}: optimize.parameters: "
                                  f"{exc}") from None
-        shapes = [np.shape(value_of(scene, k)) for k in keys]
-        return cls(keys, shapes, scene)
+        names = [k.name for k in keys if k.kind == "field"]
+        try:
+            starts = field_start_values(scene, names) if names else {}
+        except SceneError as exc:
+            first = next(k.text for k in keys if k.kind == "field")
+            raise SceneError(f"{opt.where.get(first, scene.source)}: optimize.parameters: "
+                             f"{exc}") from None
+        field_starts = {f"fields.{n}": v for n, v in starts.items()}
+        shapes = [np.shape(field_starts[k.text]) if k.kind == "field" else
+                  np.shape(value_of(scene, k)) for k in keys]
+        return cls(keys, shapes, scene, field_starts)
 
     @property
     def sizes(self) -> list[int]:
         return [int(np.prod(s)) for s in self.shapes]
 
     def initial(self) -> np.ndarray:
-        return self.pack({k.text: value_of(self.scene, k) for k in self.keys})
+        return self.pack({k.text: self.field_starts[k.text] if k.kind == "field" else
+                          value_of(self.scene, k) for k in self.keys})
+
+    def fields_at(self, vector: np.ndarray) -> dict[str, np.ndarray]:
+        """The tuned fields' values (by field name) that the vector stands for."""
+        return {k.name: np.asarray(v) for k, v in zip(self.keys, self.unpack(vector).values())
+                if k.kind == "field"}
 
     def pack(self, values: dict) -> np.ndarray:
         return np.concatenate([np.ravel(np.asarray(values[k.text], float)) for k in self.keys])
@@ -83,7 +100,7 @@ class Layout:
             k = next(k for k in self.keys if k.text == key)
             if k.kind in ("x0", "v0"):
                 start[k.kind] = value
-            else:
+            elif k.kind != "field":  # fields_at gives those
                 scene = with_value(scene, k, value)
         if not start:
             return scene, None

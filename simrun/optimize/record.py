@@ -85,9 +85,15 @@ class Record:
 
     def write_best(self) -> None:
         """best.yaml: the scene at the best parameters; a tuned start goes to best_state.npz
-        (initial: {type: file}); kernel paths point at the copies in kernels/."""
+        (initial: {type: file}), tuned fields to best_fields.npz (fields: {name: file});
+        kernel paths point at the copies in kernels/."""
         scene, start = self.layout.scene_at(self.best.params)
         data = scene.to_dict()
+        fields = self.layout.fields_at(self.best.params)
+        if fields:
+            atomic_savez(self.dir / "best_fields.npz", **fields)
+            data["fields"] = {**data.get("fields", {}),
+                              **{name: "best_fields.npz" for name in fields}}
         if start is not None:
             velocity = np.asarray(scene.initial.velocity, float)
             atomic_savez(self.dir / "best_state.npz", x=start[0], v=start[1] - velocity)
@@ -137,8 +143,9 @@ def _relocated(data: dict, copies: dict[str, str]) -> dict:
 
     for term in data.get("energy", []):
         term["kernel"] = move(term["kernel"])
-    if "step_kernels" in data:
-        data["step_kernels"]["kernels"] = [move(k) for k in data["step_kernels"]["kernels"]]
+    for section in ("step_kernels", "controller"):
+        if section in data:
+            data[section]["kernels"] = [move(k) for k in data[section]["kernels"]]
     if "kernel" in data.get("objective", {}):
         data["objective"]["kernel"] = move(data["objective"]["kernel"])
     return data

@@ -26,15 +26,24 @@ def render_sensitivities(values: dict[str, float], gradients: dict[str, float],
                        0.45 * len(keys) / (1.2 + 0.45 * len(keys))))
     colours = ["#d62728" if r < 0 else "#1f77b4" for r in rel]
     bars = ax.barh(range(len(keys)), rel, color=colours)
-    ax.bar_label(bars, labels=[f"{r:+.3g}" for r in rel], fontsize="small", padding=3)
+    # a KEY that is 0 has no relative change (gradients.json has its dJ/dp): say so
+    labels = [f"{r:+.3g}" if values[k] else "n/a" for k, r in zip(keys, rel)]
+    ax.bar_label(bars, labels=labels, fontsize="small", padding=3)
     ax.margins(x=0.2)
-    ax.set_yticks(range(len(keys)), keys, fontsize="small")
+    ax.set_yticks(range(len(keys)), [k if values[k] else f"{k} (p = 0)" for k in keys],
+                  fontsize="small")
     ax.invert_yaxis()
     ax.axvline(0.0, color="0.4", lw=0.8)
     ax.set_xlabel("d ln J / d ln p  (relative change of J per relative change of p)")
     ax.set_title(f"{title}: sensitivities of J = {objective:.6g}" if title else
                  f"sensitivities of J = {objective:.6g}", fontsize="medium")
     ax.grid(axis="x", alpha=0.3)
+    fig.canvas.draw()  # the axis' scale factor (e.g. 1e-5) goes into the label, not over it
+    offset = ax.xaxis.get_offset_text().get_text()
+    if offset:
+        ax.xaxis.get_offset_text().set_visible(False)
+        ax.set_xlabel(f"d ln J / d ln p  (x {offset}; relative change of J per relative "
+                      "change of p)")
     png_path = Path(png_path)
     with atomic_path(png_path) as tmp:
         fig.savefig(tmp, format="png")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from yaml.nodes import Node, ScalarNode
 
-from simrun.scene import limits, load_optimize, load_state, load_terms
+from simrun.scene import limits, load_fields, load_optimize, load_state, load_terms
 from simrun.scene.errors import SceneError, error_at, shorten
 from simrun.scene.nodes import (
     MapReader,
@@ -29,6 +29,7 @@ from simrun.scene.schema import (
     BOUNDARIES,
     INTEGRATORS,
     PRECISIONS,
+    READABLE_VERSIONS,
     SCHEMA_VERSION,
     Boundary,
     Integrator,
@@ -41,7 +42,7 @@ from simrun.scene.yamlio import read_node
 MAX_NAME = 100  # characters; file systems allow 255 in a folder name
 
 TOP_KEYS = ("version", "name", "description", "precision", "seed", "particles", "initial",
-            "energy", "topology", "integrator", "step_kernels", "dt", "steps", "boundary",
+            "energy", "topology", "integrator", "step_kernels", "controller", "fields", "dt", "steps", "boundary",
             "outputs", "objective", "optimize")
 
 
@@ -69,7 +70,8 @@ def compose(path: Path) -> Node:
         raise SceneError(f"{shown}: cannot read the scene file ({shorten(reason)}).") from None
     node = read_node(text, shown)
     if node is None:
-        raise SceneError(f"{shown}: the scene file is empty. Start it with 'version: 1'.")
+        raise SceneError(f"{shown}: the scene file is empty. Start it with "
+                         f"'version: {SCHEMA_VERSION}'.")
     return node
 
 
@@ -166,9 +168,10 @@ def _name(node: Node | None, path: Path) -> str:
 def _version(r: MapReader) -> int:
     node = r.require("version", f"Add 'version: {SCHEMA_VERSION}' as the first line")
     version = as_int(node, "version")
-    if version != SCHEMA_VERSION:
+    if version not in READABLE_VERSIONS:
         raise error_at(node, f"scene schema version {version} is not supported (this simrun "
-                       f"reads version {SCHEMA_VERSION})", f"Set version: {SCHEMA_VERSION}")
+                       f"reads versions {', '.join(map(str, READABLE_VERSIONS))})",
+                       f"Set version: {SCHEMA_VERSION}")
     return version
 
 
@@ -187,10 +190,13 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
     init = load_state.initial(r.get("initial"), particles, path.parent)
     energy = load_terms.energy_terms(r.get("energy"), path.parent)
     stepk = load_terms.step_kernels(r.get("step_kernels"), path.parent)
+    control = load_terms.step_kernels(r.get("controller"), path.parent, "controller")
+    field_files, field_where = load_fields.fields(r.get("fields"), path.parent)
     objective = load_terms.objective(r.get("objective"), path.parent)
     if not allow_outside:
         load_terms.refuse_outside(path.parent, [t.kernel for t in energy]
                                   + list(stepk.kernels if stepk else ())
+                                  + list(control.kernels if control else ())
                                   + ([objective.kernel] if objective and objective.kernel
                                      else []))
     if stepk is not None and r.get("integrator") is not None:
@@ -210,7 +216,8 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
         integrator=_integrator(r.get("integrator")), dt=dt, steps=steps,
         boundary=_boundary(r.get("boundary"), particles.dim),
         outputs=_outputs(r.get("outputs"), steps_node, steps, particles, precision),
-        step_kernels=stepk, objective=objective,
+        step_kernels=stepk, controller=control, fields=field_files, fields_where=field_where,
+        objective=objective,
         optimize=load_optimize.optimize(r.get("optimize"), objective is not None))
 
 

@@ -21,12 +21,16 @@ from simrun.scene.nodes import (
     as_str,
     scalar,
 )
-from simrun.scene.schema import OPTIMIZERS, Optimize
+from simrun.scene.schema import OPTIMIZERS, SCHEDULES, Optimize, Schedule
 
 KEYS = ("parameters", "optimizer", "lr", "iterations", "clip", "bounds", "tolerance", "betas",
-        "momentum", "nesterov")
+        "momentum", "nesterov", "schedule", "weight_decay", "normalize")
 ONLY = {"lr": ("adam", "sgd"), "clip": ("adam", "sgd"), "betas": ("adam",),
-        "momentum": ("sgd",), "nesterov": ("sgd",)}
+        "momentum": ("sgd",), "nesterov": ("sgd",), "schedule": ("adam", "sgd"),
+        "weight_decay": ("adam", "sgd"), "normalize": ("sgd",)}
+# what each schedule type reads besides `type` and `warmup`
+SCHEDULE_KEYS = {"constant": (), "cosine": ("min_lr",), "step": ("every", "gamma"),
+                 "exponential": ("gamma",)}
 WHY = {"lbfgs": "L-BFGS-B chooses its steps by a line search and needs the true gradient"}
 
 
@@ -60,6 +64,16 @@ def optimize(node: Node | None, has_objective: bool) -> Optimize | None:
         if opts["nesterov"] and not opts.get("momentum"):
             raise error_at(r.get("nesterov"), "Nesterov momentum needs 'momentum' > 0",
                            "Add e.g. 'momentum: 0.9'")
+    if r.get("schedule") is not None:
+        opts["schedule"] = _schedule(r.get("schedule"), opts.get("lr", 0.05))
+    if r.get("normalize") is not None:
+        opts["normalize"] = as_bool(r.get("normalize"), "optimize.normalize")
+        if opts["normalize"] and "clip" in opts:
+            raise error_at(r.get("normalize"), "'normalize' scales every gradient to norm 1, "
+                           "so 'clip' would never act", "Remove 'clip' (lr is the step length)")
+    if r.get("weight_decay") is not None:
+        opts["weight_decay"] = as_float(r.get("weight_decay"), "optimize.weight_decay",
+                                        nonnegative=True)
     loss_tol, grad_tol = _tolerance(r.get("tolerance"))
     iterations = as_int(r.get("iterations"), "optimize.iterations", 1) \
         if r.get("iterations") is not None else 100
@@ -127,6 +141,33 @@ def _bounds(node: Node | None, names: tuple[str, ...]) -> dict[str, tuple[float,
                            "Write [low, high] with low <= high (null for no bound)")
         out[key] = (low, high)
     return out
+
+
+def _schedule(node: Node, lr: float) -> Schedule:
+    """A type name (`cosine`) or a mapping {type: cosine, warmup: 10, min_lr: 1e-4}."""
+    if not isinstance(node, MappingNode):
+        return Schedule(as_choice(node, "optimize.schedule", SCHEDULES))
+    r = MapReader(node, "optimize.schedule")
+    kind = as_choice(r.require("type", "Add e.g. 'type: cosine'"), "optimize.schedule.type",
+                     SCHEDULES)
+    r.done(("type", "warmup", *SCHEDULE_KEYS[kind]), context=f" for a '{kind}' schedule")
+    opts: dict = {}
+    if r.get("warmup") is not None:
+        opts["warmup"] = as_int(r.get("warmup"), "optimize.schedule.warmup", 0)
+    if r.get("every") is not None:
+        opts["every"] = as_int(r.get("every"), "optimize.schedule.every", 1)
+    if r.get("gamma") is not None:
+        opts["gamma"] = as_float(r.get("gamma"), "optimize.schedule.gamma", positive=True)
+        if opts["gamma"] > 1:
+            raise error_at(r.get("gamma"), f"'optimize.schedule.gamma' is {opts['gamma']:g}, "
+                           "but a decay factor must be at most 1", "Use e.g. 0.5")
+    if r.get("min_lr") is not None:
+        opts["min_lr"] = as_float(r.get("min_lr"), "optimize.schedule.min_lr", nonnegative=True)
+        if opts["min_lr"] > lr:
+            raise error_at(r.get("min_lr"), f"'optimize.schedule.min_lr' ({opts['min_lr']:g}) "
+                           f"is above 'lr' ({lr:g}): the cosine would climb",
+                           "Use a min_lr below lr, e.g. lr / 100")
+    return Schedule(kind, **opts)
 
 
 def _tolerance(node: Node | None) -> tuple[float | None, float | None]:

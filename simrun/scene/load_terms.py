@@ -126,18 +126,21 @@ def energy_terms(node: Node | None, scene_dir: Path) -> tuple[EnergyTerm, ...]:
     return tuple(terms)
 
 
-def step_kernels(node: Node | None, scene_dir: Path) -> StepKernels | None:
+def step_kernels(node: Node | None, scene_dir: Path, section: str = "step_kernels"
+                 ) -> StepKernels | None:
+    """`step_kernels` (they replace the integrator) or `controller` (called each step before
+    the forces): {kernels: [module.py:kernel, ...], params: {...}}."""
     if node is None:
         return None
-    reader = MapReader(node, "step_kernels")
+    reader = MapReader(node, section)
     reader.done(("kernels", "params"))
-    items = as_seq(reader.require("kernels"), "step_kernels.kernels")
+    items = as_seq(reader.require("kernels"), f"{section}.kernels")
     if not items:
-        raise error_at(reader.get("kernels"), "'step_kernels.kernels' is empty",
+        raise error_at(reader.get("kernels"), f"'{section}.kernels' is empty",
                        "List the kernels to call each step, in order")
-    refs = tuple(kernel_ref(n, f"step_kernels.kernels[{i}]", scene_dir)
+    refs = tuple(kernel_ref(n, f"{section}.kernels[{i}]", scene_dir)
                  for i, n in enumerate(items))
-    return StepKernels(refs, *params(reader.get("params"), "step_kernels.params"))
+    return StepKernels(refs, *params(reader.get("params"), f"{section}.params"))
 
 
 OBJECTIVE_BUILTINS = ("kinetic", "potential", "total")

@@ -1,4 +1,4 @@
-"""Typed scene model (schema version 1). Built only by ``simrun.scene.load``.
+"""Typed scene model (schema version 2). Built only by ``simrun.scene.load``.
 
 Every dataclass can turn itself back into plain data (``to_dict``) so a run directory keeps
 the fully resolved scene (defaults filled in, overrides applied, paths absolute).
@@ -12,7 +12,14 @@ from typing import Any
 
 import numpy as np
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Version 2 (simrun grad through step kernels): objective kernels may take the step index
+# (`step`), and `--wrt` / `optimize.parameters` take `step_kernels.params.<name>` and
+# `fields.<name>`; a `controller:` section (kernels run each step before the forces) and a
+# `fields:` section (start values of allocated fields from .npz files, as best.yaml writes
+# trained ones). Every version-1 file means the same under version 2, so both load (old run
+# folders keep `version: 1` in their scene.yaml and still render and resume).
+READABLE_VERSIONS = (1, 2)
 PRECISIONS = ("f32", "f64")
 INTEGRATORS = ("symplectic_euler", "velocity_verlet")
 BOUNDARIES = ("none", "reflect", "periodic")
@@ -75,6 +82,30 @@ class Objective:
 
 
 OPTIMIZERS = ("adam", "sgd", "lbfgs")
+SCHEDULES = ("constant", "cosine", "step", "exponential")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How the learning rate changes over a training (simrun.optimize.schedules)."""
+
+    type: str = "constant"  # constant | cosine | step | exponential
+    warmup: int = 0  # steps of linear warm-up before the decay
+    min_lr: float = 0.0  # cosine: the rate it ends at
+    every: int = 1  # step: decay every this many steps
+    gamma: float = 0.5  # step, exponential: the decay factor
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"type": self.type}
+        if self.warmup:
+            data["warmup"] = self.warmup
+        if self.type == "cosine":
+            data["min_lr"] = self.min_lr
+        if self.type == "step":
+            data["every"] = self.every
+        if self.type in ("step", "exponential"):
+            data["gamma"] = self.gamma
+        return data
 
 
 @dataclass(frozen=True)
@@ -93,13 +124,17 @@ class Optimize:
     betas: tuple[float, float] = (0.9, 0.999)  # adam
     momentum: float = 0.0  # sgd
     nesterov: bool = False  # sgd
+    schedule: Schedule = field(default_factory=Schedule)  # adam, sgd
+    weight_decay: float = 0.0  # adam: decoupled (AdamW); sgd: L2 added to the gradient
+    normalize: bool = False  # sgd: step along g / |g| (DiffTaichi's mass_spring update)
     where: dict[str, str] = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"parameters": list(self.parameters),
                                 "optimizer": self.optimizer, "iterations": self.iterations}
         if self.optimizer != "lbfgs":
-            data["lr"] = self.lr
+            data.update(lr=self.lr, schedule=self.schedule.to_dict(),
+                        weight_decay=self.weight_decay)
         if self.clip is not None:
             data["clip"] = self.clip
         if self.bounds:
@@ -111,7 +146,7 @@ class Optimize:
         if self.optimizer == "adam":
             data["betas"] = list(self.betas)
         if self.optimizer == "sgd":
-            data.update(momentum=self.momentum, nesterov=self.nesterov)
+            data.update(momentum=self.momentum, nesterov=self.nesterov, normalize=self.normalize)
         return data
 
 
@@ -214,14 +249,20 @@ class Scene:
     boundary: Boundary
     outputs: Outputs
     step_kernels: StepKernels | None = None
+    # kernels called each step before the forces (a robot's controller writing actuations)
+    controller: StepKernels | None = None
+    # start values of fields the kernel modules allocate: field name -> .npz file
+    fields: dict[str, Path] = field(default_factory=dict)
+    fields_where: dict[str, str] = field(default_factory=dict, compare=False)
     version: int = SCHEMA_VERSION
     objective: Objective | None = None
     optimize: Optimize | None = None
 
     def kernel_refs(self) -> list[KernelRef]:
-        """Every kernel the scene names: energy terms, then step kernels."""
+        """Every kernel the scene names: energy terms, step kernels, then the controller."""
         refs = [term.kernel for term in self.energy]
-        return refs + list(self.step_kernels.kernels if self.step_kernels else ())
+        return refs + list(self.step_kernels.kernels if self.step_kernels else ()) + \
+            list(self.controller.kernels if self.controller else ())
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved scene as plain data; loading it again gives an equal scene."""
@@ -240,6 +281,10 @@ class Scene:
             data["integrator"] = self.integrator.to_dict()
         else:
             data["step_kernels"] = self.step_kernels.to_dict()
+        if self.controller is not None:
+            data["controller"] = self.controller.to_dict()
+        if self.fields:
+            data["fields"] = {name: str(path) for name, path in self.fields.items()}
         data.update(dt=self.dt, steps=self.steps, boundary=self.boundary.to_dict(),
                     outputs=self.outputs.to_dict())
         if self.objective is not None:

@@ -18,6 +18,7 @@ class CheckReport:
     extra_fields: list[str]
     potential: float
     compile_s: float
+    controller: list[str]
 
 
 def check_scene(scene: Scene, threads: int | None = None) -> CheckReport:
@@ -31,6 +32,7 @@ def check_scene(scene: Scene, threads: int | None = None) -> CheckReport:
     x0, v0 = initial_state(scene)
     system = System(scene, x0, threads)
     system.set_state(x0, v0)
+    system.control(0)  # the controller writes what the forces read
     potential, forces = system.forces()
     x, v = system.get_state()
     check_finite(State(0, x, v, forces, potential), scene)
@@ -39,4 +41,5 @@ def check_scene(scene: Scene, threads: int | None = None) -> CheckReport:
     system.render_shapes()  # a broken render_shapes hook is bad input too
     return CheckReport([str(k.ref.name) for k in system.energy],
                        [str(k.ref.name) for k in system.step_kernels],
-                       sorted(system.extra), potential, time.perf_counter() - started)
+                       sorted(system.extra), potential, time.perf_counter() - started,
+                       [str(k.ref.name) for k in system.controller])

@@ -7,7 +7,9 @@ velocity Verlet's second kick, and a NaN watch that sets a flag. When every laun
 compiled simrun.lang kernel, the whole step is one `Chain` and ``advance(n)`` makes n steps
 in one native call, stopping after the first step whose state is not finite; otherwise (an
 energy that brings its own gradient, random numbers, a Tape or FwdMode around the step) the
-same launches run from Python, with ``System.forces`` between them.
+same launches run from Python, with ``System.forces`` between them. A scene with a
+`controller` also steps from Python: each step runs the controller kernels at the step index
+(they write what the energies read, e.g. actuations), then takes the forces again, then steps.
 
 The state lives in the fields between calls: x, v, F = -x.grad and U. ``load``/``store``
 move a `State` in and out at chunk boundaries (frames, checkpoints, the adjoint's stored
@@ -22,7 +24,7 @@ import numpy as np
 
 from simrun.lang.api import runtime
 from simrun.lang.autodiff.tape import access_of, recording
-from simrun.lang.runtime.chain import Chain
+from simrun.lang.runtime.chain import Chain, serial_scatters
 from simrun.scene.schema import Scene
 from simrun.stepper import updates
 from simrun.stepper.state import State
@@ -35,7 +37,7 @@ def chainable(kernel, args) -> tuple | None:
     if prepare is None:
         return None
     compiled, flat, arrays = prepare(args, "primal")
-    if arrays or compiled.uses_random or compiled.ndarray_slots:
+    if arrays or compiled.uses_random or compiled.ndarray_slots or serial_scatters(compiled):
         return None
     return compiled, flat
 
@@ -48,6 +50,7 @@ class FieldStepper:
         self.scene, self.system = scene, system
         self.has_energy = bool(system.energy)
         self.direct = None
+        self.step_index = 0  # the controller's `step` argument; `load` and `advance` keep it
         self.bad = ti.field(ti.i32, shape=())
         dim, dt, damping = scene.particles.dim, scene.dt, scene.integrator.damping
         self.box = ti.Vector.field(dim, dtype=system.fp, shape=2)
@@ -74,7 +77,9 @@ class FieldStepper:
             self.clear = [self._launch(updates.zero, (g,)) for g in to_clear]
             self.clear.append(self._launch(updates.reset_loss, (system.U,)))
         self.chain = self.forces_only = None
-        if self.forces is not None and all(isinstance(s, tuple) for s in self.pre):
+        if (self.forces is not None and not system.controller
+                and all(isinstance(s, tuple) for s in self.pre)
+                and not any(serial_scatters(c) for c, _ in self.forces)):
             self.chain = Chain(runtime(), self.pre + self.clear + self.forces + self.post,
                                stop=self.bad)
             gradients = self._gradients_alone()
@@ -124,6 +129,7 @@ class FieldStepper:
         system.set_state(state.x, state.v)
         system.x.grad.data[...] = np.negative(state.f)
         system.U.data[()] = state.potential
+        self.step_index = state.step
 
     def store(self, state: State) -> None:
         """Read the fields into `state` (new arrays: frames and stored states keep theirs)."""
@@ -146,11 +152,14 @@ class FieldStepper:
         if self.direct is not None:
             self.direct.set_field_args()
         if self.chain is not None and not recording():
-            if not potential and self.forces_only is not None:
-                return self.forces_only.run(steps)
-            return self.chain.run(steps)
+            chain = self.forces_only if not potential and self.forces_only is not None \
+                else self.chain
+            done = chain.run(steps)
+            self.step_index += done
+            return done
         for done in range(1, steps + 1):
             self._python_step()
+            self.step_index += 1
             if self.bad.data[()]:
                 return done
         return steps
@@ -160,15 +169,21 @@ class FieldStepper:
         return bool(self.bad.data[()])
 
     def _python_step(self) -> None:
+        if self.system.controller:
+            self.system.control(self.step_index)
+            self._forces()
         for part in self.pre:
             self._make(part)
+        self._forces()
+        for part in self.post:
+            self._make(part)
+
+    def _forces(self) -> None:
         if self.forces is not None and not recording():
             for part in self.clear + self.forces:
                 self._make(part)
         else:
             self.system.forces()
-        for part in self.post:
-            self._make(part)
 
     @staticmethod
     def _make(part) -> None:

@@ -171,6 +171,7 @@ def loop(scene: Scene, system: System, state: State, writer: RunWriter,
     the NaN watch stops a chunk after its first bad step, which check_finite then names."""
     stepper, every, total = FieldStepper(scene, system), scene.outputs.every, scene.steps
     clock, chunk = _Clock(flush_interval), _ChunkSize()
+    stepper.step_index = state.step
     try:
         while state.step < total:
             wanted = chunk(next_event(state.step, total, (every,)) - state.step)

@@ -24,13 +24,15 @@ from simrun.stepper.binding import (
 )
 from simrun.stepper.forces import DirectForces
 
-BASE_NAMES = ("x", "v", "m", "x0", "U", "dt", "bonds", "angles", "dihedrals", "triangles")
+BASE_NAMES = ("x", "v", "m", "x0", "U", "dt", "step", "bonds", "angles", "dihedrals",
+              "triangles")  # `step`: the step index, for controller (and objective) kernels
 
 
 class System:
     """Fields and kernels of a scene, after ``ti.init`` (one System per process at a time)."""
 
-    def __init__(self, scene: Scene, x0: np.ndarray, threads: int | None = None) -> None:
+    def __init__(self, scene: Scene, x0: np.ndarray, threads: int | None = None,
+                 deterministic: bool = False) -> None:
         import simrun.lang as ti
 
         self.ti = ti
@@ -38,7 +40,7 @@ class System:
         self.fp = ti.f32 if scene.precision == "f32" else ti.f64
         self.np_dtype = np.float32 if scene.precision == "f32" else np.float64
         options: dict[str, Any] = {"arch": ti.cpu, "default_fp": self.fp,
-                                   "random_seed": scene.seed}
+                                   "random_seed": scene.seed, "deterministic": deterministic}
         if threads:
             options["cpu_max_num_threads"] = threads
         ti.init(**options)
@@ -46,10 +48,16 @@ class System:
         self.extra: dict[str, Any] = {}
         self._validate_params()
         self._allocate_module_fields()
+        self.load_fields({name: _read_field(path, name) for name, path in scene.fields.items()},
+                         scene.fields_where)
         self.energy = [self._bind_term(term) for term in scene.energy]
         self._grads: list | None = None
         self._direct: DirectForces | None = None
-        self.step_kernels = self._bind_step_kernels()
+        self.step_kernels = self._bind_step_kernels(scene.step_kernels)
+        self.controller = self._bind_step_kernels(scene.controller, {"step": 0})
+        self._step_at = [parameter_names(k.kernel).index("step")
+                         if "step" in parameter_names(k.kernel) else None
+                         for k in self.controller]
 
     def _make_fields(self, x0: np.ndarray) -> None:
         ti, p = self.ti, self.scene.particles
@@ -74,9 +82,9 @@ class System:
         for term in self.scene.energy:
             if term.kernel.path == path:
                 merged.update(term.params)
-        sk = self.scene.step_kernels
-        if sk is not None and any(ref.path == path for ref in sk.kernels):
-            merged.update(sk.params)
+        for sk in (self.scene.step_kernels, self.scene.controller):
+            if sk is not None and any(ref.path == path for ref in sk.kernels):
+                merged.update(sk.params)
         return merged
 
     def _allocate_module_fields(self) -> None:
@@ -97,6 +105,23 @@ class System:
                     raise SceneError(f"{path}: allocate() returns a field named '{name}', which "
                                      "is already taken. Rename it in the kernel module.")
                 self.extra[name] = f
+
+    def load_fields(self, values: dict[str, np.ndarray], places: dict[str, str] | None = None
+                    ) -> None:
+        """Set allocated fields (trained weights: the scene's `fields:`, or an optimiser's
+        iterate); a name no module allocates or a wrong shape is a SceneError."""
+        for name, value in values.items():
+            at = (places or {}).get(name, str(self.scene.source))
+            f = self.extra.get(name)
+            if f is None:
+                raise SceneError(f"{at}: 'fields.{name}': no kernel module of this scene "
+                                 f"allocates a field '{name}' (they allocate: "
+                                 f"{', '.join(sorted(self.extra)) or 'none'}). Fix the name.")
+            shape = f.to_numpy().shape
+            if np.shape(value) != shape:
+                raise SceneError(f"{at}: 'fields.{name}' has shape {np.shape(value)} but the "
+                                 f"module allocates shape {shape}. Save values of that shape.")
+            f.from_numpy(np.ascontiguousarray(value, dtype=f.to_numpy().dtype))
 
     def render_shapes(self) -> dict[str, list]:
         """Scenery for the pictures from the modules' optional ``render_shapes(params)`` hook:
@@ -133,9 +158,12 @@ class System:
             defaults = getattr(module, "DEFAULTS", {}).get(term.kernel.name, {})
             check_limits(term.kernel, module, {**defaults, **term.params}, term.where,
                          term.param_where, context)
-        sk = self.scene.step_kernels
-        if sk is None:
-            return
+        for sk in (self.scene.step_kernels, self.scene.controller):
+            if sk is not None:
+                self._validate_kernel_list(sk, context)
+
+    @staticmethod
+    def _validate_kernel_list(sk, context: dict[str, int]) -> None:
         found = [(ref, load_module(ref.path)) for ref in sk.kernels]
         kernels = [find_kernel(ref, module) for ref, module in found]
         accepted = {name for k in kernels for name in parameter_names(k)}
@@ -151,21 +179,32 @@ class System:
         defaults = getattr(module, "DEFAULTS", {}).get(term.kernel.name, {})
         return bind(term.kernel, kernel, {**self.values(), **term.params}, defaults)
 
-    def _bind_step_kernels(self) -> list[BoundKernel]:
-        sk = self.scene.step_kernels
+    def _bind_step_kernels(self, sk, extra: dict | None = None) -> list[BoundKernel]:
         if sk is None:
             return []
         found = [(ref, load_module(ref.path)) for ref in sk.kernels]
-        return [bind(ref, find_kernel(ref, module), {**self.values(), **sk.params},
+        return [bind(ref, find_kernel(ref, module), {**self.values(), **(extra or {}),
+                                                     **sk.params},
                      getattr(module, "DEFAULTS", {}).get(ref.name, {}))
                 for ref, module in found]
 
     def compile_step_kernels(self) -> None:
         """Compile the step kernels without launching them (they would advance the state)."""
-        for bound in self.step_kernels:
+        for bound in self.step_kernels + self.controller:
             compile_only = getattr(bound.kernel, "prepare", None)  # simrun.lang kernels
             if compile_only is not None:
                 compile_only(bound.args, "primal")
+
+    def control(self, step: int) -> None:
+        """Run the controller kernels at step index `step` (given to an argument named
+        `step: ti.i32`, as objective kernels get it)."""
+        for bound, at in zip(self.controller, self._step_at):
+            if at is None:
+                bound()
+                continue
+            args = list(bound.args)
+            args[at] = int(step)
+            bound.kernel(*args)
 
     # --- state -------------------------------------------------------------------------
     def forces(self) -> tuple[float, np.ndarray]:
@@ -215,3 +254,8 @@ class System:
             key = f"field:{name}"
             if key in arrays:
                 f.from_numpy(np.ascontiguousarray(arrays[key]))
+
+
+def _read_field(path, name: str) -> np.ndarray:
+    with np.load(path) as data:
+        return data[name]

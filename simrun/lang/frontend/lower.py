@@ -463,6 +463,8 @@ class Lowerer:
 
     def expr_Attribute(self, node):
         base = self.expr(node.value)
+        if node.attr == "grad" and id(base) in self.em.grad_reads:  # Kernel.with_grad_reads
+            return self.em.grad_reads[id(base)]
         try:
             value = getattr(base, node.attr)
         except AttributeError:

@@ -26,6 +26,7 @@ class Emitter:
         self.random_sites = 0
         self.stopped_everywhere: set = set()  # ti.stop_grad outside loops: kernel-wide
         self._stopped: dict[int, tuple[list, set]] = {}  # id(block) -> (block, fields)
+        self.grad_reads: dict[int, object] = {}  # id(field) -> the field `field.grad` reads
 
     def next_random_site(self) -> int:
         self.random_sites += 1

@@ -9,7 +9,8 @@ reports an error. The launches are exactly what ``CompiledKernel.launch`` would 
 tasks, contexts and arguments, in the same order, so the results are the same bits.
 
 Kernels that draw random numbers or take ndarray arguments need per-launch set-up and are
-refused. Where the native pool is unavailable, the same plan runs in a Python loop.
+refused, and so are float scatters under ``ti.init(deterministic=True)`` with threads (the
+chain would run them in parallel: `CompiledKernel.launch` runs them on one thread). Where the native pool is unavailable, the same plan runs in a Python loop.
 """
 
 from __future__ import annotations
@@ -83,6 +84,12 @@ def _chain_function(settings) -> object:
     return _CHAIN(jit.function_address(CHAIN_FN))
 
 
+def serial_scatters(compiled) -> bool:
+    """Whether a launch must run its float scatters on one thread (the deterministic mode)."""
+    rt = compiled.runtime
+    return bool(compiled.order_sensitive) and rt.deterministic and rt.num_threads > 1
+
+
 class Chain:
     """Launches [(compiled kernel, flat scalar arguments)] in order, ``repeats`` times.
 
@@ -95,6 +102,9 @@ class Chain:
                                  "cannot give each launch its own key")
             if compiled.ndarray_slots:
                 raise ValueError(f"kernel '{compiled.name}' takes ndarrays: chain fields only")
+            if serial_scatters(compiled):
+                raise ValueError(f"kernel '{compiled.name}' scatters floats under "
+                                 "ti.init(deterministic=True): launch it on its own")
         self.runtime, self.launches, self.stop = runtime, launches, stop
         self.owner = [k for k, (compiled, _) in enumerate(launches) for _ in compiled.fns]
         self.plan = np.array([(int(fn) if isinstance(fn, int) else

@@ -36,6 +36,7 @@ class CompiledKernel:
                 self.ctx[slot] = f.data.ctypes.data
         self.uses_random = layout.uses_random
         self.written: tuple = ()  # fields whose version a launch bumps (set by the compiler)
+        self.order_sensitive: frozenset = frozenset()  # tasks whose float adds race (compiler)
         self.last_rng_key = None
         self.ctx[layout.stack_slot] = runtime.stacks.ctypes.data
 
@@ -69,12 +70,24 @@ class CompiledKernel:
         run = self.runtime.run
         for f in self.written:
             f.version += 1
-        for fn in (self.fns if tasks is None else [self.fns[k] for k in tasks]):
-            if run(fn, ctx) < 0:
-                self.raise_error()
+        if self.order_sensitive and self.runtime.deterministic and \
+                self.runtime.num_threads > 1:  # one thread adds in chunk order anyway
+            self._launch_ordered(ctx, tasks)
+        else:
+            for fn in (self.fns if tasks is None else [self.fns[k] for k in tasks]):
+                if run(fn, ctx) < 0:
+                    self.raise_error()
         if self.ret_types:
             return self.read_returns()
         return None
+
+    def _launch_ordered(self, ctx: int, tasks) -> None:
+        """The deterministic mode: tasks that scatter floats run on one thread."""
+        rt = self.runtime
+        for k in (range(len(self.fns)) if tasks is None else tasks):
+            run = rt.run_serial if k in self.order_sensitive else rt.run
+            if run(self.fns[k], ctx) < 0:
+                self.raise_error()
 
     def read_returns(self):
         out = []

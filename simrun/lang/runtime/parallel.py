@@ -144,6 +144,8 @@ class Runtime:
                  settings: Settings | None = None):
         self.settings = settings if settings is not None else Settings.from_environ()
         self.num_threads = max(1, num_threads or default_threads())
+        self.deterministic = False  # ti.init(deterministic=True): float scatters in one order
+        self._callable: dict = {}  # task address -> its ctypes function (run_serial)
         self._native: bool | None = None  # decided on first use
         self.state = np.zeros(ps.state_slots(self.num_threads), dtype=np.int64)
         self._set_constants()
@@ -174,6 +176,15 @@ class Runtime:
     def last_chunks(self) -> int:
         """The chunk count of the latest such call."""
         return int(self.state[ps.LAST_CHUNKS])
+
+    def run_serial(self, fn, ctx: int) -> int:
+        """Run a task on the calling thread alone, its chunks in order: the deterministic
+        mode's float scatters, whose sums then add up in one fixed order (with threads, the
+        chunks a thread takes, and so the order of its adds, change from launch to launch)."""
+        if isinstance(fn, int):  # a native pool's task: callable through ctypes
+            fn = self._callable.get(fn) or self._callable.setdefault(fn, TASK_FN(fn))
+        chunks = fn(ctx, 0, -1)
+        return chunks if chunks <= 0 else fn(ctx, 0, 1)
 
     def task(self, address: int):
         """What `run` takes for a compiled task at this address."""

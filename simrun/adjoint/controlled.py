@@ -1,0 +1,53 @@
+"""Trajectory gradients of step-kernel scenes with a `controller` (kernels that run each
+step before the forces, e.g. a robot's network writing the actuations the springs read).
+
+A step is then: controller(x, v, step, weights) -> its outputs (fields); G = dU/dx at x with
+those outputs; the step kernels. Forward, the controller runs after the state is loaded and
+G is taken again. Reverse, once the step kernels and the forces are reversed (the forces'
+mixed derivative puts dJ/d(output) into the outputs' adjoints), the controller is replayed on
+a Tape seeded with the adjoints of x, v and every float field: its reverse adds into the
+weights' and the state's adjoints (from the state before the step, reloaded: the step
+kernels' replay has moved x and v on), and the outputs it overwrites get adjoint zero (the engine
+zeroes the adjoint of a value a kernel overwrites), so what remains is dJ/d(state before)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simrun.adjoint.kernel_sweep import KernelAdjoint, KernelState, KernelTrajectory
+from simrun.scene import SceneError
+
+
+class ControlledTrajectory(KernelTrajectory):
+    """KernelTrajectory with the scene's controller run before each step's forces."""
+
+    def _before_kernels(self, k: int) -> None:
+        system = self.system
+        system.control(k)
+        _potential, f = system.forces()
+        self.G.from_numpy(np.negative(f))  # the bits x.grad holds, as in `run`
+
+    def _restore_fields(self, state: KernelState, k: int) -> None:
+        """The forces of step k read the controller's outputs at step k, not the state's."""
+        self._load(state)
+        self.system.control(k)
+
+    def _reverse_before_kernels(self, adj: KernelAdjoint, state: KernelState, k: int) -> None:
+        system, ti = self.system, self.ti
+        dtype = system.np_dtype
+        self._load(state)  # the step kernels' replay moved x, v and fields past the step
+        for g in [system.x.grad, system.v.grad] + [f.grad for f in self.floats.values()]:
+            g.fill(0)
+        with ti.ad.Tape(loss=None, clear_gradients=False):
+            system.control(k)
+            system.x.grad.from_numpy(adj.x.astype(dtype))
+            system.v.grad.from_numpy(adj.v.astype(dtype))
+            for n, f in self.floats.items():
+                f.grad.from_numpy(adj.fields[n].astype(f.grad.to_numpy().dtype))
+        adj.x = system.x.grad.to_numpy().astype(float)
+        adj.v = system.v.grad.to_numpy().astype(float)
+        adj.fields = {n: f.grad.to_numpy().astype(float) for n, f in self.floats.items()}
+
+    def tangent_step(self, *args, **kwargs):
+        raise SceneError(f"{self.scene.source}: forward mode does not carry tangents through a "
+                         "'controller' yet; use --mode reverse (the default).")

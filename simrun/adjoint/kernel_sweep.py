@@ -1,0 +1,371 @@
+"""Trajectory gradients of scenes whose dynamics are their own `step_kernels` (MPM).
+
+A step is: the energy terms give G = dU/dx at x (`run` leaves it in x.grad), then the step
+kernels advance x, v and the fields the kernel modules allocate (C, the grid). A step kernel
+that reads `x.grad` is run as a twin that reads G from a field of its own
+(`Kernel.with_grad_reads`), so G is an ordinary input with an adjoint: the reverse of a step
+replays its kernels on a Tape from the stored state, seeds the adjoints of the state after
+the step into the fields' .grad and gets those of the state before it, plus G's adjoint
+G-bar, which goes back through the forces as H G-bar (and the mixed derivatives in the
+masses, energy parameters and fields the energy reads) by one forward-over-reverse pass:
+second order without finite differences and without gradients of gradients. Forward mode
+carries tangents through the same twins under FwdMode, with G's tangent H xdot + ...
+
+The forward sweep runs the same kernels on the same values as `run` (G holds x.grad's bits),
+so `grad` differentiates exactly the trajectory `run` computes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from simrun.adjoint import schedule
+from simrun.adjoint.model import DiffModel
+from simrun.adjoint.sweep import Tangent
+from simrun.scene import SceneError
+from simrun.stepper.binding import BoundKernel, parameter_names
+from simrun.stepper.integrators import apply_boundary
+
+
+@dataclass
+class KernelState:
+    """x, v, F = -G at x, U, and every allocated field (the step kernels' own state)."""
+
+    step: int
+    x: np.ndarray
+    v: np.ndarray
+    f: np.ndarray
+    potential: float
+    fields: dict[str, np.ndarray]
+
+    def copy(self) -> KernelState:
+        return KernelState(self.step, self.x.copy(), self.v.copy(), self.f.copy(),
+                           self.potential, {k: a.copy() for k, a in self.fields.items()})
+
+
+@dataclass
+class KernelAdjoint:
+    """Adjoints of the state (x, v, fields) and the accumulated parameter adjoints."""
+
+    x: np.ndarray
+    v: np.ndarray
+    fields: dict[str, np.ndarray]
+    mass: np.ndarray
+    dt: float = 0.0
+    damping: float = 0.0  # no integrator, so no damping; kept for job.py's _gradient_of
+    params: dict[str, float] = field(default_factory=dict)
+
+    def add_params(self, values: dict[str, float], sign: float = 1.0) -> None:
+        for k, val in values.items():
+            self.params[k] = self.params.get(k, 0.0) + sign * val
+
+
+class KernelTrajectory:
+    """Steps, objective, reverse and tangent sweeps of a step-kernel scene on a DiffModel.
+
+    `step_keys` maps each differentiated step-kernel scalar (a `step_kernels.params.<name>`
+    KEY, or `dt`) to its parameter name; those are read from 0-D fields in the twins."""
+
+    def __init__(self, model: DiffModel, step_keys: dict[str, str],
+                 progress: Callable[[str, int, int], None] | None = None):
+        self.model = model
+        self.scene = scene = model.scene
+        self.system = system = model.system
+        self.ti = system.ti
+        self.step_keys = step_keys
+        self.at_mean = scene.objective.at == "mean"
+        self.progress = progress or (lambda *_: None)
+        self.need_energy_grads = False
+        if scene.boundary.type != "none":
+            raise SceneError(f"{scene.source}: `simrun grad` does not differentiate a "
+                             "'boundary' on top of step_kernels; let the step kernels handle "
+                             "the walls (as kernels/mpm.py's grid_op does) or remove it.")
+        ti, p = self.ti, scene.particles
+        self.G = ti.Vector.field(p.dim, dtype=system.fp, shape=p.count, needs_grad=True,
+                                 needs_dual=True)
+        system.v._make_dual()
+        self.floats = {n: f for n, f in system.extra.items() if f.dtype.is_float}
+        for f in self.floats.values():
+            f._make_grad()
+            f._make_dual()
+            f.grad._make_dual()  # the mixed derivative of energies that read the field
+        self.twins = [self._twin(b) for b in system.step_kernels]
+        self.param_fields: dict[str, list] = {}
+        for tw in self.twins:
+            for name, f in tw.kernel.field_args.items():
+                self.param_fields.setdefault(name, []).append(f)
+
+    def _twin(self, bound: BoundKernel) -> BoundKernel:
+        """The step kernel reading G where it reads x.grad, and the differentiated scalars
+        from 0-D fields; a read of any other gradient field cannot be differentiated."""
+        system = self.system
+        compiled = bound.kernel.prepare(bound.args, "primal")[0]
+        from simrun.lang.autodiff.tape import access_of
+
+        grads = [f for f in access_of(compiled).reads if getattr(f, "role", "primal") == "grad"]
+        if any(f is not system.x.grad for f in grads):
+            other = next(f for f in grads if f is not system.x.grad)
+            raise SceneError(f"{bound.ref.where}: step kernel '{bound.ref.name}' reads the "
+                             f"gradient field '{other.name}'; `simrun grad` differentiates "
+                             "step kernels that read x.grad (the energy's dU/dx) only.")
+        names = parameter_names(bound.kernel)
+        kernel = bound.kernel
+        if grads:
+            kernel = kernel.with_grad_reads({n: self.G for n, a in zip(names, bound.args)
+                                             if a is system.x})
+        wanted = sorted({n for n in self.step_keys.values() if n in names})
+        if wanted:
+            kernel = kernel.with_field_args(wanted)
+        return BoundKernel(bound.ref, kernel, bound.args)
+
+    # ------------------------------------------------------------------ forward
+    def start(self, x0: np.ndarray, v0: np.ndarray,
+              field_shifts: dict[str, np.ndarray] | None = None,
+              field_values: dict[str, np.ndarray] | None = None) -> KernelState:
+        """The first state: allocated fields as their modules made them, or `field_values`
+        (e.g. trained ones), moved by `field_shifts`."""
+        system = self.system
+        for name, value in (field_values or {}).items():
+            f = system.extra[name]
+            f.from_numpy(np.asarray(value, dtype=f.to_numpy().dtype))
+        for name, shift in (field_shifts or {}).items():
+            f = system.extra[name]
+            f.from_numpy((f.to_numpy() + shift).astype(f.to_numpy().dtype))
+        system.set_state(x0, v0)
+        x, v = system.get_state()
+        potential, f = system.forces()
+        return KernelState(0, x, v, f, potential, self._fields())
+
+    def _fields(self) -> dict[str, np.ndarray]:
+        return {n: f.to_numpy() for n, f in self.system.extra.items()}
+
+    def _load(self, state: KernelState) -> None:
+        system = self.system
+        system.set_state(state.x, state.v)
+        for n, f in system.extra.items():
+            f.from_numpy(state.fields[n])
+        self.G.from_numpy(np.negative(state.f))  # the bits x.grad held in `run`
+
+    def advance(self, state: KernelState, k: int) -> KernelState:
+        self._load(state)
+        self._before_kernels(k)
+        for tw in self.twins:
+            tw()
+        system = self.system
+        x, v = system.get_state()
+        if self.scene.boundary.type != "none":
+            apply_boundary(self.scene.boundary, x, v)
+            system.set_state(x, v)
+        fields = self._fields()
+        potential, f = system.forces()
+        return KernelState(k + 1, x, v, f, potential, fields)
+
+    def _restore_fields(self, state: KernelState, k: int) -> None:
+        """The allocated fields as the forces of step k saw them (before the HVP)."""
+        for n, f in self.system.extra.items():
+            f.from_numpy(state.fields[n])
+
+    def _before_kernels(self, k: int) -> None:
+        """What runs between loading a state and the step kernels (a controller's hook)."""
+
+    def _reverse_before_kernels(self, adj: KernelAdjoint, state: KernelState, k: int) -> None:
+        """The reverse of `_before_kernels` from `state` (step k), once the forces are
+        reversed."""
+
+    def _weight(self, k: int, steps: int) -> float:
+        if self.at_mean:
+            return 1.0 / steps if k >= 1 else 0.0
+        return 1.0 if k == steps else 0.0
+
+    def _accumulate(self, total: list, state: KernelState, steps: int) -> None:
+        w = self._weight(state.step, steps)
+        if w:
+            total[0] += w * self.model.objective(state.x, state.v, state.potential,
+                                                 state.step)
+        self.progress("forward", state.step, steps)
+
+    def objective(self, state0: KernelState, steps: int) -> float:
+        total, state = [0.0], state0
+        for k in range(steps):
+            state = self.advance(state, k)
+            self._accumulate(total, state, steps)
+        return total[0]
+
+    # ------------------------------------------------------------------ reverse
+    def _seed(self, adj: KernelAdjoint, state: KernelState, w: float) -> None:
+        """Add w * dJ/d(state) of the objective at this state."""
+        if not w:
+            return
+        model = self.model
+        for f in self.floats.values():
+            f.grad.fill(0)
+        dx, dv, dm, dp = model.objective_grad(state.x, state.v, state.step)
+        adj.x += w * dx
+        adj.v += w * dv
+        adj.mass += w * dm
+        adj.add_params(dp, w)
+        if self.scene.objective.kernel is not None:  # an objective may read the fields too
+            for n, f in self.floats.items():
+                adj.fields[n] += w * f.grad.to_numpy()
+        if model.uses_potential():
+            adj.x -= w * state.f
+            if self.need_energy_grads:
+                sec = model.second(state.x, np.zeros_like(state.x))
+                adj.mass += w * sec.grad_m
+                adj.add_params(sec.grad_p, w)
+
+    def reverse_step(self, adj: KernelAdjoint, state: KernelState, k: int, steps: int) -> None:
+        """adj holds dJ/d(state after step k); make it dJ/d(state before step k)."""
+        system, ti = self.system, self.ti
+        self._load(state)
+        self._before_kernels(k)
+        grads = [system.x.grad, system.v.grad, system.m.grad, self.G.grad] + \
+            [f.grad for f in self.floats.values()] + \
+            [f.grad for fs in self.param_fields.values() for f in fs]
+        for g in grads:
+            g.fill(0)
+        with ti.ad.Tape(loss=None, clear_gradients=False):
+            for tw in self.twins:
+                tw()
+            system.x.grad.from_numpy(adj.x.astype(system.np_dtype))
+            system.v.grad.from_numpy(adj.v.astype(system.np_dtype))
+            for n, f in self.floats.items():
+                f.grad.from_numpy(adj.fields[n].astype(f.grad.to_numpy().dtype))
+        adj.x = system.x.grad.to_numpy().astype(float)
+        adj.v = system.v.grad.to_numpy().astype(float)
+        adj.fields = {n: f.grad.to_numpy().astype(float) for n, f in self.floats.items()}
+        adj.mass += system.m.grad.to_numpy().astype(float)
+        for key, name in self.step_keys.items():
+            total = sum(float(f.grad[None]) for f in self.param_fields.get(name, ()))
+            if key == "dt":
+                adj.dt += total
+            else:
+                adj.add_params({key: total})
+        g_bar = self.G.grad.to_numpy().astype(float)
+        self._restore_fields(state, k)  # the Tape left them as the step ended
+        self._through_forces(adj, state.x, g_bar)
+        self._reverse_before_kernels(adj, state, k)
+        self._seed(adj, state, self._weight(k, steps))
+        for name, value in (("positions", adj.x), ("velocities", adj.v)):
+            if not np.isfinite(value).all():
+                raise FloatingPointError(
+                    f"the reverse sweep's adjoint of the {name} became NaN or Inf at step {k} "
+                    f"(time {k * self.scene.dt:g}): shorten the horizon (--steps)")
+        self.progress("reverse", steps - k, steps)
+
+    def _through_forces(self, adj: KernelAdjoint, x: np.ndarray, g_bar: np.ndarray) -> None:
+        """G = dU/dx at x carries g_bar back to x, the masses, energy params and fields."""
+        if not g_bar.any():
+            return
+        sec = self.model.second(x, g_bar)
+        adj.x += sec.h_lam
+        adj.mass += sec.mixed_m
+        adj.add_params(sec.mixed_p)
+        for n, f in self.floats.items():
+            adj.fields[n] += f.grad.dual.to_numpy().astype(float)
+
+    def gradient(self, state0: KernelState, steps: int, snapshots: int
+                 ) -> tuple[float, KernelAdjoint, schedule.Schedule]:
+        """J and the adjoints by the binomial checkpoint schedule (as sweep.Trajectory)."""
+        n, dim = state0.x.shape
+        adj = KernelAdjoint(np.zeros((n, dim)), np.zeros((n, dim)),
+                            {k: np.zeros(a.shape) for k, a in state0.fields.items()
+                             if k in self.floats}, np.zeros(n))
+        reached, total = [0], [0.0]
+
+        def advance(state: KernelState, k: int) -> KernelState:
+            nxt = self.advance(state, k)
+            if k + 1 > reached[0]:
+                reached[0] = k + 1
+                self._accumulate(total, nxt, steps)
+            return nxt
+
+        def on_reverse(state: KernelState, k: int) -> None:
+            if k == steps - 1:  # the last step: the objective starts at its end state
+                self._seed(adj, advance(state, k), self._weight(steps, steps))
+            self.reverse_step(adj, state, k, steps)
+
+        sched = schedule.reverse(state0, steps, snapshots, advance, on_reverse,
+                                 KernelState.copy)
+        return total[0], adj, sched
+
+    # ------------------------------------------------------------------ forward mode
+    def _force_tangent(self, state: KernelState, tan: Tangent, fields_dot: dict
+                       ) -> tuple[np.ndarray, float]:
+        """G's tangent at the state and U's: one forward-over-reverse pass per seed."""
+        model, system = self.model, self.system
+        system.x.from_numpy(np.ascontiguousarray(state.x, dtype=system.np_dtype))
+        for n, f in system.extra.items():
+            f.from_numpy(state.fields[n])
+        energy = {k: s for k, s in tan.params.items() if k in model.param_fields}
+        passes = [(system.x, tan.x), (system.m, tan.mass)] + \
+            [(model.param_fields[k], s) for k, s in energy.items()] + \
+            [(self.floats[n], d) for n, d in fields_dot.items()]
+        g_dot, u_dot = np.zeros_like(tan.x), 0.0
+        for param, seed in passes:
+            if not np.any(seed):
+                continue
+            model._over_reverse(param, seed)
+            g_dot += system.x.grad.dual.to_numpy().astype(float)
+            u_dot += float(system.U.dual[None])
+        return g_dot, u_dot
+
+    def tangent_step(self, state: KernelState, tan: Tangent, fields_dot: dict
+                     ) -> tuple[np.ndarray, np.ndarray, dict, float]:
+        """(xdot, vdot, field tangents) after the step from `state`, and U's tangent there."""
+        system, ti = self.system, self.ti
+        g_dot, _ = self._force_tangent(state, tan, fields_dot)
+        self._load(state)
+        dtype = system.np_dtype
+        system.v.dual.from_numpy(tan.v.astype(dtype))
+        system.m.dual.from_numpy(tan.mass.astype(dtype))
+        self.G.dual.from_numpy(g_dot.astype(dtype))
+        for n, f in self.floats.items():
+            f.dual.from_numpy(fields_dot[n].astype(f.to_numpy().dtype))
+        for key, name in self.step_keys.items():
+            for f in self.param_fields.get(name, ()):
+                f.dual[None] = tan.dt if key == "dt" else tan.params.get(key, 0.0)
+        with ti.ad.FwdMode(loss=system.U, param=system.x, seed=tan.x.astype(dtype).reshape(-1),
+                           clear_gradients=False):
+            for tw in self.twins:
+                tw()
+            out = (system.x.dual.to_numpy().astype(float), system.v.dual.to_numpy().astype(float),
+                   {n: f.dual.to_numpy().astype(float) for n, f in self.floats.items()})
+        return out[0], out[1], out[2], 0.0
+
+
+def kernel_tangent_sweep(traj: KernelTrajectory, state0: KernelState, steps: int, tan: Tangent,
+                         fields_dot: dict, every: int
+                         ) -> tuple[float, float, list[tuple[int, float, float]]]:
+    """Forward mode for step-kernel scenes (as sweep.tangent_sweep): J, dJ along `tan` (and
+    `fields_dot`, tangents of the allocated fields), and (step, J(t), dJ(t)) every `every`."""
+    from simrun.adjoint.sweep import _objective_tangent
+
+    fdot = {n: np.asarray(fields_dot.get(n, np.zeros(f.shape + tuple(f.elem_shape))), float)
+            for n, f in traj.floats.items()}
+    state, total, dtotal, series = state0, 0.0, 0.0, []
+    for k in range(steps):
+        xdot, vdot, fdot, _ = traj.tangent_step(state, tan, fdot)
+        state = traj.advance(state, k)
+        tan = Tangent(xdot, vdot, tan.mass, tan.dt, tan.damping, tan.params)
+        udot = traj._force_tangent(state, tan, fdot)[1] if traj.model.uses_potential() else 0.0
+        j, dj = _objective_tangent(traj, state, xdot, vdot, tan, udot)
+        dj += _objective_field_tangent(traj, state, fdot)
+        w = traj._weight(k + 1, steps)
+        total, dtotal = total + w * j, dtotal + w * dj
+        if (k + 1) % every == 0 or k + 1 == steps:
+            series.append((k + 1, total * steps / (k + 1) if traj.at_mean else j,
+                           dtotal * steps / (k + 1) if traj.at_mean else dj))
+        traj.progress("forward", k + 1, steps)
+    return total, dtotal, series
+
+
+def _objective_field_tangent(traj: KernelTrajectory, state: KernelState, fdot: dict) -> float:
+    """dJ along the field tangents, for an objective kernel that reads allocated fields
+    (objective_grad just ran its Tape, so the fields' .grad hold dJ/dfield)."""
+    if traj.scene.objective.kernel is None:
+        return 0.0
+    return float(sum(np.sum(f.grad.to_numpy() * fdot[n]) for n, f in traj.floats.items()))

@@ -1,0 +1,38 @@
+"""The ``fields:`` section: start values for fields that kernel modules allocate (trained
+controller weights, a tuned cue), read from .npz files beside the scene:
+``fields: {weights1: best_fields.npz}`` loads the array named ``weights1`` of that file.
+Whether the module allocates such a field, and its shape, is checked once it has
+(``simrun.stepper.system``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from yaml.nodes import Node
+
+from simrun.scene.errors import error_at, shorten, where
+from simrun.scene.nodes import MapReader, as_str
+
+
+def fields(node: Node | None, scene_dir: Path) -> tuple[dict[str, Path], dict[str, str]]:
+    """{field name: .npz path} and where each name is written (file:line:col)."""
+    if node is None:
+        return {}, {}
+    reader = MapReader(node, "fields")
+    paths: dict[str, Path] = {}
+    places: dict[str, str] = {}
+    for name, (key_node, value) in reader.items.items():
+        path = (scene_dir / as_str(value, f"fields.{name}")).resolve()
+        if path.suffix != ".npz" or not path.is_file():
+            raise error_at(value, f"'fields.{shorten(name)}' names '{shorten(str(path))}', "
+                           "which is not an .npz file", "Give an .npz file relative to the "
+                           f"scene, holding an array named '{shorten(name)}'")
+        with np.load(path) as data:
+            if name not in data.files:
+                raise error_at(value, f"'{path.name}' has no array named '{shorten(name)}' (it "
+                               f"has {shorten(', '.join(data.files), 200)})",
+                               "Save the field's values under its own name")
+        paths[name] = path
+        places[name] = where(key_node)
+    return paths, places
