@@ -20,7 +20,7 @@ class CheckReport:
     compile_s: float
 
 
-def check_scene(scene: Scene, threads: int | None = None) -> CheckReport:
+def check_scene(scene: Scene, threads: int | None = None, debug: bool = False) -> CheckReport:
     """Compile every kernel by evaluating the forces once and each step kernel once.
 
     Nothing is written. Raises SceneError or simrun.lang's CompileError on bad input, and
@@ -29,7 +29,7 @@ def check_scene(scene: Scene, threads: int | None = None) -> CheckReport:
     """
     started = time.perf_counter()
     x0, v0 = initial_state(scene)
-    system = System(scene, x0, threads)
+    system = System(scene, x0, threads, debug)
     system.set_state(x0, v0)
     potential, forces = system.forces()
     x, v = system.get_state()

@@ -30,7 +30,8 @@ BASE_NAMES = ("x", "v", "m", "x0", "U", "dt", "bonds", "angles", "dihedrals", "t
 class System:
     """Fields and kernels of a scene, after ``ti.init`` (one System per process at a time)."""
 
-    def __init__(self, scene: Scene, x0: np.ndarray, threads: int | None = None) -> None:
+    def __init__(self, scene: Scene, x0: np.ndarray, threads: int | None = None,
+                 debug: bool = False) -> None:
         import simrun.lang as ti
 
         self.ti = ti
@@ -38,7 +39,7 @@ class System:
         self.fp = ti.f32 if scene.precision == "f32" else ti.f64
         self.np_dtype = np.float32 if scene.precision == "f32" else np.float64
         options: dict[str, Any] = {"arch": ti.cpu, "default_fp": self.fp,
-                                   "random_seed": scene.seed}
+                                   "random_seed": scene.seed, "debug": debug}
         if threads:
             options["cpu_max_num_threads"] = threads
         ti.init(**options)
