@@ -133,7 +133,9 @@ def test_grad_stopped_by_ctrl_c_resumes_from_its_folder(project: Path) -> None:
 
 def test_optimize_and_batch_folders_resume(project: Path, tmp_path: Path) -> None:
     repo = Path(__file__).resolve().parents[1]
-    scene = str(repo / "scenes" / "projectile.yaml")
+    for folder in ("scenes", "kernels"):  # a copy, to edit a kernel below
+        shutil.copytree(repo / folder, tmp_path / "repo" / folder)
+    scene = str(tmp_path / "repo" / "scenes" / "projectile.yaml")
     common = ["--set", "optimize.tolerance=0", "--no-render"]
     short = simrun("optimize", scene, "--iterations", "3", *common, "--out", "o", cwd=tmp_path)
     assert short.returncode == 0, short.stderr
@@ -148,6 +150,12 @@ def test_optimize_and_batch_folders_resume(project: Path, tmp_path: Path) -> Non
     recorded = json.loads((tmp_path / "o" / "optimize.json").read_text())
     assert recorded["options"]["no_render"] is True and recorded["sources"]
     assert not (tmp_path / "o" / "episode").exists()  # --no-render was kept
+    targets = tmp_path / "repo" / "kernels" / "targets.py"
+    targets.write_text(targets.read_text().replace("0.5 * ((x[p][0]", "0.7 * ((x[p][0]"))
+    changed = simrun("optimize", scene, "--iterations", "7", *common, "--out", "o", "--resume",
+                     cwd=tmp_path)
+    assert changed.returncode == 2 and "targets.py: line 14 changed (in 'miss')" in \
+        changed.stderr, changed.stderr
 
     batch = simrun("batch", str(project / "slow.yaml"), "--sweep", "dt=1e-3,2e-3", "--set",
                    "steps=50", "--set", "energy.0.params.work=10", "--workers", "1",

@@ -13,6 +13,7 @@ import ast
 import difflib
 import hashlib
 import shutil
+from shlex import quote
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -214,6 +215,6 @@ def refuse_changed(out_dir: Path, recorded: list[dict[str, str]] | None, scene: 
                                            len(changes) > 3 else "")
         raise SceneError(f"{out_dir}: cannot resume: the physics changed since this job ran: "
                          f"{shown}. Resume with the folder's own copies ('simrun resume "
-                         f"{out_dir}'), undo the edit, or add --allow-changed to continue with "
+                         f"{quote(str(out_dir))}'), undo the edit, or add --allow-changed to continue with "
                          "the new code (the record notes the change).")
     return changes

@@ -76,7 +76,7 @@ def load_checkpoint(out_dir: Path, scene: Scene, allow_changed: bool = False
     if diffs:
         raise SceneError(f"{out_dir}: cannot resume: the scene differs from the one this run "
                          f"used: {'; '.join(diffs[:3])}. Continue it with 'simrun resume "
-                         f"{out_dir}' (its own scene and options; --steps N to extend it), "
+                         f"{quote(str(out_dir))}' (its own scene and options; --steps N to extend it), "
                          "or start a new run.")
     refuse_changed(out_dir, _recorded_sources(out_dir), scene, allow_changed)
     if not state_file.is_file():
