@@ -1,3 +1,22 @@
-"""simrun: differentiable physical simulation from the command line."""
+"""simrun: differentiable physical simulation from the command line.
+
+As a library (see ``simrun.api``): ``simrun.run_scene(path, ...)`` runs a scene and returns a
+``Run`` (frames and energies as NumPy arrays, ``Run.atoms()`` as ASE Atoms);
+``simrun.load_run(folder)`` reads a run folder the same way. They are imported on first use,
+so ``import simrun`` stays light.
+"""
+
+from __future__ import annotations
+
+from typing import Any
 
 __version__ = "0.1.0"
+__all__ = ["Run", "load_run", "run_scene"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from simrun import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'simrun' has no attribute {name!r}")

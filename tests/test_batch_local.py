@@ -4,6 +4,8 @@ hash (an edited kernel reruns its jobs), failures and retries, and Ctrl-C."""
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import signal
 
 import numpy as np
@@ -89,15 +91,16 @@ def test_ctrl_c_keeps_summary_and_finished_folders(tmp_path):
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
-    assert "run the same command again" in stderr
+    printed = re.search(r"continue with '(simrun resume [^']+)'", stderr)
+    assert printed, stderr
     rows = summary(out)
     done = [r for r in rows if r["status"] == "done"]
     assert done and len(done) < len(rows)
     assert {r["status"] for r in rows} <= {"done", "interrupted"}
     for r in done:
         assert json.loads((out / r["folder"] / "run.json").read_text())["status"] == "ok"
-    # the same command finishes the rest and reruns none of the finished ones
-    proc = simrun(*args)
+    # the printed command finishes the rest and reruns none of the finished ones
+    proc = simrun(*shlex.split(printed.group(1))[1:])
     stdout, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 0, stderr
     assert f"({len(done)} already done before)" in stdout

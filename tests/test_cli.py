@@ -177,7 +177,8 @@ def test_ctrl_c_exits_130_and_resume_matches_an_uninterrupted_run(tmp_path: Path
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
-    assert "interrupted" in err and "--resume" in err and "Traceback" not in err
+    assert "interrupted" in err and "continue with 'simrun resume cut'" in err
+    assert "Traceback" not in err
     info = json.loads((tmp_path / "cut" / "run.json").read_text())
     assert info["status"] == "interrupted" and 0 < info["steps_done"] < 100000000
     with np.load(tmp_path / "cut" / "frames.npz") as frames:

@@ -123,11 +123,11 @@ def test_ctrl_c_while_starting_up_exits_130_without_a_traceback(tmp_path: Path,
     state = tmp_path / "o" / "state.npz"
     if state.exists():  # it got as far as saving a frame: a valid, resumable run
         info = json.loads((state.parent / "run.json").read_text())
-        assert info["status"] == "interrupted" and "--resume" in err
+        assert info["status"] == "interrupted" and "simrun resume o" in err
         with np.load(state) as saved:
             assert 0 <= int(saved["step"]) <= info["steps_done"]
     else:
-        assert "--resume" not in err
+        assert "simrun resume" not in err
 
 
 def test_broken_step_kernel_fails_before_anything_is_written(tmp_path: Path) -> None:

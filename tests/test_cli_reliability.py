@@ -151,18 +151,19 @@ def small_disk(tmp_path: Path):
     subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
-@pytest.mark.parametrize("size", ["8k", "24k"])  # full at the first flush; at a later one
+@pytest.mark.parametrize("size", ["12k", "28k"])  # full at the first flush; at a later one
 def test_disk_full_exits_1_and_resumes_once_there_is_room(tmp_path: Path, small_disk,
                                                           size: str) -> None:
     mnt, resize = small_disk
-    resize(size)  # tmpfs counts whole 4 KB pages: 8k holds scene.yaml and run.json only
+    resize(size)  # tmpfs counts whole 4 KB pages: 12k holds scene.yaml, run.json and the
+    # kernel copy only
     out = mnt / "o"
     args = ["run", GRAVITY, "--steps", "600", "--set", "outputs.every=1", "--threads", "1",
             "--out", str(out)]
     message = one_paragraph(simrun(*args, "--no-render", "-q", cwd=tmp_path), code=1)
     assert message.startswith(f"error: {out}: cannot write ")
     assert "(No space left on device)" in message
-    assert f"--resume --out {out}'" in message
+    assert f"continue with 'simrun resume {out}'" in message
     info = json.loads((out / "run.json").read_text())
     assert info["status"] == "error" and "No space left on device" in info["error"]
     if info["saved_step"] is None:  # nothing saved: no frame files that claim otherwise

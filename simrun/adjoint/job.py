@@ -379,19 +379,38 @@ def _taylor(scene: Scene, result: GradResult, directions: dict, steps: int, thre
 
 
 # ---------------------------------------------------------------------- the folder
-def write_outputs(out_dir, scene: Scene, result: GradResult) -> list:
-    """gradients.json (objective, gradients, schedule, timings, check), gradients.npz (the
-    arrays), the resolved scene.yaml, and the pictures."""
+def start_outputs(out_dir, scene: Scene, options: dict[str, Any]) -> None:
+    """Before the sweeps: the resolved scene.yaml, the kernel copies, and a gradients.json
+    saying 'running' with the command's ``options`` ('simrun resume' reads them)."""
     from pathlib import Path
 
-    from simrun.outputs import atomic_savez, atomic_write_text, versions, write_scene
+    from simrun.outputs import atomic_write_text, versions
+    from simrun.outputs.provenance import write_job_scene
+
+    sources = write_job_scene(Path(out_dir), scene)
+    record = {"status": "running", "options": options, "sources": sources,
+              "versions": versions()}
+    atomic_write_text(Path(out_dir) / "gradients.json", json.dumps(record, indent=2) + "\n")
+
+
+def write_outputs(out_dir, scene: Scene, result: GradResult,
+                  options: dict[str, Any] | None = None) -> list:
+    """gradients.json (objective, gradients, schedule, timings, check, the command's
+    ``options`` and the kernel sources' hashes), gradients.npz (the arrays), the resolved
+    scene.yaml with the kernel copies, and the pictures."""
+    from pathlib import Path
+
+    from simrun.outputs import atomic_savez, atomic_write_text, versions
+    from simrun.outputs.provenance import write_job_scene
     from simrun.render.sensitivity import render_position_gradient, render_sensitivities
 
     out_dir = Path(out_dir)
+    sources = write_job_scene(out_dir, scene)
     keys = {k: parse_key(scene, k) for k in result.gradients}
     plain = {k: (np.asarray(g).tolist() if np.ndim(g) else float(g))
              for k, g in result.gradients.items()}
     record = {
+        "status": "done",
         "objective": {"value": result.objective, **scene.objective.to_dict()},
         "gradients": plain,
         "mode": result.mode, "steps": result.steps,
@@ -402,8 +421,10 @@ def write_outputs(out_dir, scene: Scene, result: GradResult) -> list:
         "threads": result.threads, "deterministic_scatters": result.deterministic,
         "timings_s": {k: round(v, 4) for k, v in
                                                   result.seconds.items()},
-        "check": result.check, "versions": versions(),
+        "check": result.check, "versions": versions(), "sources": sources,
     }
+    if options is not None:
+        record["options"] = options
     if result.mode == "forward":
         del record["schedule"]
         record["directions"] = {k: "a random unit direction (gradients.npz: "
@@ -413,7 +434,6 @@ def write_outputs(out_dir, scene: Scene, result: GradResult) -> list:
     atomic_savez(out_dir / "gradients.npz", **{k: np.asarray(g, float)
                                                for k, g in result.gradients.items()},
                  **{f"direction:{k}": d for k, d in result.directions.items()})
-    write_scene(out_dir / "scene.yaml", scene.to_dict())
     pictures = []
     scalars = {k: float(g) for k, g in result.gradients.items()
                if np.ndim(g) == 0 and k not in result.directions}

@@ -8,6 +8,7 @@ the batch stops for any reason (Ctrl-C included), so it always describes the fol
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -18,6 +19,7 @@ from simrun.batch.engine import Engine, open_client
 from simrun.batch.plan import Plan, make_plan, make_points
 from simrun.batch.summary import Row, write_summary
 from simrun.batch.task import JobSpec, execute, read_record, tasks_per_host, warm_up
+from simrun.outputs.atomic import atomic_write_text
 
 EventFn = Callable[[str, Row, "BatchResult"], None]  # kind: skipped|start|done|failed|retry
 
@@ -61,6 +63,11 @@ def run_batch(scene: str | Path, sweeps: list[str] = (), *, sweep_file: str | Pa
     plan = make_plan(scene, points, job=job, sets=list(sets), options=options,
                      out_dir=Path(out_dir) if out_dir else None, allow_outside=allow_outside)
     plan.out_dir.mkdir(parents=True, exist_ok=True)
+    _write_command(plan.out_dir, dict(
+        scene=str(Path(scene).resolve()), sweeps=list(sweeps),
+        sweep_file=str(Path(sweep_file).resolve()) if sweep_file else None, samples=samples,
+        sample_seed=sample_seed, job=job, sets=list(sets), options=options,
+        retries=retries, fail_fast=fail_fast, allow_outside=allow_outside))
     result = BatchResult(plan.out_dir, plan.rows, plan.keys, len(plan.skipped),
                          engine.describe())
     log = _Log(plan.out_dir / "batch.log", on_event, result)
@@ -84,6 +91,14 @@ def run_batch(scene: str | Path, sweeps: list[str] = (), *, sweep_file: str | Pa
 
         result.plots = draw_plots(plan.out_dir, plan.rows, plan.keys)
     return result
+
+
+def _write_command(out_dir: Path, arguments: dict[str, Any]) -> None:
+    """batch.json: ``run_batch``'s arguments (the engine aside), from which 'simrun resume
+    DIR' runs the same batch again: jobs done are skipped, the others run or resume."""
+    arguments = {k: v for k, v in arguments.items() if k != "options"} | {
+        "options": {k: v for k, v in arguments["options"].items() if k != "share"}}
+    atomic_write_text(out_dir / "batch.json", json.dumps(arguments, indent=1) + "\n")
 
 
 def _settle(plan: Plan) -> None:

@@ -12,6 +12,7 @@ from simrun.cli.check_cmd import check
 from simrun.cli.grad_cmd import grad
 from simrun.cli.optimize_cmd import optimize
 from simrun.cli.render_cmd import render
+from simrun.cli.resume_cmd import resume
 from simrun.cli.run_cmd import run
 
 HELP = """Differentiable physical simulation from the command line.
@@ -26,6 +27,7 @@ hand), an integrator, dt, steps and what to save.
   simrun grad SCENE --wrt dt --check      gradient of the scene's objective, checked
   simrun optimize scenes/projectile.yaml  tune the scene's optimize: parameters
   simrun render outputs/gravity/run-001   redraw the pictures of a run
+  simrun resume outputs/gravity/run-001   continue a stopped run (grad, optimize, batch)
   simrun batch SCENE --sweep dt=1e-5,2e-5 a parameter sweep on Dask (one folder per job)
   simrun run --help                       all options, and what a run folder holds
 
@@ -40,7 +42,11 @@ would), and so do 'run', 'check', 'grad' and
 Modules outside the scene's folder and the kernels/ folder beside it are refused unless
 --allow-outside.
 
-Exit status: 0 ok, 1 the run failed (e.g. NaN, disk full), 2 bad input, 130 interrupted.
+A job folder keeps copies of its kernel modules (kernels/) that its scene.yaml names, and
+their hashes in its json record: it resumes and re-renders wherever it is moved.
+
+Exit status: 0 ok, 1 the run failed (e.g. NaN, disk full), 2 bad input (an unwritable
+output folder included), 130 interrupted.
 """
 
 app = typer.Typer(help=HELP, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -50,6 +56,7 @@ app.command(no_args_is_help=True)(check)
 app.command(no_args_is_help=True)(grad)
 app.command(no_args_is_help=True)(optimize)
 app.command(no_args_is_help=True)(render)
+app.command(no_args_is_help=True)(resume)
 app.command(no_args_is_help=True)(batch)
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from shlex import quote
 from typing import Annotated, Any
 
 import typer
@@ -42,8 +44,10 @@ class _Reporter:
 
     def __init__(self, quiet: bool) -> None:
         self.quiet, self.bar, self.task = quiet, None, None
+        self.out_dir: Path | None = None  # known once the first event comes
 
     def __call__(self, kind: str, row, result) -> None:
+        self.out_dir = result.out_dir
         if kind in ("failed", "retry"):
             again = " (retrying)" if kind == "retry" else ""
             err.print(f"job {row.folder} {row.point} failed{again}: {row.error}",
@@ -137,23 +141,34 @@ def batch(
     Exit status: 0 every job done, 1 a job failed after its retries, 2 bad input (nothing
     was submitted), 130 interrupted (summary.csv and finished folders stay valid).
     """
+    batch_job(dict(scene=scene_path, sweeps=list(sweep or []), sweep_file=sweep_file,
+                   samples=samples, sample_seed=sample_seed, job=job, sets=list(sets or []),
+                   options=_job_options(wrt, threads, no_render, steps, checkpoints, memory,
+                                        iterations),
+                   out_dir=out_dir, retries=retries, fail_fast=fail_fast,
+                   allow_outside=allow_outside),
+              lambda: _engine(workers, scheduler, cluster, dict(
+                  jobs=cluster_jobs, cores=cluster_cores, memory=cluster_memory,
+                  walltime=walltime, queue=queue, account=account, host=cluster_host)),
+              quiet)
+
+
+def batch_job(arguments: dict[str, Any], engine: Callable[[], Any], quiet: bool) -> None:
+    """`simrun batch` and `simrun resume` of a batch folder: ``run_batch(**arguments)`` on
+    ``engine()``, reported as it goes; Ctrl-C names the command that continues it."""
     from simrun.batch import run_batch
 
     reporter = _Reporter(quiet)
-    state: dict[str, Any] = {}
-    with exit_codes(lambda: f"finished jobs and {state.get('out', 'the summary')} are kept; "
-                            "run the same command again to continue"):
-        engine = _engine(workers, scheduler, cluster, dict(
-            jobs=cluster_jobs, cores=cluster_cores, memory=cluster_memory, walltime=walltime,
-            queue=queue, account=account, host=cluster_host))
+
+    def interrupted() -> str:
+        where = reporter.out_dir
+        again = (f"continue with 'simrun resume {quote(str(where))}'" if where else
+                 "run the same command again to continue")
+        return f"finished jobs and {where or 'the summary'} are kept; {again}"
+
+    with exit_codes(interrupted):
         try:
-            result = run_batch(
-                scene_path, list(sweep or []), sweep_file=sweep_file, samples=samples,
-                sample_seed=sample_seed, job=job, sets=list(sets or []),
-                options=_job_options(wrt, threads, no_render, steps, checkpoints, memory,
-                                     iterations),
-                out_dir=out_dir, engine=engine, retries=retries, fail_fast=fail_fast,
-                allow_outside=allow_outside, on_event=reporter)
+            result = run_batch(**arguments, engine=engine(), on_event=reporter)
         finally:
             reporter.close()
     done, failed = result.count("done"), result.count("failed")

@@ -8,6 +8,7 @@ import typer
 
 from simrun.cli.common import (
     AllowOutsideOpt,
+    DebugOpt,
     SceneArg,
     SetOpt,
     ThreadsOpt,
@@ -22,11 +23,12 @@ def check(scene_path: SceneArg, sets: SetOpt = None, threads: ThreadsOpt = None,
           wrt: Annotated[list[str] | None, typer.Option(
               "--wrt", metavar="KEY", help="Also check that `simrun grad` can differentiate "
               "with respect to KEY (repeatable).")] = None,
-          allow_outside: AllowOutsideOpt = False) -> None:
+          allow_outside: AllowOutsideOpt = False, debug: DebugOpt = False) -> None:
     """Validate SCENE and compile its kernels; write nothing.
 
     Every kernel the scene names (energy terms, step kernels, the objective) is compiled and
-    the potential energy at step 0 is evaluated; with --wrt, the KEYs are checked too, and so
+    the potential energy at step 0 is evaluated (with --debug, every field access
+    bounds-checked); with --wrt, the KEYs are checked too, and so
     are the parameters and bounds of an `optimize:` section. Exit 0
     when the scene is ready to run, 2 with file:line:column when it is not. Like run, check
     imports the scene's kernel modules, which runs their Python: a module outside the
@@ -34,7 +36,7 @@ def check(scene_path: SceneArg, sets: SetOpt = None, threads: ThreadsOpt = None,
     objective = None
     with exit_codes():
         scene = load_scene(scene_path, list(sets or []), allow_outside=allow_outside)
-        report = check_scene(scene, threads)
+        report = check_scene(scene, threads, debug)
         if scene.objective is not None or wrt:
             from simrun.adjoint.job import check_objective
 

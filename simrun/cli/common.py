@@ -29,6 +29,14 @@ AllowOutsideOpt = Annotated[bool, typer.Option(
     "--allow-outside", help="Let the scene import kernel modules from outside its folder and "
     "the kernels/ folder beside it. Kernel modules are Python that the scene runs: allow only "
     "modules you trust.")]
+DebugOpt = Annotated[bool, typer.Option(
+    "--debug", help="Bounds-check every field access in the kernels (slower): an index out "
+    "of range is an error naming kernel, field, index and source line (exit 2), instead of "
+    "a silent read or write of other memory.")]
+AllowChangedOpt = Annotated[bool, typer.Option(
+    "--allow-changed", help="Resume even though a kernel module (or the initial state file) "
+    "changed since the job ran; the record notes what changed. Without it such a resume is "
+    "refused (exit 2), naming the change.")]
 ThreadsOpt = Annotated[int | None, typer.Option(
     "--threads", min=1, metavar="N", help="CPU threads for kernels (default: all cores). Use 1 for runs "
                              "that must repeat bit for bit across machines.")]
@@ -50,6 +58,15 @@ def is_kernel_failure(exc: BaseException) -> bool:
     except ImportError:  # pragma: no cover
         return False
     return isinstance(exc, SimrunError)
+
+
+def is_bad_index(exc: BaseException) -> bool:
+    """An out-of-range field index that --debug's bounds checks found in a kernel."""
+    try:
+        from simrun.lang.runtime.launch import KernelIndexError
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(exc, KernelIndexError)
 
 
 def compile_message(exc: BaseException) -> str:
@@ -90,11 +107,12 @@ def _on_sigterm(_signum: int, _frame: Any) -> None:
 def exit_codes(on_interrupt: Callable[[], str] | None = None) -> Iterator[None]:
     """Map errors to exit codes: 2 bad input, 1 the run failed, 130 interrupted.
 
-    Bad input prints its one-paragraph message and no traceback; so do a kernel that fails
-    while it runs, outputs that cannot be written (a full disk) and running out of memory
-    (exit 1). Anything else is a bug in simrun and keeps its traceback.
+    Bad input (an output folder that cannot be written and a field index out of range that
+    --debug found included) prints its one-paragraph message and no traceback; so do a
+    kernel that fails while it runs, outputs that cannot be written (a full disk) and
+    running out of memory (exit 1). Anything else is a bug in simrun and keeps its traceback.
     """
-    from simrun.outputs import OutputError
+    from simrun.outputs import OutputError, UnwritableError
     from simrun.stepper import SimulationError
 
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
@@ -104,6 +122,8 @@ def exit_codes(on_interrupt: Callable[[], str] | None = None) -> Iterator[None]:
         raise fail(f"error: {exc}", EXIT_BAD_INPUT) from None
     except SimulationError as exc:
         raise fail(f"simulation failed: {exc}", EXIT_FAILED) from None
+    except UnwritableError as exc:
+        raise fail(f"error: {exc}", EXIT_BAD_INPUT) from None
     except OutputError as exc:
         raise fail(f"error: {exc}", EXIT_FAILED) from None
     except MemoryError:
@@ -116,6 +136,11 @@ def exit_codes(on_interrupt: Callable[[], str] | None = None) -> Iterator[None]:
     except Exception as exc:
         if is_compile_error(exc):
             raise fail(compile_message(exc), EXIT_BAD_INPUT) from None
+        if is_bad_index(exc):
+            first, _, excerpt = str(exc).partition("\n")
+            raise fail(f"error: {first}. Fix the kernel: without --debug this access reads or "
+                       f"writes memory outside the field, silently.\n{excerpt}",
+                       EXIT_BAD_INPUT) from None
         if is_kernel_failure(exc):
             raise fail(f"simulation failed: {exc}", EXIT_FAILED) from None
         raise

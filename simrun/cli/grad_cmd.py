@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from shlex import quote
+from typing import Annotated, Any
 
 import typer
 
 from simrun.cli import common
 from simrun.cli.common import EXIT_FAILED, SceneArg, SetOpt, ThreadsOpt, err, exit_codes, out
 from simrun.cli.progress import step_bar
-from simrun.outputs.rundir import new_run_dir
-from simrun.scene import SceneError, load_scene
+from simrun.outputs.rundir import check_writable, new_run_dir
+from simrun.scene import Scene, SceneError, load_scene
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)i?[bB]?\s*$")
 
@@ -60,40 +62,78 @@ def grad(
     DIR/scene.yaml and DIR/sensitivities.png (d ln J / d ln p for scalar keys); with
     state.x0, DIR/x0_gradient.png. Exit 0 ok, 1 the check failed or the gradient is not
     finite, 2 bad input (unknown KEY, no objective), 130 interrupted."""
+    grad_job(lambda: load_scene(scene_path, list(sets or []), allow_outside=allow_outside),
+             out_dir, {"wrt": list(wrt), "mode": mode, "check": check,
+                       "checkpoints": checkpoints, "memory": memory, "steps": steps,
+                       "threads": threads})
+
+
+def grad_job(load: Callable[[], Scene], out_dir: Path | None, options: dict[str, Any],
+             recorded: list | None = None, allow_changed: bool = False) -> None:
+    """`simrun grad` and `simrun resume` of a grad folder. The folder gets the scene, the
+    kernel copies and a 'running' gradients.json with ``options`` first, so that Ctrl-C
+    leaves a folder 'simrun resume' computes again; ``recorded``: the sources a resumed
+    folder recorded (edited since: refused unless ``allow_changed``)."""
     from simrun.adjoint.job import (
         check_gradient,
         forward_gradient,
         scene_gradient,
         snapshots_for,
+        start_outputs,
         write_outputs,
     )
+    from simrun.adjoint.keys import parse_key
     from simrun.adjoint.schedule import forward_steps
+    from simrun.outputs.provenance import refuse_changed
 
-    with exit_codes():
-        scene = load_scene(scene_path, list(sets or []), allow_outside=allow_outside)
+    state: dict[str, Path] = {}
+    mode, memory, checkpoints = options["mode"], options.get("memory"), options.get("checkpoints")
+    with exit_codes(lambda: _interrupted(state.get("dir"))):
+        scene = load()
         budget = parse_size(memory) if memory is not None else None
-        n = steps or scene.steps
+        n = options.get("steps") or scene.steps
         if mode not in ("reverse", "forward"):
             raise SceneError(f"--mode {mode!r}: use reverse or forward")
+        for key in options["wrt"]:
+            parse_key(scene, key)  # a bad KEY fails before a folder is made
+        if out_dir is not None:
+            refuse_changed(out_dir, recorded, scene, allow_changed)
+            if out_dir.is_dir():
+                check_writable(out_dir)
+        target = out_dir or new_run_dir(Path("outputs") / scene.name, "grad")
+        target.mkdir(parents=True, exist_ok=True)
+        start_outputs(target, scene, options)
+        state["dir"] = target
         snaps = snapshots_for(scene, n, checkpoints, budget)
         if mode == "reverse":
             err.print(f"reverse mode: {n} steps, {snaps} stored states; each step is advanced "
                       f"{(forward_steps(n, snaps) + 1) / n:.2f} times (the forward sweep "
                       "included) and reversed once (one Hessian-vector product)",
                       highlight=False)
+        threads = options.get("threads")
         try:
             with step_bar(f"grad {scene.name}", err.is_terminal) as bar:
                 report = (lambda _phase, done, total: bar(done, total)) if bar else None
-                result = scene_gradient(scene, wrt, steps=n, checkpoints=snaps, threads=threads,
-                                        progress=report) if mode == "reverse" else \
-                    forward_gradient(scene, wrt, steps=n, threads=threads, progress=report)
+                result = scene_gradient(scene, options["wrt"], steps=n, checkpoints=snaps,
+                                        threads=threads, progress=report) \
+                    if mode == "reverse" else \
+                    forward_gradient(scene, options["wrt"], steps=n, threads=threads,
+                                     progress=report)
         except FloatingPointError as exc:
             raise typer.Exit(_failed(str(exc))) from None
-        if check and mode == "reverse":
+        if options.get("check") and mode == "reverse":
             result.check = check_gradient(scene, result, threads=threads)
-        target = out_dir or new_run_dir(Path("outputs") / scene.name, "grad")
-        target.mkdir(parents=True, exist_ok=True)
-        write_outputs(target, scene, result)
+        write_outputs(target, scene, result, options)
+    _print_result(scene, result, target)
+
+
+def _interrupted(target: Path | None) -> str:
+    if target is None:
+        return "nothing was written"
+    return f"continue with 'simrun resume {quote(str(target))}'"
+
+
+def _print_result(scene: Scene, result: Any, target: Path) -> None:
     out.print(f"J = {result.objective:.12g} ({scene.objective.builtin or 'kernel'}, "
               f"at {scene.objective.at}) after {result.steps} steps")
     for key, g in result.gradients.items():

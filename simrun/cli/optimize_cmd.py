@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from shlex import quote
+from typing import Annotated, Any
 
 import typer
 import yaml
 
 from simrun.cli.common import (
     EXIT_FAILED,
+    AllowChangedOpt,
     AllowOutsideOpt,
     SceneArg,
     SetOpt,
@@ -19,7 +22,8 @@ from simrun.cli.common import (
     out,
 )
 from simrun.cli.progress import iteration_bar
-from simrun.outputs.rundir import new_run_dir, run_ids
+from simrun.outputs.provenance import scene_differences
+from simrun.outputs.rundir import check_writable, new_run_dir, run_ids
 from simrun.scene import Scene, SceneError, load_scene
 
 
@@ -37,6 +41,7 @@ def optimize(
         "--no-render", help="Skip the optimised episode (DIR/episode: best.yaml run, with its "
         "pictures).")] = False,
     sets: SetOpt = None, threads: ThreadsOpt = None, allow_outside: AllowOutsideOpt = False,
+    allow_changed: AllowChangedOpt = False,
 ) -> None:
     """Minimise the scene's `objective:` over the KEYs of its `optimize:` section (Adam, SGD
     with momentum, or L-BFGS-B), one exact trajectory gradient per evaluation.
@@ -48,27 +53,44 @@ def optimize(
     DIR/state.npz (for --resume), DIR/optimize.json and DIR/episode/ (best.yaml run, with
     its animation and first/last frames, as `simrun run` writes them). Exit 0 ok, 1 a NaN loss or gradient
     (the best parameters so far are kept), 2 bad input, 130 interrupted (--resume goes on)."""
+    optimize_job(lambda: load_scene(scene_path, list(sets or []), allow_outside=allow_outside),
+                 out_dir, resume=resume, allow_changed=allow_changed,
+                 options={"iterations": iterations, "no_render": no_render, "threads": threads})
+
+
+def optimize_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: bool,
+                 options: dict[str, Any], allow_changed: bool = False) -> None:
+    """`simrun optimize` and `simrun resume` of an optimize folder."""
     from simrun.optimize import OptimizeError, optimize_scene
     from simrun.render.loss import render_loss
 
     target: Path | None = None
-    with exit_codes(lambda: f"{target} is valid up to its last iteration; --resume continues"):
-        scene = load_scene(scene_path, list(sets or []), allow_outside=allow_outside)
+    threads = options.get("threads")
+
+    def interrupted() -> str:
+        if target is None:
+            return "nothing was written"
+        return (f"{target} is valid up to its last iteration; continue with 'simrun resume "
+                f"{quote(str(target))}'")
+
+    with exit_codes(interrupted):
+        scene = load()
         if scene.optimize is None:
-            raise SceneError(f"{scene_path}: the scene has no 'optimize' section. Add e.g. "
+            raise SceneError(f"{scene.source}: the scene has no 'optimize' section. Add e.g. "
                              "'optimize: {parameters: [initial.velocity], iterations: 100}' "
                              "(scenes/README.md).")
         target = _target(scene, out_dir, resume)
         try:
             with iteration_bar(f"optimize {scene.name}", err.is_terminal) as bar:
-                result = optimize_scene(scene, target, iterations=iterations, resume=resume,
-                                        threads=threads, progress=bar)
+                result = optimize_scene(scene, target, iterations=options.get("iterations"),
+                                        resume=resume, threads=threads, progress=bar,
+                                        allow_changed=allow_changed, options=options)
         except OptimizeError as exc:
             render_loss(target / "loss.csv", target / "loss.png", title=scene.name)
             err.print(f"optimize failed: {exc}", markup=False)
             raise typer.Exit(EXIT_FAILED) from None
         render_loss(target / "loss.csv", target / "loss.png", title=scene.name)
-        if not no_render:
+        if not options.get("no_render"):
             _episode(target, threads)
     out.print(f"{result.status}: {result.iterations} iterations "
               f"({result.evaluations} gradient evaluations"
@@ -108,14 +130,15 @@ def _target(scene: Scene, out_dir: Path | None, resume: bool) -> Path:
             raise SceneError(f"{base}: there is no earlier optimize run of this scene to resume. "
                              "Run it without --resume first, or give the folder with --out.")
         out_dir = found[-1]
+    check_writable(out_dir, "")
     saved = out_dir / "scene.yaml"
     if saved.is_file():
         before = yaml.safe_load(saved.read_text(encoding="utf-8"))
-        now = scene.to_dict()
-        for data in (before, now):
-            data.get("optimize", {}).pop("iterations", None)
-        if before != now:
+        diffs = scene_differences(before if isinstance(before, dict) else {}, scene,
+                                  ignore=("optimize.iterations",))
+        if diffs:
             raise SceneError(f"{out_dir}: --resume continues the same training, but the scene "
-                             "differs from the one recorded there (scene.yaml). Use the same "
-                             "scene and --set values, or start a new folder without --resume.")
+                             f"differs from the one recorded there (scene.yaml): "
+                             f"{'; '.join(diffs[:3])}. Continue it with 'simrun resume "
+                             f"{quote(str(out_dir))}', or start a new folder without --resume.")
     return out_dir

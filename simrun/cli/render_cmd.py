@@ -27,8 +27,10 @@ def render(run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A ru
         raise fail(f"error: {run_dir}: no frames.npz here, so there is nothing to render. Give "
                    "the folder of a run (e.g. outputs/gravity/run-001).", EXIT_BAD_INPUT)
     with exit_codes():
+        from simrun.outputs.rundir import check_writable
         from simrun.render.record import draw_pictures
 
+        check_writable(run_dir, "")  # the real cause, before any file is read
         try:
             written = draw_pictures(run_dir).paths
         except OSError as exc:

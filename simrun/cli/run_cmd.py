@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from shlex import quote
 from typing import Annotated, Any
 
 import typer
 
 from simrun.cli.common import (
+    AllowChangedOpt,
     AllowOutsideOpt,
+    DebugOpt,
     SceneArg,
     SetOpt,
     ThreadsOpt,
@@ -89,14 +93,18 @@ def run(
                          ] = False,
     threads: ThreadsOpt = None,
     allow_outside: AllowOutsideOpt = False,
+    debug: DebugOpt = False,
+    allow_changed: AllowChangedOpt = False,
 ) -> None:
     """Simulate SCENE; save frames, energies, pictures.
 
     The run folder (outputs/<scene name>/run-NNN, or --out DIR) gets the resolved
     scene.yaml, frames.npz, trajectory.xyz (extended XYZ for OVITO/ASE), energy.csv
     (step,time,kinetic,potential,total), run.json (versions, seed, timings, exit status),
-    first.png, last.png, energy.png and animation.gif. Files are replaced atomically, so a
-    stopped run leaves readable files; --resume continues it.
+    first.png, last.png, energy.png and animation.gif, and kernels/ (a copy of each kernel
+    module, hashed in run.json; scene.yaml names the copies, so the folder runs anywhere).
+    Files are replaced atomically, so a stopped run leaves readable files; 'simrun resume
+    DIR' (or --resume) continues it, refusing edited kernels unless --allow-changed.
 
     A scene is code: it runs the Python of its kernel modules. Modules outside the scene's
     folder and the kernels/ folder beside it are refused unless --allow-outside.
@@ -105,33 +113,48 @@ def run(
     Examples:
       simrun run scenes/gravity.yaml
       simrun run scenes/molecule.yaml --steps 2000 --set dt=1e-3 --out /tmp/mol
-      simrun run scenes/gravity.yaml --resume          (after Ctrl-C)
+      simrun resume outputs/gravity/run-001            (after Ctrl-C)
+      simrun run scenes/gravity.yaml --resume          (the newest run of the scene)
     """
+    run_job(lambda: load_scene(scene_path, overrides(sets, steps, seed),
+                               allow_outside=allow_outside),
+            out_dir, resume=resume, overwrite=overwrite, quiet=quiet, no_render=no_render,
+            threads=threads, debug=debug, allow_changed=allow_changed)
+
+
+def run_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: bool = False,
+            overwrite: bool = False, quiet: bool = False, no_render: bool = False,
+            threads: int | None = None, debug: bool = False, allow_changed: bool = False
+            ) -> None:
+    """`simrun run` and `simrun resume` of a run folder: load the scene, run (or continue)
+    it, draw the pictures, summarise; Ctrl-C prints the command that continues it."""
     state: dict[str, Any] = {}
 
     def interrupted() -> str:
         where = state.get("dir")
         if state.get("finished"):
             return (f"the run finished (outputs in {where}) but drawing its pictures was "
-                    f"stopped; draw them with 'simrun render {where}'")
+                    f"stopped; draw them with 'simrun render {quote(str(where))}'")
         if where is None or not (where / "state.npz").is_file():
             return "no frame was saved, so there is nothing to resume; run it again"
-        return (f"outputs so far are in {where}; continue with 'simrun run {scene_path} "
-                f"--resume --out {where}'")
+        return (f"outputs so far are in {where}; continue with 'simrun resume "
+                f"{quote(str(where))}'")
 
     def new_dir() -> Path:  # called by the stepper once the kernels compiled
         state["dir"] = choose_run_dir(scene.name, out_dir, resume=False, overwrite=overwrite)
         return state["dir"]
 
+    options = {"no_render": no_render, "threads": threads, "debug": debug}
     with exit_codes(interrupted):
-        scene = load_scene(scene_path, overrides(sets, steps, seed), allow_outside=allow_outside)
+        scene = load()
         if resume:
             state["dir"] = choose_run_dir(scene.name, out_dir, resume=True, overwrite=False)
         elif out_dir is not None:
             check_out_dir(out_dir, overwrite=overwrite)  # fail before compiling anything
         with step_bar(scene.name, enabled=not quiet) as progress:
             result = run_scene(scene, state["dir"] if resume else new_dir, resume=resume,
-                               progress=progress, threads=threads)
+                               progress=progress, threads=threads, debug=debug,
+                               allow_changed=allow_changed, options=options)
         state["finished"] = True
         render_error, render_s = None, None
         if not no_render:

@@ -9,6 +9,7 @@ computing: the numbers are those of a run never stopped, for every optimiser ali
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from simrun.optimize.optimizers import SGD, Adam, clip_norm, normalized, project
 from simrun.optimize.params import Layout
 from simrun.optimize.record import Journal, Record
 from simrun.optimize.schedules import learning_rate
+from simrun.outputs.provenance import refuse_changed
 from simrun.scene import Scene, SceneError
 
 # (iteration, iterations, loss, gradient norm) after each iteration
@@ -94,8 +96,13 @@ class _Evaluator:
 
 def optimize_scene(scene: Scene, out_dir: str | Path, *, iterations: int | None = None,
                    resume: bool = False, threads: int | None = None,
-                   progress: Progress | None = None) -> OptimizeResult:
+                   progress: Progress | None = None, allow_changed: bool = False,
+                   options: dict | None = None) -> OptimizeResult:
     """Minimise `scene.objective` over `scene.optimize.parameters`, writing `out_dir`.
+
+    A resume replays evaluations made with the recorded kernel sources, so it is refused
+    (SceneError naming the change) when they were edited since, unless `allow_changed`;
+    `options` (the command's) go to optimize.json for 'simrun resume'.
 
     Raises SceneError for a bad parameter or bounds (before anything is computed),
     OptimizeError for a NaN loss or gradient (the folder keeps the best parameters), and
@@ -110,9 +117,11 @@ def optimize_scene(scene: Scene, out_dir: str | Path, *, iterations: int | None 
     layout.check_start(start)
     n_iter = scene.optimize.iterations if iterations is None else iterations
     state = out_dir / "state.npz"
+    if resume:
+        refuse_changed(out_dir, _recorded_sources(out_dir), scene, allow_changed)
     journal = Journal.load(state) if resume and state.is_file() else Journal()
     evaluate = _Evaluator(layout, journal, state, threads)
-    record = Record(out_dir, layout)
+    record = Record(out_dir, layout, options)
     run = _Run(layout, record, evaluate, n_iter, progress or (lambda *_: None))
     record.write_json("running")
     t0 = time.perf_counter()
@@ -127,6 +136,13 @@ def optimize_scene(scene: Scene, out_dir: str | Path, *, iterations: int | None 
         raise
     record.write_json(status)
     return run.result(status, t0)
+
+
+def _recorded_sources(out_dir: Path) -> list | None:
+    try:
+        return json.loads((out_dir / "optimize.json").read_text(encoding="utf-8")).get("sources")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 class _Run:

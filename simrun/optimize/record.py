@@ -6,7 +6,6 @@ atomically after each iteration, so a training stopped at any moment leaves a va
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import numpy as np
 
 from simrun.optimize.params import Layout
 from simrun.outputs import atomic_savez, atomic_write_text, versions, write_scene
-from simrun.scene import scene_modules
+from simrun.outputs.provenance import relocate, save_sources
 
 LOSS_HEADER = "iteration,loss,gradient_norm,step,wall_s"
 
@@ -55,12 +54,14 @@ class Row:
 class Record:
     """The folder's files, rewritten after each iteration."""
 
-    def __init__(self, out_dir: Path, layout: Layout) -> None:
-        self.dir, self.layout = Path(out_dir), layout
+    def __init__(self, out_dir: Path, layout: Layout, options: dict | None = None) -> None:
+        self.dir, self.layout, self.options = Path(out_dir), layout, options
         self.rows: list[Row] = []
         self.best: Row | None = None
-        self.kernel_copies = self._copy_kernels()
-        write_scene(self.dir / "scene.yaml", layout.scene.to_dict())
+        # the kernel modules' copies in DIR/kernels/: best.yaml runs as it is (modules beside
+        # a scene are trusted) and the folder keeps the code that ran
+        self.sources = save_sources(self.dir, layout.scene)
+        write_scene(self.dir / "scene.yaml", relocate(layout.scene.to_dict(), self.sources))
 
     def add(self, iteration: int, params: np.ndarray, loss: float, grad: np.ndarray,
             wall: float) -> Row:
@@ -99,24 +100,7 @@ class Record:
             atomic_savez(self.dir / "best_state.npz", x=start[0], v=start[1] - velocity)
             data["initial"] = {"type": "file", "path": "best_state.npz",
                                "velocity": velocity.tolist(), "temperature": 0.0}
-        write_scene(self.dir / "best.yaml", _relocated(data, self.kernel_copies))
-
-    def _copy_kernels(self) -> dict[str, str]:
-        """Copies of the scene's kernel modules in DIR/kernels/, so that best.yaml runs as it
-        is (modules beside a scene are trusted) and the folder keeps the code that ran."""
-        modules, _outside = scene_modules(self.layout.scene)
-        target = self.dir / "kernels"
-        target.mkdir(exist_ok=True)
-        copies: dict[str, str] = {}
-        for path in modules:
-            name = path.name
-            n = 1
-            while name in copies.values():
-                n += 1
-                name = f"{path.stem}_{n}{path.suffix}"
-            shutil.copyfile(path, target / name)
-            copies[str(path)] = f"kernels/{name}"
-        return copies
+        write_scene(self.dir / "best.yaml", relocate(data, self.sources))
 
     def write_json(self, status: str, message: str = "", **extra) -> None:
         best = self.best
@@ -131,24 +115,11 @@ class Record:
                 "iteration": self.rows[-1].iteration, "loss": self.rows[-1].loss,
                 "gradient_norm": self.rows[-1].grad_norm},
             **extra, "versions": versions(),
+            "sources": [source.to_dict() for source in self.sources],
         }
+        if self.options is not None:
+            record["options"] = self.options
         atomic_write_text(self.dir / "optimize.json", json.dumps(record, indent=2) + "\n")
-
-
-def _relocated(data: dict, copies: dict[str, str]) -> dict:
-    """The scene data with every `module.py:kernel` string moved to its copy."""
-    def move(ref: str) -> str:
-        module, _, kernel = ref.rpartition(":")
-        return f"{copies.get(module, module)}:{kernel}"
-
-    for term in data.get("energy", []):
-        term["kernel"] = move(term["kernel"])
-    for section in ("step_kernels", "controller"):
-        if section in data:
-            data[section]["kernels"] = [move(k) for k in data[section]["kernels"]]
-    if "kernel" in data.get("objective", {}):
-        data["objective"]["kernel"] = move(data["objective"]["kernel"])
-    return data
 
 
 def _plain(values: dict) -> dict:

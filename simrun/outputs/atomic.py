@@ -8,6 +8,7 @@ wait on the disk.
 from __future__ import annotations
 
 import io
+import errno
 import os
 import tempfile
 from collections.abc import Callable
@@ -22,6 +23,14 @@ class OutputError(Exception):
 
     ``str()`` is one paragraph for the user: what failed, what on disk is still valid, and
     how to go on; the CLI prints it and exits with status 1."""
+
+
+UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)  # the folder refuses writes at all
+
+
+class UnwritableError(OutputError):
+    """The output folder cannot be written at all (permissions, a read-only file system):
+    bad input, which the CLI reports with exit status 2."""
 
 
 def _umask() -> int:

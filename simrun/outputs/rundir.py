@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,6 +16,22 @@ from simrun.scene.errors import shorten
 OUTPUT_FILES = ("frames.npz", "trajectory.xyz", "energy.csv", "state.npz", "run.json",
                 "scene.yaml", "topology.npz", "first.png", "last.png", "energy.png",
                 "animation.gif")
+COPY_FOLDERS = ("kernels", "inputs")  # the copies of the sources (simrun.outputs.provenance)
+
+
+def check_writable(folder: Path, option: str = "--out") -> None:
+    """SceneError when the existing ``folder`` refuses a new file (its permissions, a file
+    system mounted read-only), found before anything is compiled or written."""
+    try:
+        fd, name = tempfile.mkstemp(prefix=".simrun-probe-", dir=folder)
+        os.close(fd)
+        os.unlink(name)
+    except OSError as exc:
+        other = f", or choose another {option}" if option else ""
+        raise SceneError(f"{shorten(str(folder))}: cannot write in this folder "
+                         f"({exc.strerror or type(exc).__name__}). Make it writable (check "
+                         f"its permissions, and whether its file system is mounted "
+                         f"read-only){other}.") from None
 def run_ids(base: Path, prefix: str = "run") -> list[tuple[int, Path]]:
     if not base.is_dir():
         return []
@@ -48,6 +67,8 @@ def clear_outputs(path: Path) -> None:
     """Remove the files a run writes (and stray temporaries), nothing else."""
     for name in OUTPUT_FILES:
         (path / name).unlink(missing_ok=True)
+    for name in COPY_FOLDERS:
+        shutil.rmtree(path / name, ignore_errors=True)
     for tmp in path.glob(".*.tmp"):
         tmp.unlink(missing_ok=True)
 
@@ -81,8 +102,12 @@ def _check_out_dir(out: Path, overwrite: bool) -> bool:
                              "an empty or new folder for --out.")
         if not overwrite:
             raise SceneError(f"{out}: the folder already holds a run. Add --overwrite to "
-                             "replace it, --resume to continue it, or choose another --out.")
+                             "replace it, 'simrun resume' to continue it, or choose another "
+                             "--out.")
+        check_writable(out)
         return True
+    if out.is_dir():
+        check_writable(out)
     return False
 
 
@@ -94,8 +119,14 @@ def choose_run_dir(scene_name: str, out: Path | None, *, resume: bool, overwrite
     with _usable(root / scene_name if out is None else out):
         if out is None:
             base = root / scene_name
-            return latest_run_dir(base) if resume else new_run_dir(base)
+            if resume:
+                found = latest_run_dir(base)
+                check_writable(found, "")
+                return found
+            return new_run_dir(base)
         if resume:
+            if out.is_dir():
+                check_writable(out, "")
             return out
         if check_out_dir(out, overwrite=overwrite):
             clear_outputs(out)

@@ -21,7 +21,8 @@ class CheckReport:
     controller: list[str]
 
 
-def check_scene(scene: Scene, threads: int | None = None) -> CheckReport:
+def check_scene(scene: Scene, threads: int | None = None, debug: bool = False
+                ) -> CheckReport:
     """Compile every kernel by evaluating the forces once and each step kernel once.
 
     Nothing is written. Raises SceneError or simrun.lang's CompileError on bad input, and
@@ -30,7 +31,7 @@ def check_scene(scene: Scene, threads: int | None = None) -> CheckReport:
     """
     started = time.perf_counter()
     x0, v0 = initial_state(scene)
-    system = System(scene, x0, threads)
+    system = System(scene, x0, threads, debug=debug)
     system.set_state(x0, v0)
     system.control(0)  # the controller writes what the forces read
     potential, forces = system.forces()

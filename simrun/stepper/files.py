@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 from pathlib import Path
+from shlex import quote
 from typing import Any
 
 import numpy as np
@@ -13,12 +14,19 @@ import yaml
 from simrun.outputs import (
     OutputError,
     RunWriter,
+    UnwritableError,
     WriterOptions,
     new_run_info,
     read_run_info,
     write_run_info,
-    write_scene,
     write_topology,
+)
+from simrun.outputs.atomic import UNWRITABLE
+from simrun.outputs.provenance import (
+    physics_changes,
+    refuse_changed,
+    scene_differences,
+    write_job_scene,
 )
 from simrun.outputs.runinfo import now
 from simrun.outputs.xyz import cell_for
@@ -47,17 +55,10 @@ def writer_options(scene: Scene, x0: np.ndarray | None) -> WriterOptions:
                          digits=9 if scene.precision == "f32" else 17)
 
 
-def _differences(old: Any, new: Any, prefix: str = "") -> list[str]:
-    if isinstance(old, dict) and isinstance(new, dict):
-        out = []
-        for key in sorted(set(old) | set(new), key=str):
-            out += _differences(old.get(key), new.get(key), f"{prefix}{key}.")
-        return out
-    return [] if old == new else [f"{prefix.rstrip('.')} ({old!r} there, {new!r} here)"]
-
-
-def load_checkpoint(out_dir: Path, scene: Scene) -> dict[str, np.ndarray] | None:
-    """The saved state of an interrupted run, after checking it ran this same scene; None
+def load_checkpoint(out_dir: Path, scene: Scene, allow_changed: bool = False
+                    ) -> dict[str, np.ndarray] | None:
+    """The saved state of an interrupted run, after checking it ran this same scene with the
+    same kernel sources (SceneError naming what changed, unless ``allow_changed``); None
     for a run that stopped before saving its first frame (e.g. on a full disk): it starts
     again from step 0 in the same folder."""
     state_file, scene_file = out_dir / "state.npz", out_dir / "scene.yaml"
@@ -71,14 +72,13 @@ def load_checkpoint(out_dir: Path, scene: Scene) -> dict[str, np.ndarray] | None
     if not isinstance(saved, dict):
         raise SceneError(f"{out_dir}: cannot resume: its scene.yaml is not one that simrun "
                          "wrote. Start a new run (without --resume).")
-    current = scene.to_dict()
-    saved.pop("steps", None)
-    current.pop("steps", None)
-    diffs = _differences(saved, current)
+    diffs = scene_differences(saved, scene, ignore=("steps",))
     if diffs:
         raise SceneError(f"{out_dir}: cannot resume: the scene differs from the one this run "
-                         f"used: {'; '.join(diffs[:3])}. Resume with the same scene and --set "
-                         "options (only the number of steps may change), or start a new run.")
+                         f"used: {'; '.join(diffs[:3])}. Continue it with 'simrun resume "
+                         f"{quote(str(out_dir))}' (its own scene and options; --steps N to extend it), "
+                         "or start a new run.")
+    refuse_changed(out_dir, _recorded_sources(out_dir), scene, allow_changed)
     if not state_file.is_file():
         return None
     try:
@@ -95,6 +95,13 @@ def load_checkpoint(out_dir: Path, scene: Scene) -> dict[str, np.ndarray] | None
     return checkpoint
 
 
+def _recorded_sources(out_dir: Path) -> list[dict[str, str]] | None:
+    try:
+        return read_run_info(out_dir / "run.json").get("sources")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def reload_frames(writer: RunWriter, out_dir: Path, step: int, every: int) -> None:
     """Take back the frames an interrupted run saved up to ``step`` (SceneError if they
     cannot be read)."""
@@ -106,18 +113,28 @@ def reload_frames(writer: RunWriter, out_dir: Path, step: int, every: int) -> No
                          "(without --resume).") from None
 
 
-def start(out_dir: Path, scene: Scene, checkpoint: dict | None) -> dict[str, Any]:
-    """Write the resolved scene, topology and a 'running' run.json; return the run info."""
+def start(out_dir: Path, scene: Scene, checkpoint: dict | None,
+          options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Write the resolved scene (naming the folder's copies of its kernel modules, which are
+    made here), topology and a 'running' run.json (with the sources' hashes and the
+    command's ``options``, which 'simrun resume' reuses); return the run info."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_scene(out_dir / "scene.yaml", scene.to_dict())
+    changed = physics_changes(out_dir, _recorded_sources(out_dir), scene) if checkpoint \
+        is not None else []  # a resume that --allow-changed let through
+    sources = write_job_scene(out_dir, scene)
     if scene.topology.arrays:
         write_topology(out_dir / "topology.npz", scene.topology.arrays)
     info = new_run_info(scene.source, scene.seed, scene.steps)
+    info["sources"] = sources
+    if options:
+        info["options"] = options
     if checkpoint is not None and (out_dir / "run.json").is_file():
         previous = read_run_info(out_dir / "run.json")
         info["started"] = previous.get("started", info["started"])
-        info["resumes"] = previous.get("resumes", []) + [
-            {"at": now(), "from_step": int(checkpoint["step"])}]
+        resumed = {"at": now(), "from_step": int(checkpoint["step"])}
+        if changed:
+            resumed["changed"] = changed
+        info["resumes"] = previous.get("resumes", []) + [resumed]
         info["resumed_from_step"] = int(checkpoint["step"])
     write_run_info(out_dir / "run.json", info)
     return info
@@ -131,16 +148,21 @@ def write_failure(exc: OSError, step: int, saved_step: int | None) -> str:
     return f"cannot write {name} at step {step} ({exc.strerror or exc}); {saved}"
 
 
-def write_failure_advice(problem: str, scene: Scene, out_dir: Path, recorded: bool = True
-                         ) -> str:
+def output_error(exc: OSError, problem: str, out_dir: Path, recorded: bool = True
+                 ) -> OutputError:
     """The user's paragraph for a failed write: what happened (``recorded`` in run.json, once
-    the run has one) and how to go on."""
-    if (out_dir / "scene.yaml").is_file():
-        how = (f"Free some space, then continue with 'simrun run {scene.source} --resume "
-               f"--out {out_dir}' (with the same --set options)")
-    else:
-        how = "Free some space, then run the scene again"
-    return f"{out_dir}: {problem}.{' run.json records this.' if recorded else ''} {how}."
+    the run has one) and how to go on. A folder that cannot be written at all (permissions,
+    a read-only file system) is bad input (UnwritableError); anything else, e.g. a full
+    disk, a failed run."""
+    resume = f"'simrun resume {quote(str(out_dir))}'"
+    again = (f"continue with {resume}" if (out_dir / "scene.yaml").is_file()
+             else "run the scene again")
+    note = " run.json records this." if recorded else ""
+    if exc.errno in UNWRITABLE:
+        return UnwritableError(f"{out_dir}: {problem}.{note} The folder is not writable: "
+                               f"make it writable (its permissions, or a file system mounted "
+                               f"read-only), then {again}; or write elsewhere with --out.")
+    return OutputError(f"{out_dir}: {problem}.{note} Free some space, then {again}.")
 
 
 def finish(out_dir: Path, info: dict[str, Any], status: str, writer: RunWriter, state: Any,

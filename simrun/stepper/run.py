@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simrun.outputs import Frame, OutputError, RunWriter
+from simrun.outputs import Frame, RunWriter
 from simrun.scene import Scene, initial_state
 from simrun.stepper import files
 from simrun.stepper.fieldstep import FieldStepper
@@ -98,17 +98,18 @@ def make_frame(state: State, system: System, scene: Scene) -> Frame:
                  state={"x0": system.x0_np, **system.extra_state()})
 
 
-def prepare(scene: Scene, checkpoint: dict | None, threads: int | None) -> tuple[System, State]:
+def prepare(scene: Scene, checkpoint: dict | None, threads: int | None, debug: bool = False
+            ) -> tuple[System, State]:
     """Build the system and the state at step 0 or at the checkpoint; compiles the kernels.
 
     Raises SceneError or a CompileError for bad kernels and SimulationError when the first
     forces are not finite; nothing is written."""
     if checkpoint is None:
         x0, v0 = initial_state(scene)
-        system = System(scene, x0, threads)
+        system = System(scene, x0, threads, debug=debug)
         step, x, v = 0, x0, v0
     else:
-        system = System(scene, checkpoint["x0"], threads)
+        system = System(scene, checkpoint["x0"], threads, debug=debug)
         step, x, v = int(checkpoint["step"]), checkpoint["x"], checkpoint["v"]
         system.load_extra_state(checkpoint)
     system.set_state(x, v)
@@ -195,24 +196,30 @@ def loop(scene: Scene, system: System, state: State, writer: RunWriter,
             progress(state.step, total)
 
 
-def _open(target: Path, scene: Scene, system: System, step: int, checkpoint: dict | None
-          ) -> tuple[RunWriter, dict]:
+def _open(target: Path, scene: Scene, system: System, step: int, checkpoint: dict | None,
+          options: dict | None) -> tuple[RunWriter, dict]:
     """The run's writer (holding a resumed run's frames) and its run.json info, once the
     resolved scene and a 'running' run.json are written."""
     writer = RunWriter(target, files.writer_options(scene, system.x0_np))
     if checkpoint is not None:
         files.reload_frames(writer, target, step, scene.outputs.every)
     try:
-        return writer, files.start(target, scene, checkpoint)
+        return writer, files.start(target, scene, checkpoint, options)
     except OSError as exc:
-        problem = files.write_failure(exc, step, None)
-        raise OutputError(files.write_failure_advice(problem, scene, target, False)) from None
+        raise files.output_error(exc, files.write_failure(exc, step, None), target, False
+                                 ) from None
 
 
 def run_scene(scene: Scene, out_dir: str | os.PathLike[str] | Callable[[], Path], *,
               resume: bool = False, progress: ProgressFn | None = None,
-              threads: int | None = None, flush_interval: float = 1.0) -> RunResult:
+              threads: int | None = None, flush_interval: float = 1.0,
+              debug: bool = False, allow_changed: bool = False,
+              options: dict | None = None) -> RunResult:
     """Run ``scene`` into ``out_dir`` (created); with ``resume``, continue the run there.
+
+    ``debug`` bounds-checks every field access in the kernels (IndexError naming kernel,
+    field, index and line); a resume refuses edited kernel sources unless ``allow_changed``;
+    ``options`` (the command's own, e.g. ``no_render``) go to run.json for 'simrun resume'.
 
     ``out_dir`` may be a function that creates and returns the folder: it is called only
     once the kernels have compiled and the first forces are finite, so a scene with a bad
@@ -221,12 +228,13 @@ def run_scene(scene: Scene, out_dir: str | os.PathLike[str] | Callable[[], Path]
     started = time.perf_counter()
     where = out_dir if callable(out_dir) else (lambda: Path(out_dir))
     target = Path(where()) if resume else None
-    checkpoint = files.load_checkpoint(target, scene) if target is not None else None
-    system, state = prepare(scene, checkpoint, threads)
+    checkpoint = files.load_checkpoint(target, scene, allow_changed) if target is not None \
+        else None
+    system, state = prepare(scene, checkpoint, threads, debug)
     setup_s = round(time.perf_counter() - started, 4)
     shapes = system.render_shapes()
     target = target if target is not None else Path(where())
-    writer, info = _open(target, scene, system, state.step, checkpoint)
+    writer, info = _open(target, scene, system, state.step, checkpoint, options)
     info["timings"]["setup_s"] = setup_s
     if shapes:
         info["shapes"] = shapes  # what the pictures draw behind the particles
@@ -246,7 +254,7 @@ def run_scene(scene: Scene, out_dir: str | os.PathLike[str] | Callable[[], Path]
         raise
     except OSError as exc:  # writing the outputs: the disk is full, the folder went away
         wrote, info["error"] = False, files.write_failure(exc, state.step, writer.saved_step)
-        raise OutputError(files.write_failure_advice(info["error"], scene, target)) from None
+        raise files.output_error(exc, info["error"], target) from None
     except Exception as exc:  # e.g. a kernel that compiles only when first launched
         status, info["error"] = "error", f"{type(exc).__name__}: {exc}"
         raise

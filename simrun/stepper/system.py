@@ -32,7 +32,7 @@ class System:
     """Fields and kernels of a scene, after ``ti.init`` (one System per process at a time)."""
 
     def __init__(self, scene: Scene, x0: np.ndarray, threads: int | None = None,
-                 deterministic: bool = False) -> None:
+                 deterministic: bool = False, debug: bool = False) -> None:
         import simrun.lang as ti
 
         self.ti = ti
@@ -40,7 +40,8 @@ class System:
         self.fp = ti.f32 if scene.precision == "f32" else ti.f64
         self.np_dtype = np.float32 if scene.precision == "f32" else np.float64
         options: dict[str, Any] = {"arch": ti.cpu, "default_fp": self.fp,
-                                   "random_seed": scene.seed, "deterministic": deterministic}
+                                   "random_seed": scene.seed, "deterministic": deterministic,
+                                   "debug": debug}
         if threads:
             options["cpu_max_num_threads"] = threads
         ti.init(**options)

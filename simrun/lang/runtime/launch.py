@@ -15,6 +15,11 @@ class KernelRuntimeError(SimrunError, RuntimeError):
     pass
 
 
+class KernelIndexError(SimrunError, IndexError):
+    """A field index out of range, found by ``ti.init(debug=True)``'s bounds checks: the
+    message names the kernel, field, index, shape and source line."""
+
+
 class CompiledKernel:
     def __init__(self, name: str, layout, addresses: list, arg_specs: list, ret_types: list,
                  runtime, ndarray_slots: dict):
@@ -113,7 +118,7 @@ class CompiledKernel:
         text = f"\n    {span.text.strip()}" if span is not None and span.text else ""
         if code == 1:
             idx = [int(self.ctx[base + 2 + k]) for k in range(len(shape or ()))]
-            raise IndexError(f"{where}in kernel '{self.name}': index {tuple(idx)} is out of "
+            raise KernelIndexError(f"{where}in kernel '{self.name}': index {tuple(idx)} is out of "
                              f"range for field '{what}' of shape {shape}{text}")
         if code == 2:
             raise AssertionError(f"{where}in kernel '{self.name}': assertion failed: {what}{text}")

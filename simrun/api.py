@@ -1,0 +1,150 @@
+"""simrun as a library, for notebooks and scripts: run a scene and read a run folder back.
+
+```python
+import simrun
+
+run = simrun.run_scene("scenes/gravity.yaml", steps=2000, sets=["dt=2e-5"])
+run.x.shape, run.total[-1]          # frames (n_frames, N, dim) and total energies
+atoms = run.atoms()                 # ASE Atoms per frame (needs `pip install ase`)
+again = simrun.load_run("outputs/gravity/run-001")
+```
+
+The same library functions as the ``simrun run`` command (and the same folder), so what a
+notebook runs can be resumed, rendered or compared with the CLI.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+PathLike = str | os.PathLike[str]
+
+
+@dataclass
+class Run:
+    """A run folder's results as NumPy arrays (one row per saved frame)."""
+
+    path: Path
+    step: np.ndarray  # (F,)
+    time: np.ndarray  # (F,)
+    x: np.ndarray | None  # (F, N, dim) positions, None when not saved
+    v: np.ndarray | None  # (F, N, dim) velocities
+    f: np.ndarray | None  # (F, N, dim) forces (outputs.forces)
+    energy: np.ndarray | None  # structured: step, time, kinetic, potential, total
+    masses: np.ndarray  # (N,)
+    scene: dict[str, Any]  # the resolved scene (scene.yaml)
+    info: dict[str, Any] = field(default_factory=dict)  # run.json: status, versions, sources
+
+    @property
+    def status(self) -> str | None:
+        """run.json's exit status: ok, interrupted, failed, error (or running)."""
+        return self.info.get("status")
+
+    @property
+    def kinetic(self) -> np.ndarray | None:
+        return None if self.energy is None else np.asarray(self.energy["kinetic"])
+
+    @property
+    def potential(self) -> np.ndarray | None:
+        return None if self.energy is None else np.asarray(self.energy["potential"])
+
+    @property
+    def total(self) -> np.ndarray | None:
+        return None if self.energy is None else np.asarray(self.energy["total"])
+
+    def atoms(self, frame: int | None = None) -> Any:
+        """ASE ``Atoms`` of one frame (``frame`` index, negative from the end) or a list of
+        all of them: positions and velocities padded to 3-D, masses, species ``X``, and the
+        boundary box as the cell (periodic along the scene's dimensions only)."""
+        try:
+            from ase import Atoms
+        except ImportError:
+            raise ImportError("Run.atoms needs ASE: pip install ase") from None
+        if self.x is None:
+            raise ValueError(f"{self.path}: the run saved no positions (outputs.positions)")
+        frames = range(len(self.step)) if frame is None else [frame]
+        made = [self._atoms(Atoms, i) for i in frames]
+        return made if frame is None else made[0]
+
+    def _atoms(self, atoms_type: Any, i: int) -> Any:
+        n, dim = self.x.shape[1:]
+        pad = np.zeros((n, 3))
+        positions = pad.copy()
+        positions[:, :dim] = self.x[i]
+        box = self.scene.get("boundary", {})
+        cell, pbc, origin = np.zeros(3), [False] * 3, np.zeros(3)
+        if box.get("type", "none") != "none":
+            low, high = np.asarray(box["low"], float), np.asarray(box["high"], float)
+            cell[:dim], origin[:dim] = high - low, low
+            pbc = [box["type"] == "periodic" and d < dim for d in range(3)]
+        made = atoms_type(["X"] * n, positions=positions, masses=self.masses,
+                          cell=np.diag(cell), pbc=pbc, celldisp=origin)
+        if self.v is not None:
+            velocities = pad.copy()
+            velocities[:, :dim] = self.v[i]
+            made.set_velocities(velocities)
+        made.info.update(step=int(self.step[i]), time=float(self.time[i]))
+        return made
+
+
+def load_run(path: PathLike) -> Run:
+    """Read a run folder (what ``simrun run`` writes) into NumPy arrays.
+
+    Raises FileNotFoundError when the folder holds no frames.npz."""
+    from simrun.outputs import read_energy_csv, read_run_info
+
+    path = Path(path)
+    if not (path / "frames.npz").is_file():
+        raise FileNotFoundError(f"{path}: no frames.npz here; give a run folder, e.g. "
+                                "outputs/gravity/run-001")
+    with np.load(path / "frames.npz") as frames:
+        arrays = {k: frames[k] for k in frames.files}
+    scene = yaml.safe_load((path / "scene.yaml").read_text(encoding="utf-8"))
+    count = int(scene["particles"]["count"])
+    masses = np.broadcast_to(np.asarray(scene["particles"].get("mass", 1.0), float),
+                             (count,)).copy()
+    energy = read_energy_csv(path / "energy.csv") if (path / "energy.csv").is_file() else None
+    try:
+        info = read_run_info(path / "run.json")
+    except (OSError, ValueError):
+        info = {}
+    return Run(path, arrays["step"], arrays["time"], arrays.get("x"), arrays.get("v"),
+               arrays.get("f"), energy, masses, scene, info)
+
+
+def run_scene(scene: PathLike, out_dir: PathLike | None = None, *, steps: int | None = None,
+              sets: Iterable[str] = (), seed: int | None = None, threads: int | None = None,
+              resume: bool = False, render: bool = False, allow_outside: bool = False,
+              debug: bool = False) -> Run:
+    """Run a scene file (``steps``, ``sets`` and ``seed`` as on the command line) into
+    ``out_dir`` (default: ``outputs/<scene>/run-NNN``), or continue the run there with
+    ``resume``; returns the folder read back by ``load_run``.
+
+    Errors are exceptions: ``simrun.scene.SceneError`` for bad input (one paragraph, with
+    file:line:col), ``simrun.stepper.SimulationError`` when the run fails (e.g. NaN)."""
+    from simrun.outputs.rundir import choose_run_dir
+    from simrun.scene import load_scene
+    from simrun.stepper import run_scene as step_scene
+
+    extra = [f"steps={steps}"] if steps is not None else []
+    extra += [f"seed={seed}"] if seed is not None else []
+    loaded = load_scene(scene, list(sets) + extra, allow_outside=allow_outside)
+    out = Path(out_dir) if out_dir is not None else None
+    if resume:
+        target: Any = choose_run_dir(loaded.name, out, resume=True, overwrite=False)
+    else:  # made once the kernels compiled: a scene with a bad kernel writes nothing
+        target = lambda: choose_run_dir(loaded.name, out, resume=False, overwrite=False)  # noqa: E731
+    result = step_scene(loaded, target, resume=resume, threads=threads, debug=debug,
+                        options={"no_render": not render, "threads": threads, "debug": debug})
+    if render:
+        from simrun.render.record import draw_pictures
+
+        draw_pictures(result.out_dir)
+    return load_run(result.out_dir)

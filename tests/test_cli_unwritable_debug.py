@@ -1,0 +1,101 @@
+"""Issue 19, items 8 and 10, through the real CLI: an output folder that cannot be written
+is one paragraph and exit 2 (run, resume, render), and `--debug` turns on the engine's bounds
+checks so an out-of-range read in a scene's kernel is exit 2 naming kernel, field, index
+and line."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_cli import GRAVITY, simrun
+from test_cli_reliability import one_paragraph
+
+
+@pytest.fixture()
+def read_only(tmp_path: Path):
+    """A function that makes a folder read-only: as root (which ignores permissions) a
+    tmpfs mounted read-only over it, else chmod 555. Returns the reason shown by the OS."""
+    mounted: list[Path] = []
+
+    def make(folder: Path) -> str:
+        if os.geteuid() != 0:
+            for path in [folder, *folder.rglob("*")]:
+                path.chmod(0o555 if path.is_dir() else 0o444)
+            return "Permission denied"
+        if sys.platform != "linux":
+            pytest.skip("needs Linux to mount a read-only tmpfs as root")
+        keep = folder.with_name(folder.name + ".keep")
+        shutil.copytree(folder, keep)
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(folder)],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+        mounted.append(folder)
+        shutil.copytree(keep, folder, dirs_exist_ok=True)
+        subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+        return "Read-only file system"
+
+    yield make
+    for folder in mounted:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def test_unwritable_output_folders_are_exit_2_with_one_paragraph(tmp_path: Path,
+                                                                  read_only) -> None:
+    ro = tmp_path / "ro"
+    (ro / "empty").mkdir(parents=True)
+    made = simrun("run", GRAVITY, "--steps", "100", "--out", str(ro / "run"), "-q",
+                  cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    reason = read_only(ro)
+
+    fresh = one_paragraph(simrun("run", GRAVITY, "--steps", "100", "--out", "ro/empty", "-q",
+                                 cwd=tmp_path))
+    assert fresh.startswith("error: ro/empty: cannot write in this folder") and reason in fresh
+    assert "--out" in fresh and "space" not in fresh  # not a full disk
+    for resume in (["resume", "ro/run", "--steps", "200"],
+                   ["run", GRAVITY, "--steps", "200", "--resume", "--out", "ro/run"]):
+        message = one_paragraph(simrun(*resume, cwd=tmp_path))
+        assert message.startswith("error: ro/run: cannot write in this folder"), message
+        assert reason in message and "space" not in message
+    drawn = one_paragraph(simrun("render", "ro/run", cwd=tmp_path))
+    assert reason in drawn and "not what 'simrun run' writes" not in drawn
+    (tmp_path / "rocwd").mkdir()
+    read_only(tmp_path / "rocwd")
+    default = one_paragraph(simrun("run", GRAVITY, "--steps", "100", cwd=tmp_path / "rocwd"))
+    assert default.startswith("error: outputs/gravity: cannot use this folder") and \
+        reason in default
+
+
+CHAIN = """import simrun.lang as ti
+
+
+@ti.kernel
+def chain(x: ti.template(), U: ti.template()):
+    for i in x:
+        U[None] += 0.5 * (x[i + 1] - x[i]).norm_sqr()
+"""
+
+
+@pytest.mark.parametrize("command", ["check", "run"])
+def test_debug_finds_an_out_of_range_read_in_a_scene_kernel(tmp_path: Path,
+                                                             command: str) -> None:
+    # x[i + 1] reads past the last particle: without --debug that is other memory (here it
+    # can corrupt the heap); with --debug it is exit 2 naming kernel, field, index and line
+    (tmp_path / "k.py").write_text(CHAIN)
+    (tmp_path / "s.yaml").write_text("version: 1\nparticles: {count: 4}\ndt: 1e-3\nsteps: 20\n"
+                                     "energy: [{kernel: k.py:chain}]\n")
+    done = simrun(command, "s.yaml", "--debug", *(["--out", "o"] if command == "run" else []),
+                  cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    first, source = done.stderr.strip().splitlines()
+    assert first.startswith(f"error: {tmp_path / 'k.py'}:7: in kernel 'chain': index (4,) is "
+                            "out of range for field 'x' of shape (4,)"), first
+    assert "x[i + 1]" in source
+    assert not (tmp_path / "o").exists()  # found before anything was written
