@@ -57,6 +57,10 @@ def parse_key(scene: Scene, text: str) -> Key:
         raise SceneError(f"--wrt {text}: this scene integrates itself with step_kernels, which "
                          "`simrun grad` cannot differentiate yet; use a scene with 'energy' "
                          "terms and an 'integrator'.")
+    if scene.integrator.thermostat:
+        raise SceneError(f"--wrt {text}: the '{scene.integrator.type}' thermostat is not "
+                         "differentiated by `simrun grad` (its noise and chain are not part of "
+                         "the adjoint); use integrator: velocity_verlet or symplectic_euler.")
     if scene.objective is None:
         raise SceneError(f"{scene.source}: the scene has no 'objective', so there is nothing to "
                          "differentiate. Add e.g. 'objective: {builtin: kinetic, at: end}'.")

@@ -9,23 +9,28 @@ from typing import Annotated, Any
 import typer
 
 from simrun.cli.common import (
+    EXIT_FAILED,
     AllowOutsideOpt,
     SceneArg,
     SetOpt,
     ThreadsOpt,
     err,
     exit_codes,
+    fail,
     out,
 )
 from simrun.cli.progress import step_bar
 from simrun.outputs.rundir import check_out_dir, choose_run_dir
 from simrun.scene import Scene, load_scene
 from simrun.stepper import RunResult, run_scene
+from simrun.stepper.thermo import DRIFT_TOLERANCE
 
 
-def overrides(sets: list[str] | None, steps: int | None, seed: int | None) -> list[str]:
+def overrides(sets: list[str] | None, steps: int | None, seed: int | None,
+              thermo: int | None = None) -> list[str]:
     extra = [f"steps={steps}"] if steps is not None else []
     extra += [f"seed={seed}"] if seed is not None else []
+    extra += [f"thermo={thermo}"] if thermo is not None else []
     return list(sets or []) + extra
 
 
@@ -49,7 +54,7 @@ def summary(scene: Scene, result: RunResult, render_error: str | None,
     out.print(f"[bold green]done[/] {scene.name}: {steps} steps in {result.wall_s:.2f} s "
               f"(setup and compile {result.setup_s:.2f} s, then {rate}{resumed})")
     if result.drift is not None:
-        note = (f"; not expected to be conserved: the scene's {result.dissipation} dissipate"
+        note = (f"; not expected to be conserved: {result.dissipation}"
                 if result.dissipation else "")
         out.print(f"  energy    total {result.energy_first:.9g} -> {result.energy_last:.9g} "
                   f"(relative drift {result.drift:+.3e}{note})")
@@ -62,6 +67,18 @@ def summary(scene: Scene, result: RunResult, render_error: str | None,
     out.print(f"  outputs   {result.out_dir}{os.sep}")
     out.print(f"            {' '.join(files)}", soft_wrap=True)
     warn_render(result.out_dir, render_error)
+
+
+def check_drift(result: RunResult, scene: Scene, max_drift: float | None) -> None:
+    """Warn (one line) when the energy drifted beyond its tolerance; exit 1 past --max-drift."""
+    check = result.drift_check
+    if check is None or not check.exceeded:
+        return
+    err.print(check.warning(scene.dt, hint=max_drift is None), markup=False, soft_wrap=True)
+    if max_drift is not None:
+        raise fail(f"error: the energy drift {check.drift.worst:+.3g} exceeds --max-drift "
+                   f"{max_drift:g} (run.json records it as energy_drift; the outputs in "
+                   f"{result.out_dir} are complete).", EXIT_FAILED)
 
 
 def warn_render(run_dir: Path, render_error: str | None) -> None:
@@ -89,12 +106,20 @@ def run(
                          ] = False,
     threads: ThreadsOpt = None,
     allow_outside: AllowOutsideOpt = False,
+    thermo: Annotated[int | None, typer.Option("--thermo", min=1, metavar="N", help="Write "
+                      "energies and temperature to thermo.csv every N steps (overrides the "
+                      "scene's 'thermo'; default: at each frame).")] = None,
+    max_drift: Annotated[float | None, typer.Option("--max-drift", min=0.0, metavar="X",
+                         help="Exit 1 when the relative energy drift of a conservative run "
+                         "(or the extended energy of a Nose-Hoover one) exceeds X; without "
+                         f"it, a drift beyond {DRIFT_TOLERANCE:g} only warns.")] = None,
 ) -> None:
     """Simulate SCENE; save frames, energies, pictures.
 
     The run folder (outputs/<scene name>/run-NNN, or --out DIR) gets the resolved
     scene.yaml, frames.npz, trajectory.xyz (extended XYZ for OVITO/ASE), energy.csv
-    (step,time,kinetic,potential,total), run.json (versions, seed, timings, exit status),
+    (step,time,kinetic,potential,total), thermo.csv (the same and temperature, every
+    --thermo N steps), run.json (versions, seed, timings, exit status),
     first.png, last.png, energy.png and animation.gif. Files are replaced atomically, so a
     stopped run leaves readable files; --resume continues it.
 
@@ -124,14 +149,16 @@ def run(
         return state["dir"]
 
     with exit_codes(interrupted):
-        scene = load_scene(scene_path, overrides(sets, steps, seed), allow_outside=allow_outside)
+        scene = load_scene(scene_path, overrides(sets, steps, seed, thermo),
+                           allow_outside=allow_outside)
         if resume:
             state["dir"] = choose_run_dir(scene.name, out_dir, resume=True, overwrite=False)
         elif out_dir is not None:
             check_out_dir(out_dir, overwrite=overwrite)  # fail before compiling anything
         with step_bar(scene.name, enabled=not quiet) as progress:
             result = run_scene(scene, state["dir"] if resume else new_dir, resume=resume,
-                               progress=progress, threads=threads)
+                               progress=progress, threads=threads,
+                               drift_tolerance=max_drift)
         state["finished"] = True
         render_error, render_s = None, None
         if not no_render:
@@ -141,3 +168,4 @@ def run(
         warn_render(result.out_dir, render_error)
     else:
         summary(scene, result, render_error, render_s)
+    check_drift(result, scene, max_drift)

@@ -19,9 +19,10 @@ import numpy as np
 
 from simrun.outputs import Frame, OutputError, RunWriter
 from simrun.scene import Scene, initial_state
-from simrun.stepper import files
-from simrun.stepper.integrators import State, kinetic_energy, make_step
+from simrun.stepper import files, thermo
+from simrun.stepper.integrators import State, StepFn, kinetic_energy, make_step
 from simrun.stepper.system import System
+from simrun.stepper.thermostats import ThermostatStep, make_thermostat
 
 ProgressFn = Callable[[int, int], None]
 _sum = np.add.reduce  # each step: the method lookup of ndarray.sum costs more than the sum
@@ -47,6 +48,7 @@ class RunResult:
     energy_last: float | None
     setup_s: float = 0.0  # building fields and compiling kernels, part of wall_s
     dissipation: str | None = None  # what changes the total energy on purpose (None: kept)
+    drift_check: thermo.DriftCheck | None = None  # from thermo.csv; None: not conservative
 
     @property
     def drift(self) -> float | None:
@@ -61,6 +63,8 @@ def dissipation(scene: Scene) -> str | None:
     MPM's grid damping) or ``damping``; None when the dynamics should conserve it."""
     if scene.step_kernels is not None:
         return "step kernels"
+    if scene.integrator.thermostat:
+        return f"{scene.integrator.type} thermostat"
     return "damping" if scene.integrator.damping != 0 else None
 
 
@@ -90,11 +94,47 @@ def check_finite(state: State, scene: Scene) -> None:
                           state.step)
 
 
-def make_frame(state: State, system: System, scene: Scene) -> Frame:
+@dataclass
+class Stepping:
+    """What advances the state, and what the thermo rows and frames need from it."""
+
+    step: StepFn
+    dof: thermo.Dof
+    thermostat: ThermostatStep | None = None
+
+    def saved(self) -> dict[str, np.ndarray]:
+        extra = self.thermostat.saved() if self.thermostat is not None else {}
+        return {"thermo_dof": np.int64(self.dof.count), **extra}
+
+
+def make_stepping(scene: Scene, system: System, state: State, checkpoint: dict | None
+                  ) -> Stepping:
+    """The step function (an integrator or a thermostat) and the temperature's degrees of
+    freedom: decided at step 0 and saved with each frame, so a resumed run keeps them."""
+    dof = thermo.degrees_of_freedom(scene, state.f)
+    if checkpoint is not None and "thermo_dof" in checkpoint:
+        dof = thermo.Dof(int(checkpoint["thermo_dof"]), "as decided at step 0")
+    if scene.integrator.thermostat and scene.step_kernels is None:
+        stat = make_thermostat(scene, system, dof.count, checkpoint)
+        return Stepping(stat, dof, stat)
+    return Stepping(make_step(scene, system), dof)
+
+
+def make_frame(state: State, system: System, scene: Scene, stepping: Stepping) -> Frame:
     return Frame(step=state.step, time=state.step * scene.dt, x=state.x, v=state.v,
                  f=state.f if scene.outputs.forces else None,
                  kinetic=kinetic_energy(state.v, system.masses), potential=state.potential,
-                 state={"x0": system.x0_np, **system.extra_state()})
+                 state={"x0": system.x0_np, **system.extra_state(), **stepping.saved()})
+
+
+def record_thermo(writer: RunWriter, state: State, system: System, scene: Scene,
+                  stepping: Stepping) -> None:
+    """One thermo.csv row: energies, kinetic temperature, a thermostat's own columns."""
+    kinetic = kinetic_energy(state.v, system.masses)
+    extra = stepping.thermostat.extra_thermo(kinetic, state.potential) \
+        if stepping.thermostat is not None else ()
+    writer.add_thermo(state.step, state.step * scene.dt, kinetic, state.potential,
+                      thermo.temperature(kinetic, stepping.dof.count), *extra)
 
 
 def prepare(scene: Scene, checkpoint: dict | None, threads: int | None) -> tuple[System, State]:
@@ -141,17 +181,20 @@ class _Clock:
         return False
 
 
-def loop(scene: Scene, system: System, state: State, writer: RunWriter,
+def loop(scene: Scene, system: System, state: State, writer: RunWriter, stepping: Stepping,
          progress: ProgressFn | None, flush_interval: float) -> None:
-    step_fn, every, total = make_step(scene, system), scene.outputs.every, scene.steps
+    step_fn, every, total = stepping.step, scene.outputs.every, scene.steps
+    thermo_every = scene.thermo_every
     clock = _Clock(flush_interval)
     try:
         while state.step < total:
             step_fn(state)
             state.step += 1
             check_finite(state, scene)
+            if thermo.thermo_due(state.step, thermo_every, total):
+                record_thermo(writer, state, system, scene, stepping)
             if state.step % every == 0 or state.step == total:
-                writer.add(make_frame(state, system, scene))
+                writer.add(make_frame(state, system, scene, stepping))
                 if clock.flush_due():
                     started = time.perf_counter()
                     writer.flush()
@@ -163,11 +206,14 @@ def loop(scene: Scene, system: System, state: State, writer: RunWriter,
             progress(state.step, total)
 
 
-def _open(target: Path, scene: Scene, system: System, step: int, checkpoint: dict | None
-          ) -> tuple[RunWriter, dict]:
+def _open(target: Path, scene: Scene, system: System, step: int, checkpoint: dict | None,
+          stepping: Stepping) -> tuple[RunWriter, dict]:
     """The run's writer (holding a resumed run's frames) and its run.json info, once the
     resolved scene and a 'running' run.json are written."""
-    writer = RunWriter(target, files.writer_options(scene, system.x0_np))
+    options = files.writer_options(scene, system.x0_np)
+    options.thermo_every = scene.thermo_every
+    options.thermo_columns = stepping.thermostat.extra_columns if stepping.thermostat else ()
+    writer = RunWriter(target, options)
     if checkpoint is not None:
         files.reload_frames(writer, target, step, scene.outputs.every)
     try:
@@ -177,10 +223,28 @@ def _open(target: Path, scene: Scene, system: System, step: int, checkpoint: dic
         raise OutputError(files.write_failure_advice(problem, scene, target, False)) from None
 
 
+def finish_drift(scene: Scene, writer: RunWriter, info: dict, tolerance: float | None
+                 ) -> thermo.DriftCheck | None:
+    """Check the thermo rows' energy drift (conservative and Nosé-Hoover runs) and record
+    the verdict in run.json's info as ``energy_drift``."""
+    if writer.thermo is None or not writer.thermo.rows:
+        return None
+    rows = np.asarray(writer.thermo.rows, dtype=np.float64)
+    columns = {name: rows[:, j] for j, name in enumerate(writer.thermo.columns)}
+    checked = thermo.check_drift(scene, columns, tolerance or thermo.DRIFT_TOLERANCE)
+    if checked is not None:
+        info["energy_drift"] = checked.as_dict()
+    return checked
+
+
 def run_scene(scene: Scene, out_dir: str | os.PathLike[str] | Callable[[], Path], *,
               resume: bool = False, progress: ProgressFn | None = None,
-              threads: int | None = None, flush_interval: float = 1.0) -> RunResult:
+              threads: int | None = None, flush_interval: float = 1.0,
+              drift_tolerance: float | None = None) -> RunResult:
     """Run ``scene`` into ``out_dir`` (created); with ``resume``, continue the run there.
+
+    ``drift_tolerance``: the relative energy drift beyond which ``result.drift_check`` says
+    exceeded (default ``thermo.DRIFT_TOLERANCE``); the caller decides what that means.
 
     ``out_dir`` may be a function that creates and returns the folder: it is called only
     once the kernels have compiled and the first forces are finite, so a scene with a bad
@@ -191,20 +255,26 @@ def run_scene(scene: Scene, out_dir: str | os.PathLike[str] | Callable[[], Path]
     target = Path(where()) if resume else None
     checkpoint = files.load_checkpoint(target, scene) if target is not None else None
     system, state = prepare(scene, checkpoint, threads)
+    stepping = make_stepping(scene, system, state, checkpoint)
     setup_s = round(time.perf_counter() - started, 4)
     shapes = system.render_shapes()
     target = target if target is not None else Path(where())
-    writer, info = _open(target, scene, system, state.step, checkpoint)
+    writer, info = _open(target, scene, system, state.step, checkpoint, stepping)
     info["timings"]["setup_s"] = setup_s
+    info["thermo"] = {"every": scene.thermo_every, "dof": stepping.dof.count,
+                      "dof_why": stepping.dof.why}
+    drift_check = None
     if shapes:
         info["shapes"] = shapes  # what the pictures draw behind the particles
     status, wrote = "error", True
     try:
         if checkpoint is None:
-            writer.add(make_frame(state, system, scene))
+            record_thermo(writer, state, system, scene, stepping)
+            writer.add(make_frame(state, system, scene, stepping))
         writer.flush()
-        loop(scene, system, state, writer, progress, flush_interval)
+        loop(scene, system, state, writer, stepping, progress, flush_interval)
         writer.flush()
+        drift_check = finish_drift(scene, writer, info, drift_tolerance)
         status = "ok"
     except KeyboardInterrupt:
         status = "interrupted"
@@ -225,4 +295,4 @@ def run_scene(scene: Scene, out_dir: str | os.PathLike[str] | Callable[[], Path]
                      time.perf_counter() - started,
                      energies[0][2] + energies[0][3] if energies else None,
                      energies[-1][2] + energies[-1][3] if energies else None, setup_s,
-                     dissipation(scene))
+                     dissipation(scene), drift_check)
