@@ -87,7 +87,16 @@ def render_energy(csv_path: str | os.PathLike, png_path: str | os.PathLike, *,
                   title: str = "", target_temperature: float | None = None) -> Path:
     """Plot kinetic, potential and total energy vs time, the temperature when the CSV has
     it, and the relative drift of the total (or of a thermostat's conserved energy)."""
-    cols = read_energy(csv_path)
+    fig = energy_figure(read_energy(csv_path), title, target_temperature)
+    png_path = Path(png_path)
+    with atomic_path(png_path) as tmp:
+        fig.savefig(tmp, format="png")
+    return png_path
+
+
+def energy_figure(cols: dict[str, np.ndarray], title: str = "",
+                  target_temperature: float | None = None) -> Figure:
+    """The energy plot of thermo.csv's columns (its last axes is the drift panel)."""
     n = len(next(iter(cols.values()), []))
     xkey = "time" if "time" in cols else "step"
     t = cols.get(xkey, np.arange(n, dtype=np.float64))
@@ -103,7 +112,4 @@ def render_energy(csv_path: str | os.PathLike, png_path: str | os.PathLike, *,
         _temperature(axes[1], t, cols, style, target_temperature)
     _drift(axes[-1], t, cols, style)
     axes[-1].set_xlabel(xkey)
-    png_path = Path(png_path)
-    with atomic_path(png_path) as tmp:
-        fig.savefig(tmp, format="png")
-    return png_path
+    return fig
