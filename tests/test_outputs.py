@@ -22,14 +22,6 @@ from simrun.outputs import (
 from simrun.outputs.rundir import choose_run_dir, new_run_dir
 from simrun.outputs.xyz import split_frames, velocities_of
 
-
-def read_xyz_text(text: str) -> dict:
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "one.xyz"
-        path.write_text(text)
-        return read_xyz(path)[0]
 from simrun.scene import SceneError
 
 
@@ -61,6 +53,15 @@ def test_failed_write_keeps_the_old_file(tmp_path: Path) -> None:
     with np.load(target) as data:
         assert data["x"].tolist() == [0, 1, 2]
     assert [p.name for p in tmp_path.iterdir()] == ["frames.npz"]
+
+
+def read_xyz_text(text: str) -> dict:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "one.xyz"
+        path.write_text(text)
+        return read_xyz(path)[0]
 
 
 def test_extended_xyz_round_trip_2d_padded() -> None:
