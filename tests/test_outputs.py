@@ -21,7 +21,6 @@ from simrun.outputs import (
 )
 from simrun.outputs.rundir import choose_run_dir, new_run_dir
 from simrun.outputs.xyz import split_frames, velocities_of
-
 from simrun.scene import SceneError
 
 
