@@ -106,7 +106,7 @@ def drift_scale(total0: float, kinetic0: float, potential0: float) -> tuple[floa
         return abs(total0), "|E0|"
     if spread > 0:
         return spread, "|K0| + |U0|"
-    return 1.0, "1 (E0 = 0: absolute change)"
+    return 1.0, "1 (E0 = K0 = U0 = 0)"
 
 
 def measure_drift(columns: dict[str, np.ndarray], quantity: str = "total") -> Drift | None:

@@ -96,20 +96,25 @@ def render_energy(csv_path: str | os.PathLike, png_path: str | os.PathLike, *,
 
 def energy_figure(cols: dict[str, np.ndarray], title: str = "",
                   target_temperature: float | None = None) -> Figure:
-    """The energy plot of thermo.csv's columns (its last axes is the drift panel)."""
+    """The energy plot of thermo.csv's columns (its last axes is the drift panel, when the
+    run should conserve an energy)."""
     n = len(next(iter(cols.values()), []))
     xkey = "time" if "time" in cols else "step"
     t = cols.get(xkey, np.arange(n, dtype=np.float64))
-    panels = 3 if "temperature" in cols else 2
-    fig = Figure(figsize=(7, 5 + 1.6 * (panels - 2)), dpi=100)  # fixed margins: fast
+    # A Langevin or rescaling run conserves nothing: no drift panel (Nose-Hoover: its own)
+    drift = target_temperature is None or "conserved" in cols
+    temperature = "temperature" in cols
+    panels = 1 + temperature + drift
+    fig = Figure(figsize=(7, 3.4 + 1.6 * (panels - 1)), dpi=100)  # fixed margins: fast
     FigureCanvasAgg(fig)
     axes = fig.subplots(panels, 1, sharex=True, height_ratios=(3,) + (1,) * (panels - 1),
-                        gridspec_kw=_MARGINS)
+                        gridspec_kw=_MARGINS, squeeze=False)[:, 0]
     axes[0].set_title(f"{title}: energy" if title else "energy", fontsize="medium")
     style = {"marker": "o", "markersize": 4} if n < 3 else {}
     _energies(axes[0], t, cols, style)
-    if panels == 3:
+    if temperature:
         _temperature(axes[1], t, cols, style, target_temperature)
-    _drift(axes[-1], t, cols, style)
+    if drift:
+        _drift(axes[-1], t, cols, style)
     axes[-1].set_xlabel(xkey)
     return fig
