@@ -82,6 +82,16 @@ def test_ase_reads_periodic_trajectory(tmp_path: Path, dim: int, box: float, cou
     assert np.allclose(atoms.get_masses(), [1.0 + (i % 3) for i in range(count)])
     assert np.allclose(atoms.get_velocities()[:, :dim], v, rtol=1e-14, atol=0)
     assert atoms.get_chemical_symbols() == ["Ar" if i % 2 else "Ne" for i in range(count)]
+    try:  # OVITO, where installed (not a test dependency: a large download)
+        from ovito.io import import_file
+        from ovito.modifiers import CoordinationAnalysisModifier
+    except ImportError:
+        return
+    pipeline = import_file(str(tmp_path / "run" / "trajectory.xyz"))
+    pipeline.modifiers.append(CoordinationAnalysisModifier(cutoff=cutoff))
+    data = pipeline.compute(pipeline.num_frames - 1)
+    assert list(data.cell.pbc) == pbc
+    assert int(np.sum(data.particles["Coordination"])) == len(i_of_pairs)
 
 
 def test_drift_warns_records_and_max_drift_fails(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from simrun.render.frames import atomic_path
 
 _SERIES = (("kinetic", "#1f77b4"), ("potential", "#ff7f0e"), ("total", "#2ca02c"),
            ("conserved", "#9467bd"))
+BLOW_UP = 10.0  # relative drift beyond which the drift panel turns logarithmic
 _MARGINS = {"left": 0.13, "right": 0.97, "top": 0.94, "bottom": 0.08, "hspace": 0.38}
 
 
@@ -70,17 +71,23 @@ def _temperature(ax, t: np.ndarray, cols: dict[str, np.ndarray], style: dict,
 def _drift(ax, t: np.ndarray, cols: dict[str, np.ndarray], style: dict) -> None:
     quantity = "conserved" if "conserved" in cols else "total"
     drift = measure_drift(cols, quantity)
-    if drift is not None:
-        ax.plot(t, (cols[quantity] - drift.first) / drift.scale, color="#2ca02c", lw=1.0,
-                **style)
-        what = "total" if quantity == "total" else "conserved"
-        ax.set_title(f"{what} (E - E0) / {drift.scale_name}: final {drift.final:+.3g}, "
-                     f"largest {drift.worst:+.3g}; E0 {drift.first:.6g}", fontsize="small",
-                     loc="right")
+    ax.grid(alpha=0.3)
+    if drift is None:
+        return
+    relative = (cols[quantity] - drift.first) / drift.scale
+    what = "total" if quantity == "total" else "conserved"
+    ax.set_title(f"{what} (E - E0) / {drift.scale_name}: final {drift.final:+.3g}, "
+                 f"largest {drift.worst:+.3g}; E0 {drift.first:.6g}", fontsize="small",
+                 loc="right")
+    if not abs(drift.worst) <= BLOW_UP:  # also NaN: the start and the blow-up both visible
+        with np.errstate(divide="ignore"):
+            ax.plot(t, np.log10(np.abs(relative)), color="#2ca02c", lw=1.0, **style)
+        ax.set_ylabel("log10 |rel. drift|", fontsize="small")
+        return
+    ax.plot(t, relative, color="#2ca02c", lw=1.0, **style)
     ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))  # short tick labels
     ax.axhline(0.0, color="0.6", lw=0.6)
     ax.set_ylabel("rel. drift")
-    ax.grid(alpha=0.3)
 
 
 def render_energy(csv_path: str | os.PathLike, png_path: str | os.PathLike, *,

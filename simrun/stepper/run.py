@@ -281,6 +281,7 @@ def run_scene(scene: Scene, out_dir: str | os.PathLike[str] | Callable[[], Path]
         raise
     except SimulationError as exc:
         status, info["error"] = "failed", str(exc)
+        finish_drift(scene, writer, info, drift_tolerance)  # how the energy got there
         raise
     except OSError as exc:  # writing the outputs: the disk is full, the folder went away
         wrote, info["error"] = False, files.write_failure(exc, state.step, writer.saved_step)
