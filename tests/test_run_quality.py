@@ -149,3 +149,13 @@ def test_thermo_cadence_temperature_and_resume(tmp_path: Path) -> None:
     assert resumed.returncode == 0, resumed.stderr
     assert (tmp_path / "part" / "thermo.csv").read_text() == \
         (tmp_path / "whole" / "thermo.csv").read_text()
+
+
+def test_grad_refuses_a_thermostat(tmp_path: Path) -> None:
+    """The adjoint knows no Langevin noise or chain: it must not differentiate Verlet instead."""
+    ran = simrun("grad", MOLECULE, "--steps", "10", "--wrt", "dt", "--set",
+                 "integrator={type: langevin, temperature: 1.0, friction: 1.0}", "--set",
+                 "objective={builtin: kinetic, at: end}", "--out", str(tmp_path / "g"),
+                 cwd=tmp_path)
+    assert ran.returncode == 2 and "'langevin' thermostat is not differentiated" in ran.stderr
+    assert "Traceback" not in ran.stderr

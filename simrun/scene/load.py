@@ -214,7 +214,7 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
         particles=particles, initial=init, energy=energy,
         topology=load_state.topology(r.get("topology"), particles, init),
         integrator=load_integrator.integrator(r.get("integrator"), _typed), dt=dt,
-        steps=steps, thermo=load_integrator.thermo(r.get("thermo")),
+        steps=steps, thermo=load_integrator.thermo(r.get("thermo"), steps),
         boundary=_boundary(r.get("boundary"), particles.dim),
         outputs=_outputs(r.get("outputs"), steps_node, steps, particles, precision),
         step_kernels=stepk, objective=objective,

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from yaml.nodes import Node
 
+from simrun.scene import limits
 from simrun.scene.errors import error_at
 from simrun.scene.nodes import as_float, as_int
 from simrun.scene.schema import INTEGRATORS, Integrator
@@ -63,6 +64,11 @@ def integrator(node: Node | None, typed: Callable) -> Integrator:
     return Integrator(kind, 0.0, **values)
 
 
-def thermo(node: Node | None) -> int | None:
-    """``thermo: N``: energies and temperature every N steps (None: at the frames)."""
-    return None if node is None else as_int(node, "thermo", 1)
+def thermo(node: Node | None, steps: int) -> int | None:
+    """``thermo: N``: energies and temperature every N steps (None: at the frames, which
+    the frames' own memory bound covers)."""
+    if node is None:
+        return None
+    every = as_int(node, "thermo", 1)
+    limits.check_thermo(node, steps // every + 2)
+    return every

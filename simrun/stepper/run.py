@@ -231,7 +231,8 @@ def finish_drift(scene: Scene, writer: RunWriter, info: dict, tolerance: float |
         return None
     rows = np.asarray(writer.thermo.rows, dtype=np.float64)
     columns = {name: rows[:, j] for j, name in enumerate(writer.thermo.columns)}
-    checked = thermo.check_drift(scene, columns, tolerance or thermo.DRIFT_TOLERANCE)
+    checked = thermo.check_drift(
+        scene, columns, thermo.DRIFT_TOLERANCE if tolerance is None else tolerance)
     if checked is not None:
         info["energy_drift"] = checked.as_dict()
     return checked
