@@ -132,3 +132,52 @@ def test_thermostat_parameters_are_checked(tmp_path: Path) -> None:
     with pytest.raises(SceneError, match="unknown key 'damping'"):
         load_scene(MOLECULE, ["integrator={type: nose_hoover, temperature: 1, tau: 1, "
                               "damping: 0.1}"])
+
+
+def test_langevin_3d_polymer_temperature(tmp_path: Path) -> None:
+    """3-D Langevin on the polymer: all 3N velocity components are thermal (dof = 3N)."""
+    scene = load_scene(MOLECULE, ["integrator={type: langevin, temperature: 1.0, friction: 5.0}",
+                                  "steps=6000", "thermo=5", "outputs.every=3000"])
+    run_scene(scene, tmp_path)
+    rows = read_thermo_csv(tmp_path / "thermo.csv")
+    temperature = rows["temperature"][len(rows["step"]) // 5:]
+    assert np.array_equal(rows["temperature"], 2 * rows["kinetic"] / 96)
+    assert abs(temperature.mean() - 1.0) < 4 * standard_error(temperature)
+
+
+def test_philox_known_answers_and_normal_moments() -> None:
+    """Random123's known-answer vectors for Philox-2x32-10, then the Box-Muller normals:
+    mean 0, variance 1 and uncorrelated components, within their sampling errors."""
+    import simrun.lang as ti
+    from simrun.stepper.thermostats import gaussian_vector, philox2x32
+
+    ti.init(arch=ti.cpu, default_fp=ti.f64)
+    words = ti.field(ti.u32, shape=(3, 2))
+    normals = ti.Vector.field(3, ti.f64, shape=40000)
+
+    @ti.kernel
+    def known(c0: ti.u32, c1: ti.u32, key: ti.u32, row: ti.i32):
+        for _ in range(1):
+            out = philox2x32(c0, c1, key)
+            words[row, 0] = out[0]
+            words[row, 1] = out[1]
+
+    @ti.kernel
+    def draw(step: ti.u32, key: ti.u32):
+        for i in normals:
+            normals[i] = gaussian_vector(i, step, key, 3)
+
+    for row, (c0, c1, key) in enumerate([(0, 0, 0), (0xFFFFFFFF,) * 3,
+                                         (0x243F6A88, 0x85A308D3, 0x13198A2E)]):
+        known(c0, c1, key, row)
+    assert words.to_numpy().tolist() == [[0xFF1DAE59, 0x6CD10DF2], [0x2C3F628B, 0xAB4FD7AD],
+                                         [0xDD7CE038, 0xF62A4C12]]
+    draw(12345, 7)
+    z = normals.to_numpy()
+    n = len(z)
+    assert np.all(np.abs(z.mean(axis=0)) < 4 / np.sqrt(n))
+    assert np.all(np.abs(z.var(axis=0) - 1) < 4 * np.sqrt(2 / n))
+    corr = np.corrcoef(z.T)[np.triu_indices(3, 1)]
+    assert np.all(np.abs(corr) < 4 / np.sqrt(n))
+    draw(12346, 7)  # the next step draws other numbers
+    assert np.abs(np.corrcoef(z[:, 0], normals.to_numpy()[:, 0])[0, 1]) < 4 / np.sqrt(n)

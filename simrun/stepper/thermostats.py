@@ -65,11 +65,10 @@ def gaussian_pair(counter, step, key):
 def gaussian_vector(i, step, key, dim: ti.template()):
     """``dim`` (2 or 3) standard normals for particle ``i`` at ``step``."""
     first = gaussian_pair(ti.cast(2 * i, ti.u32), step, key)
-    result = ti.Vector([first[0], first[1]], dt=ti.f64)
-    if ti.static(dim == 3):
-        second = gaussian_pair(ti.cast(2 * i + 1, ti.u32), step, key)
-        result = ti.Vector([first[0], first[1], second[0]], dt=ti.f64)
-    return result
+    if ti.static(dim == 2):
+        return first
+    second = gaussian_pair(ti.cast(2 * i + 1, ti.u32), step, key)
+    return ti.Vector([first[0], first[1], second[0]], dt=ti.f64)
 
 
 @ti.kernel
