@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 import simrun.lang as ti
+from simrun.lang.autodiff.tape import recording
 from simrun.scene.schema import Scene
 from simrun.stepper.integrators import State, apply_boundary, kinetic_energy
 from simrun.stepper.system import System
@@ -72,8 +73,8 @@ def gaussian_vector(i, step, key, dim: ti.template()):
 
 
 @ti.kernel
-def baoa(x: ti.template(), v: ti.template(), m: ti.template(), f: ti.template(), dt: ti.f64,
-         c1: ti.f64, kT: ti.f64, key: ti.u32, step: ti.u32, dim: ti.template()):
+def baoa(x: ti.template(), v: ti.template(), m: ti.template(), f: ti.template(),
+         dim: ti.template(), dt: ti.f64, c1: ti.f64, kT: ti.f64, key: ti.u32, step: ti.u32):
     """BAOAB's first four parts: kick dt/2, drift dt/2, Ornstein-Uhlenbeck, drift dt/2."""
     for i in x:
         vi = v[i] + (0.5 * dt / m[i]) * f[i]
@@ -141,8 +142,34 @@ class NoseHooverChain:
                      + self.kT * np.sum(self.xi[1:]))
 
 
+class Launch:
+    """A kernel's compiled variant for fixed field arguments, launched with new scalars.
+
+    Why: ``Kernel.__call__`` re-derives the variant from every argument and, as these kernels
+    write ``x`` (which has a gradient), snapshots it for a backward pass that never comes;
+    that cost three times the step of a small system. The same compiled code runs with the
+    same arguments, so the bits are the call's. Under an active Tape the call is used.
+    """
+
+    def __init__(self, kernel, fields: tuple, scalars: tuple) -> None:
+        self.kernel, self.fields = kernel, fields
+        self.compiled, flat, arrays = kernel.prepare((*fields, *scalars), "primal")
+        assert not arrays and len(flat) == len(scalars), "fields first, then scalars only"
+
+    def __call__(self, *scalars: float) -> None:
+        if recording():
+            self.kernel(*self.fields, *scalars)
+            return
+        self.kernel.last_launch = None  # nothing of an earlier call to differentiate
+        self.compiled.launch(list(scalars))
+
+
 class ThermostatStep:
-    """One NVT step on a System; ``dof`` is the temperature's degrees of freedom."""
+    """One NVT step on a System; ``dof`` is the temperature's degrees of freedom.
+
+    Between steps the fields ``x``, ``v`` and the force field hold the state (the numpy
+    arrays of ``State`` are copies for the loop): the first call loads them from the state,
+    later ones take them as their last call left them."""
 
     extra_columns: tuple[str, ...] = ()
 
@@ -152,28 +179,45 @@ class ThermostatStep:
         self.kT = float(integ.temperature or 0.0)
         self.f = ti.Vector.field(p.dim, dtype=system.fp, shape=p.count)
         self.masses = system.masses
+        s, f = system, self.f
+        self.scale_kick_drift = Launch(scale_kick_drift, (s.x, s.v, s.m, f), (1.0, 1.0))
+        self.kick_scale = Launch(kick_scale, (s.v, s.m, f), (1.0, 1.0))
+        self.loaded = False
 
     def __call__(self, state: State) -> None:
         raise NotImplementedError
 
     # --- the moves shared by the thermostats ---------------------------------------------
     def _load(self, state: State) -> None:
-        self.system.set_state(state.x, state.v)
-        self.f.from_numpy(state.f)
+        if not self.loaded:
+            self.system.set_state(state.x, state.v)
+            self.f.from_numpy(state.f)
+            self.loaded = True
 
     def _new_forces(self, state: State) -> None:
-        """Read x and v back, apply the boundary, and compute the forces at the new x."""
-        state.x, state.v = self.system.get_state()
-        apply_boundary(self.scene.boundary, state.x, state.v)
-        self.system.set_state(state.x, state.v)
-        state.potential, state.f = self.system.forces()
+        """Read x back (and v, at walls), apply the boundary, compute the forces at x."""
+        s = self.system
+        state.x = s.x.to_numpy()
+        if self.scene.boundary.type != "none":
+            state.v = s.v.to_numpy()
+            apply_boundary(self.scene.boundary, state.x, state.v)
+            s.set_state(state.x, state.v)
+        state.potential, state.f = s.forces()
         self.f.from_numpy(state.f)
 
+    def _kick(self, state: State, scale: float = 1.0) -> None:
+        """Velocity Verlet's last kick, then v scaled; the state's v read back."""
+        self.kick_scale(self.scene.dt, scale)
+        state.v = self.system.v.to_numpy()
+
+    def _scale(self, state: State, scale: float) -> None:
+        self.kick_scale(0.0, scale)
+        state.v = self.system.v.to_numpy()
+
     def _verlet(self, state: State, scale_before: float = 1.0) -> None:
-        """Velocity Verlet; ``scale_before`` multiplies v first. Ends with v in the field."""
-        dt = self.scene.dt
+        """Velocity Verlet up to the last kick; ``scale_before`` multiplies v first."""
         self._load(state)
-        scale_kick_drift(self.system.x, self.system.v, self.system.m, self.f, scale_before, dt)
+        self.scale_kick_drift(scale_before, self.scene.dt)
         self._new_forces(state)
 
     def kinetic(self, v: np.ndarray) -> float:
@@ -200,15 +244,15 @@ class Langevin(ThermostatStep):
         self.c1 = math.exp(-float(integ.friction) * scene.dt)
         seed = integ.seed if integ.seed is not None else scene.seed
         self.key = seed % 2**32
+        s = system
+        self.baoa = Launch(baoa, (s.x, s.v, s.m, self.f, scene.particles.dim),
+                           (scene.dt, self.c1, self.kT, self.key, 0))
 
     def __call__(self, state: State) -> None:
-        s = self.system
         self._load(state)
-        baoa(s.x, s.v, s.m, self.f, self.scene.dt, self.c1, self.kT, self.key,
-             state.step % 2**32, self.scene.particles.dim)
+        self.baoa(self.scene.dt, self.c1, self.kT, self.key, state.step % 2**32)
         self._new_forces(state)
-        kick_scale(s.v, s.m, self.f, self.scene.dt, 1.0)
-        state.v = s.v.to_numpy()
+        self._kick(state)
 
 
 class NoseHoover(ThermostatStep):
@@ -222,14 +266,10 @@ class NoseHoover(ThermostatStep):
         self.chain = NoseHooverChain(int(integ.chain or 1), self.kT, float(integ.tau), dof)
 
     def __call__(self, state: State) -> None:
-        dt, s = self.scene.dt, self.system
-        scale = self.chain.half_step(self.kinetic(state.v), dt)
-        self._verlet(state, scale)
-        kick_scale(s.v, s.m, self.f, dt, 1.0)
-        state.v = s.v.to_numpy()
-        scale = self.chain.half_step(self.kinetic(state.v), dt)
-        kick_scale(s.v, s.m, self.f, 0.0, scale)
-        state.v = s.v.to_numpy()
+        dt = self.scene.dt
+        self._verlet(state, self.chain.half_step(self.kinetic(state.v), dt))
+        self._kick(state)
+        self._scale(state, self.chain.half_step(self.kinetic(state.v), dt))
 
     def saved(self) -> dict[str, np.ndarray]:
         return {"thermostat:xi": self.chain.xi.copy(), "thermostat:vxi": self.chain.vxi.copy()}
@@ -247,15 +287,12 @@ class Rescale(ThermostatStep):
     """Velocity Verlet; every ``every`` steps, v scaled to the target temperature exactly."""
 
     def __call__(self, state: State) -> None:
-        dt, s = self.scene.dt, self.system
         self._verlet(state)
-        kick_scale(s.v, s.m, self.f, dt, 1.0)
-        state.v = s.v.to_numpy()
+        self._kick(state)
         if (state.step + 1) % int(self.scene.integrator.every) == 0:
             kinetic = self.kinetic(state.v)
             if kinetic > 0:
-                kick_scale(s.v, s.m, self.f, 0.0, math.sqrt(0.5 * self.dof * self.kT / kinetic))
-                state.v = s.v.to_numpy()
+                self._scale(state, math.sqrt(0.5 * self.dof * self.kT / kinetic))
 
 
 THERMOSTAT_STEPS: dict[str, type[ThermostatStep]] = {
