@@ -159,3 +159,21 @@ def test_grad_refuses_a_thermostat(tmp_path: Path) -> None:
                  cwd=tmp_path)
     assert ran.returncode == 2 and "'langevin' thermostat is not differentiated" in ran.stderr
     assert "Traceback" not in ran.stderr
+
+
+def test_a_run_that_blew_up_records_its_real_drift(tmp_path: Path) -> None:
+    """molecule at dt 0.1 ends in NaN: run.json keeps the drift up to the last finite row,
+    and the pictures drawn afterwards come from those numbers."""
+    out = tmp_path / "nan"
+    ran = simrun("run", MOLECULE, "--set", "dt=0.1", "--thermo", "1", "--out", str(out),
+                 cwd=tmp_path)
+    assert ran.returncode == 1 and "NaN" in ran.stderr
+    info = json.loads((out / "run.json").read_text())
+    rows = read_thermo_csv(out / "thermo.csv")
+    worst = np.abs(rows["total"] - rows["total"][0]).max() / abs(rows["total"][0])
+    assert info["status"] == "failed" and worst > 1e100
+    assert info["energy_drift"]["relative_largest"] == pytest.approx(worst, rel=1e-12)
+    drawn = simrun("render", str(out), cwd=tmp_path)
+    assert drawn.returncode == 0 and (out / "energy.png").is_file()
+    cols = read_thermo_csv(out / "thermo.csv")
+    assert f"largest {worst:+.3g}" in energy_figure(cols).axes[-1].get_title(loc="right")
