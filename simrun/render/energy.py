@@ -22,7 +22,7 @@ from simrun.render.frames import atomic_path
 
 _SERIES = (("kinetic", "#1f77b4"), ("potential", "#ff7f0e"), ("total", "#2ca02c"),
            ("conserved", "#9467bd"))
-BLOW_UP = 10.0  # relative drift beyond which the drift panel turns logarithmic
+BLOW_UP = 10.0  # a drift beyond it over more decades than it: the panel shows log10 |drift|
 _MARGINS = {"left": 0.13, "right": 0.97, "top": 0.94, "bottom": 0.08, "hspace": 0.38}
 
 
@@ -68,6 +68,13 @@ def _temperature(ax, t: np.ndarray, cols: dict[str, np.ndarray], style: dict,
     ax.grid(alpha=0.3)
 
 
+def _spans_decades(relative: np.ndarray) -> bool:
+    """A drift beyond BLOW_UP whose nonzero sizes span more than BLOW_UP decades."""
+    size = np.abs(relative[np.isfinite(relative) & (relative != 0)])
+    return bool(len(size)) and size.max() > BLOW_UP and \
+        np.log10(size.max() / size.min()) > BLOW_UP
+
+
 def _drift(ax, t: np.ndarray, cols: dict[str, np.ndarray], style: dict) -> None:
     quantity = "conserved" if "conserved" in cols else "total"
     drift = measure_drift(cols, quantity)
@@ -79,9 +86,10 @@ def _drift(ax, t: np.ndarray, cols: dict[str, np.ndarray], style: dict) -> None:
     ax.set_title(f"{what} (E - E0) / {drift.scale_name}: final {drift.final:+.3g}, "
                  f"largest {drift.worst:+.3g}; E0 {drift.first:.6g}", fontsize="small",
                  loc="right")
-    if not abs(drift.worst) <= BLOW_UP:  # also NaN: the start and the blow-up both visible
+    if _spans_decades(relative):  # a blow-up: its start and its end both visible
         with np.errstate(divide="ignore"):
             ax.plot(t, np.log10(np.abs(relative)), color="#2ca02c", lw=1.0, **style)
+        ax.ticklabel_format(axis="y", useOffset=False)
         ax.set_ylabel("log10 |rel. drift|", fontsize="small")
         return
     ax.plot(t, relative, color="#2ca02c", lw=1.0, **style)
