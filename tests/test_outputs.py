@@ -20,7 +20,7 @@ from simrun.outputs import (
     read_xyz,
 )
 from simrun.outputs.rundir import choose_run_dir, new_run_dir
-from simrun.outputs.xyz import split_frames
+from simrun.outputs.xyz import split_frames, velocities_of
 from simrun.scene import SceneError
 
 
@@ -54,20 +54,33 @@ def test_failed_write_keeps_the_old_file(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["frames.npz"]
 
 
+def read_xyz_text(text: str) -> dict:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "one.xyz"
+        path.write_text(text)
+        return read_xyz(path)[0]
+
+
 def test_extended_xyz_round_trip_2d_padded() -> None:
     x = np.array([[0.1, 0.2], [0.3, 0.4]])
     v = np.array([[1.0, -1.0], [2.5, 0.0]])
     f = np.array([[0.0, 1e-9], [-3.0, 4.0]])
     text = format_frame(x, step=7, time=0.25, cell=np.diag([2.0, 3.0, 1.0]),
-                        origin=np.zeros(3), v=v, f=f, energy=-1.5)
+                        origin=np.zeros(3), masses=np.array([2.0, 1.0]), v=v, f=f,
+                        energy=-1.5, pbc=(True, True, False), species=["Ar", "He"])
     lines = text.splitlines()
     assert lines[0] == "2"
     assert lines[1] == ('Lattice="2 0 0 0 3 0 0 0 1" Origin="0 0 0" '
-                        'Properties=species:S:1:pos:R:3:vel:R:3:forces:R:3 Time=0.25 Step=7 '
-                        'pbc="F F F" energy=-1.5')
+                        'Properties=species:S:1:pos:R:3:masses:R:1:momenta:R:3:forces:R:3 '
+                        'Time=0.25 Step=7 pbc="T T F" energy=-1.5')
     assert "Time=2.0 " in format_frame(x, step=1, time=2.0, cell=np.eye(3), origin=np.zeros(3))
-    assert lines[2].split() == ["X", "0.10000000000000001", "0.20000000000000001", "0",
-                                "1", "-1", "0", "0", "1.0000000000000001e-09", "0"]
+    assert lines[2].split() == ["Ar", "0.10000000000000001", "0.20000000000000001", "0", "2",
+                                "2", "-2", "0", "0", "1.0000000000000001e-09", "0"]
+    assert lines[3].split()[0] == "He"
+    back = read_xyz_text(text)
+    assert np.array_equal(velocities_of(back)[:, :2], v)  # momenta / masses
 
 
 def test_read_xyz_parses_every_frame(tmp_path: Path) -> None:
@@ -95,7 +108,8 @@ def test_ase_reads_our_xyz(tmp_path: Path) -> None:
     assert len(atoms) == 2
     assert np.allclose(atoms[0].positions[:, :2], x) and np.allclose(atoms[0].positions[:, 2], 0)
     assert atoms[0].info["Step"] == 3 and atoms[0].info["Time"] == 0.5
-    assert np.allclose(atoms[0].arrays["vel"][:, :2], v)
+    assert np.allclose(atoms[0].get_velocities()[:, :2], v)  # from momenta and masses
+    assert np.allclose(atoms[0].get_masses(), 1.0)
     assert atoms[0].get_potential_energy() == -2.0
 
 

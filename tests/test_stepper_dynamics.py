@@ -123,7 +123,7 @@ def test_recorded_forces_are_the_ones_that_moved_the_particles(tmp_path: Path) -
     np.testing.assert_allclose(np.diff(v, axis=0), 1e-5 * f[:-1], rtol=1e-9, atol=1e-12)
     xyz = read_xyz(out / "trajectory.xyz")
     np.testing.assert_allclose(xyz[3]["forces"][:, :2], f[3], rtol=1e-12)
-    assert "vel" in xyz[3]
+    np.testing.assert_array_equal(xyz[3]["momenta"][:, :2], v[3])  # m = 1: momenta are v
 
 
 def test_output_switches_leave_out_what_is_not_wanted(tmp_path: Path) -> None:
@@ -135,7 +135,7 @@ def test_output_switches_leave_out_what_is_not_wanted(tmp_path: Path) -> None:
     with np.load(out / "state.npz") as state:  # resuming still has the whole state
         assert {"x", "v", "step"} <= set(state.files)
     no_v = _gravity(tmp_path / "b", ["outputs.velocities=false"])
-    assert "vel" not in read_xyz(no_v / "trajectory.xyz")[0]
+    assert "momenta" not in read_xyz(no_v / "trajectory.xyz")[0]
     no_x = _gravity(tmp_path / "c", ["outputs.positions=false"])
     with np.load(no_x / "frames.npz") as frames:
         assert "x" not in frames.files and frames["v"].shape == (21, 8, 2)

@@ -72,6 +72,10 @@ def parse_key(scene: Scene, text: str) -> Key:
     if scene.controller is not None and scene.step_kernels is None:
         raise SceneError(f"--wrt {text}: `simrun grad` differentiates a 'controller' in scenes "
                          "that integrate with 'step_kernels' only; it runs with `simrun run`.")
+    if scene.integrator.thermostat:
+        raise SceneError(f"--wrt {text}: the '{scene.integrator.type}' thermostat is not "
+                         "differentiated by `simrun grad` (its noise and chain are not part of "
+                         "the adjoint); use integrator: velocity_verlet or symplectic_euler.")
     if scene.objective is None:
         raise SceneError(f"{scene.source}: the scene has no 'objective', so there is nothing to "
                          "differentiate. Add e.g. 'objective: {builtin: kinetic, at: end}'.")

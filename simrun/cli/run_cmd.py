@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from simrun.cli.common import (
+    EXIT_FAILED,
     AllowChangedOpt,
     AllowOutsideOpt,
     DebugOpt,
@@ -19,17 +20,21 @@ from simrun.cli.common import (
     ThreadsOpt,
     err,
     exit_codes,
+    fail,
     out,
 )
 from simrun.cli.progress import step_bar
 from simrun.outputs.rundir import check_out_dir, choose_run_dir
 from simrun.scene import Scene, load_scene
 from simrun.stepper import RunResult, run_scene
+from simrun.stepper.thermo import DRIFT_TOLERANCE
 
 
-def overrides(sets: list[str] | None, steps: int | None, seed: int | None) -> list[str]:
+def overrides(sets: list[str] | None, steps: int | None, seed: int | None,
+              thermo: int | None = None) -> list[str]:
     extra = [f"steps={steps}"] if steps is not None else []
     extra += [f"seed={seed}"] if seed is not None else []
+    extra += [f"thermo={thermo}"] if thermo is not None else []
     return list(sets or []) + extra
 
 
@@ -53,7 +58,7 @@ def summary(scene: Scene, result: RunResult, render_error: str | None,
     out.print(f"[bold green]done[/] {scene.name}: {steps} steps in {result.wall_s:.2f} s "
               f"(setup and compile {result.setup_s:.2f} s, then {rate}{resumed})")
     if result.drift is not None:
-        note = (f"; not expected to be conserved: the scene's {result.dissipation} dissipate"
+        note = (f"; not expected to be conserved: {result.dissipation}"
                 if result.dissipation else "")
         out.print(f"  energy    total {result.energy_first:.9g} -> {result.energy_last:.9g} "
                   f"(relative drift {result.drift:+.3e}{note})")
@@ -66,6 +71,18 @@ def summary(scene: Scene, result: RunResult, render_error: str | None,
     out.print(f"  outputs   {result.out_dir}{os.sep}")
     out.print(f"            {' '.join(files)}", soft_wrap=True)
     warn_render(result.out_dir, render_error)
+
+
+def check_drift(result: RunResult, scene: Scene, max_drift: float | None) -> None:
+    """Warn (one line) when the energy drifted beyond its tolerance; exit 1 past --max-drift."""
+    check = result.drift_check
+    if check is None or not check.exceeded:
+        return
+    err.print(check.warning(scene.dt, hint=max_drift is None), markup=False, soft_wrap=True)
+    if max_drift is not None:
+        raise fail(f"error: the energy drift {check.drift.worst:+.3g} exceeds --max-drift "
+                   f"{max_drift:g} (run.json records it as energy_drift; the outputs in "
+                   f"{result.out_dir} are complete).", EXIT_FAILED)
 
 
 def warn_render(run_dir: Path, render_error: str | None) -> None:
@@ -95,12 +112,20 @@ def run(
     allow_outside: AllowOutsideOpt = False,
     debug: DebugOpt = False,
     allow_changed: AllowChangedOpt = False,
+    thermo: Annotated[int | None, typer.Option("--thermo", min=1, metavar="N", help="Write "
+                      "energies and temperature to thermo.csv every N steps (overrides the "
+                      "scene's 'thermo'; default: at each frame).")] = None,
+    max_drift: Annotated[float | None, typer.Option("--max-drift", min=0.0, metavar="X",
+                         help="Exit 1 when the relative energy drift of a conservative run "
+                         "(or the extended energy of a Nose-Hoover one) exceeds X; without "
+                         f"it, a drift beyond {DRIFT_TOLERANCE:g} only warns.")] = None,
 ) -> None:
     """Simulate SCENE; save frames, energies, pictures.
 
     The run folder (outputs/<scene name>/run-NNN, or --out DIR) gets the resolved
     scene.yaml, frames.npz, trajectory.xyz (extended XYZ for OVITO/ASE), energy.csv
-    (step,time,kinetic,potential,total), run.json (versions, seed, timings, exit status),
+    (step,time,kinetic,potential,total), thermo.csv (the same and temperature, every
+    --thermo N steps), run.json (versions, seed, timings, exit status, energy drift),
     first.png, last.png, energy.png and animation.gif, and kernels/ (a copy of each kernel
     module, hashed in run.json; scene.yaml names the copies, so the folder runs anywhere).
     Files are replaced atomically, so a stopped run leaves readable files; 'simrun resume
@@ -116,16 +141,16 @@ def run(
       simrun resume outputs/gravity/run-001            (after Ctrl-C)
       simrun run scenes/gravity.yaml --resume          (the newest run of the scene)
     """
-    run_job(lambda: load_scene(scene_path, overrides(sets, steps, seed),
+    run_job(lambda: load_scene(scene_path, overrides(sets, steps, seed, thermo),
                                allow_outside=allow_outside),
             out_dir, resume=resume, overwrite=overwrite, quiet=quiet, no_render=no_render,
-            threads=threads, debug=debug, allow_changed=allow_changed)
+            threads=threads, debug=debug, allow_changed=allow_changed, max_drift=max_drift)
 
 
 def run_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: bool = False,
             overwrite: bool = False, quiet: bool = False, no_render: bool = False,
-            threads: int | None = None, debug: bool = False, allow_changed: bool = False
-            ) -> None:
+            threads: int | None = None, debug: bool = False, allow_changed: bool = False,
+            max_drift: float | None = None) -> None:
     """`simrun run` and `simrun resume` of a run folder: load the scene, run (or continue)
     it, draw the pictures, summarise; Ctrl-C prints the command that continues it."""
     state: dict[str, Any] = {}
@@ -144,7 +169,8 @@ def run_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: bool = F
         state["dir"] = choose_run_dir(scene.name, out_dir, resume=False, overwrite=overwrite)
         return state["dir"]
 
-    options = {"no_render": no_render, "threads": threads, "debug": debug}
+    options = {"no_render": no_render, "threads": threads, "debug": debug,
+               "max_drift": max_drift}
     with exit_codes(interrupted):
         scene = load()
         if resume:
@@ -154,7 +180,8 @@ def run_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: bool = F
         with step_bar(scene.name, enabled=not quiet) as progress:
             result = run_scene(scene, state["dir"] if resume else new_dir, resume=resume,
                                progress=progress, threads=threads, debug=debug,
-                               allow_changed=allow_changed, options=options)
+                               allow_changed=allow_changed, options=options,
+                               drift_tolerance=max_drift)
         state["finished"] = True
         render_error, render_s = None, None
         if not no_render:
@@ -164,3 +191,4 @@ def run_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: bool = F
         warn_render(result.out_dir, render_error)
     else:
         summary(scene, result, render_error, render_s)
+    check_drift(result, scene, max_drift)

@@ -6,7 +6,8 @@ killed at any moment leaves readable files that end at the last flushed frame:
 
 - ``frames.npz``: step (F,), time (F,), x (F, N, D), and v / f when asked for
 - ``trajectory.xyz``: the same frames as extended XYZ
-- ``energy.csv``: step,time,kinetic,potential,total
+- ``energy.csv``: step,time,kinetic,potential,total (at the frames)
+- ``thermo.csv``: energies and temperature at the thermo cadence (``simrun.outputs.thermo``)
 - ``state.npz``: the full state of the last flushed frame, for ``--resume``
 - ``scene.yaml``, ``topology.npz``, ``run.json`` (written by their own functions)
 """
@@ -22,6 +23,7 @@ import numpy as np
 import yaml
 
 from simrun.outputs.atomic import atomic_savez, atomic_write_text
+from simrun.outputs.thermo import THERMO_FILE, ThermoLog
 from simrun.outputs.xyz import format_frame, split_frames
 
 ENERGY_HEADER = "step,time,kinetic,potential,total"
@@ -50,8 +52,12 @@ class WriterOptions:
     xyz: bool = True
     cell: np.ndarray = field(default_factory=lambda: np.eye(3))
     origin: np.ndarray = field(default_factory=lambda: np.zeros(3))
-    periodic: bool = False
+    pbc: tuple[bool, bool, bool] = (False, False, False)
+    masses: np.ndarray | None = None  # None: all 1
+    species: list[str] | None = None  # None: all "X"
     digits: int = 17
+    thermo_every: int = 1  # steps between thermo.csv rows
+    thermo_columns: tuple[str, ...] = ()  # beyond THERMO_COLUMNS (e.g. "conserved")
 
 
 def write_scene(path: Path, data: dict[str, Any]) -> None:
@@ -98,7 +104,15 @@ class RunWriter:
         self.xyz_blocks: list[str] = []
         self.last_state: dict[str, np.ndarray] | None = None
         self.saved_step: int | None = None  # the step of state.npz on disk (resume point)
+        self.thermo = ThermoLog(options.thermo_columns) if options.energies else None
         self.dirty = False
+
+    def add_thermo(self, step: int, time: float, kinetic: float, potential: float,
+                   temperature: float, *extra: float) -> None:
+        """One row of thermo.csv (written at the next flush)."""
+        if self.thermo is not None:
+            self.thermo.add(step, time, kinetic, potential, temperature, *extra)
+            self.dirty = True
 
     def add(self, frame: Frame) -> None:
         """Keep a copy of ``frame`` (the stepper goes on integrating in its arrays).
@@ -112,8 +126,8 @@ class RunWriter:
         block = None
         if opts.xyz and opts.positions:
             block = format_frame(x, step=frame.step, time=frame.time, cell=opts.cell,
-                                 origin=opts.origin, periodic=opts.periodic,
-                                 v=v if opts.velocities else None, f=f,
+                                 origin=opts.origin, pbc=opts.pbc, masses=opts.masses,
+                                 species=opts.species, v=v if opts.velocities else None, f=f,
                                  energy=frame.potential, digits=opts.digits)
         state = {"step": np.int64(frame.step), "time": np.float64(frame.time), "x": x, "v": v,
                  **{k: np.array(a, copy=True) for k, a in frame.state.items()}}
@@ -150,6 +164,8 @@ class RunWriter:
         atomic_savez(out / "frames.npz", **self.frames_arrays())
         if self.options.energies:
             atomic_write_text(out / "energy.csv", energy_csv(self.energies))
+        if self.thermo is not None:
+            atomic_write_text(out / THERMO_FILE, self.thermo.csv_text())
         if self.xyz_blocks:
             atomic_write_text(out / "trajectory.xyz", "".join(self.xyz_blocks))
         if self.last_state is not None:
@@ -177,4 +193,6 @@ class RunWriter:
         if (out / "trajectory.xyz").exists():
             blocks = split_frames((out / "trajectory.xyz").read_text())
             self.xyz_blocks = [b for b in blocks if _block_step(b) in kept]
+        if self.thermo is not None:
+            self.thermo.load_existing(out / THERMO_FILE, upto_step, self.options.thermo_every)
         self.dirty = True

@@ -1,7 +1,13 @@
 """Extended XYZ (as read by ASE and OVITO): one block per frame, 2-D padded with z = 0.
 
-Comment line: ``Lattice="..." Properties=species:S:1:pos:R:3[:vel:R:3][:forces:R:3]
-Time=... Step=... pbc="F F F"`` (and ``energy=`` when the potential is known).
+Comment line: ``Lattice="..." Origin="..." Properties=species:S:1:pos:R:3:masses:R:1
+[:momenta:R:3][:forces:R:3] Time=... Step=... pbc="T T F"`` (and ``energy=`` when the
+potential is known). Why these names: ``ase.io.read`` turns ``momenta`` and ``masses`` into
+the Atoms' own arrays (``get_velocities()`` is momenta / masses), ``forces`` and ``energy``
+into its calculator's results; a ``velocities`` or ``vel`` column would only be kept as an
+unnamed extra array, and ``get_velocities()`` would return zeros. A 2-D system is periodic in
+x and y only: its third lattice vector (length 1) is not periodic, so no particle sees its own
+image through the thin z direction.
 """
 
 from __future__ import annotations
@@ -25,6 +31,21 @@ def pad3(a: np.ndarray) -> np.ndarray:
     return np.concatenate([a, np.zeros((a.shape[0], 3 - a.shape[1]))], axis=1)
 
 
+def pbc_flags(dim: int, periodic: bool) -> tuple[bool, bool, bool]:
+    """Which of the three lattice vectors are periodic: never the padding z of a 2-D system."""
+    return tuple(periodic and axis < dim for axis in range(3))  # type: ignore[return-value]
+
+
+def velocities_of(frame: dict) -> np.ndarray | None:
+    """A read frame's velocities: ``vel`` as older simrun wrote it, or momenta / masses."""
+    if "vel" in frame:
+        return frame["vel"]
+    if "momenta" not in frame:
+        return None
+    masses = frame["masses"] if "masses" in frame else np.ones((frame["n"], 1))
+    return frame["momenta"] / masses.reshape(-1, 1)
+
+
 def cell_for(low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A 3x3 diagonal cell and its origin for a box; a missing z extent becomes 1."""
     low3 = pad3(np.asarray(low, float)[None])[0]
@@ -40,28 +61,39 @@ def _real(value: float, digits: int) -> str:
 
 
 def format_frame(x: np.ndarray, *, step: int, time: float, cell: np.ndarray,
-                 origin: np.ndarray, periodic: bool = False, v: np.ndarray | None = None,
-                 f: np.ndarray | None = None, energy: float | None = None,
-                 digits: int = 17) -> str:
-    """One frame as extended-XYZ text (``digits`` significant digits: exact for f64)."""
-    columns = [pad3(x)]
-    props = "species:S:1:pos:R:3"
+                 origin: np.ndarray, pbc: tuple[bool, bool, bool] = (False,) * 3,
+                 masses: np.ndarray | None = None, species: list[str] | None = None,
+                 v: np.ndarray | None = None, f: np.ndarray | None = None,
+                 energy: float | None = None, digits: int = 17) -> str:
+    """One frame as extended-XYZ text (``digits`` significant digits: exact for f64).
+
+    ``v`` is written as momenta (masses times v, as ASE reads them; masses default to 1)."""
+    masses = np.ones(len(x)) if masses is None else np.asarray(masses, dtype=float)
+    columns = [pad3(x), masses.reshape(-1, 1)]
+    props = "species:S:1:pos:R:3:masses:R:1"
     if v is not None:
-        columns.append(pad3(v))
-        props += ":vel:R:3"
+        columns.append(masses.reshape(-1, 1) * pad3(v))
+        props += ":momenta:R:3"
     if f is not None:
         columns.append(pad3(f))
         props += ":forces:R:3"
-    pbc = "T T T" if periodic else "F F F"
+    flags = " ".join("T" if p else "F" for p in pbc)
     lattice = " ".join(f"{c:.{digits}g}" for c in np.asarray(cell).ravel())
     org = " ".join(f"{c:.{digits}g}" for c in origin)
     header = (f'Lattice="{lattice}" Origin="{org}" Properties={props} '
-              f'Time={_real(time, digits)} Step={step} pbc="{pbc}"')
+              f'Time={_real(time, digits)} Step={step} pbc="{flags}"')
     if energy is not None:
         header += f" energy={_real(energy, digits)}"
     buf = io.StringIO()
     table = np.concatenate(columns, axis=1)
-    np.savetxt(buf, table, fmt=f"{SPECIES} " + " ".join([f"%.{digits}g"] * table.shape[1]))
+    numbers = " ".join([f"%.{digits}g"] * table.shape[1])
+    if species is None or len(set(species)) == 1:
+        name = species[0] if species else SPECIES
+        np.savetxt(buf, table, fmt=f"{name} {numbers}")
+    else:
+        np.savetxt(buf, table, fmt=numbers)
+        buf = io.StringIO("".join(f"{s} {row}\n" for s, row in
+                                  zip(species, buf.getvalue().splitlines())))
     return f"{len(x)}\n{header}\n{buf.getvalue()}"
 
 

@@ -64,18 +64,30 @@ def run_meta(run_dir: Path) -> tuple[str, Shapes]:
     return name, shapes
 
 
+def target_temperature(run_dir: Path) -> float | None:
+    """A thermostat's target temperature from the run's scene.yaml (None: no thermostat)."""
+    with contextlib.suppress(OSError, ValueError, yaml.YAMLError, TypeError, KeyError):
+        scene = yaml.safe_load((run_dir / "scene.yaml").read_text(encoding="utf-8"))
+        value = scene["integrator"]["temperature"]
+        return float(value) if value is not None else None
+    return None
+
+
 def render_run(
     run_dir: str | os.PathLike, *, box: Box | None = None, max_frames: int = 60, fps: float = 15
 ) -> list[Path]:
     """Render first.png, last.png, energy.png and animation.gif into `run_dir`.
 
-    Each image is written only when its inputs exist (frames.npz, energy.csv); returns the
+    Each image is written only when its inputs exist (frames.npz, thermo.csv or energy.csv:
+    the energy plot uses thermo.csv when the run has one); returns the
     paths written. Raises FileNotFoundError when the directory holds neither. The stills and
     the animation share one view (limits over the whole run, marker sizes from the first
     frame's particle spacing); last.png also shows each particle's path when there are few.
     """
     run_dir = Path(run_dir)
-    frames, energy = run_dir / "frames.npz", run_dir / "energy.csv"
+    frames, energy = run_dir / "frames.npz", run_dir / "thermo.csv"
+    if not energy.exists():
+        energy = run_dir / "energy.csv"
     if not frames.exists() and not energy.exists():
         raise FileNotFoundError(f"{run_dir}: no frames.npz or energy.csv to render")
     name, shapes = run_meta(run_dir)
@@ -115,7 +127,8 @@ def render_run(
                 )
             )
     if energy.exists():
-        written.append(render_energy(energy, run_dir / "energy.png", title=name))
+        written.append(render_energy(energy, run_dir / "energy.png", title=name,
+                                     target_temperature=target_temperature(run_dir)))
     if len(x):
         written.append(
             render_animation(

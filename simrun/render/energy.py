@@ -1,78 +1,135 @@
-"""Energy-vs-time plot of a run's `energy.csv` (step,time,kinetic,potential,total).
+"""Energy-vs-time plot of a run's thermo.csv (or energy.csv, for runs before thermo.csv).
 
 Why the drift panel: in a conservative run the total is flat on the energy scale even when the
-integrator leaks; the relative drift (E - E0) / |E0| makes that leak visible.
+integrator leaks; the relative drift (E - E0) / |E0| makes that leak visible. Its title gives
+the real numbers (E0, the last E, the largest change and what it is relative to), never a
+change scaled by the run's own largest energy, which after a blow-up always reads "+1". A
+Nosé-Hoover run's panel shows its conserved extended energy; a run with temperatures gets a
+temperature panel (with the thermostat's target, when it has one).
 """
 
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from simrun.outputs.thermo import drift_scale, measure_drift, read_thermo_csv
 from simrun.render.frames import atomic_path
 
-_SERIES = (("kinetic", "#1f77b4"), ("potential", "#ff7f0e"), ("total", "#2ca02c"))
+_SERIES = (("kinetic", "#1f77b4"), ("potential", "#ff7f0e"), ("total", "#2ca02c"),
+           ("conserved", "#9467bd"))
+BLOW_UP = 10.0  # a drift beyond it over more decades than it: the panel shows log10 |drift|
+_MARGINS = {"left": 0.13, "right": 0.97, "top": 0.94, "bottom": 0.08, "hspace": 0.38}
 
 
 def read_energy(csv_path: str | os.PathLike) -> dict[str, np.ndarray]:
     """Columns of the CSV as 1-D float arrays (also for a single row or a header only)."""
-    with open(csv_path, encoding="utf-8") as f:
-        header = f.readline().strip().split(",")
-        with warnings.catch_warnings():  # a header-only file is a valid, empty run
-            warnings.simplefilter("ignore", UserWarning)
-            rows = np.loadtxt(f, delimiter=",", ndmin=2, dtype=np.float64)
-    rows = rows.reshape(-1, len(header))
-    return {name.strip(): rows[:, j] for j, name in enumerate(header)}
+    return read_thermo_csv(csv_path)
 
 
-def relative_drift(total: np.ndarray) -> np.ndarray:
-    """(E - E0) / |E0|; scaled by the largest |E| instead when E0 is (near) zero."""
-    scale = abs(total[0])
-    if scale < 1e-12 * max(1.0, float(np.nanmax(np.abs(total)))):
-        scale = float(np.nanmax(np.abs(total))) or 1.0
+def relative_drift(total: np.ndarray, kinetic: np.ndarray | None = None,
+                   potential: np.ndarray | None = None) -> np.ndarray:
+    """(E - E0) / scale, the scale of ``simrun.outputs.thermo.drift_scale`` (|E0|, or
+    |K0| + |U0| when E0 is nearly zero, or 1)."""
+    k0 = float(kinetic[0]) if kinetic is not None else 0.0
+    u0 = float(potential[0]) if potential is not None else 0.0
+    scale, _ = drift_scale(float(total[0]), k0, u0)
     return (total - total[0]) / scale
 
 
-def render_energy(csv_path: str | os.PathLike, png_path: str | os.PathLike, *,
-                  title: str = "") -> Path:
-    """Plot kinetic, potential and total energy vs time, and the total's relative drift."""
-    cols = read_energy(csv_path)
-    n = len(next(iter(cols.values()), []))
-    xkey = "time" if "time" in cols else "step"
-    t = cols.get(xkey, np.arange(n, dtype=np.float64))
-    fig = Figure(figsize=(7, 5), dpi=100)  # fixed margins: a layout engine costs ~0.2 s
-    FigureCanvasAgg(fig)
-    ax, drift_ax = fig.subplots(2, 1, sharex=True, height_ratios=(3, 1), gridspec_kw={
-        "left": 0.13, "right": 0.97, "top": 0.93, "bottom": 0.09, "hspace": 0.28})
-    ax.set_title(f"{title}: energy" if title else "energy", fontsize="medium")
-    style = {"marker": "o", "markersize": 4} if n < 3 else {}
+def _energies(ax, t: np.ndarray, cols: dict[str, np.ndarray], style: dict) -> None:
     for name, colour in _SERIES:
         if name in cols:
             ax.plot(t, cols[name], label=name, color=colour, lw=1.2, **style)
     ax.set_ylabel("energy")
     ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 5), useOffset=False)
     ax.grid(alpha=0.3)
-    if n == 0:
+    if not len(t):
         ax.text(0.5, 0.5, "no energy rows", ha="center", va="center", transform=ax.transAxes)
     elif ax.lines:
         ax.legend(loc="best", fontsize="small")
-    if "total" in cols and n:
-        drift = relative_drift(cols["total"])
-        drift_ax.plot(t, drift, color="#2ca02c", lw=1.0, **style)
-        drift_ax.set_title(f"total energy, relative change (E - E0) / |E0|: final "
-                           f"{drift[-1]:+.3g}, largest {drift[np.argmax(np.abs(drift))]:+.3g}",
-                           fontsize="small")
-    drift_ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))  # short tick labels
-    drift_ax.axhline(0.0, color="0.6", lw=0.6)
-    drift_ax.set_ylabel("rel. drift")
-    drift_ax.set_xlabel(xkey)
-    drift_ax.grid(alpha=0.3)
+
+
+def _temperature(ax, t: np.ndarray, cols: dict[str, np.ndarray], style: dict,
+                 target: float | None) -> None:
+    ax.plot(t, cols["temperature"], color="#d62728", lw=1.0, label="kinetic T", **style)
+    if target is not None:
+        ax.axhline(target, color="0.3", lw=0.8, ls="--", label=f"target {target:g}")
+        ax.legend(loc="best", fontsize="small")
+    if len(t):
+        mean = float(np.mean(cols["temperature"][len(t) // 5:]))
+        ax.set_title(f"kinetic temperature 2K / dof: mean {mean:.4g} over the last 80% of rows",
+                     fontsize="small")
+    ax.set_ylabel("T")
+    ax.grid(alpha=0.3)
+
+
+def _spans_decades(relative: np.ndarray) -> bool:
+    """A drift beyond BLOW_UP whose nonzero sizes span more than BLOW_UP decades."""
+    size = np.abs(relative[np.isfinite(relative) & (relative != 0)])
+    return bool(len(size)) and size.max() > BLOW_UP and \
+        np.log10(size.max() / size.min()) > BLOW_UP
+
+
+def _drift(ax, t: np.ndarray, cols: dict[str, np.ndarray], style: dict) -> None:
+    quantity = "conserved" if "conserved" in cols else "total"
+    drift = measure_drift(cols, quantity)
+    ax.grid(alpha=0.3)
+    if drift is None:
+        return
+    relative = (cols[quantity] - drift.first) / drift.scale
+    what = "total" if quantity == "total" else "conserved"
+    ax.set_title(f"{what} (E - E0) / {drift.scale_name}: final {drift.final:+.3g}, "
+                 f"largest {drift.worst:+.3g}; E0 {drift.first:.6g}", fontsize="small",
+                 loc="right")
+    if _spans_decades(relative):  # a blow-up: its start and its end both visible
+        with np.errstate(divide="ignore"):
+            ax.plot(t, np.log10(np.abs(relative)), color="#2ca02c", lw=1.0, **style)
+        ax.ticklabel_format(axis="y", useOffset=False)
+        ax.set_ylabel("log10 |rel. drift|", fontsize="small")
+        return
+    ax.plot(t, relative, color="#2ca02c", lw=1.0, **style)
+    ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))  # short tick labels
+    ax.axhline(0.0, color="0.6", lw=0.6)
+    ax.set_ylabel("rel. drift")
+
+
+def render_energy(csv_path: str | os.PathLike, png_path: str | os.PathLike, *,
+                  title: str = "", target_temperature: float | None = None) -> Path:
+    """Plot kinetic, potential and total energy vs time, the temperature when the CSV has
+    it, and the relative drift of the total (or of a thermostat's conserved energy)."""
+    fig = energy_figure(read_energy(csv_path), title, target_temperature)
     png_path = Path(png_path)
     with atomic_path(png_path) as tmp:
         fig.savefig(tmp, format="png")
     return png_path
+
+
+def energy_figure(cols: dict[str, np.ndarray], title: str = "",
+                  target_temperature: float | None = None) -> Figure:
+    """The energy plot of thermo.csv's columns (its last axes is the drift panel, when the
+    run should conserve an energy)."""
+    n = len(next(iter(cols.values()), []))
+    xkey = "time" if "time" in cols else "step"
+    t = cols.get(xkey, np.arange(n, dtype=np.float64))
+    # A Langevin or rescaling run conserves nothing: no drift panel (Nose-Hoover: its own)
+    drift = target_temperature is None or "conserved" in cols
+    temperature = "temperature" in cols
+    panels = 1 + temperature + drift
+    fig = Figure(figsize=(7, 3.4 + 1.6 * (panels - 1)), dpi=100)  # fixed margins: fast
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(panels, 1, sharex=True, height_ratios=(3,) + (1,) * (panels - 1),
+                        gridspec_kw=_MARGINS, squeeze=False)[:, 0]
+    axes[0].set_title(f"{title}: energy" if title else "energy", fontsize="medium")
+    style = {"marker": "o", "markersize": 4} if n < 3 else {}
+    _energies(axes[0], t, cols, style)
+    if temperature:
+        _temperature(axes[1], t, cols, style, target_temperature)
+    if drift:
+        _drift(axes[-1], t, cols, style)
+    axes[-1].set_xlabel(xkey)
+    return fig

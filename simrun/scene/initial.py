@@ -88,13 +88,13 @@ def read_state_file(path: Path, frame: int) -> tuple[np.ndarray, np.ndarray | No
             raise ValueError(f"its velocities 'v' have shape {v.shape} but the positions "
                              f"{x.shape}")
         return x, v
-    from simrun.outputs.xyz import read_xyz
+    from simrun.outputs.xyz import read_xyz, velocities_of
 
     frames = read_xyz(path)
     if not frames:
         raise ValueError("it holds no frames")
     chosen = frames[frame]
-    return chosen["pos"], chosen.get("vel")  # read_xyz gives both the same number of rows
+    return chosen["pos"], velocities_of(chosen)  # read_xyz gives both the same number of rows
 
 
 def _positions(scene: Scene, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:

@@ -84,3 +84,12 @@ def check_frames(node: Node | None, count: int, dim: int, precision: str, frames
     check_memory(node, needed, f"saving {frames:,} frames of {count:,} particles",
                  "Save fewer frames: raise 'outputs.every' (or lower 'steps'), or turn off "
                  "outputs you do not need (velocities, forces, xyz)")
+
+
+THERMO_ROW_BYTES = 280  # a tuple of 7 Python floats: what one thermo.csv row holds in memory
+
+
+def check_thermo(node: Node | None, rows: int) -> None:
+    """Bound the thermo.csv rows a run keeps (in memory, written whole at each flush)."""
+    check_memory(node, rows * THERMO_ROW_BYTES, f"writing {rows:,} thermo.csv rows",
+                 "Raise 'thermo' (or --thermo N) so that fewer rows are written")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from yaml.nodes import Node, ScalarNode
 
-from simrun.scene import limits, load_fields, load_optimize, load_state, load_terms
+from simrun.scene import limits, load_fields, load_integrator, load_optimize, load_state, load_terms
 from simrun.scene.errors import SceneError, error_at, shorten
 from simrun.scene.nodes import (
     MapReader,
@@ -27,12 +27,10 @@ from simrun.scene.nodes import (
 from simrun.scene.overrides import apply_overrides
 from simrun.scene.schema import (
     BOUNDARIES,
-    INTEGRATORS,
     PRECISIONS,
     READABLE_VERSIONS,
     SCHEMA_VERSION,
     Boundary,
-    Integrator,
     Outputs,
     Particles,
     Scene,
@@ -42,8 +40,8 @@ from simrun.scene.yamlio import read_node
 MAX_NAME = 100  # characters; file systems allow 255 in a folder name
 
 TOP_KEYS = ("version", "name", "description", "precision", "seed", "particles", "initial",
-            "energy", "topology", "integrator", "step_kernels", "controller", "fields", "dt", "steps", "boundary",
-            "outputs", "objective", "optimize")
+            "energy", "topology", "integrator", "step_kernels", "controller", "fields", "dt",
+            "steps", "boundary", "outputs", "thermo", "objective", "optimize")
 
 
 def display_path(path: Path) -> str:
@@ -77,7 +75,7 @@ def compose(path: Path) -> Node:
 
 def _particles(node: Node) -> Particles:
     r = MapReader(node, "particles")
-    r.done(("count", "dim", "mass"))
+    r.done(("count", "dim", "mass", "species"))
     count_node = r.require("count", "Add 'count: N' (the number of particles)")
     count = as_int(count_node, "particles.count", 1)
     dim_node = r.get("dim")
@@ -94,7 +92,22 @@ def _particles(node: Node) -> Particles:
         items = as_seq(mass_node, "particles.mass", count)
         masses = tuple(as_float(n, f"particles.mass[{i}]", positive=True)
                        for i, n in enumerate(items))
-    return Particles(count, dim, masses)
+    return Particles(count, dim, masses, _species(r.get("species"), count))
+
+
+def _species(node: Node | None, count: int) -> tuple[str, ...]:
+    """One name per particle for trajectory.xyz; () when not given (all "X")."""
+    if node is None:
+        return ()
+    items = [node] * count if isinstance(node, ScalarNode) else \
+        as_seq(node, "particles.species", count)
+    names = tuple(as_str(n, "particles.species") for n in items)
+    for item, name in zip(items, names):
+        if not name or not all(c.isalnum() or c in "_-+" for c in name):
+            raise error_at(item, f"species name '{shorten(name)}' may only use letters, digits, "
+                           "'_', '-' and '+' (it is a column of trajectory.xyz)",
+                           "Use a chemical symbol such as Ar (ASE reads those) or a short tag")
+    return names
 
 
 def _typed(node: Node | None, section: str, choices: tuple[str, ...], extra: tuple[str, ...],
@@ -108,13 +121,6 @@ def _typed(node: Node | None, section: str, choices: tuple[str, ...], extra: tup
     r.done(("type",) + extra)
     type_node = r.get("type")
     return (as_choice(type_node, f"{section}.type", choices) if type_node else default), r
-
-
-def _integrator(node: Node | None) -> Integrator:
-    kind, r = _typed(node, "integrator", INTEGRATORS, ("damping",), "symplectic_euler")
-    damping_node = r.get("damping") if r else None
-    damping = as_float(damping_node, "integrator.damping", nonnegative=True) if damping_node else 0.0
-    return Integrator(kind, damping)
 
 
 def _boundary(node: Node | None, dim: int) -> Boundary:
@@ -213,7 +219,8 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
         seed=as_int(seed_node, "seed", 0) if seed_node else 0,
         particles=particles, initial=init, energy=energy,
         topology=load_state.topology(r.get("topology"), particles, init),
-        integrator=_integrator(r.get("integrator")), dt=dt, steps=steps,
+        integrator=load_integrator.integrator(r.get("integrator"), _typed), dt=dt,
+        steps=steps, thermo=load_integrator.thermo(r.get("thermo"), steps),
         boundary=_boundary(r.get("boundary"), particles.dim),
         outputs=_outputs(r.get("outputs"), steps_node, steps, particles, precision),
         step_kernels=stepk, controller=control, fields=field_files, fields_where=field_where,

@@ -21,7 +21,8 @@ SCHEMA_VERSION = 2
 # folders keep `version: 1` in their scene.yaml and still render and resume).
 READABLE_VERSIONS = (1, 2)
 PRECISIONS = ("f32", "f64")
-INTEGRATORS = ("symplectic_euler", "velocity_verlet")
+THERMOSTATS = ("langevin", "nose_hoover", "rescale")  # NVT: simrun/stepper/thermostats.py
+INTEGRATORS = ("symplectic_euler", "velocity_verlet") + THERMOSTATS
 BOUNDARIES = ("none", "reflect", "periodic")
 INITIAL_TYPES = ("random", "lattice", "random_walk", "file")
 TOPOLOGY_KINDS = {"bonds": 2, "angles": 3, "dihedrals": 4, "triangles": 3}
@@ -159,11 +160,16 @@ class Particles:
     count: int
     dim: int
     masses: tuple[float, ...]  # one per particle
+    species: tuple[str, ...] = ()  # one name per particle (trajectory.xyz); (): the default
 
     def to_dict(self) -> dict[str, Any]:
         uniform = len(set(self.masses)) == 1
         mass: Any = self.masses[0] if uniform else list(self.masses)
-        return {"count": self.count, "dim": self.dim, "mass": mass}
+        data: dict[str, Any] = {"count": self.count, "dim": self.dim, "mass": mass}
+        if self.species:  # written only when given, so older run folders still resume
+            data["species"] = self.species[0] if len(set(self.species)) == 1 \
+                else list(self.species)
+        return data
 
 
 @dataclass(frozen=True)
@@ -198,11 +204,29 @@ class Topology:
 
 @dataclass(frozen=True)
 class Integrator:
+    """How a step advances x and v; thermostats (NVT) also carry their own parameters."""
+
     type: str
     damping: float  # rate (1/time): dv/dt = F/m - damping * v
+    temperature: float | None = None  # thermostats: target kT (k_B = 1)
+    friction: float | None = None  # langevin: gamma (1/time)
+    tau: float | None = None  # nose_hoover: period of the thermostat's oscillation (time)
+    chain: int | None = None  # nose_hoover: number of chained thermostats
+    seed: int | None = None  # langevin: the noise's seed (default: the scene's seed)
+    every: int | None = None  # rescale: steps between rescalings
+
+    @property
+    def thermostat(self) -> bool:
+        return self.type in THERMOSTATS
 
     def to_dict(self) -> dict[str, Any]:
-        return {"type": self.type, "damping": self.damping}
+        if not self.thermostat:
+            return {"type": self.type, "damping": self.damping}
+        data: dict[str, Any] = {"type": self.type}
+        for name in ("temperature", "friction", "tau", "chain", "seed", "every"):
+            if getattr(self, name) is not None:
+                data[name] = getattr(self, name)
+        return data
 
 
 @dataclass(frozen=True)
@@ -257,6 +281,11 @@ class Scene:
     version: int = SCHEMA_VERSION
     objective: Objective | None = None
     optimize: Optimize | None = None
+    thermo: int | None = None  # steps between thermo.csv rows; None: the frame cadence
+
+    @property
+    def thermo_every(self) -> int:
+        return self.thermo or self.outputs.every
 
     def kernel_refs(self) -> list[KernelRef]:
         """Every kernel the scene names: energy terms, step kernels, then the controller."""
@@ -287,6 +316,8 @@ class Scene:
             data["fields"] = {name: str(path) for name, path in self.fields.items()}
         data.update(dt=self.dt, steps=self.steps, boundary=self.boundary.to_dict(),
                     outputs=self.outputs.to_dict())
+        if self.thermo is not None:
+            data["thermo"] = self.thermo
         if self.objective is not None:
             data["objective"] = self.objective.to_dict()
         if self.optimize is not None:

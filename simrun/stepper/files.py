@@ -29,7 +29,7 @@ from simrun.outputs.provenance import (
     write_job_scene,
 )
 from simrun.outputs.runinfo import now
-from simrun.outputs.xyz import cell_for
+from simrun.outputs.xyz import cell_for, pbc_flags
 from simrun.scene import Scene, SceneError, initial_state
 from simrun.scene.errors import shorten
 from simrun.scene.initial import STATE_FILE_ERRORS
@@ -51,7 +51,9 @@ def writer_options(scene: Scene, x0: np.ndarray | None) -> WriterOptions:
     o = scene.outputs
     return WriterOptions(positions=o.positions, velocities=o.velocities, forces=o.forces,
                          energies=o.energies, xyz=o.xyz, cell=cell, origin=origin,
-                         periodic=b.type == "periodic",
+                         pbc=pbc_flags(scene.particles.dim, b.type == "periodic"),
+                         masses=np.asarray(scene.particles.masses, dtype=float),
+                         species=list(scene.particles.species) or None,
                          digits=9 if scene.precision == "f32" else 17)
 
 

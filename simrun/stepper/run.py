@@ -18,11 +18,12 @@ from pathlib import Path
 import numpy as np
 
 from simrun.outputs import Frame, RunWriter
-from simrun.scene import Scene, initial_state
-from simrun.stepper import files
+from simrun.scene import Scene, SceneError, initial_state
+from simrun.stepper import files, thermo
 from simrun.stepper.fieldstep import FieldStepper
 from simrun.stepper.integrators import State, kinetic_energy
 from simrun.stepper.system import System
+from simrun.stepper.thermostats import ThermostatStep, make_thermostat
 
 ProgressFn = Callable[[int, int], None]
 _sum = np.add.reduce  # each step: the method lookup of ndarray.sum costs more than the sum
@@ -48,6 +49,7 @@ class RunResult:
     energy_last: float | None
     setup_s: float = 0.0  # building fields and compiling kernels, part of wall_s
     dissipation: str | None = None  # what changes the total energy on purpose (None: kept)
+    drift_check: thermo.DriftCheck | None = None  # from thermo.csv; None: not conservative
 
     @property
     def drift(self) -> float | None:
@@ -62,6 +64,8 @@ def dissipation(scene: Scene) -> str | None:
     MPM's grid damping) or ``damping``; None when the dynamics should conserve it."""
     if scene.step_kernels is not None:
         return "step kernels"
+    if scene.integrator.thermostat:
+        return f"{scene.integrator.type} thermostat"
     return "damping" if scene.integrator.damping != 0 else None
 
 
@@ -91,11 +95,80 @@ def check_finite(state: State, scene: Scene) -> None:
                           state.step)
 
 
-def make_frame(state: State, system: System, scene: Scene) -> Frame:
+@dataclass
+class Stepping:
+    """What advances the state, and what the thermo rows and frames need from it.
+
+    ``advance(state, n)`` makes up to n steps on ``state`` (its step, x, v, f and potential
+    updated) and returns the steps made; it raises SimulationError at the first step whose
+    state is not finite."""
+
+    advance: Callable[[State, int], int]
+    dof: thermo.Dof
+    thermostat: ThermostatStep | None = None
+
+    def saved(self) -> dict[str, np.ndarray]:
+        extra = self.thermostat.saved() if self.thermostat is not None else {}
+        return {"thermo_dof": np.int64(self.dof.count), **extra}
+
+
+def make_stepping(scene: Scene, system: System, state: State, checkpoint: dict | None
+                  ) -> Stepping:
+    """The steps (the field stepper's native chunks, or a thermostat's Python steps) and the
+    temperature's degrees of freedom: decided at step 0 and saved with each frame, so a
+    resumed run keeps them."""
+    dof = thermo.degrees_of_freedom(scene, state.f)
+    if checkpoint is not None and "thermo_dof" in checkpoint:
+        dof = thermo.Dof(int(checkpoint["thermo_dof"]), "as decided at step 0")
+    if scene.integrator.thermostat and scene.step_kernels is None:
+        if system.controller:
+            raise SceneError(f"{scene.source}: a 'controller' runs with the integrators "
+                             "symplectic_euler and velocity_verlet or with step_kernels, not "
+                             f"with the '{scene.integrator.type}' thermostat. Choose one.")
+        stat = make_thermostat(scene, system, dof.count, checkpoint)
+        return Stepping(_thermostat_steps(stat, scene), dof, stat)
+    return Stepping(_field_steps(FieldStepper(scene, system), scene), dof)
+
+
+def _field_steps(stepper: FieldStepper, scene: Scene) -> Callable[[State, int], int]:
+    def advance(state: State, count: int) -> int:
+        stepper.step_index = state.step
+        done = stepper.advance(count)
+        state.step += done
+        stepper.store(state)
+        if stepper.not_finite():
+            check_finite(state, scene)
+        return done
+
+    return advance
+
+
+def _thermostat_steps(step: ThermostatStep, scene: Scene) -> Callable[[State, int], int]:
+    def advance(state: State, count: int) -> int:
+        for _ in range(count):
+            step(state)
+            state.step += 1
+            check_finite(state, scene)
+        return count
+
+    return advance
+
+
+def make_frame(state: State, system: System, scene: Scene, stepping: Stepping) -> Frame:
     return Frame(step=state.step, time=state.step * scene.dt, x=state.x, v=state.v,
                  f=state.f if scene.outputs.forces else None,
                  kinetic=kinetic_energy(state.v, system.masses), potential=state.potential,
-                 state={"x0": system.x0_np, **system.extra_state()})
+                 state={"x0": system.x0_np, **system.extra_state(), **stepping.saved()})
+
+
+def record_thermo(writer: RunWriter, state: State, system: System, scene: Scene,
+                  stepping: Stepping) -> None:
+    """One thermo.csv row: energies, kinetic temperature, a thermostat's own columns."""
+    kinetic = kinetic_energy(state.v, system.masses)
+    extra = stepping.thermostat.extra_thermo(kinetic, state.potential) \
+        if stepping.thermostat is not None else ()
+    writer.add_thermo(state.step, state.step * scene.dt, kinetic, state.potential,
+                      thermo.temperature(kinetic, stepping.dof.count), *extra)
 
 
 def prepare(scene: Scene, checkpoint: dict | None, threads: int | None, debug: bool = False
@@ -145,7 +218,7 @@ class _Clock:
 
 def next_event(step: int, total: int, cadences: tuple[int, ...]) -> int:
     """The first step after `step` where the loop must look at the state: a multiple of any
-    cadence (frames; others may join, e.g. a thermostat's), or the last step."""
+    cadence (frames, thermo rows), or the last step."""
     return min([total] + [(step // c + 1) * c for c in cadences if c > 0])
 
 
@@ -166,25 +239,22 @@ class _ChunkSize:
             self.limit //= 2
 
 
-def loop(scene: Scene, system: System, state: State, writer: RunWriter,
+def loop(scene: Scene, system: System, state: State, writer: RunWriter, stepping: Stepping,
          progress: ProgressFn | None, flush_interval: float) -> None:
-    """Advance to `scene.steps` in chunks that end at every event step (a frame, the end);
-    the NaN watch stops a chunk after its first bad step, which check_finite then names."""
-    stepper, every, total = FieldStepper(scene, system), scene.outputs.every, scene.steps
+    """Advance to `scene.steps` in chunks that end at every event step (a frame, a thermo
+    row, the end); a chunk stops after its first non-finite step, which check_finite names."""
+    every, total, thermo_every = scene.outputs.every, scene.steps, scene.thermo_every
     clock, chunk = _Clock(flush_interval), _ChunkSize()
-    stepper.step_index = state.step
     try:
         while state.step < total:
-            wanted = chunk(next_event(state.step, total, (every,)) - state.step)
+            wanted = chunk(next_event(state.step, total, (every, thermo_every)) - state.step)
             started = time.perf_counter()
-            done = stepper.advance(wanted)
+            done = stepping.advance(state, wanted)
             chunk.took(done, time.perf_counter() - started)
-            state.step += done
-            stepper.store(state)
-            if stepper.not_finite():
-                check_finite(state, scene)
+            if thermo.thermo_due(state.step, thermo_every, total):
+                record_thermo(writer, state, system, scene, stepping)
             if state.step % every == 0 or state.step == total:
-                writer.add(make_frame(state, system, scene))
+                writer.add(make_frame(state, system, scene, stepping))
                 if clock.flush_due():
                     started = time.perf_counter()
                     writer.flush()
@@ -197,10 +267,13 @@ def loop(scene: Scene, system: System, state: State, writer: RunWriter,
 
 
 def _open(target: Path, scene: Scene, system: System, step: int, checkpoint: dict | None,
-          options: dict | None) -> tuple[RunWriter, dict]:
+          options: dict | None, stepping: Stepping) -> tuple[RunWriter, dict]:
     """The run's writer (holding a resumed run's frames) and its run.json info, once the
     resolved scene and a 'running' run.json are written."""
-    writer = RunWriter(target, files.writer_options(scene, system.x0_np))
+    writing = files.writer_options(scene, system.x0_np)
+    writing.thermo_every = scene.thermo_every
+    writing.thermo_columns = stepping.thermostat.extra_columns if stepping.thermostat else ()
+    writer = RunWriter(target, writing)
     if checkpoint is not None:
         files.reload_frames(writer, target, step, scene.outputs.every)
     try:
@@ -210,16 +283,33 @@ def _open(target: Path, scene: Scene, system: System, step: int, checkpoint: dic
                                  ) from None
 
 
+def finish_drift(scene: Scene, writer: RunWriter, info: dict, tolerance: float | None
+                 ) -> thermo.DriftCheck | None:
+    """Check the thermo rows' energy drift (conservative and Nosé-Hoover runs) and record
+    the verdict in run.json's info as ``energy_drift``."""
+    if writer.thermo is None or not writer.thermo.rows:
+        return None
+    rows = np.asarray(writer.thermo.rows, dtype=np.float64)
+    columns = {name: rows[:, j] for j, name in enumerate(writer.thermo.columns)}
+    checked = thermo.check_drift(
+        scene, columns, thermo.DRIFT_TOLERANCE if tolerance is None else tolerance)
+    if checked is not None:
+        info["energy_drift"] = checked.as_dict()
+    return checked
+
+
 def run_scene(scene: Scene, out_dir: str | os.PathLike[str] | Callable[[], Path], *,
               resume: bool = False, progress: ProgressFn | None = None,
               threads: int | None = None, flush_interval: float = 1.0,
               debug: bool = False, allow_changed: bool = False,
-              options: dict | None = None) -> RunResult:
+              options: dict | None = None, drift_tolerance: float | None = None) -> RunResult:
     """Run ``scene`` into ``out_dir`` (created); with ``resume``, continue the run there.
 
     ``debug`` bounds-checks every field access in the kernels (IndexError naming kernel,
     field, index and line); a resume refuses edited kernel sources unless ``allow_changed``;
     ``options`` (the command's own, e.g. ``no_render``) go to run.json for 'simrun resume'.
+    ``drift_tolerance``: the relative energy drift beyond which ``result.drift_check`` says
+    exceeded (default ``thermo.DRIFT_TOLERANCE``); the caller decides what that means.
 
     ``out_dir`` may be a function that creates and returns the folder: it is called only
     once the kernels have compiled and the first forces are finite, so a scene with a bad
@@ -231,26 +321,33 @@ def run_scene(scene: Scene, out_dir: str | os.PathLike[str] | Callable[[], Path]
     checkpoint = files.load_checkpoint(target, scene, allow_changed) if target is not None \
         else None
     system, state = prepare(scene, checkpoint, threads, debug)
+    stepping = make_stepping(scene, system, state, checkpoint)
     setup_s = round(time.perf_counter() - started, 4)
     shapes = system.render_shapes()
     target = target if target is not None else Path(where())
-    writer, info = _open(target, scene, system, state.step, checkpoint, options)
+    writer, info = _open(target, scene, system, state.step, checkpoint, options, stepping)
     info["timings"]["setup_s"] = setup_s
+    info["thermo"] = {"every": scene.thermo_every, "dof": stepping.dof.count,
+                      "dof_why": stepping.dof.why}
+    drift_check = None
     if shapes:
         info["shapes"] = shapes  # what the pictures draw behind the particles
     status, wrote = "error", True
     try:
         if checkpoint is None:
-            writer.add(make_frame(state, system, scene))
+            record_thermo(writer, state, system, scene, stepping)
+            writer.add(make_frame(state, system, scene, stepping))
         writer.flush()
-        loop(scene, system, state, writer, progress, flush_interval)
+        loop(scene, system, state, writer, stepping, progress, flush_interval)
         writer.flush()
+        drift_check = finish_drift(scene, writer, info, drift_tolerance)
         status = "ok"
     except KeyboardInterrupt:
         status = "interrupted"
         raise
     except SimulationError as exc:
         status, info["error"] = "failed", str(exc)
+        finish_drift(scene, writer, info, drift_tolerance)  # how the energy got there
         raise
     except OSError as exc:  # writing the outputs: the disk is full, the folder went away
         wrote, info["error"] = False, files.write_failure(exc, state.step, writer.saved_step)
@@ -265,4 +362,4 @@ def run_scene(scene: Scene, out_dir: str | os.PathLike[str] | Callable[[], Path]
                      time.perf_counter() - started,
                      energies[0][2] + energies[0][3] if energies else None,
                      energies[-1][2] + energies[-1][3] if energies else None, setup_s,
-                     dissipation(scene))
+                     dissipation(scene), drift_check)

@@ -1,0 +1,111 @@
+"""Thermo rows (energies and temperature every ``thermo`` steps) and the energy-drift check.
+
+Small functions the step loop calls at its event steps, so the loop itself stays a loop.
+
+Temperature is the kinetic one, in units where k_B = 1: T = 2 K / dof. The degrees of
+freedom are dim * N, less dim when the dynamics conserves total momentum (then the centre of
+mass carries no thermal energy, as in LAMMPS's ``compute temp``). Momentum is conserved when
+nothing external pushes the particles: no step kernels, no damping, no reflecting walls, no
+Langevin or rescaling thermostat, and forces that sum to zero (checked on the first forces:
+a term such as a constant field or a tether to x0 makes them not sum to zero).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from simrun.outputs.thermo import Drift, drift_exceeds, measure_drift
+from simrun.scene import Scene
+
+DRIFT_TOLERANCE = 0.05  # relative; beyond it a conservative run warns (see --max-drift)
+_BREAKS_MOMENTUM = ("langevin", "rescale")
+
+
+@dataclass(frozen=True)
+class Dof:
+    """The degrees of freedom that the temperature divides by, and why so many."""
+
+    count: int
+    why: str
+
+
+def degrees_of_freedom(scene: Scene, forces: np.ndarray) -> Dof:
+    """dim * N, less dim when total momentum is conserved (see the module docstring)."""
+    n, dim = scene.particles.count, scene.particles.dim
+    full = n * dim
+    if scene.step_kernels is not None:
+        return Dof(full, "step kernels may push particles")
+    if scene.integrator.damping:
+        return Dof(full, "damping removes momentum")
+    if scene.boundary.type == "reflect":
+        return Dof(full, "reflecting walls change momentum")
+    if scene.integrator.type in _BREAKS_MOMENTUM:
+        return Dof(full, f"the {scene.integrator.type} thermostat changes momentum")
+    f = np.asarray(forces, dtype=np.float64)
+    net, spread = np.abs(f.sum(axis=0)).max(initial=0.0), np.abs(f).sum()
+    eps = float(np.finfo(np.float32 if scene.precision == "f32" else np.float64).eps)
+    if net > math.sqrt(eps) * spread:  # rounding leaves ~eps * spread; a field leaves ~spread
+        return Dof(full, f"the first forces do not sum to zero (|sum F| = {net:.3g}): an "
+                   "external field or tether")
+    if n == 1:
+        return Dof(full, "a single particle")
+    return Dof(full - dim, "total momentum is conserved: the centre of mass is not thermal")
+
+
+def temperature(kinetic: float, dof: int) -> float:
+    """T = 2 K / dof (k_B = 1)."""
+    return 2.0 * kinetic / dof if dof > 0 else 0.0
+
+
+def thermo_due(step: int, every: int, total: int) -> bool:
+    """Rows at step 0, every ``every`` steps, and at the last step."""
+    return step % every == 0 or step == total
+
+
+def conservative(scene: Scene) -> bool:
+    """Should the total energy stay constant? (not with damping, step kernels, thermostats)"""
+    return (scene.step_kernels is None and scene.integrator.damping == 0
+            and not scene.integrator.thermostat)
+
+
+def checked_quantity(scene: Scene) -> str | None:
+    """Which thermo.csv column the drift check watches: the total energy of a conservative
+    run, the extended energy of a Nosé-Hoover run; None for the others."""
+    if conservative(scene):
+        return "total"
+    return "conserved" if scene.integrator.type == "nose_hoover" else None
+
+
+@dataclass
+class DriftCheck:
+    """The drift check's verdict, as run.json records it."""
+
+    drift: Drift
+    tolerance: float
+    exceeded: bool
+
+    def as_dict(self) -> dict:
+        return {**self.drift.as_dict(), "tolerance": self.tolerance, "exceeded": self.exceeded}
+
+    def warning(self, dt: float, hint: bool = True) -> str:
+        """One line for stderr: the numbers and what to try."""
+        d = self.drift
+        what = "total energy" if d.quantity == "total" else "Nosé-Hoover conserved energy"
+        return (f"warning: the {what} drifted by {d.worst:+.3g} relative to {d.scale_name} "
+                f"(largest, at step {d.step_of_largest}; final {d.final:+.3g}; from "
+                f"{d.first:.6g} to {d.last:.6g}), beyond the tolerance {self.tolerance:g}: "
+                f"the run is not conserving energy. Try a smaller dt (now {dt:g})"
+                + ("; --max-drift X makes this an error" if hint else ""))
+
+
+def check_drift(scene: Scene, columns: dict[str, np.ndarray],
+                tolerance: float = DRIFT_TOLERANCE) -> DriftCheck | None:
+    """Measure the drift of the run's thermo rows (None when the run need not conserve)."""
+    quantity = checked_quantity(scene)
+    drift = measure_drift(columns, quantity) if quantity else None
+    if drift is None:
+        return None
+    return DriftCheck(drift, tolerance, drift_exceeds(drift, tolerance))
