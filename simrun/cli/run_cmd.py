@@ -57,11 +57,13 @@ def summary(scene: Scene, result: RunResult, render_error: str | None,
     resumed = f", resumed at step {result.start_step}" if result.start_step else ""
     out.print(f"[bold green]done[/] {scene.name}: {steps} steps in {result.wall_s:.2f} s "
               f"(setup and compile {result.setup_s:.2f} s, then {rate}{resumed})")
-    if result.drift is not None:
+    if result.energy_first is not None and result.energy_last is not None:
         note = (f"; not expected to be conserved: {result.dissipation}"
                 if result.dissipation else "")
+        change = (f"relative drift {result.drift:+.3e}" if result.drift is not None else
+                  f"change {result.energy_last - result.energy_first:+.3e} from zero")
         out.print(f"  energy    total {result.energy_first:.9g} -> {result.energy_last:.9g} "
-                  f"(relative drift {result.drift:+.3e}{note})")
+                  f"({change}{note})")
     first_t, last_t = 0.0, result.steps_done * scene.dt
     out.print(f"  frames    one every {scene.outputs.every} steps, to step {result.steps_done} "
               f"(t = {first_t:g} to {last_t:.6g})")

@@ -53,10 +53,11 @@ class RunResult:
 
     @property
     def drift(self) -> float | None:
-        """Relative total-energy change from the first to the last saved frame."""
-        if self.energy_first is None or self.energy_last is None:
+        """Relative total-energy change from the first to the last saved frame (None when
+        the first total is zero: no scale to be relative to)."""
+        if self.energy_first is None or self.energy_last is None or self.energy_first == 0:
             return None
-        return (self.energy_last - self.energy_first) / max(abs(self.energy_first), 1e-300)
+        return (self.energy_last - self.energy_first) / abs(self.energy_first)
 
 
 def dissipation(scene: Scene) -> str | None:
