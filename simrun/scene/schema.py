@@ -183,6 +183,22 @@ class Boundary:
 
 
 @dataclass(frozen=True)
+class Neighbors:
+    """A Verlet list for pair kernels: pairs within ``cutoff + skin``, rebuilt when a particle
+    has moved more than ``skin / 2``; ``max_neighbors`` per particle (None: from density)."""
+
+    cutoff: float
+    skin: float
+    max_neighbors: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"cutoff": self.cutoff, "skin": self.skin}
+        if self.max_neighbors is not None:
+            data["max_neighbors"] = self.max_neighbors
+        return data
+
+
+@dataclass(frozen=True)
 class Outputs:
     every: int
     positions: bool = True
@@ -217,6 +233,7 @@ class Scene:
     version: int = SCHEMA_VERSION
     objective: Objective | None = None
     optimize: Optimize | None = None
+    neighbors: Neighbors | None = None
 
     def kernel_refs(self) -> list[KernelRef]:
         """Every kernel the scene names: energy terms, then step kernels."""
@@ -242,6 +259,8 @@ class Scene:
             data["step_kernels"] = self.step_kernels.to_dict()
         data.update(dt=self.dt, steps=self.steps, boundary=self.boundary.to_dict(),
                     outputs=self.outputs.to_dict())
+        if self.neighbors is not None:
+            data["neighbors"] = self.neighbors.to_dict()
         if self.objective is not None:
             data["objective"] = self.objective.to_dict()
         if self.optimize is not None:

@@ -178,3 +178,19 @@ def bind(ref: KernelRef, kernel: Any, values: Mapping[str, Any], defaults: Mappi
                              f"Add it under this term's 'params:' (or to DEFAULTS in "
                              f"{ref.path.name}).")
     return BoundKernel(ref, kernel, tuple(args))
+
+
+BOX_NAMES = ("box_low", "box_high", "periodic")
+
+
+def box_values(ti: Any, boundary: Any, dim: int, fp: Any) -> dict[str, Any]:
+    """The box a kernel binds by name: ``box_low`` / ``box_high`` (0-D vector fields with
+    gradients, so dU/d(box) comes from the same reverse pass as the forces, which is what
+    the pressure needs) and ``periodic`` (a compile-time bool for ``ti.static``). An open
+    scene (``boundary: none``) has a zero box and ``periodic`` False."""
+    low = ti.Vector.field(dim, dtype=fp, shape=(), needs_grad=True)
+    high = ti.Vector.field(dim, dtype=fp, shape=(), needs_grad=True)
+    if boundary.type != "none":
+        low[None] = list(boundary.low)
+        high[None] = list(boundary.high)
+    return {"box_low": low, "box_high": high, "periodic": boundary.type == "periodic"}
