@@ -135,5 +135,8 @@ def initial_state(scene: Scene) -> tuple[np.ndarray, np.ndarray]:
     if temperature > 0:
         thermal = rng.normal(size=x.shape) * np.sqrt(temperature / masses)
         thermal -= (masses * thermal).sum(axis=0) / masses.sum()  # no centre-of-mass drift
+        if scene.initial.exact_temperature:  # as LAMMPS's velocity create: dof = dim (N - 1)
+            dof = thermal.size - thermal.shape[1]
+            thermal *= np.sqrt(temperature * dof / np.sum(masses * thermal * thermal))
         v = v + thermal
     return x, v

@@ -13,6 +13,7 @@ from simrun.scene.errors import choices_text, error_at, shorten
 from simrun.scene.initial import LATTICE_BASES, STATE_FILE_ERRORS, read_state_file
 from simrun.scene.nodes import (
     MapReader,
+    as_bool,
     as_choice,
     as_float,
     as_index_rows,
@@ -25,7 +26,7 @@ from simrun.scene.nodes import (
 from simrun.scene.schema import INITIAL_TYPES, TOPOLOGY_KINDS, Initial, Particles, Topology
 from simrun.scene.topology import GENERATORS, generate
 
-COMMON_KEYS = ("type", "velocity", "temperature")
+COMMON_KEYS = ("type", "velocity", "temperature", "exact_temperature")
 TYPE_KEYS = {
     "random": ("low", "high"),
     "lattice": ("shape", "spacing", "origin", "jitter", "basis"),
@@ -126,10 +127,11 @@ def initial(node: Node | None, p: Particles, scene_dir: Path) -> Initial:
         options = _random_walk(reader, p)
     else:
         options = _file(reader, p, scene_dir)
-    vel, temp = reader.get("velocity"), reader.get("temperature")
+    vel, temp, exact = (reader.get(k) for k in ("velocity", "temperature", "exact_temperature"))
     return Initial(kind, options,
                    as_vector(vel, "initial.velocity", p.dim) if vel else (0.0,) * p.dim,
-                   as_float(temp, "initial.temperature", nonnegative=True) if temp else 0.0)
+                   as_float(temp, "initial.temperature", nonnegative=True) if temp else 0.0,
+                   as_bool(exact, "initial.exact_temperature") if exact else False)
 
 
 def _topology_entry(kind: str, node: Node, p: Particles, init: Initial) -> np.ndarray:

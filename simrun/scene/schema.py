@@ -139,11 +139,14 @@ class Initial:
     options: dict[str, Any]  # type-specific, already validated (paths absolute)
     velocity: tuple[float, ...]
     temperature: float
+    exact_temperature: bool = False  # scale the thermal velocities to exactly T (as LAMMPS)
 
     def to_dict(self) -> dict[str, Any]:
         data = {"type": self.type, **self.options}
         data["velocity"] = list(self.velocity)
         data["temperature"] = self.temperature
+        if self.exact_temperature:
+            data["exact_temperature"] = True
         return data
 
 
