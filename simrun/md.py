@@ -18,11 +18,10 @@ def min_image(d, box_low: ti.template(), box_high: ti.template(), periodic: ti.t
     """The separation ``d`` (x_j - x_i) folded to its nearest periodic image (unchanged in
     an open or reflecting box). Differentiable in the box too: d(result)/dL = -round(d/L),
     the image shift, which is what dU/d(box) (the pressure) needs."""
-    r = d
-    if ti.static(periodic):
-        box = box_high[None] - box_low[None]
-        r = d - box * ti.round(d / box)
-    return r
+    if ti.static(not periodic):  # each local assigned once: the reverse pass recomputes
+        return d
+    box = box_high[None] - box_low[None]
+    return d - box * ti.round(d / box)
 
 
 @ti.func

@@ -215,7 +215,8 @@ def test_pressure_by_box_scale_against_central_differences(tmp_path):
     system = System(scene, x)
     system.x.from_numpy(x)
     dus = box_derivative(system)
-    assert abs(float(np.dot([6.0] * 3, system.box["box_high"].grad.to_numpy()))) > 0
+    box_gradient = system.energy_with_box_gradient()[1]["box_high"].grad.to_numpy()
+    assert abs(float(np.dot([6.0] * 3, box_gradient))) > 0  # the term a virial would miss
     h = 1e-6
     energies = []
     for s in (1 + h, 1 - h):
@@ -231,7 +232,11 @@ def test_pressure_by_box_scale_against_central_differences(tmp_path):
 
 def test_grad_through_the_neighbour_list_matches_central_differences(tmp_path):
     """Checkpointed adjoint on a scene whose list is rebuilt during the run. The smoothed LJ:
-    a plain cut puts a jump in the force, so J has kinks that fail the Taylor test."""
+    a plain cut puts a jump in the force, so J has kinks that fail the Taylor test.
+
+    One thread: on two, `simrun grad` of any pair-loop energy (the all-pairs kernel too,
+    with no list, on main as well) now and then returns a gradient off by ~1e-4 relative,
+    a race in the engine's adjoint kernels that this list does not touch (reported)."""
     extra = "objective: {builtin: total, at: end}\n"
     path = _scene(tmp_path, 2, True, "lj_smooth", side=7.8, extra=extra)
     lattice = _lattice(2, 6, 1.3)
@@ -242,13 +247,13 @@ def test_grad_through_the_neighbour_list_matches_central_differences(tmp_path):
         step(state)
     assert system.neighbor_list.rebuilds >= 3
     keys = ["energy.0.params.epsilon", "dt", "state.x0"]
-    result = scene_gradient(scene, keys, checkpoints=3)
-    check = check_gradient(scene, result)
+    result = scene_gradient(scene, keys, checkpoints=3, threads=1)
+    check = check_gradient(scene, result, threads=1)
     assert check["ok"], check
     sets = [f"--set={item}" for item in lattice]
     done = simrun("grad", str(path), "--allow-outside", *sets, "--set", "steps=30", "--wrt",
                   "energy.0.params.sigma", "--check", "--checkpoints", "2", "--out", "g",
-                  cwd=tmp_path)
+                  "--threads", "1", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert json.loads((tmp_path / "g" / "gradients.json").read_text())["check"]["ok"]
 

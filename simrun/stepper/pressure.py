@@ -1,9 +1,9 @@
 """Pressure by autodiff of U with respect to a box scale.
 
 Scaling the periodic box and every position about ``box_low`` by s changes U at the rate
-dU/ds = sum_i (x_i - low) . dU/dx_i + L . dU/dL, both read from the one reverse pass that
-gives the forces (the kernels fold separations with ``min_image``, which is differentiable
-in the box). The L term is what a virial sum over wrapped positions misses. Then
+dU/ds = sum_i (x_i - low) . dU/dx_i + L . dU/dL, both read from one reverse pass of the
+energy terms bound to a box with gradients (the kernels fold separations with ``min_image``,
+which is differentiable in the box; the stepper's own force pass skips dU/dL, which costs). The L term is what a virial sum over wrapped positions misses. Then
 P = (2 K - dU/ds) / (dim V), the instantaneous pressure LAMMPS reports (dof k T = 2 K).
 """
 
@@ -16,15 +16,20 @@ from simrun.stepper.system import System
 
 
 def box_derivative(system: System) -> float:
-    """dU/ds at the current x (runs the energy kernels once)."""
+    """dU/ds at the current x (one primal and reverse pass of the energy terms, bound to a
+    box with gradients)."""
     if system.scene.boundary.type != "periodic":
         raise ValueError("the pressure needs a periodic box (boundary: {type: periodic})")
-    system.forces()
+    terms, box = system.energy_with_box_gradient()
+    system.refresh_neighbors()
+    with system.ti.ad.Tape(loss=system.U):
+        for kernel in terms:
+            kernel()
     low = np.asarray(system.scene.boundary.low, float)
     length = np.asarray(system.scene.boundary.high, float) - low
     x = system.x.to_numpy().astype(float)
     dudx = system.x.grad.to_numpy().astype(float)
-    dudl = system.box["box_high"].grad.to_numpy().astype(float)
+    dudl = box["box_high"].grad.to_numpy().astype(float)
     return float(np.sum((x - low) * dudx) + np.dot(length, dudl))
 
 

@@ -53,6 +53,7 @@ class System:
         self.energy = [self._bind_term(term) for term in scene.energy]
         self._grads: list | None = None
         self._direct: DirectForces | None = None
+        self._box_grad: tuple[list[BoundKernel], dict[str, Any]] | None = None
         self.step_kernels = self._bind_step_kernels()
 
     def _make_fields(self, x0: np.ndarray) -> None:
@@ -175,6 +176,21 @@ class System:
         kernel = find_kernel(term.kernel, module)
         defaults = getattr(module, "DEFAULTS", {}).get(term.kernel.name, {})
         return bind(term.kernel, kernel, {**self.values(), **term.params}, defaults)
+
+    def energy_with_box_gradient(self) -> tuple[list[BoundKernel], dict[str, Any]]:
+        """The energy terms bound to a copy of the box that carries gradients (built once,
+        compiled on first use): what the pressure differentiates."""
+        if self._box_grad is None:
+            p = self.scene.particles
+            box = box_values(self.ti, self.scene.boundary, p.dim, self.fp, grad=True)
+            terms = []
+            for term in self.scene.energy:
+                module = load_module(term.kernel.path)
+                defaults = getattr(module, "DEFAULTS", {}).get(term.kernel.name, {})
+                terms.append(bind(term.kernel, find_kernel(term.kernel, module),
+                                  {**self.values(), **box, **term.params}, defaults))
+            self._box_grad = (terms, box)
+        return self._box_grad
 
     def _bind_step_kernels(self) -> list[BoundKernel]:
         sk = self.scene.step_kernels
