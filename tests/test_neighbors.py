@@ -320,6 +320,10 @@ def test_lj_melt_against_lammps_log(tmp_path):
     with open(tmp_path / "r" / "energy.csv") as fh:
         rows = list(csv.DictReader(fh))
     first, last = rows[0], rows[-1]
+    recorded = json.loads((tmp_path / "r" / "run.json").read_text())["pressure"]
+    assert [p["step"] for p in recorded] == [0, 100]
+    assert recorded[0]["pressure"] == pytest.approx(p0, abs=1e-7)
+    assert recorded[1]["pressure"] == pytest.approx(LAMMPS_LOG[1][4], abs=0.15)
     assert float(first["total"]) / n == pytest.approx(e0, abs=1e-7)
     assert 2 * float(last["kinetic"]) / (3 * n - 3) == pytest.approx(t100, abs=0.01)
     assert float(last["potential"]) / n == pytest.approx(pe100, abs=0.015)

@@ -21,6 +21,7 @@ from simrun.outputs import Frame, OutputError, RunWriter
 from simrun.scene import Scene, initial_state
 from simrun.stepper import files
 from simrun.stepper.integrators import State, kinetic_energy, make_step
+from simrun.stepper.pressure import pressure_record
 from simrun.stepper.system import System
 
 ProgressFn = Callable[[int, int], None]
@@ -191,6 +192,7 @@ def run_scene(scene: Scene, out_dir: str | os.PathLike[str] | Callable[[], Path]
     target = Path(where()) if resume else None
     checkpoint = files.load_checkpoint(target, scene) if target is not None else None
     system, state = prepare(scene, checkpoint, threads)
+    pressure_start = pressure_record(system, state.step, state.v)
     setup_s = round(time.perf_counter() - started, 4)
     shapes = system.render_shapes()
     target = target if target is not None else Path(where())
@@ -205,6 +207,8 @@ def run_scene(scene: Scene, out_dir: str | os.PathLike[str] | Callable[[], Path]
         writer.flush()
         loop(scene, system, state, writer, progress, flush_interval)
         writer.flush()
+        if pressure_start is not None:  # by autodiff of U in the box scale (pressure.py)
+            info["pressure"] = [pressure_start, pressure_record(system, state.step, state.v)]
         status = "ok"
     except KeyboardInterrupt:
         status = "interrupted"
