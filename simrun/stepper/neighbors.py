@@ -112,8 +112,9 @@ def _search(x: ti.template(), box_low: ti.template(), box_high: ti.template(),
             periodic: ti.template(), grid: ti.template(), grid_low: ti.template(),
             grid_width: ti.template(), cell_start: ti.template(),
             cell_particles: ti.template(), neighbors: ti.template(), reach2: float,
-            longest: ti.template(), dim: ti.template()):
-    """Row i: every j > i within sqrt(reach2) (minimum image), ascending."""
+            longest: ti.template(), dim: ti.template(), half: ti.template()):
+    """Row i: every j > i (every j != i unless ``half``) within sqrt(reach2) (minimum
+    image), ascending."""
     capacity = neighbors.shape[1] - 1
     longest[None] = 0
     for i in range(x.shape[0]):
@@ -142,7 +143,10 @@ def _search(x: ti.template(), box_low: ti.template(), box_high: ti.template(),
                 cell = _linear(c, grid, dim)
                 for slot in range(cell_start[cell], cell_start[cell + 1]):
                     j = cell_particles[slot]
-                    if j > i:
+                    keep = j > i
+                    if ti.static(not half):
+                        keep = j != i
+                    if keep:
                         r = min_image(x[j] - xi, box_low, box_high, periodic)
                         if r.dot(r) < reach2:
                             if count < capacity:
@@ -168,8 +172,10 @@ class NeighborList:
     """The scene's Verlet list and the cell grid it is built from."""
 
     def __init__(self, cutoff: float, skin: float, x0: np.ndarray, boundary: Any, fp: Any,
-                 box: dict[str, Any], capacity: int | None = None) -> None:
-        self.cutoff, self.skin, self.box = cutoff, skin, box
+                 box: dict[str, Any], capacity: int | None = None, half: bool = True) -> None:
+        """``half``: each pair once (the engine's list; a full list, each pair in both
+        rows, is kept for bench/lj_neighbors.py, which measured it slower)."""
+        self.cutoff, self.skin, self.box, self.half = cutoff, skin, box, half
         self.reach = cutoff + skin
         n, self.dim = x0.shape
         self.periodic = boundary.type == "periodic"
@@ -225,7 +231,7 @@ class NeighborList:
              self.cell_particles, self.dim)
         _search(x, b["box_low"], b["box_high"], b["periodic"], self.grid, self.grid_low,
                 self.grid_width, self.cell_start, self.cell_particles, self.neighbors,
-                self.reach ** 2, self.longest, self.dim)
+                self.reach ** 2, self.longest, self.dim, self.half)
         self.built = True
         self.rebuilds += 1
         longest = int(self.longest[None])
