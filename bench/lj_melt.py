@@ -138,8 +138,12 @@ def simrun(cells: int, steps: int, threads: int) -> tuple[float, float]:
     return timings["wall_s"] - timings["setup_s"], rss
 
 
-def median(fn, repeats: int) -> float:
-    return statistics.median(fn() for _ in range(repeats))
+def median(repeats: int, fn, *args) -> float:
+    return statistics.median(fn(*args) for _ in range(repeats))
+
+
+def simrun_seconds(cells: int, steps: int, threads: int) -> float:
+    return simrun(cells, steps, threads)[0]
 
 
 def main() -> None:
@@ -155,10 +159,10 @@ def main() -> None:
         atoms = 4 * cells ** 3
         for threads in (1, 2):
             row = {"atoms": atoms, "steps": steps, "threads": threads}
-            row["lammps"] = median(lambda: lammps(cells, steps, threads), args.repeats)
-            row["simrun"] = median(lambda: simrun(cells, steps, threads)[0], args.repeats)
+            row["lammps"] = median(args.repeats, lammps, cells, steps, threads)
+            row["simrun"] = median(args.repeats, simrun_seconds, cells, steps, threads)
             if not args.skip_jax:
-                row["jax_md"] = median(lambda: jax_md(cells, steps, threads), args.repeats)
+                row["jax_md"] = median(args.repeats, jax_md, cells, steps, threads)
             for peer in ("lammps", "simrun", "jax_md"):
                 if peer in row:
                     row[f"{peer}_Mas"] = atoms * steps / row[peer] / 1e6
