@@ -329,3 +329,17 @@ def test_lj_melt_against_lammps_log(tmp_path):
     assert float(last["potential"]) / n == pytest.approx(pe100, abs=0.015)
     change = (float(last["total"]) - float(first["total"])) / n
     assert change == pytest.approx(e100 - e0, rel=0.3)
+
+
+def test_bad_neighbors_key_is_one_paragraph_exit_2(tmp_path):
+    path = _scene(tmp_path, 2, True, "lj", side=5.0)
+    done = simrun("check", str(path), "--allow-outside", cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"{path.name}:8:12:" in done.stderr and "half the periodic box" in done.stderr
+    path.write_text(path.read_text().replace("skin: 0.3}", "skin: 0.3, sizes: 2}"))
+    done = simrun("check", str(path), "--allow-outside", "--set", "boundary.high=[9, 9]",
+                  cwd=tmp_path)
+    assert done.returncode == 2 and "sizes" in done.stderr and "Traceback" not in done.stderr
+    too_far = _scene(tmp_path, 2, True, "lj", side=9.0, params="{cutoff: 3.0}")
+    done = simrun("check", str(too_far), "--allow-outside", cwd=tmp_path)
+    assert done.returncode == 2 and "cutoff <= list_cutoff" in done.stderr
