@@ -171,11 +171,12 @@ class System:
             own = {n: v for n, v in sk.params.items() if n in parameter_names(k)}
             check_limits(ref, module, {**defaults, **own}, ref.where, sk.param_where, context)
 
-    def _bind_term(self, term) -> BoundKernel:
+    def _bind_term(self, term, box: dict[str, Any] | None = None) -> BoundKernel:
         module = load_module(term.kernel.path)
         kernel = find_kernel(term.kernel, module)
         defaults = getattr(module, "DEFAULTS", {}).get(term.kernel.name, {})
-        return bind(term.kernel, kernel, {**self.values(), **term.params}, defaults)
+        return bind(term.kernel, kernel, {**self.values(), **(box or {}), **term.params},
+                    defaults)
 
     def energy_with_box_gradient(self) -> tuple[list[BoundKernel], dict[str, Any]]:
         """The energy terms bound to a copy of the box that carries gradients (built once,
@@ -183,13 +184,7 @@ class System:
         if self._box_grad is None:
             p = self.scene.particles
             box = box_values(self.ti, self.scene.boundary, p.dim, self.fp, grad=True)
-            terms = []
-            for term in self.scene.energy:
-                module = load_module(term.kernel.path)
-                defaults = getattr(module, "DEFAULTS", {}).get(term.kernel.name, {})
-                terms.append(bind(term.kernel, find_kernel(term.kernel, module),
-                                  {**self.values(), **box, **term.params}, defaults))
-            self._box_grad = (terms, box)
+            self._box_grad = ([self._bind_term(term, box) for term in self.scene.energy], box)
         return self._box_grad
 
     def _bind_step_kernels(self) -> list[BoundKernel]:
