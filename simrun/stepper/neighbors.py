@@ -6,10 +6,11 @@ pair within ``cutoff + skin`` listed once (half list: Newton's third law is the 
 scatter to x[j]). Before each force evaluation ``update`` measures how far any particle moved
 since the last build (one reduction kernel) and rebuilds only when that exceeds half the skin.
 
-Rows are sorted, so every valid list gives the same nonzero terms in the same order: U does
-not depend on when the list was last built (bit for bit; the forces up to the rounding of the
-engine's unordered parallel scatters, as for any kernel), which is what lets the adjoint
-recompute a trajectory from a checkpoint without replaying the forward's rebuild steps.
+Rows are sorted, so every valid list gives the same pairs within the cutoff in the same
+order: forces do not depend on when the list was last built (bit for bit on one thread, as a
+resumed run shows; to rounding on more, where parallel scatters add in no fixed order),
+which is what lets the adjoint recompute a trajectory from a checkpoint without replaying
+the forward's rebuild steps.
 """
 
 from __future__ import annotations
