@@ -54,20 +54,15 @@ def pair_soft_sphere(r2, epsilon, sigma, exponent):
     return epsilon / exponent * (1.0 - ti.sqrt(r2) / sigma) ** exponent
 
 
-@ti.func
-def separation(x: ti.template(), i, j, box_low: ti.template(), box_high: ti.template(),
-               periodic: ti.template()):
-    return min_image(x[j] - x[i], box_low, box_high, periodic)
-
-
 @ti.kernel
 def lj(x: ti.template(), neighbors: ti.template(), box_low: ti.template(),
        box_high: ti.template(), periodic: ti.template(), U: ti.template(), epsilon: float,
        sigma: float, cutoff: float):
     """Lennard-Jones cut at ``cutoff`` (LAMMPS lj/cut, no shift, no tail correction)."""
     for i in range(x.shape[0]):
+        xi = x[i]  # read once: its gradient is summed in a local, one scatter per particle
         for k in range(neighbor_count(neighbors, i)):
-            r = separation(x, i, neighbor(neighbors, i, k), box_low, box_high, periodic)
+            r = min_image(x[neighbor(neighbors, i, k)] - xi, box_low, box_high, periodic)
             r2 = r.dot(r)
             if r2 < cutoff * cutoff:
                 U[None] += pair_lj(r2, epsilon, sigma)
@@ -80,8 +75,9 @@ def lj_shifted(x: ti.template(), neighbors: ti.template(), box_low: ti.template(
     """Lennard-Jones cut and shifted to zero at ``cutoff`` (LAMMPS pair_modify shift yes)."""
     shift = pair_lj(cutoff * cutoff, epsilon, sigma)
     for i in range(x.shape[0]):
+        xi = x[i]  # read once: its gradient is summed in a local, one scatter per particle
         for k in range(neighbor_count(neighbors, i)):
-            r = separation(x, i, neighbor(neighbors, i, k), box_low, box_high, periodic)
+            r = min_image(x[neighbor(neighbors, i, k)] - xi, box_low, box_high, periodic)
             r2 = r.dot(r)
             if r2 < cutoff * cutoff:
                 U[None] += pair_lj(r2, epsilon, sigma) - shift
@@ -96,8 +92,9 @@ def lj_smooth(x: ti.template(), neighbors: ti.template(), box_low: ti.template()
     shift = pair_lj(cutoff * cutoff, epsilon, sigma)
     slope = pair_lj_force_r(cutoff * cutoff, epsilon, sigma) / cutoff
     for i in range(x.shape[0]):
+        xi = x[i]  # read once: its gradient is summed in a local, one scatter per particle
         for k in range(neighbor_count(neighbors, i)):
-            r = separation(x, i, neighbor(neighbors, i, k), box_low, box_high, periodic)
+            r = min_image(x[neighbor(neighbors, i, k)] - xi, box_low, box_high, periodic)
             r2 = r.dot(r)
             if r2 < cutoff * cutoff:
                 U[None] += pair_lj(r2, epsilon, sigma) - shift - (ti.sqrt(r2) - cutoff) * slope
@@ -110,8 +107,9 @@ def wca(x: ti.template(), neighbors: ti.template(), box_low: ti.template(),
     """Weeks-Chandler-Andersen: LJ cut at 2^(1/6) sigma and shifted up by epsilon."""
     rc2 = 2.0 ** (1.0 / 3.0) * sigma * sigma
     for i in range(x.shape[0]):
+        xi = x[i]  # read once: its gradient is summed in a local, one scatter per particle
         for k in range(neighbor_count(neighbors, i)):
-            r = separation(x, i, neighbor(neighbors, i, k), box_low, box_high, periodic)
+            r = min_image(x[neighbor(neighbors, i, k)] - xi, box_low, box_high, periodic)
             r2 = r.dot(r)
             if r2 < rc2:
                 U[None] += pair_lj(r2, epsilon, sigma) + epsilon
@@ -123,8 +121,9 @@ def morse(x: ti.template(), neighbors: ti.template(), box_low: ti.template(),
           alpha: float, r0: float, cutoff: float):
     """Morse cut at ``cutoff`` (no shift, as LAMMPS's morse)."""
     for i in range(x.shape[0]):
+        xi = x[i]  # read once: its gradient is summed in a local, one scatter per particle
         for k in range(neighbor_count(neighbors, i)):
-            r = separation(x, i, neighbor(neighbors, i, k), box_low, box_high, periodic)
+            r = min_image(x[neighbor(neighbors, i, k)] - xi, box_low, box_high, periodic)
             r2 = r.dot(r)
             if r2 < cutoff * cutoff:
                 U[None] += pair_morse(r2, depth, alpha, r0)
@@ -137,8 +136,9 @@ def soft_sphere(x: ti.template(), neighbors: ti.template(), box_low: ti.template
     """Purely repulsive eps / a (1 - r / sigma)^a, zero beyond sigma (the list's cutoff
     must reach sigma)."""
     for i in range(x.shape[0]):
+        xi = x[i]  # read once: its gradient is summed in a local, one scatter per particle
         for k in range(neighbor_count(neighbors, i)):
-            r = separation(x, i, neighbor(neighbors, i, k), box_low, box_high, periodic)
+            r = min_image(x[neighbor(neighbors, i, k)] - xi, box_low, box_high, periodic)
             r2 = r.dot(r)
             if r2 < sigma * sigma:
                 U[None] += pair_soft_sphere(r2, epsilon, sigma, exponent)
@@ -150,8 +150,9 @@ def lj_all_pairs(x: ti.template(), box_low: ti.template(), box_high: ti.template
                  cutoff: float):
     """The same cut Lennard-Jones over all pairs i < j: O(N^2), no list needed."""
     for i in range(x.shape[0]):
+        xi = x[i]
         for j in range(i + 1, x.shape[0]):
-            r = separation(x, i, j, box_low, box_high, periodic)
+            r = min_image(x[j] - xi, box_low, box_high, periodic)
             r2 = r.dot(r)
             if r2 < cutoff * cutoff:
                 U[None] += pair_lj(r2, epsilon, sigma)
