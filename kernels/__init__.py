@@ -18,6 +18,17 @@ Arguments are bound by NAME (the stepper reads the kernel's signature):
     bonds, angles, dihedrals, triangles
                topology as integer fields of shape (rows, 2 | 3 | 4 | 3): ``bonds[b, 0]``
     dt         the time step (scalar)
+    box_low, box_high
+               the scene's box, 0-D vector fields (``box_high[None] - box_low[None]`` is
+               its size; zero for ``boundary: none``); never repeat it in params
+    periodic   compile-time bool (use in ``ti.static``): the box is periodic
+    neighbors  the scene's Verlet list (``neighbors: {cutoff, skin}``), an i32 field:
+               ``for k in range(neighbor_count(neighbors, i)): j = neighbor(neighbors, i,
+               k)`` visits each partner j > i within cutoff + skin once, in ascending order
+    cutoff     with a list: its cutoff, unless the params set one
+``simrun.md`` has the ``ti.func`` helpers: ``min_image(d, box_low, box_high, periodic)``
+folds a separation to its nearest image (and is differentiable in the box, for the
+pressure), ``neighbor_count`` and ``neighbor``. ``kernels/lj.py`` shows them in use.
     <other>    a field returned by the module's ``allocate`` hook, or else a scalar parameter
                taken from the scene's ``params:`` or from the module's ``DEFAULTS[kernel]``
 Template arguments are annotated ``ti.template()``, scalars ``float`` (the scene's precision)

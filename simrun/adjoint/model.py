@@ -214,6 +214,7 @@ class DiffModel:
         """dU/dx, H lambda and the parameter derivatives at x (one forward-over-reverse pass)."""
         system = self.system
         system.x.from_numpy(np.ascontiguousarray(x, dtype=system.np_dtype))
+        system.refresh_neighbors()  # any valid list: the same terms in the same order
         self._over_reverse(system.x, lam, energy=False)
         out = Second(system.x.grad.to_numpy().astype(float),
                      system.x.grad.dual.to_numpy().astype(float),
@@ -230,6 +231,7 @@ class DiffModel:
         tangent}): one forward-over-reverse pass per nonzero seed."""
         system = self.system
         system.x.from_numpy(np.ascontiguousarray(x, dtype=system.np_dtype))
+        system.refresh_neighbors()  # any valid list: the same terms in the same order
         passes = [(system.x, xdot)] + [(system.m if k == "mass" else self.param_fields[k], s)
                                        for k, s in seeds.items()]
         dforce, denergy = np.zeros_like(xdot, dtype=float), 0.0

@@ -189,6 +189,7 @@ class NativeReverse:
         self.sf.from_numpy(state.f)
         self.nf.from_numpy(nxt.f)
         self.system.x.from_numpy(nxt.x)
+        self.system.refresh_neighbors()  # any valid list gives the same terms in one order
         self.hvp.set_field_args()
         self.bad.data[()] = 0
         self.chain.run(1)

@@ -16,9 +16,20 @@ def random_box(rng: np.random.Generator, count: int, low, high) -> np.ndarray:
     return low + (high - low) * rng.random((count, len(low)))
 
 
-def lattice(shape, spacing, origin, jitter: float, rng: np.random.Generator) -> np.ndarray:
-    """A regular grid numbered x-major (``i * ny + j``), optionally jittered."""
+LATTICE_BASES = {  # fractional offsets in a unit cell (LAMMPS's lattice fcc / bcc)
+    "fcc": ((0.0, 0.0, 0.0), (0.5, 0.5, 0.0), (0.5, 0.0, 0.5), (0.0, 0.5, 0.5)),
+    "bcc": ((0.0, 0.0, 0.0), (0.5, 0.5, 0.5)),
+}
+
+
+def lattice(shape, spacing, origin, jitter: float, rng: np.random.Generator,
+            basis: str | None = None) -> np.ndarray:
+    """A regular grid numbered x-major (``i * ny + j``), optionally with a basis of several
+    particles per cell (cell by cell) and jittered."""
     idx = np.indices(tuple(shape)).reshape(len(shape), -1).T.astype(float)
+    if basis is not None:
+        offsets = np.asarray(LATTICE_BASES[basis], float)
+        idx = (idx[:, None, :] + offsets[None, :, :]).reshape(-1, len(shape))
     x = np.asarray(origin, float) + idx * np.asarray(spacing, float)
     if jitter > 0:
         x += rng.uniform(-jitter, jitter, size=x.shape)
@@ -103,7 +114,8 @@ def _positions(scene: Scene, rng: np.random.Generator) -> tuple[np.ndarray, np.n
     if init.type == "random":
         return random_box(rng, p.count, opts["low"], opts["high"]), None
     if init.type == "lattice":
-        return lattice(opts["shape"], opts["spacing"], opts["origin"], opts["jitter"], rng), None
+        return lattice(opts["shape"], opts["spacing"], opts["origin"], opts["jitter"], rng,
+                       opts.get("basis")), None
     if init.type == "random_walk":
         return random_walk(rng, p.count, p.dim, opts["bond_length"], opts["angle"],
                            opts["start"]), None
@@ -123,5 +135,8 @@ def initial_state(scene: Scene) -> tuple[np.ndarray, np.ndarray]:
     if temperature > 0:
         thermal = rng.normal(size=x.shape) * np.sqrt(temperature / masses)
         thermal -= (masses * thermal).sum(axis=0) / masses.sum()  # no centre-of-mass drift
+        if scene.initial.exact_temperature:  # as LAMMPS's velocity create: dof = dim (N - 1)
+            dof = thermal.size - thermal.shape[1]
+            thermal *= np.sqrt(temperature * dof / np.sum(masses * thermal * thermal))
         v = v + thermal
     return x, v

@@ -12,7 +12,14 @@ from pathlib import Path
 
 from yaml.nodes import Node, ScalarNode
 
-from simrun.scene import limits, load_fields, load_integrator, load_optimize, load_state, load_terms
+from simrun.scene import (
+    limits,
+    load_fields,
+    load_integrator,
+    load_optimize,
+    load_state,
+    load_terms,
+)
 from simrun.scene.errors import SceneError, error_at, shorten
 from simrun.scene.nodes import (
     MapReader,
@@ -31,6 +38,7 @@ from simrun.scene.schema import (
     READABLE_VERSIONS,
     SCHEMA_VERSION,
     Boundary,
+    Neighbors,
     Outputs,
     Particles,
     Scene,
@@ -41,7 +49,7 @@ MAX_NAME = 100  # characters; file systems allow 255 in a folder name
 
 TOP_KEYS = ("version", "name", "description", "precision", "seed", "particles", "initial",
             "energy", "topology", "integrator", "step_kernels", "controller", "fields", "dt",
-            "steps", "boundary", "outputs", "thermo", "objective", "optimize")
+            "steps", "boundary", "outputs", "thermo", "objective", "optimize", "neighbors")
 
 
 def display_path(path: Path) -> str:
@@ -140,6 +148,27 @@ def _boundary(node: Node | None, dim: int) -> Boundary:
     return Boundary(kind, low, high)
 
 
+def _neighbors(node: Node | None, boundary: Boundary) -> Neighbors | None:
+    """``neighbors: {cutoff, skin, max_neighbors}``; a periodic box must hold twice the
+    reach (cutoff + skin) in every direction, so each pair has one nearest image."""
+    if node is None:
+        return None
+    r = MapReader(node, "neighbors")
+    cutoff = as_float(r.require("cutoff", "Write neighbors: {cutoff: 2.5, skin: 0.3}"),
+                      "neighbors.cutoff", positive=True)
+    skin_node, most = r.get("skin"), r.get("max_neighbors")
+    skin = as_float(skin_node, "neighbors.skin", nonnegative=True) if skin_node else 0.3
+    r.done()
+    if boundary.type == "periodic":
+        shortest = min(h - lo for lo, h in zip(boundary.low or (), boundary.high or ()))
+        if 2 * (cutoff + skin) > shortest:
+            raise error_at(node, f"cutoff + skin = {cutoff + skin:g} is more than half the "
+                           f"periodic box's shortest side ({shortest:g}), so a pair could "
+                           "interact through two images", "Use a larger box or a shorter "
+                           "cutoff or skin")
+    return Neighbors(cutoff, skin, as_int(most, "neighbors.max_neighbors", 1) if most else None)
+
+
 def _outputs(node: Node | None, steps_node: Node, steps: int, p: Particles,
              precision: str) -> Outputs:
     default_every = max(1, steps // 100)
@@ -212,6 +241,7 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
         raise error_at(root, "the scene has no 'energy' terms and no 'step_kernels', so "
                        "nothing moves the particles",
                        "Add 'energy: [{kernel: kernels/gravity.py:gravity}]'")
+    boundary = _boundary(r.get("boundary"), particles.dim)
     return Scene(
         source=path.resolve(), version=version,
         name=_name(name_node, path),
@@ -221,7 +251,7 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
         topology=load_state.topology(r.get("topology"), particles, init),
         integrator=load_integrator.integrator(r.get("integrator"), _typed), dt=dt,
         steps=steps, thermo=load_integrator.thermo(r.get("thermo"), steps),
-        boundary=_boundary(r.get("boundary"), particles.dim),
+        boundary=boundary, neighbors=_neighbors(r.get("neighbors"), boundary),
         outputs=_outputs(r.get("outputs"), steps_node, steps, particles, precision),
         step_kernels=stepk, controller=control, fields=field_files, fields_where=field_where,
         objective=objective,

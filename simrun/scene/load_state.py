@@ -10,9 +10,10 @@ import numpy as np
 from yaml.nodes import MappingNode, Node
 
 from simrun.scene.errors import choices_text, error_at, shorten
-from simrun.scene.initial import STATE_FILE_ERRORS, read_state_file
+from simrun.scene.initial import LATTICE_BASES, STATE_FILE_ERRORS, read_state_file
 from simrun.scene.nodes import (
     MapReader,
+    as_bool,
     as_choice,
     as_float,
     as_index_rows,
@@ -25,10 +26,10 @@ from simrun.scene.nodes import (
 from simrun.scene.schema import INITIAL_TYPES, TOPOLOGY_KINDS, Initial, Particles, Topology
 from simrun.scene.topology import GENERATORS, generate
 
-COMMON_KEYS = ("type", "velocity", "temperature")
+COMMON_KEYS = ("type", "velocity", "temperature", "exact_temperature")
 TYPE_KEYS = {
     "random": ("low", "high"),
-    "lattice": ("shape", "spacing", "origin", "jitter"),
+    "lattice": ("shape", "spacing", "origin", "jitter", "basis"),
     "random_walk": ("bond_length", "angle", "start"),
     "file": ("path", "frame"),
 }
@@ -48,7 +49,12 @@ def _lattice(reader: MapReader, p: Particles) -> dict[str, Any]:
     shape_node = reader.require("shape", f"Add 'shape: [nx, ny{', nz' * (p.dim - 2)}]'")
     items = as_seq(shape_node, "initial.shape", p.dim)
     shape = [as_int(n, "initial.shape", 1) for n in items]
-    made = math.prod(shape)
+    basis_node = reader.get("basis")
+    basis = as_choice(basis_node, "initial.basis", tuple(LATTICE_BASES)) if basis_node else None
+    if basis is not None and len(LATTICE_BASES[basis][0]) != p.dim:
+        raise error_at(basis_node, f"lattice basis '{basis}' is 3-D but particles.dim is "
+                       f"{p.dim}", "Remove 'basis' (a simple lattice) or set particles.dim: 3")
+    made = math.prod(shape) * (len(LATTICE_BASES[basis]) if basis else 1)
     if made != p.count:
         raise error_at(shape_node, f"lattice shape {shorten(str(shape))} makes "
                        f"{shorten(str(made))} particles but particles.count is {p.count}",
@@ -60,7 +66,9 @@ def _lattice(reader: MapReader, p: Particles) -> dict[str, Any]:
         raise error_at(spacing_node, "lattice spacing must be positive", "Use e.g. spacing: 0.1")
     origin = as_vector(origin_node, "initial.origin", p.dim) if origin_node else (0.0,) * p.dim
     jitter = as_float(jitter_node, "initial.jitter", nonnegative=True) if jitter_node else 0.0
-    return {"shape": shape, "spacing": list(spacing), "origin": list(origin), "jitter": jitter}
+    options = {"shape": shape, "spacing": list(spacing), "origin": list(origin),
+               "jitter": jitter}
+    return options if basis is None else {**options, "basis": basis}
 
 
 def _random_walk(reader: MapReader, p: Particles) -> dict[str, Any]:
@@ -119,10 +127,11 @@ def initial(node: Node | None, p: Particles, scene_dir: Path) -> Initial:
         options = _random_walk(reader, p)
     else:
         options = _file(reader, p, scene_dir)
-    vel, temp = reader.get("velocity"), reader.get("temperature")
+    vel, temp, exact = (reader.get(k) for k in ("velocity", "temperature", "exact_temperature"))
     return Initial(kind, options,
                    as_vector(vel, "initial.velocity", p.dim) if vel else (0.0,) * p.dim,
-                   as_float(temp, "initial.temperature", nonnegative=True) if temp else 0.0)
+                   as_float(temp, "initial.temperature", nonnegative=True) if temp else 0.0,
+                   as_bool(exact, "initial.exact_temperature") if exact else False)
 
 
 def _topology_entry(kind: str, node: Node, p: Particles, init: Initial) -> np.ndarray:

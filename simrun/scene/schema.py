@@ -180,11 +180,14 @@ class Initial:
     options: dict[str, Any]  # type-specific, already validated (paths absolute)
     velocity: tuple[float, ...]
     temperature: float
+    exact_temperature: bool = False  # scale the thermal velocities to exactly T (as LAMMPS)
 
     def to_dict(self) -> dict[str, Any]:
         data = {"type": self.type, **self.options}
         data["velocity"] = list(self.velocity)
         data["temperature"] = self.temperature
+        if self.exact_temperature:
+            data["exact_temperature"] = True
         return data
 
 
@@ -242,6 +245,22 @@ class Boundary:
 
 
 @dataclass(frozen=True)
+class Neighbors:
+    """A Verlet list for pair kernels: pairs within ``cutoff + skin``, rebuilt when a particle
+    has moved more than ``skin / 2``; ``max_neighbors`` per particle (None: from density)."""
+
+    cutoff: float
+    skin: float
+    max_neighbors: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"cutoff": self.cutoff, "skin": self.skin}
+        if self.max_neighbors is not None:
+            data["max_neighbors"] = self.max_neighbors
+        return data
+
+
+@dataclass(frozen=True)
 class Outputs:
     every: int
     positions: bool = True
@@ -286,6 +305,7 @@ class Scene:
     @property
     def thermo_every(self) -> int:
         return self.thermo or self.outputs.every
+    neighbors: Neighbors | None = None
 
     def kernel_refs(self) -> list[KernelRef]:
         """Every kernel the scene names: energy terms, step kernels, then the controller."""
@@ -318,6 +338,8 @@ class Scene:
                     outputs=self.outputs.to_dict())
         if self.thermo is not None:
             data["thermo"] = self.thermo
+        if self.neighbors is not None:
+            data["neighbors"] = self.neighbors.to_dict()
         if self.objective is not None:
             data["objective"] = self.objective.to_dict()
         if self.optimize is not None:

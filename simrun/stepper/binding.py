@@ -178,3 +178,21 @@ def bind(ref: KernelRef, kernel: Any, values: Mapping[str, Any], defaults: Mappi
                              f"Add it under this term's 'params:' (or to DEFAULTS in "
                              f"{ref.path.name}).")
     return BoundKernel(ref, kernel, tuple(args))
+
+
+BOX_NAMES = ("box_low", "box_high", "periodic")
+
+
+def box_values(ti: Any, boundary: Any, dim: int, fp: Any, grad: bool = False
+               ) -> dict[str, Any]:
+    """The box a kernel binds by name: ``box_low`` / ``box_high`` (0-D vector fields) and
+    ``periodic`` (a compile-time bool for ``ti.static``). An open scene (``boundary: none``)
+    has a zero box and ``periodic`` False. With ``grad`` the fields carry gradients, so a
+    reverse pass gives dU/d(box) (the pressure); the stepper's forces use a box without,
+    as accumulating dU/dL costs a third of the pair gradient's time (bench/lj_melt.py)."""
+    low = ti.Vector.field(dim, dtype=fp, shape=(), needs_grad=grad)
+    high = ti.Vector.field(dim, dtype=fp, shape=(), needs_grad=grad)
+    if boundary.type != "none":
+        low[None] = list(boundary.low)
+        high[None] = list(boundary.high)
+    return {"box_low": low, "box_high": high, "periodic": boundary.type == "periodic"}

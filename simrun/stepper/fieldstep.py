@@ -9,7 +9,8 @@ in one native call, stopping after the first step whose state is not finite; oth
 energy that brings its own gradient, random numbers, a Tape or FwdMode around the step) the
 same launches run from Python, with ``System.forces`` between them. A scene with a
 `controller` also steps from Python: each step runs the controller kernels at the step index
-(they write what the energies read, e.g. actuations), then takes the forces again, then steps.
+(they write what the energies read, e.g. actuations), then takes the forces again, then steps;
+so does a scene with a neighbour list, whose rebuild check comes before each step's forces.
 
 The state lives in the fields between calls: x, v, F = -x.grad and U. ``load``/``store``
 move a `State` in and out at chunk boundaries (frames, checkpoints, the adjoint's stored
@@ -78,6 +79,7 @@ class FieldStepper:
             self.clear.append(self._launch(updates.reset_loss, (system.U,)))
         self.chain = self.forces_only = None
         if (self.forces is not None and not system.controller
+                and system.neighbor_list is None  # its rebuild check runs before the forces
                 and all(isinstance(s, tuple) for s in self.pre)
                 and not any(serial_scatters(c) for c, _ in self.forces)):
             self.chain = Chain(runtime(), self.pre + self.clear + self.forces + self.post,
@@ -180,6 +182,7 @@ class FieldStepper:
 
     def _forces(self) -> None:
         if self.forces is not None and not recording():
+            self.system.refresh_neighbors()
             for part in self.clear + self.forces:
                 self._make(part)
         else:

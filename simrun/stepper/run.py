@@ -22,6 +22,7 @@ from simrun.scene import Scene, SceneError, initial_state
 from simrun.stepper import files, thermo
 from simrun.stepper.fieldstep import FieldStepper
 from simrun.stepper.integrators import State, kinetic_energy
+from simrun.stepper.pressure import pressure_record
 from simrun.stepper.system import System
 from simrun.stepper.thermostats import ThermostatStep, make_thermostat
 
@@ -323,6 +324,7 @@ def run_scene(scene: Scene, out_dir: str | os.PathLike[str] | Callable[[], Path]
         else None
     system, state = prepare(scene, checkpoint, threads, debug)
     stepping = make_stepping(scene, system, state, checkpoint)
+    pressure_start = pressure_record(system, state.step, state.v)
     setup_s = round(time.perf_counter() - started, 4)
     shapes = system.render_shapes()
     target = target if target is not None else Path(where())
@@ -342,6 +344,8 @@ def run_scene(scene: Scene, out_dir: str | os.PathLike[str] | Callable[[], Path]
         loop(scene, system, state, writer, stepping, progress, flush_interval)
         writer.flush()
         drift_check = finish_drift(scene, writer, info, drift_tolerance)
+        if pressure_start is not None:  # by autodiff of U in the box scale (pressure.py)
+            info["pressure"] = [pressure_start, pressure_record(system, state.step, state.v)]
         status = "ok"
     except KeyboardInterrupt:
         status = "interrupted"

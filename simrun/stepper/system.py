@@ -13,9 +13,11 @@ import numpy as np
 from simrun.lang.autodiff.tape import access_of
 from simrun.scene import Scene, SceneError
 from simrun.stepper.binding import (
+    BOX_NAMES,
     BoundKernel,
     KernelContext,
     bind,
+    box_values,
     check_limits,
     check_params,
     find_kernel,
@@ -23,9 +25,11 @@ from simrun.stepper.binding import (
     parameter_names,
 )
 from simrun.stepper.forces import DirectForces
+from simrun.stepper.neighbors import NeighborList, NeighborListOverflow
 
 BASE_NAMES = ("x", "v", "m", "x0", "U", "dt", "step", "bonds", "angles", "dihedrals",
-              "triangles")  # `step`: the step index, for controller (and objective) kernels
+              "triangles", "neighbors", *BOX_NAMES)  # `step`: the step index, for controller
+#                                                      (and objective) kernels
 
 
 class System:
@@ -54,6 +58,7 @@ class System:
         self.energy = [self._bind_term(term) for term in scene.energy]
         self._grads: list | None = None
         self._direct: DirectForces | None = None
+        self._box_grad: tuple[list[BoundKernel], dict[str, Any]] | None = None
         self.step_kernels = self._bind_step_kernels(scene.step_kernels)
         self.controller = self._bind_step_kernels(scene.controller, {"step": 0})
         self._step_at = [parameter_names(k.kernel).index("step")
@@ -72,6 +77,11 @@ class System:
         self.x0.from_numpy(self.x0_np)
         self.x.from_numpy(self.x0_np)
         self.m.from_numpy(self.masses)
+        self.box = box_values(ti, self.scene.boundary, p.dim, self.fp)
+        spec = self.scene.neighbors
+        self.neighbor_list = None if spec is None else NeighborList(
+            spec.cutoff, spec.skin, self.x0_np, self.scene.boundary, self.fp, self.box,
+            spec.max_neighbors)
         self.topology: dict[str, Any] = {}
         for kind, rows in self.scene.topology.arrays.items():
             f = ti.field(dtype=ti.i32, shape=rows.shape)
@@ -143,14 +153,30 @@ class System:
         return {kind: rows for kind, rows in merged.items() if rows}
 
     def values(self) -> dict[str, Any]:
-        """Everything a kernel argument can be bound to, except scene params."""
+        """Everything a kernel argument can be bound to, except scene params (the list's
+        ``cutoff`` is the default for a pair kernel's)."""
+        listed = {} if self.neighbor_list is None else {
+            "neighbors": self.neighbor_list.neighbors, "cutoff": self.neighbor_list.cutoff}
         return {"x": self.x, "v": self.v, "m": self.m, "x0": self.x0, "U": self.U,
-                "dt": self.scene.dt, **self.topology, **self.extra}
+                "dt": self.scene.dt, **self.box, **listed, **self.topology, **self.extra}
+
+    def refresh_neighbors(self) -> bool:
+        """Rebuild the neighbour list if a particle moved more than half the skin since it
+        was built (call after x changes, before the energy kernels); True when rebuilt."""
+        if self.neighbor_list is None:
+            return False
+        try:
+            return self.neighbor_list.update(self.x)
+        except NeighborListOverflow as exc:
+            raise SceneError(f"{self.scene.source}: neighbors: {exc}") from None
 
     def _validate_params(self) -> None:
         """Scene params name kernel arguments and meet the modules' LIMITS (before allocate,
         which may size fields from them)."""
         context = {"n": self.scene.particles.count, "dim": self.scene.particles.dim}
+        if self.scene.neighbors is not None:  # pair kernels may not reach past the list
+            context.update(list_cutoff=self.scene.neighbors.cutoff,
+                           cutoff=self.scene.neighbors.cutoff)
         for term in self.scene.energy:
             module = load_module(term.kernel.path)
             kernel = find_kernel(term.kernel, module)
@@ -174,11 +200,21 @@ class System:
             own = {n: v for n, v in sk.params.items() if n in parameter_names(k)}
             check_limits(ref, module, {**defaults, **own}, ref.where, sk.param_where, context)
 
-    def _bind_term(self, term) -> BoundKernel:
+    def _bind_term(self, term, box: dict[str, Any] | None = None) -> BoundKernel:
         module = load_module(term.kernel.path)
         kernel = find_kernel(term.kernel, module)
         defaults = getattr(module, "DEFAULTS", {}).get(term.kernel.name, {})
-        return bind(term.kernel, kernel, {**self.values(), **term.params}, defaults)
+        return bind(term.kernel, kernel, {**self.values(), **(box or {}), **term.params},
+                    defaults)
+
+    def energy_with_box_gradient(self) -> tuple[list[BoundKernel], dict[str, Any]]:
+        """The energy terms bound to a copy of the box that carries gradients (built once,
+        compiled on first use): what the pressure differentiates."""
+        if self._box_grad is None:
+            p = self.scene.particles
+            box = box_values(self.ti, self.scene.boundary, p.dim, self.fp, grad=True)
+            self._box_grad = ([self._bind_term(term, box) for term in self.scene.energy], box)
+        return self._box_grad
 
     def _bind_step_kernels(self, sk, extra: dict | None = None) -> list[BoundKernel]:
         if sk is None:
@@ -212,6 +248,7 @@ class System:
         """Potential energy and F = -dU/dx at the current positions (autodiff)."""
         if not self.energy:
             return 0.0, np.zeros_like(self.x0_np)
+        self.refresh_neighbors()
         for grad in self._energy_grads():
             grad.fill(0)
         if self._direct is None:

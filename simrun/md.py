@@ -1,0 +1,37 @@
+"""``ti.func`` helpers that kernel modules import for pair interactions.
+
+    from simrun.md import min_image, neighbor, neighbor_count
+
+The box and the neighbour list are bound by name like ``x`` (see ``kernels/__init__.py``):
+a kernel that declares ``box_low, box_high, periodic`` gets the scene's box, so a periodic
+kernel never repeats the box length by hand, and one that declares ``neighbors`` gets the
+scene's Verlet list (``neighbors: {cutoff, skin}`` in the scene).
+"""
+
+from __future__ import annotations
+
+import simrun.lang as ti
+
+
+@ti.func
+def min_image(d, box_low: ti.template(), box_high: ti.template(), periodic: ti.template()):
+    """The separation ``d`` (x_j - x_i) folded to its nearest periodic image (unchanged in
+    an open or reflecting box). Differentiable in the box too: d(result)/dL = -round(d/L),
+    the image shift, which is what dU/d(box) (the pressure) needs."""
+    if ti.static(not periodic):  # each local assigned once: the reverse pass recomputes
+        return d
+    box = box_high[None] - box_low[None]
+    return d - box * ti.round(d / box)
+
+
+@ti.func
+def neighbor_count(neighbors: ti.template(), i):
+    """How many partners particle ``i`` has in the list (each pair is listed once, at the
+    lower index: loop ``for k in range(neighbor_count(neighbors, i))``)."""
+    return neighbors[i, 0]
+
+
+@ti.func
+def neighbor(neighbors: ti.template(), i, k):
+    """The ``k``-th partner ``j > i`` of particle ``i`` (ascending ``j``)."""
+    return neighbors[i, k + 1]
