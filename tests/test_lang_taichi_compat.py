@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import simrun.lang as ti
+from simrun.lang.fields import grad_of
 
 
 @pytest.fixture(autouse=True)
@@ -20,7 +21,9 @@ def test_gradients_placed_by_hand():
     ti.root.dense(ti.i, 4).place(x, x.grad)  # Taichi's `place(x, x.grad)`
     ti.root.dense(ti.i, 4).place(y)
     ti.root.place(loss, loss.grad)
-    assert y.grad is None  # placed without a gradient
+    assert grad_of(y) is None  # placed without a gradient: y.grad is only a handle
+    with pytest.raises(RuntimeError, match="has not been placed"):
+        y.grad[0]
 
     @ti.kernel
     def total():

@@ -15,6 +15,7 @@ import dataclasses
 from contextlib import contextmanager
 
 from ..errors import AutodiffError
+from ..fields import grad_of
 from ..ir import builder
 from ..ir.access import stmt_reads
 from ..ir.nodes import (
@@ -49,7 +50,7 @@ from .rules import partials
 
 
 def has_grad(f) -> bool:
-    return getattr(f, "grad", None) is not None and getattr(f, "role", "primal") == "primal"
+    return grad_of(f) is not None and getattr(f, "role", "primal") == "primal"
 
 
 class TaskReverser:

@@ -7,7 +7,7 @@ import operator
 
 from .. import builtins as B
 from ..errors import CompileError
-from ..fields import Field
+from ..fields import Field, Unplaced
 from ..ir import builder
 from ..ir.nodes import (
     AssertStmt,
@@ -468,7 +468,8 @@ class Lowerer:
         except AttributeError:
             raise self.error(f"'{type(base).__name__}' value has no attribute '{node.attr}'",
                              node) from None
-        if value is None and node.attr in ("grad", "dual") and isinstance(base, Field):
+        if (value is None or isinstance(value, Unplaced)) and node.attr in ("grad", "dual") \
+                and isinstance(base, Field):
             what = "Gradient" if node.attr == "grad" else "Dual"
             flag = "needs_grad" if node.attr == "grad" else "needs_dual"
             raise self.error(f"{what} {base.name}.{node.attr} has not been placed, check "
