@@ -459,7 +459,26 @@ class Lowerer:
         cond = self.expr(node.test)
         if not is_dynamic(cond):
             return self.expr(node.body if cond else node.orelse)
-        return B.select(cond, self.expr(node.body), self.expr(node.orelse))
+        branches = []
+        for part in (node.body, node.orelse):
+            self.em.blocks.append([])
+            value = self.expr(part)
+            if is_dynamic(value) and not isinstance(value, Matrix):
+                value = builder.as_expr(value)  # a field element is loaded here, in its branch
+            branches.append((self.em.blocks.pop(), value))
+        (then, a), (orelse, b) = branches
+        if not (then or orelse) or isinstance(a, Matrix) or isinstance(b, Matrix):
+            for stmt in then + orelse:
+                self.em.emit(stmt)
+            return B.select(cond, a, b)
+        # Taichi's ifte: only the taken branch runs, and only it is differentiated, so the
+        # guarded load in wave.py's `p[t, i, j] if 0 <= i < n else 0` never reads p[t, -1, j]
+        dtype = builder.as_expr(B.select(cond, a, b)).dtype
+        var = self.em.fresh("ifexp", dtype)
+        then.append(Assign(var, builder.cast(a, dtype)))
+        orelse.append(Assign(var, builder.cast(b, dtype)))
+        self.em.emit(If(builder.as_expr(cond), then, orelse))
+        return VarRef(var)
 
     def expr_Attribute(self, node):
         base = self.expr(node.value)
