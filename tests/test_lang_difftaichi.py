@@ -21,34 +21,40 @@ from simrun.lang.fields import FieldError
 
 # The cases: each defines `run(values) -> (loss, gradient)` with `ti` in scope.
 WAVE = """
-n, T = 6, 5
+n, rows, T = 6, 2, 5
 p = ti.field(ti.f64)
-ti.root.dense(ti.i, T).dense(ti.j, n).place(p)
-ti.root.dense(ti.i, T).dense(ti.j, n).place(p.grad)  # wave.py places the gradient apart
+ti.root.dense(ti.i, T).dense(ti.jk, (rows, n)).place(p)
+ti.root.dense(ti.i, T).dense(ti.jk, (rows, n)).place(p.grad)  # wave.py places it apart
 loss = ti.field(ti.f64, shape=(), needs_grad=True)
 
 
 @ti.func
-def laplacian(t, i):
-    return p[t, (i + 1) % n] - 2 * p[t, i] + p[t, (i + n - 1) % n]
+def get_p(t, r, i):
+    return p[t, r, i] if 0 <= i < n else 0  # wave.py's guard: only one branch runs
+
+
+@ti.func
+def laplacian(t, r, i):
+    return get_p(t, r, i + 1) - 2 * get_p(t, r, i) + get_p(t, r, i - 1)
 
 
 @ti.kernel
 def fdtd(t: ti.i32):
-    for i in range(n):
-        p[t, i] = 2 * p[t - 1, i] + 0.3 * laplacian(t - 1, i) - p[t - 2, i] \\
-            + 0.1 * p[t - 1, i] * p[t - 2, i]
+    for r in range(rows):  # wave.py's shape: parallel over rows, serial along each
+        for i in range(n):
+            p[t, r, i] = 2 * p[t - 1, r, i] + 0.3 * laplacian(t - 1, r, i) - p[t - 2, r, i] \\
+                + 0.1 * p[t - 1, r, i] * laplacian(t - 2, r, i)
 
 
 @ti.kernel
 def total():
-    for i in range(n):
-        loss[None] += p[T - 1, i] ** 2
+    for r, i in ti.ndrange(rows, n):
+        loss[None] += p[T - 1, r, i] ** 2
 
 
 def run(values):
-    start = np.zeros((T, n))
-    start[:2] = values.reshape(2, n)
+    start = np.zeros((T, rows, n))
+    start[:2] = values.reshape(2, rows, n)
     p.from_numpy(start)
     with ti.ad.Tape(loss):
         for t in range(2, T):
@@ -56,7 +62,7 @@ def run(values):
         total()
     return loss[None], p.grad.to_numpy()[:2].ravel()
 """
-WAVE_INPUTS = (2, 6)  # p[0] and p[1] are the inputs; the rest is overwritten
+WAVE_INPUTS = (2, 2, 6)  # p[0] and p[1] are the inputs; the rest is overwritten
 
 FLATTENED = """
 n = 4
