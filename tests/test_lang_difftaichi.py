@@ -373,3 +373,49 @@ def test_conditional_expression_runs_only_the_taken_branch():
     left, right = np.r_[0, values[:-1]], np.r_[values[1:], 0]
     assert loss[None] == pytest.approx(float(((left + right) * values).sum()), rel=1e-15)
     np.testing.assert_allclose(p.grad.to_numpy(), 2 * (left + right), rtol=1e-15)
+
+
+def test_a_field_read_before_a_later_launch_overwrites_it_differentiates_what_was_read():
+    """electric.py's nn1(t) reads v[t] before advance(t) writes it (Taichi's global data
+    access rule, broken): the forward used the old v[t], so the gradient must too. Taichi
+    1.7.4's Tape uses the overwritten value (its weight1 gradient differs from central
+    differences); simrun's snapshot of v[t] gives the central-difference gradient."""
+    ti.init(arch=ti.cpu, default_fp=ti.f64)
+    T = 6
+    v = ti.field(ti.f64, shape=T, needs_grad=True)
+    h = ti.field(ti.f64, shape=T, needs_grad=True)
+    w = ti.field(ti.f64, shape=(), needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def nn(t: ti.i32):
+        for _ in range(1):
+            h[t] = ti.tanh(w[None] * v[t] + v[t - 1])  # v[t]: last iteration's value
+
+    @ti.kernel
+    def advance(t: ti.i32):
+        for _ in range(1):
+            v[t] = 0.9 * v[t - 1] + h[t]
+            loss[None] += v[t] ** 2
+
+    stale = np.random.default_rng(5).uniform(-1, 1, T)
+
+    def run(weight, tape):
+        v.from_numpy(stale)
+        w[None] = weight
+        loss[None] = 0
+        if tape:
+            with ti.ad.Tape(loss):
+                for t in range(1, T):
+                    nn(t)
+                    advance(t)
+            return w.grad[None]
+        for t in range(1, T):
+            nn(t)
+            advance(t)
+        return loss[None]
+
+    grad = run(0.7, tape=True)
+    step = 1e-6
+    fd = (run(0.7 + step, False) - run(0.7 - step, False)) / (2 * step)
+    assert abs(grad - fd) <= 1e-8 * max(1.0, abs(fd)), (grad, fd)
