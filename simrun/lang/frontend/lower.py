@@ -274,8 +274,20 @@ class Lowerer:
         binding = self.binding(base_node.id) if isinstance(base_node, ast.Name) else None
         if isinstance(binding, LocalMatrix):
             idx = self.expr(target.slice)
-            self.assign_component(base_node, idx, value)
+            cells = special.dynamic_cells(self, binding, idx, target)
+            if cells is None:
+                self.assign_component(base_node, idx, value)
+            else:
+                self.assign_cells(cells, value, lambda i, j, v: self.em.emit(Assign(
+                    binding.vars[i * binding.m + j],
+                    builder.cast(v, binding.vars[i * binding.m + j].dtype))))
             return
+        base = self.expr(base_node)
+        if isinstance(base, Matrix) and _has_global(base):
+            cells = special.dynamic_cells(self, base, self.expr(target.slice), target)
+            if cells is not None:
+                self.assign_cells(cells, value, lambda i, j, v: self.store(base.rows[i][j], v))
+                return
         place = self.expr(target)
         if isinstance(place, GlobalRef):
             self.store(place, value)
@@ -293,6 +305,15 @@ class Lowerer:
             base[self.expr(target.slice)] = value
         else:
             raise self.error("this subscript cannot be assigned to", target)
+
+    def assign_cells(self, cells: list, value, assign) -> None:
+        """`a[k] = value` with a runtime k: the value once, then one guarded assignment per
+        cell (`assign(i, j, value)`), the one whose condition holds."""
+        value = self.materialize(builder.as_expr(value))
+        for cond, (i, j) in cells:
+            self.em.blocks.append([])
+            assign(i, j, value)
+            self.em.emit(If(builder.as_expr(cond), self.em.blocks.pop(), []))
 
     def store(self, ref: GlobalRef, value) -> None:
         self.em.emit(Store(ref.field, ref.comp, ref.indices, builder.cast(value, ref.dtype)))
