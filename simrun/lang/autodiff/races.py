@@ -121,8 +121,6 @@ class _Canonical:
         """k as (base, integer offset): x + 1 - 3 is (x, -2), a constant is (None, c)."""
         if k[0] == "const" and isinstance(k[1], int):
             return None, k[1]
-        if k[0] == Op.CAST.value:
-            return self.split(k[1])
         if k[0] in (Op.ADD.value, Op.SUB.value):
             (base_a, off_a), (base_b, off_b) = self.split(k[1]), self.split(k[2])
             sign = 1 if k[0] == Op.ADD.value else -1
