@@ -12,7 +12,8 @@ folder and each runs in its own process, headless, with these shims outside the 
   for a GPU API crashes on this machine; simrun has the CPU only);
 - `ti.GUI` never opens a window (SIMRUN_GUI_HEADLESS=1; Taichi's `show_gui=False`; Taichi's
   `gui.line` gets its points as floats: rigid_body passes 2x1 arrays, which Taichi 1.7.4's
-  binding refuses under numpy 2), and
+  binding refuses under numpy 2; liquid's `ti.clear_all_gradients` is Taichi 1.7.4's
+  `ti.ad.clear_all_gradients`), and
   `cv2.imshow`/`waitKey`/`imwrite` do nothing (cv2 is opencv-python-headless);
 - `random` and `numpy.random` are seeded (0) before the example starts, so examples that draw
   their initial weights unseeded draw the same ones under both modules; diffmpm3d draws its
@@ -95,6 +96,7 @@ if MODULE == "taichi":
             flat = lambda p: [float(c) for c in np.asarray(p, dtype=float).reshape(-1)]
             return super().line(flat(begin), flat(end), *args, **kwargs)
     ti.GUI = HeadlessGUI
+    ti.clear_all_gradients = ti.ad.clear_all_gradients  # liquid's pre-1.0 name
 
 if SOURCE == "tape":
     exit_tape = ti.ad.Tape.__exit__
