@@ -10,11 +10,12 @@ folder and each runs in its own process, headless, with these shims outside the 
   the installed wheel for `taichi` (`pip install -e '.[bench]'`);
 - both run on the CPU: `TI_ARCH=x64` overrides the examples' `arch=ti.gpu` (Taichi probing
   for a GPU API crashes on this machine; simrun has the CPU only);
-- `ti.GUI` never opens a window (SIMRUN_GUI_HEADLESS=1; Taichi's `show_gui=False`; Taichi's
-  `gui.line` gets its points as floats: rigid_body passes 2x1 arrays, which Taichi 1.7.4's
-  binding refuses under numpy 2; liquid's `ti.clear_all_gradients` is Taichi 1.7.4's
-  `ti.ad.clear_all_gradients`), and
-  `cv2.imshow`/`waitKey`/`imwrite` do nothing (cv2 is opencv-python-headless);
+- `ti.GUI` never opens a window and draws only the frames an example saves to a file
+  (`show_gui=False` for both; `gui.show()` alone then draws nothing, as in Taichi); `gui.line`
+  gets its points as floats (rigid_body passes 2x1 arrays, which Taichi 1.7.4's binding
+  refuses under numpy 2); liquid's `ti.clear_all_gradients` is Taichi 1.7.4's
+  `ti.ad.clear_all_gradients`; `cv2.imshow`/`waitKey`/`imwrite` do nothing (cv2 is
+  opencv-python-headless);
 - `random` and `numpy.random` are seeded (0) before the example starts, so examples that draw
   their initial weights unseeded draw the same ones under both modules; diffmpm3d draws its
   weights with `ti.randn` in a kernel, so both get the same seeded numpy draw instead, set
@@ -86,16 +87,18 @@ def record(loss):
         os._exit(0)
 
 
-if MODULE == "taichi":
-    class HeadlessGUI(ti.GUI):
-        def __init__(self, *args, **kwargs):
-            kwargs["show_gui"] = False
-            super().__init__(*args, **kwargs)
+class HeadlessGUI(ti.GUI):  # both: frames go only where show(file) names a file
+    def __init__(self, *args, **kwargs):
+        kwargs["show_gui"] = False
+        super().__init__(*args, **kwargs)
 
-        def line(self, begin, end, *args, **kwargs):  # rigid_body passes 2x1 columns
-            flat = lambda p: [float(c) for c in np.asarray(p, dtype=float).reshape(-1)]
-            return super().line(flat(begin), flat(end), *args, **kwargs)
-    ti.GUI = HeadlessGUI
+    def line(self, begin, end, *args, **kwargs):  # rigid_body passes 2x1 columns
+        flat = lambda p: [float(c) for c in np.asarray(p, dtype=float).reshape(-1)]
+        return super().line(flat(begin), flat(end), *args, **kwargs)
+
+
+ti.GUI = HeadlessGUI
+if MODULE == "taichi":
     ti.clear_all_gradients = ti.ad.clear_all_gradients  # liquid's pre-1.0 name
 
 if SOURCE == "tape":
