@@ -159,7 +159,7 @@ def test_same_source_under_taichi(name, tmp_path):
     values = case_values(name)
     loss, grad = run_case(name, values)
     script = tmp_path / "case.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(textwrap.dedent("""
         import json, sys
         import numpy as np
         import taichi as ti
