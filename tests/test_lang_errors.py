@@ -330,15 +330,16 @@ def test_error_inside_func_points_at_func_line():
 
 
 @ti.kernel
-def dynamic_local_matrix_index(k: ti.i32) -> ti.f32:
-    v = ti.Vector([1.0, 2.0, 3.0])
-    return v[k]  # DYN-INDEX
+def dynamic_local_matrix_row(k: ti.i32) -> ti.f32:
+    m = ti.Matrix([[1.0, 2.0], [3.0, 4.0]])
+    return m[k][0]  # DYN-ROW
 
 
-def test_dynamic_index_into_local_vector_is_a_clear_error():
-    msg = _compile_error(dynamic_local_matrix_index, 1)
-    assert "compile-time" in msg
-    assert f"{FILE}:{line_of('# DYN-INDEX')}" in msg
+def test_runtime_row_index_into_a_local_matrix_is_a_clear_error():
+    """A runtime index picks a cell (m[j, k]); a whole row needs a constant index."""
+    msg = _compile_error(dynamic_local_matrix_row, 1)
+    assert "runtime index into a 2x2 matrix needs 2 indices" in msg
+    assert f"{FILE}:{line_of('# DYN-ROW')}" in msg
 
 
 def test_compile_error_is_a_simrun_error():

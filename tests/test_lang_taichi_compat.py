@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import simrun.lang as ti
+from simrun.lang.fields import grad_of
 
 
 @pytest.fixture(autouse=True)
@@ -20,7 +21,9 @@ def test_gradients_placed_by_hand():
     ti.root.dense(ti.i, 4).place(x, x.grad)  # Taichi's `place(x, x.grad)`
     ti.root.dense(ti.i, 4).place(y)
     ti.root.place(loss, loss.grad)
-    assert y.grad is None  # placed without a gradient
+    assert grad_of(y) is None  # placed without a gradient: y.grad is only a handle
+    with pytest.raises(RuntimeError, match="has not been placed"):
+        y.grad[0]
 
     @ti.kernel
     def total():
@@ -308,3 +311,34 @@ def test_difftaichi_helpers():
     g.grad.fill(3.0)
     ti.clear_all_gradients()
     assert g.grad.to_numpy().tolist() == [0.0, 0.0]
+
+
+def test_runtime_index_into_vectors_and_matrices():
+    """Taichi's test_matrix_non_constant_index: m[i][j, k] with j, k loop variables, loaded
+    and stored, differentiated; and a local vector indexed by a kernel argument."""
+    m = ti.Matrix.field(2, 2, ti.f64, 5, needs_grad=True)
+    n = ti.Matrix.field(2, 2, ti.f64, 5, needs_grad=True)
+    loss = ti.field(ti.f64, (), needs_grad=True)
+    n.from_numpy(np.arange(20.0).reshape(5, 2, 2))
+
+    @ti.kernel
+    def scale():
+        for i in range(5):
+            for j, k in ti.ndrange(2, 2):
+                m[i][j, k] = (j + 1) * (k + 1) * n[i][j, k] ** 2
+                loss[None] += m[i][j, k]
+
+    scale()
+    weights = np.array([[1.0, 2.0], [2.0, 4.0]])
+    np.testing.assert_array_equal(m.to_numpy(), weights * n.to_numpy() ** 2)
+    loss.grad[None] = 1.0
+    scale.grad()
+    np.testing.assert_array_equal(n.grad.to_numpy(), 2 * weights * n.to_numpy())
+
+    @ti.kernel
+    def pick(k: ti.i32) -> ti.f64:
+        a = ti.Vector([1.0, 2.0, 3.0])
+        a[k] = 10.0 * a[k]
+        return a[0] + 100 * a[1] + 10000 * a[2]
+
+    assert [pick(k) for k in range(3)] == [30210.0, 32001.0, 300201.0]

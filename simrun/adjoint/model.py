@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simrun.lang.autodiff.tape import access_of, recording
+from simrun.lang.fields import grad_of
 from simrun.scene import Scene, SceneError
 from simrun.stepper.binding import (
     BoundKernel,
@@ -58,7 +59,7 @@ class DirectHVP:
                 self.calls = None  # run_grad would snapshot and replay
                 return
             for f in acc.reads | acc.writes:  # as run_grad's _ensure_grad_duals
-                if getattr(f, "dual", None) is not None and f.grad is not None:
+                if getattr(f, "dual", None) is not None and grad_of(f) is not None:
                     f.grad._make_dual()
             grad, gflat, garrays = prepare(bound.args, "fwd_reverse")
             if garrays or grad.uses_random:

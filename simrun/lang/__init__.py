@@ -71,7 +71,25 @@ from .errors import (
     TaichiSyntaxError,
     TaichiTypeError,
 )
-from .fields import Field, Ndarray, axes, field, i, ij, ijk, ijkl, ik, j, jk, k, l, ndarray, root
+from .fields import (
+    Field,
+    MatrixField,
+    Ndarray,
+    ScalarField,
+    axes,
+    field,
+    i,
+    ij,
+    ijk,
+    ijkl,
+    ik,
+    j,
+    jk,
+    k,
+    l,
+    ndarray,
+    root,
+)
 from .frontend.special import ATOMICS as _ATOMICS
 from .frontend.special import Grouped as grouped
 from .frontend.special import NDRange as ndrange

@@ -45,6 +45,8 @@ def _caller_assignment_name() -> str | None:
     import re
 
     frame = _user_frame()
+    if frame is not None and frame.f_code.co_name == "<lambda>":
+        frame = frame.f_back  # `vec = lambda: ti.Vector.field(2)` then `v = vec()` names 'v'
     if frame is None:
         return None
     line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
@@ -162,10 +164,12 @@ class Field(ElementShape):
 
     @property
     def grad(self) -> Field | Unplaced | None:
-        """The gradient field; before a float field is placed, a handle that
-        `place(x, x.grad)` turns into one (Taichi's way of placing gradients by hand)."""
-        return self._grad if self._grad is not None or not self._placeable() else \
-            Unplaced(self, "grad")
+        """The gradient field; for a float field without one, a handle that `place(x, x.grad)`
+        (with x or later, as wave.py does) turns into one: Taichi's way of placing gradients
+        by hand. Internal code asks `grad_of(x)`, which is None then."""
+        if self._grad is not None or self.role != "primal" or not self.dtype.is_float:
+            return self._grad
+        return Unplaced(self, "grad")
 
     @property
     def dual(self) -> Field | Unplaced | None:
@@ -174,6 +178,11 @@ class Field(ElementShape):
 
     def _placeable(self) -> bool:
         return self.shape is None and self.role == "primal" and self.dtype.is_float
+
+    def get_scalar_field(self, *indices: int) -> Component:
+        """One component, for placing a vector field component by component (DiffTaichi's
+        smoke places them struct-of-arrays): placing it places the whole field."""
+        return Component(self, indices)
 
     @property
     def snode(self):
@@ -333,8 +342,48 @@ class NdarrayError(FieldError, RuntimeError):
     """A ti.ndarray Taichi refuses (Taichi raises TaichiRuntimeError)."""
 
 
+class Component:
+    """`x.get_scalar_field(i)`: placing it places x (simrun's layout is its own business)."""
+
+    def __init__(self, parent: Field, indices: tuple):
+        self.parent, self.indices = parent, indices
+        self.name = f"{parent.name}{list(indices)}"
+
+    def place_in(self, shape: tuple) -> None:
+        if self.parent.shape is None:
+            self.parent._place(shape)
+        elif self.parent.shape != shape:
+            raise FieldError(f"component {self.name} is placed with shape {shape}, but "
+                             f"'{self.parent.name}' already has shape {self.parent.shape}: "
+                             "place every component of a field with one shape")
+
+
+class _ElementKind(type):
+    """isinstance(x, ti.ScalarField / ti.MatrixField): simrun has one Field class, and these
+    test its element shape (Taichi's vector fields are MatrixFields too)."""
+
+    def __instancecheck__(cls, obj) -> bool:
+        if isinstance(obj, Component):
+            return cls is ScalarField
+        return isinstance(obj, Field) and bool(obj.elem_shape) == (cls is MatrixField)
+
+
+class ScalarField(metaclass=_ElementKind):
+    """A field of scalars, for isinstance()."""
+
+
+class MatrixField(metaclass=_ElementKind):
+    """A field of vectors or matrices, for isinstance()."""
+
+
+def grad_of(f) -> Field | None:
+    """f's gradient field, None when it has none (where `f.grad` is an unplaced handle)."""
+    g = getattr(f, "grad", None)
+    return None if isinstance(g, Unplaced) else g
+
+
 class Unplaced:
-    """`x.grad` of a field not placed yet: `ti.root.place(x, x.grad)` (or a later
+    """`x.grad` of a field without one: `ti.root.place(x, x.grad)` (or a later
     `place(x.grad)`) gives x its gradient (or dual) with x's shape."""
 
     data = shape = None
@@ -436,6 +485,9 @@ class SNode:
     def place(self, *fields: Field, offset=None) -> SNode:
         for f in fields:
             if isinstance(f, Unplaced):
+                continue
+            if isinstance(f, Component):
+                f.place_in(self.shape)
                 continue
             if not isinstance(f, Field):
                 raise TypeError(f"place() takes fields, got {f!r}")

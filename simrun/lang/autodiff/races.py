@@ -6,8 +6,11 @@ sweep cannot know, so it would be silently wrong.  A field that a parallel loop 
 and writes (stores or atomics) passes only if every access to it is provably owned by its
 iteration: some index positions hold the same expression in every access, and those
 expressions are the loop's own indices plus loop-invariant offsets (`x[i]`, `x[i + 1, k]`),
-so distinct iterations touch distinct elements.  Index locals are looked through where they
-are assigned once at the top of the loop body; a local assigned twice (`j = i - 1 ... j = i`)
+so distinct iterations touch distinct elements; a flattened pair (p // n, p - n * (p // n))
+or (p // n, p % n) stands for p.  Reads that no write of the loop can reach, because some
+index position is one loop-invariant value plus different constants (p[t, i] written,
+p[t - 1, i + 1] read), are left out of that test.  Index locals are looked through where they
+are assigned once in the loop body; a local assigned twice (`j = i - 1 ... j = i`)
 is never trusted.  Everything else (`x[j]` with `j` loaded, `s[None]`, `x[i // 2]`) is an
 error naming the field, kernel and source line.  The same test applies to the plain stores
 of a field with a gradient that the loop only writes: the reversal of a store takes the
@@ -17,6 +20,7 @@ element's adjoint, which belongs to whichever iteration's value survived.
 from __future__ import annotations
 
 from ..errors import AutodiffError
+from ..fields import grad_of
 from ..ir.nodes import (
     Assign,
     Atomic,
@@ -51,7 +55,7 @@ def check_races(task: Task, kernel_name: str) -> None:
             accesses.setdefault(s.field, []).append(s)
     for f in writes - reads:
         stores = [s for s in accesses[f] if isinstance(s, Store)]
-        if stores and getattr(f, "grad", None) is not None and f.dtype.is_float and \
+        if stores and grad_of(f) is not None and f.dtype.is_float and \
                 not _owned(stores, canon):
             raise AutodiffError(
                 f"this parallel loop stores into field '{f.name}' at an index that is not "
@@ -62,7 +66,9 @@ def check_races(task: Task, kernel_name: str) -> None:
                 "zeroed field; otherwise put ti.loop_config(serialize=True) before the loop",
                 stores[0].span, kernel_name)
     for f in reads & writes:
-        if not _owned(accesses[f], canon):
+        elsewhere = [s for s in accesses[f] if isinstance(s, Load) and all(
+            canon.disjoint(s, w) for w in accesses[f] if not isinstance(w, Load))]
+        if not _owned([s for s in accesses[f] if not any(s is r for r in elsewhere)], canon):
             span = next((s.span for s in accesses[f] if not isinstance(s, Load)),
                         accesses[f][0].span)
             raise AutodiffError(
@@ -87,7 +93,9 @@ class _Canonical:
         expected = {v: 0 if v is task.var else 1 for v in self.index_vars}
         if any(counts.get(v, 0) != n for v, n in expected.items()):
             self.index_vars = set()  # the body reassigns a loop index: trust nothing
-        self.defs = {s.var: s.value for s in task.body
+        # a local assigned once (a ti.func's parameter, `a = k + t * n`) is its definition,
+        # wherever it is assigned: Taichi's scoping keeps every use after that one assignment
+        self.defs = {s.var: s.value for s in walk(task.body)
                      if isinstance(s, Assign) and counts.get(s.var) == 1
                      and s.var not in self.index_vars}
 
@@ -109,6 +117,43 @@ class _Canonical:
             return False
         return k[0] == "const" or all(self.invariant(a) for a in k[1:])
 
+    def split(self, k) -> tuple:
+        """k as (base, integer offset): x + 1 - 3 is (x, -2), a constant is (None, c)."""
+        if k[0] == "const" and isinstance(k[1], int):
+            return None, k[1]
+        if k[0] in (Op.ADD.value, Op.SUB.value):
+            (base_a, off_a), (base_b, off_b) = self.split(k[1]), self.split(k[2])
+            sign = 1 if k[0] == Op.ADD.value else -1
+            if base_b is None:
+                return base_a, off_a + sign * off_b
+            if base_a is None and sign == 1:
+                return base_b, off_a + off_b
+        return k, 0
+
+    def disjoint(self, a, b) -> bool:
+        """Whether accesses a and b never touch one element, in any two iterations: in some
+        index position both are one loop-invariant value plus different constants
+        (p[t, i] and p[t - 1, j] with t a kernel argument)."""
+        for ka, kb in zip(a.indices, b.indices):
+            (base_a, off_a), (base_b, off_b) = self.split(self.key(ka)), self.split(self.key(kb))
+            if base_a == base_b and off_a != off_b and (base_a is None or self.invariant(base_a)):
+                return True
+        return False
+
+    def flattened(self, q, r):
+        """The loop index that the pair (q, r) = (e // n, e - n * (e // n)) or (e // n, e % n)
+        spells, e being a loop index plus an offset and n loop-invariant, else None: the pair
+        determines e = n * q + r, so distinct iterations give distinct pairs."""
+        if q[0] != Op.FLOORDIV.value or not self.invariant(q[2]):
+            return None
+        e, n = q[1], q[2]
+        if r[0] == Op.MOD.value and r[1] == e and r[2] == n and n[0] == "const" and n[1]:
+            return self.loop_index(e)
+        if r[0] == Op.SUB.value and r[1] == e and r[2] in ((Op.MUL.value, n, q),
+                                                             (Op.MUL.value, q, n)):
+            return self.loop_index(e)
+        return None
+
     def loop_index(self, k):
         """The loop index that k is (plus an invariant offset), else None."""
         if k[0] == "var":
@@ -129,13 +174,10 @@ def _owned(accesses: list, canon: _Canonical) -> bool:
     keys = [tuple(canon.key(i) for i in s.indices) for s in accesses]
     if not canon.index_vars or len({len(k) for k in keys}) != 1:
         return False
-    covered = set()
-    for pos in range(len(keys[0])):
-        if len({k[pos] for k in keys}) == 1:
-            v = canon.loop_index(keys[0][pos])
-            if v is not None:
-                covered.add(v)
-    return covered == canon.index_vars
+    shared = [k for pos, k in enumerate(keys[0]) if len({ks[pos] for ks in keys}) == 1]
+    covered = {canon.loop_index(k) for k in shared}
+    covered |= {canon.flattened(q, r) for q in shared for r in shared}
+    return covered - {None} == canon.index_vars
 
 
 def _assigned(s):

@@ -6,9 +6,11 @@ qualifies for recomputation when re-running its body at the start of each revers
 rebuilds exactly the values the forward iteration had:
 
 - straight-line code and ifs only (no nested loop, break, random draw or atomic result);
-- loads only from fields no statement of the kernel writes (their values cannot change);
+- loads only from fields no statement of the kernel writes (their values cannot change), or
+  from elements no write reaches (wave's p[t - 1] where the kernel writes p[t]);
 - each local assigned once in the body (so "before" and "after" a statement agree on every
-  other local), outside any if unless it is read only inside that same branch;
+  other local), or once in each branch of one if (`a if c else b`), outside any if unless
+  it is read only inside that same branch;
 - a local read before its assignment in an iteration (carried across iterations) is a pure
   accumulator: read only by its own update `v = v + e` / `v = e + v` / `v = v - e`, whose
   derivative needs no value of v.  Its recomputed value is garbage, and nothing reads it.
@@ -55,10 +57,12 @@ def _is_accumulation(s, v) -> bool:
     return delta is not None and v not in set(expr_vars(delta))
 
 
-def recomputable(loop: For, written_fields: set, protected: set) -> bool:
+def recomputable(loop: For, written_fields: set, protected: set,
+                 unwritten=lambda load: False) -> bool:
     """Whether `loop`'s reverse may re-run its body instead of popping saved values.
 
-    `protected` are locals the loop must not own (kernel-level locals shared across tasks).
+    `protected` are locals the loop must not own (kernel-level locals shared across tasks);
+    `unwritten(load)` says a load from a written field reads elements no write reaches.
     """
     body = loop.body
     stmts = list(walk(body))
@@ -66,11 +70,12 @@ def recomputable(loop: For, written_fields: set, protected: set) -> bool:
         return False
     if any(isinstance(s, Atomic) and s.result is not None for s in stmts):
         return False
-    if any(isinstance(s, Load) and s.field in written_fields for s in stmts):
+    if any(isinstance(s, Load) and s.field in written_fields and not unwritten(s)
+           for s in stmts):
         return False
     defs = [s.var for s in stmts if isinstance(s, (Assign, Load))]
     owned = set(defs)
-    if len(defs) != len(owned) or owned & protected:
+    if len(defs) != len(owned) + len(_branch_pairs(stmts, defs)) or owned & protected:
         return False
     if owned & {v for e in (loop.begin, loop.end) for v in expr_vars(e)}:
         return False
@@ -83,6 +88,18 @@ def recomputable(loop: For, written_fields: set, protected: set) -> bool:
         if any(v in set(stmt_reads(s)) for s in stmts if not _is_accumulation(s, v)):
             return False
     return True
+
+
+def _branch_pairs(stmts: list, defs: list) -> set:
+    """Locals assigned exactly twice, once at the top level of each branch of one if (what
+    `a if c else b` lowers to): one value per iteration, like a single assignment."""
+    twice = {v for v in defs if defs.count(v) == 2}
+    pairs = set()
+    for s in stmts:
+        if isinstance(s, If):
+            then = {t.var for t in s.then if isinstance(t, Assign)}
+            pairs |= twice & then & {t.var for t in s.orelse if isinstance(t, Assign)}
+    return pairs
 
 
 def _scan(body, defined: set, owned: set, carried: dict) -> bool:

@@ -15,6 +15,7 @@ import dataclasses
 from contextlib import contextmanager
 
 from ..errors import AutodiffError
+from ..fields import grad_of
 from ..ir import builder
 from ..ir.access import stmt_reads
 from ..ir.nodes import (
@@ -43,13 +44,13 @@ from ..ir.ops import ATOMIC_NAMES, Op
 from ..ir.reductions import accumulation, var_reductions
 from .analysis import kernel_access
 from .normalize import normalize
-from .races import check_races
+from .races import _Canonical, check_races
 from .recompute import loop_defs, recomputable, recompute_body
 from .rules import partials
 
 
 def has_grad(f) -> bool:
-    return getattr(f, "grad", None) is not None and getattr(f, "role", "primal") == "primal"
+    return grad_of(f) is not None and getattr(f, "role", "primal") == "primal"
 
 
 class TaskReverser:
@@ -57,6 +58,7 @@ class TaskReverser:
                  stopped: frozenset = frozenset(), written: frozenset = frozenset()):
         self.task = task
         self.written = written  # fields any statement of the kernel writes
+        self.write_stmts: dict = {}  # field -> the kernel's stores and atomics into it
         self.stopped = stopped  # ti.stop_grad fields: their loads take no adjoint
         self.replay = replay_fields
         self.kernel_name = kernel_name
@@ -107,9 +109,20 @@ class TaskReverser:
 
     def find_recomputable(self, body) -> None:
         protected = set(self.slot_vars)
+        unwritten = self._unwritten_test(body)
         for s in walk(body):
-            if isinstance(s, For) and recomputable(s, self.written, protected):
+            if isinstance(s, For) and recomputable(s, self.written, protected, unwritten):
                 self.recompute.add(s)
+
+    def _unwritten_test(self, body):
+        """load -> whether no write of the kernel can reach its elements: every write to its
+        field is in this parallel loop and provably elsewhere (races.py's disjoint)."""
+        if self.task.kind != "range":
+            return lambda load: False
+        canon = _Canonical(self.task)
+        mine = {id(s) for s in walk(body) if isinstance(s, (Store, Atomic))}
+        return lambda load: all(id(w) in mine and canon.disjoint(load, w)
+                                for w in self.write_stmts.get(load.field, ()))
 
     def error(self, message: str, span) -> AutodiffError:
         return AutodiffError(message, span, self.kernel_name)
@@ -336,6 +349,11 @@ def reverse_kernel(kir: KernelIR) -> KernelIR:
     prologue, snaps, crosses = _replay_top_level(kir, slot_vars)
     tasks: list = []
     adj_slots: dict = {}
+    write_stmts: dict = {}
+    for task in kir.tasks:
+        for s in walk(task.body):
+            if isinstance(s, (Store, Atomic)):
+                write_stmts.setdefault(s.field, []).append(s)
     for k in reversed(range(len(kir.tasks))):
         if k in snaps:  # loop k is reversed on the kernel-level locals it started with
             tasks.append(Task("serial", [Assign(v, VarRef(snap)) for v, snap in snaps[k]],
@@ -343,6 +361,7 @@ def reverse_kernel(kir: KernelIR) -> KernelIR:
         rv = TaskReverser(kir.tasks[k], replay, kir.name, slot_vars,
                           frozenset(kir.extra.get("stop_grad", ())), frozenset(access.writes))
         rv.adj = adj_slots
+        rv.write_stmts = write_stmts
         tasks.append(rv.run())
     zero = [Assign(a, builder.const(0, a.dtype)) for v, a in adj_slots.items() if v in slot_vars]
     if zero:

@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 
 from ..errors import AutodiffError
-from ..fields import all_fields
+from ..fields import all_fields, grad_of
 from .analysis import kernel_access
 from .regions import WriteRegions
 
@@ -75,7 +75,7 @@ def before_launch(kernel, args, compiled, flat_args=()):
     snap = None
     for tape in _state["tapes"] if not _state["suppress"] else ():
         snap = tape.record(kernel, args, acc, key, regions_of(compiled), flat_args)
-    if clobbered and any(getattr(f, "grad", None) is not None for f in acc.reads | acc.writes):
+    if clobbered and any(grad_of(f) is not None for f in acc.reads | acc.writes):
         snap = {f: a for f, a in snap.items() if f in clobbered} if snap is not None \
             else _snapshot(clobbered, regions_of(compiled), flat_args)
         # the state this launch will leave: its written fields' versions, one bump each
@@ -186,7 +186,7 @@ def _ensure_grad_duals(kernel, args) -> None:
     compiled, _, _ = kernel.prepare(args, "primal")
     acc = access_of(compiled)
     for f in acc.reads | acc.writes:
-        if getattr(f, "dual", None) is not None and f.grad is not None:
+        if getattr(f, "dual", None) is not None and grad_of(f) is not None:
             f.grad._make_dual()
 
 
@@ -225,7 +225,7 @@ class Tape:
                     f"ti.ad.Tape(loss=...) needs a 0-D field (shape ()), got "
                     f"{getattr(loss, 'name', loss)!r} with shape {getattr(loss, 'shape', '?')}; "
                     "for several outputs use kernel.grad() with the output grads set by hand")
-            if loss.grad is None:
+            if grad_of(loss) is None:
                 raise AutodiffError(f"the loss field '{loss.name}' has no gradient: create it "
                                     "with needs_grad=True or call ti.root.lazy_grad()")
             loss.fill(0)
@@ -257,7 +257,7 @@ class Tape:
             self.validation = False
             return
         for f in all_fields():
-            f.adjoint_checkbit = f.grad is not None and f.grad.data is not None
+            f.adjoint_checkbit = grad_of(f) is not None and f.grad.data is not None
 
     def _validate(self, kernel, acc) -> None:
         from ..enums import AutodiffMode
@@ -266,7 +266,7 @@ class Tape:
         self.modes.append(getattr(kernel, "autodiff_mode", AutodiffMode.NONE))
         kernel.autodiff_mode = AutodiffMode.VALIDATION
         broken = sorted(f.name for f in acc.writes & (self.read_so_far | acc.reads)
-                        if getattr(f, "grad", None) is not None)
+                        if grad_of(f) is not None)
         if broken:
             raise GlobalDataAccessError(
                 f"kernel '{kernel.name}' breaks the global data access rule: field "
@@ -322,7 +322,7 @@ class Tape:
 
 def clear_all_gradients(gradient_type=None) -> None:
     for f in all_fields():
-        if f.grad is not None and f.grad.data is not None:
+        if grad_of(f) is not None and f.grad.data is not None:
             f.grad.data[...] = 0
             # inside FwdMode the gradients carry tangents (Hessian-vector products): a
             # cleared gradient has a zero tangent too. Outside it, duals are the user's.
@@ -347,7 +347,7 @@ class FwdMode:
             for f in all_fields():
                 if f.dual is not None:
                     f.dual.data[...] = 0
-                if f.grad is not None and f.grad.dual is not None:
+                if grad_of(f) is not None and f.grad.dual is not None:
                     f.grad.dual.data[...] = 0
         if self.seed is None:
             if p.data.size != 1:

@@ -7,7 +7,7 @@ import operator
 
 from .. import builtins as B
 from ..errors import CompileError
-from ..fields import Field
+from ..fields import Field, Unplaced
 from ..ir import builder
 from ..ir.nodes import (
     AssertStmt,
@@ -274,8 +274,20 @@ class Lowerer:
         binding = self.binding(base_node.id) if isinstance(base_node, ast.Name) else None
         if isinstance(binding, LocalMatrix):
             idx = self.expr(target.slice)
-            self.assign_component(base_node, idx, value)
+            cells = special.dynamic_cells(self, binding, idx, target)
+            if cells is None:
+                self.assign_component(base_node, idx, value)
+            else:
+                self.assign_cells(cells, value, lambda i, j, v: self.em.emit(Assign(
+                    binding.vars[i * binding.m + j],
+                    builder.cast(v, binding.vars[i * binding.m + j].dtype))))
             return
+        base = self.expr(base_node)
+        if isinstance(base, Matrix) and _has_global(base):
+            cells = special.dynamic_cells(self, base, self.expr(target.slice), target)
+            if cells is not None:
+                self.assign_cells(cells, value, lambda i, j, v: self.store(base.rows[i][j], v))
+                return
         place = self.expr(target)
         if isinstance(place, GlobalRef):
             self.store(place, value)
@@ -293,6 +305,15 @@ class Lowerer:
             base[self.expr(target.slice)] = value
         else:
             raise self.error("this subscript cannot be assigned to", target)
+
+    def assign_cells(self, cells: list, value, assign) -> None:
+        """`a[k] = value` with a runtime k: the value once, then one guarded assignment per
+        cell (`assign(i, j, value)`), the one whose condition holds."""
+        value = self.materialize(builder.as_expr(value))
+        for cond, (i, j) in cells:
+            self.em.blocks.append([])
+            assign(i, j, value)
+            self.em.emit(If(builder.as_expr(cond), self.em.blocks.pop(), []))
 
     def store(self, ref: GlobalRef, value) -> None:
         self.em.emit(Store(ref.field, ref.comp, ref.indices, builder.cast(value, ref.dtype)))
@@ -459,7 +480,26 @@ class Lowerer:
         cond = self.expr(node.test)
         if not is_dynamic(cond):
             return self.expr(node.body if cond else node.orelse)
-        return B.select(cond, self.expr(node.body), self.expr(node.orelse))
+        branches = []
+        for part in (node.body, node.orelse):
+            self.em.blocks.append([])
+            value = self.expr(part)
+            if is_dynamic(value) and not isinstance(value, Matrix):
+                value = builder.as_expr(value)  # a field element is loaded here, in its branch
+            branches.append((self.em.blocks.pop(), value))
+        (then, a), (orelse, b) = branches
+        if not (then or orelse) or isinstance(a, Matrix) or isinstance(b, Matrix):
+            for stmt in then + orelse:
+                self.em.emit(stmt)
+            return B.select(cond, a, b)
+        # Taichi's ifte: only the taken branch runs, and only it is differentiated, so the
+        # guarded load in wave.py's `p[t, i, j] if 0 <= i < n else 0` never reads p[t, -1, j]
+        dtype = builder.as_expr(B.select(cond, a, b)).dtype
+        var = self.em.fresh("ifexp", dtype)
+        then.append(Assign(var, builder.cast(a, dtype)))
+        orelse.append(Assign(var, builder.cast(b, dtype)))
+        self.em.emit(If(builder.as_expr(cond), then, orelse))
+        return VarRef(var)
 
     def expr_Attribute(self, node):
         base = self.expr(node.value)
@@ -470,7 +510,8 @@ class Lowerer:
         except AttributeError:
             raise self.error(f"'{type(base).__name__}' value has no attribute '{node.attr}'",
                              node) from None
-        if value is None and node.attr in ("grad", "dual") and isinstance(base, Field):
+        if (value is None or isinstance(value, Unplaced)) and node.attr in ("grad", "dual") \
+                and isinstance(base, Field):
             what = "Gradient" if node.attr == "grad" else "Dual"
             flag = "needs_grad" if node.attr == "grad" else "needs_dual"
             raise self.error(f"{what} {base.name}.{node.attr} has not been placed, check "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins as py
 import itertools
+import operator
 from dataclasses import dataclass
 
 import numpy as np
@@ -159,13 +160,43 @@ def subscript(lw, base, index, node):
     if isinstance(base, Field) or getattr(base, "is_ndarray_arg", False):
         return field_ref(base, index)
     if isinstance(base, Matrix):
-        return base[index]
+        cells = dynamic_cells(lw, base, index, node)
+        if cells is None:
+            return base[index]
+        value = None  # a runtime index picks one cell: a select over all of them
+        for cond, (i, j) in cells:
+            entry = builder.as_expr(base.rows[i][j])
+            value = entry if value is None else B.select(cond, entry, value)
+        return value
     if isinstance(base, GlobalRef):
         raise lw.error("a scalar field element cannot be indexed again", node)
     if isinstance(index, (VarRef,)) or (hasattr(index, "dtype") and not isinstance(index, int)):
         raise lw.error("Python lists/tuples can only be indexed by compile-time constants "
                        "inside kernels", node)
     return base[index]
+
+
+def dynamic_cells(lw, shape, index, node) -> list | None:
+    """For a vector/matrix indexed at run time (`a[k]`, `m[i][j, k]` with j, k loop
+    variables): every cell (i, j) with the condition that the index names it; None when the
+    index is a compile-time constant. Out of range (undefined in Taichi), a store writes no
+    cell and a load reads cell (0, 0)."""
+    from .lower import is_dynamic
+
+    key = index if isinstance(index, tuple) else (index,)
+    if not any(is_dynamic(k) for k in key):
+        return None
+    if len(key) != (1 if shape.is_vector else 2):
+        raise lw.error(f"a runtime index into a {shape.n}x{shape.m} matrix needs "
+                       f"{1 if shape.is_vector else 2} indices (a row needs a constant one)",
+                       node)
+    cells = []
+    for i in range(shape.n):
+        for j in range(1 if shape.is_vector else shape.m):
+            conds = [operator.eq(k, c) for k, c in zip(key, (i, j))]
+            cond = conds[0] if len(conds) == 1 else B.logical_and(*conds)
+            cells.append((cond, (i, j)))
+    return cells
 
 
 def random(dtype=float):

@@ -266,8 +266,10 @@ class GUI:
         return np.concatenate([rgb, np.ones_like(rgb[..., :1])], axis=2)
 
     def show(self, file: str | os.PathLike | None = None) -> None:
-        """Finish the frame: save to `file`, else show it in the window or write a PNG frame."""
-        rgb = self._render()
+        """Finish the frame: save to `file`, else show it in the window or write a PNG frame
+        (with show_gui=False and no file, as in Taichi, the frame goes nowhere: not drawn)."""
+        drawn = file or self._window is not None or self.show_gui
+        rgb = self._render() if drawn else None
         if file:
             _save_png(rgb, Path(file))
         elif self._window is not None:
