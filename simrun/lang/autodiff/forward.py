@@ -23,8 +23,10 @@ from ..ir.nodes import (
     Var,
     VarRef,
     While,
+    expr_vars,
 )
 from ..ir.ops import ATOMIC_NAMES, Op
+from ..ir.reductions import accumulation
 from .rules import partials
 
 
@@ -71,7 +73,17 @@ class Dualizer:
         out = []
         for s in body:
             if isinstance(s, Assign):
-                if s.var.dtype.is_float:
+                delta = accumulation(s) if s.var.dtype.is_float else None
+                if delta is not None and s.var not in expr_vars(delta):
+                    # `v += e` gives `dv += de`, again an accumulation: inside a parallel loop
+                    # codegen makes both reductions (through a temporary, the tangent's
+                    # read-modify-write of a kernel-scope local raced between chunks)
+                    out.append(s)
+                    de = self.d(delta)
+                    if de is not None:
+                        dual = self.dual(s.var)
+                        out.append(Assign(dual, VarRef(dual) + builder.cast(de, s.var.dtype)))
+                elif s.var.dtype.is_float:
                     t = Var("dtmp", s.var.dtype)
                     out.append(Assign(t, self.zero_or(self.d(s.value), s.var.dtype)))
                     out.append(s)
