@@ -70,3 +70,42 @@ def test_chain_raises_a_task_error_as_the_launch_would():
     compiled, flat, _ = read_at.prepare((y, 9), "primal")
     with pytest.raises(IndexError, match="out of range"):
         Chain(runtime(), [(compiled, flat)]).run(3)
+
+
+@ti.kernel
+def scatter(pos: ti.template(), w: ti.template(), grid: ti.template()):
+    for p in pos:  # many particles add into few cells: float adds in the order threads run
+        grid[ti.cast(pos[p] * 64.0, ti.i32) % 64] += w[p]
+
+
+@ti.kernel
+def decay(grid: ti.template()):
+    for c in grid:
+        grid[c] = 0.5 * grid[c]
+
+
+@pytest.mark.parametrize("pool", ["native", "python"])
+def test_chain_keeps_the_deterministic_modes_serial_scatters(pool, monkeypatch):
+    """ti.init(deterministic=True) with threads: a chained float scatter runs on one thread,
+    its chunks in order, as its own launch does, so the sums have the same bits every time
+    (with threads in any order they would differ in the last bits from run to run)."""
+    monkeypatch.setenv("SIMRUN_POOL", pool)
+    ti.init(arch=ti.cpu, default_fp=ti.f32, cpu_max_num_threads=2, deterministic=True)
+    n = 200_000
+    pos, w = ti.field(ti.f32, shape=n), ti.field(ti.f32, shape=n)
+    grid = ti.field(ti.f32, shape=64)
+    rng = np.random.default_rng(0)
+    pos.from_numpy(rng.random(n, dtype=np.float32))
+    w.from_numpy(rng.normal(size=n).astype(np.float32))
+    for _ in range(10):
+        scatter(pos, w, grid)
+        decay(grid)
+    expected = grid.to_numpy()
+    launches = [scatter.prepare((pos, w, grid), "primal")[:2],
+                decay.prepare((grid,), "primal")[:2]]
+    chain = Chain(runtime(), launches)
+    assert chain.serial[0] and not chain.serial[-1]  # the scatter alone runs serially
+    for _ in range(3):
+        grid.fill(0)
+        assert chain.run(10) == 10
+        np.testing.assert_array_equal(grid.to_numpy(), expected)

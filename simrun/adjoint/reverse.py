@@ -16,7 +16,7 @@ import numpy as np
 
 import simrun.lang as ti
 from simrun.lang.api import runtime
-from simrun.lang.runtime.chain import Chain, serial_scatters
+from simrun.lang.runtime.chain import Chain
 from simrun.stepper import updates
 from simrun.stepper.fieldstep import chainable
 from simrun.stepper.state import State
@@ -160,8 +160,7 @@ class NativeReverse:
                       (adjoint_watch, (self.ax, self.av, self.bad))]
             resolved = [chainable(k, a) for k, a in launches] + hvp_launches + \
                 [chainable(k, a) for k, a in after]
-        native = all(resolved) and not any(serial_scatters(c) for c, _ in hvp_launches)
-        self.chain = Chain(runtime(), resolved) if native else None
+        self.chain = Chain(runtime(), resolved) if all(resolved) else None
         self.hvp = hvp
 
     def push(self, adj) -> None:

@@ -25,7 +25,7 @@ import numpy as np
 
 from simrun.lang.api import runtime
 from simrun.lang.autodiff.tape import access_of, recording
-from simrun.lang.runtime.chain import Chain, serial_scatters
+from simrun.lang.runtime.chain import Chain
 from simrun.scene.schema import Scene
 from simrun.stepper import updates
 from simrun.stepper.state import State
@@ -38,7 +38,7 @@ def chainable(kernel, args) -> tuple | None:
     if prepare is None:
         return None
     compiled, flat, arrays = prepare(args, "primal")
-    if arrays or compiled.uses_random or compiled.ndarray_slots or serial_scatters(compiled):
+    if arrays or compiled.uses_random or compiled.ndarray_slots:
         return None
     return compiled, flat
 
@@ -80,8 +80,7 @@ class FieldStepper:
         self.chain = self.forces_only = None
         if (self.forces is not None and not system.controller
                 and system.neighbor_list is None  # its rebuild check runs before the forces
-                and all(isinstance(s, tuple) for s in self.pre)
-                and not any(serial_scatters(c) for c, _ in self.forces)):
+                and all(isinstance(s, tuple) for s in self.pre)):
             self.chain = Chain(runtime(), self.pre + self.clear + self.forces + self.post,
                                stop=self.bad)
             gradients = self._gradients_alone()

@@ -9,8 +9,8 @@ reports an error. The launches are exactly what ``CompiledKernel.launch`` would 
 tasks, contexts and arguments, in the same order, so the results are the same bits.
 
 Kernels that draw random numbers or take ndarray arguments need per-launch set-up and are
-refused, and so are float scatters under ``ti.init(deterministic=True)`` with threads (the
-chain would run them in parallel: `CompiledKernel.launch` runs them on one thread). Where the native pool is unavailable, the same plan runs in a Python loop.
+refused. Under ``ti.init(deterministic=True)`` with threads, a task that scatters floats runs
+on the calling thread alone, its chunks in order, as `CompiledKernel.launch` runs it. Where the native pool is unavailable, the same plan runs in a Python loop.
 """
 
 from __future__ import annotations
@@ -29,15 +29,19 @@ _CHAIN = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes
 
 
 def build_module() -> str:
-    """i64 chain(run, state, plan, n, repeats, stop, failed): returns the repetitions done."""
+    """i64 chain(run, state, plan, n, repeats, stop, failed): returns the repetitions done.
+    ``plan`` holds (task, context, serial) per task; a serial task is called directly: its
+    probe with one thread, then all its chunks on this thread (``Runtime.run_serial``)."""
     i32, i64, ptr = ir.IntType(32), ir.IntType(64), ir.PointerType()
     module = ir.Module(name="simrun_chain")
     fn = ir.Function(module, ir.FunctionType(i64, [i64, i64, ptr, i64, i64, ptr, ptr]), CHAIN_FN)
     run_addr, state, plan, n, repeats, stop, failed = fn.args
     blocks = {k: fn.append_basic_block(k) for k in (
-        "entry", "outer", "inner", "task", "bad", "next", "watch", "check", "stopped", "done")}
+        "entry", "outer", "inner", "task", "pooled", "serial", "chunks", "result", "bad", "next",
+        "watch", "check", "stopped", "done")}
     b = ir.IRBuilder(blocks["entry"])
     run = b.inttoptr(run_addr, ir.FunctionType(i64, [i64, i64, i64]).as_pointer())
+    task_type = ir.FunctionType(i64, [i64, i64, i64]).as_pointer()  # (ctx, tid, nthreads)
     r_p, j_p = b.alloca(i64), b.alloca(i64)
     b.store(ir.Constant(i64, 0), r_p)
     b.branch(blocks["outer"])
@@ -49,10 +53,29 @@ def build_module() -> str:
     j = b.load(j_p, typ=i64)
     b.cbranch(b.icmp_signed("<", j, n), blocks["task"], blocks["watch"])
     b.position_at_end(blocks["task"])
-    two_j = b.mul(j, ir.Constant(i64, 2))
-    task = b.load(b.gep(plan, [two_j], source_etype=i64), typ=i64)
-    ctx = b.load(b.gep(plan, [b.add(two_j, ir.Constant(i64, 1))], source_etype=i64), typ=i64)
-    result = b.call(run, [state, task, ctx])
+    three_j = b.mul(j, ir.Constant(i64, 3))
+    task = b.load(b.gep(plan, [three_j], source_etype=i64), typ=i64)
+    ctx = b.load(b.gep(plan, [b.add(three_j, ir.Constant(i64, 1))], source_etype=i64), typ=i64)
+    serial = b.load(b.gep(plan, [b.add(three_j, ir.Constant(i64, 2))], source_etype=i64),
+                    typ=i64)
+    b.cbranch(b.icmp_signed("!=", serial, ir.Constant(i64, 0)), blocks["serial"],
+              blocks["pooled"])
+    b.position_at_end(blocks["pooled"])
+    pooled = b.call(run, [state, task, ctx])
+    b.branch(blocks["result"])
+    b.position_at_end(blocks["serial"])
+    direct = b.inttoptr(task, task_type)
+    probe = b.call(direct, [ctx, ir.Constant(i64, 0), ir.Constant(i64, -1)])
+    b.cbranch(b.icmp_signed(">", probe, ir.Constant(i64, 0)), blocks["chunks"],
+              blocks["result"])
+    b.position_at_end(blocks["chunks"])
+    chunks = b.call(direct, [ctx, ir.Constant(i64, 0), ir.Constant(i64, 1)])
+    b.branch(blocks["result"])
+    b.position_at_end(blocks["result"])
+    result = b.phi(i64)
+    result.add_incoming(pooled, blocks["pooled"])
+    result.add_incoming(probe, blocks["serial"])
+    result.add_incoming(chunks, blocks["chunks"])
     b.cbranch(b.icmp_signed("<", result, ir.Constant(i64, 0)), blocks["bad"], blocks["next"])
     b.position_at_end(blocks["bad"])
     b.store(j, failed)
@@ -78,10 +101,14 @@ def build_module() -> str:
 
 @functools.cache
 def _chain_function(settings) -> object:
-    key = jit.cache_key("simrun launch chain", settings)
+    key = jit.cache_key("simrun launch chain, serial tasks", settings)
     if not jit.load_cached(key, settings):
         jit.compile_module(key, build_module(), settings)
     return _CHAIN(jit.function_address(CHAIN_FN))
+
+
+def _address(fn) -> int:
+    return int(fn) if isinstance(fn, int) else ctypes.cast(fn, ctypes.c_void_p).value
 
 
 def serial_scatters(compiled) -> bool:
@@ -102,14 +129,13 @@ class Chain:
                                  "cannot give each launch its own key")
             if compiled.ndarray_slots:
                 raise ValueError(f"kernel '{compiled.name}' takes ndarrays: chain fields only")
-            if serial_scatters(compiled):
-                raise ValueError(f"kernel '{compiled.name}' scatters floats under "
-                                 "ti.init(deterministic=True): launch it on its own")
         self.runtime, self.launches, self.stop = runtime, launches, stop
         self.owner = [k for k, (compiled, _) in enumerate(launches) for _ in compiled.fns]
-        self.plan = np.array([(int(fn) if isinstance(fn, int) else
-                               ctypes.cast(fn, ctypes.c_void_p).value, compiled.ctx_addr)
-                              for compiled, _ in launches for fn in compiled.fns],
+        self.serial = [serial_scatters(compiled) and t in compiled.order_sensitive
+                       for compiled, _ in launches for t in range(len(compiled.fns))]
+        self.plan = np.array([(_address(fn), compiled.ctx_addr, serial)
+                              for (compiled, fn), serial in zip(
+                                  ((c, fn) for c, _ in launches for fn in c.fns), self.serial)],
                              dtype=np.int64).reshape(-1)
         self.failed = np.full(1, -1, dtype=np.int64)
         self.written = [f for compiled, _ in launches for f in compiled.written]
@@ -140,11 +166,12 @@ class Chain:
         return int(done)
 
     def _run_python(self, repeats: int) -> int:
-        run = self.runtime.run
+        rt = self.runtime
         tasks = [(fn, compiled.ctx_addr) for compiled, _ in self.launches for fn in compiled.fns]
+        runs = [rt.run_serial if serial else rt.run for serial in self.serial]
         for r in range(repeats):
             for k, (fn, ctx) in enumerate(tasks):
-                if run(fn, ctx) < 0:
+                if runs[k](fn, ctx) < 0:
                     self.failed[0] = k
                     return r
             if self.stop is not None and self.stop.data[()] != 0:
