@@ -113,8 +113,8 @@ def test_ctrl_c_prints_a_resume_command_that_works_with_steps_and_set(project: P
 
 def test_grad_stopped_by_ctrl_c_resumes_from_its_folder(project: Path) -> None:
     scene = str(project / "slow.yaml")
-    options = ["--wrt", "dt", "--wrt", "state.x0", "--steps", "4000",
-               "--set", "dt=2e-3"]  # ~1 s of sweeps: still going when Ctrl-C comes
+    options = ["--wrt", "dt", "--wrt", "state.x0", "--steps", "2000", "--set", "dt=2e-3",
+               "--set", "energy.0.params.work=40000"]  # ~3 s of sweeps: going at Ctrl-C
     err = _interrupt(["grad", scene, *options, "--out", "g"], project,
                      project / "g" / "gradients.json")
     assert json.loads((project / "g" / "gradients.json").read_text())["status"] == "running"
@@ -124,14 +124,14 @@ def test_grad_stopped_by_ctrl_c_resumes_from_its_folder(project: Path) -> None:
     assert whole.returncode == 0, whole.stderr
     got, want = (json.loads((project / d / "gradients.json").read_text()) for d in "gw")
     assert got["status"] == "done" and got["gradients"] == want["gradients"]
-    assert got["objective"] == want["objective"] and got["steps"] == 4000
+    assert got["objective"] == want["objective"] and got["steps"] == 2000
     digest = hashlib.sha256((project / "kernels" / "slow.py").read_bytes()).hexdigest()
     assert [s["sha256"] for s in got["sources"] if s["copy"] == "kernels/slow.py"] == [digest]
     done = simrun("resume", "g", cwd=project)
     assert done.returncode == 0 and "complete" in done.stdout, done.stderr
     copy = project / "g" / "kernels" / "slow.py"
     copy.write_text(copy.read_text().replace("0.5 * x[i]", "0.6 * x[i]"))
-    edited = simrun("resume", "g", "--steps", "4000", cwd=project)
+    edited = simrun("resume", "g", "--steps", "2000", cwd=project)
     assert edited.returncode == 2 and "not the file the job ran" in edited.stderr, edited.stderr
 
 
