@@ -24,7 +24,7 @@ import numpy as np
 
 from simrun.adjoint import schedule
 from simrun.adjoint.model import DiffModel
-from simrun.adjoint.sweep import Tangent
+from simrun.adjoint.sweep import ObjectiveSum, Tangent
 from simrun.scene import SceneError
 from simrun.stepper.binding import BoundKernel, parameter_names
 from simrun.stepper.integrators import apply_boundary
@@ -63,7 +63,7 @@ class KernelAdjoint:
             self.params[k] = self.params.get(k, 0.0) + sign * val
 
 
-class KernelTrajectory:
+class KernelTrajectory(ObjectiveSum):
     """Steps, objective, reverse and tangent sweeps of a step-kernel scene on a DiffModel.
 
     `step_keys` maps each differentiated step-kernel scalar (a `step_kernels.params.<name>`
@@ -174,25 +174,6 @@ class KernelTrajectory:
     def _reverse_before_kernels(self, adj: KernelAdjoint, state: KernelState, k: int) -> None:
         """The reverse of `_before_kernels` from `state` (step k), once the forces are
         reversed."""
-
-    def _weight(self, k: int, steps: int) -> float:
-        if self.at_mean:
-            return 1.0 / steps if k >= 1 else 0.0
-        return 1.0 if k == steps else 0.0
-
-    def _accumulate(self, total: list, state: KernelState, steps: int) -> None:
-        w = self._weight(state.step, steps)
-        if w:
-            total[0] += w * self.model.objective(state.x, state.v, state.potential,
-                                                 state.step)
-        self.progress("forward", state.step, steps)
-
-    def objective(self, state0: KernelState, steps: int) -> float:
-        total, state = [0.0], state0
-        for k in range(steps):
-            state = self.advance(state, k)
-            self._accumulate(total, state, steps)
-        return total[0]
 
     # ------------------------------------------------------------------ reverse
     def _seed(self, adj: KernelAdjoint, state: KernelState, w: float) -> None:

@@ -22,6 +22,32 @@ from simrun.adjoint.reverse import NativeReverse
 from simrun.stepper.integrators import State
 
 
+class ObjectiveSum:
+    """J summed along a trajectory, shared by the sweeps of integrator scenes (`Trajectory`)
+    and of step-kernel scenes (`kernel_sweep.KernelTrajectory`): they bring ``advance``,
+    ``model``, ``at_mean`` and ``progress``."""
+
+    def _weight(self, k: int, steps: int) -> float:
+        """The objective's weight on the state after k steps (end: the last; mean: 1/n each)."""
+        if self.at_mean:
+            return 1.0 / steps if k >= 1 else 0.0
+        return 1.0 if k == steps else 0.0
+
+    def objective(self, state0, steps: int) -> float:
+        """J of the trajectory (the forward sweep, nothing stored)."""
+        total, state = [0.0], state0
+        for k in range(steps):
+            state = self.advance(state, k)
+            self._accumulate(total, state, steps)
+        return total[0]
+
+    def _accumulate(self, total: list, state, steps: int) -> None:
+        w = self._weight(state.step, steps)
+        if w:
+            total[0] += w * self.model.objective(state.x, state.v, state.potential, state.step)
+        self.progress("forward", state.step, steps)
+
+
 @dataclass
 class Adjoint:
     """Adjoints of the step's inputs and the accumulated parameter adjoints."""
@@ -43,7 +69,7 @@ def _copy(state: State) -> State:
     return State(state.step, state.x.copy(), state.v.copy(), state.f.copy(), state.potential)
 
 
-class Trajectory:
+class Trajectory(ObjectiveSum):
     """Steps, objective and reverse sweep of one scene on a DiffModel."""
 
     use_native = True  # the reverse step as one chain of launches where it can be (tests: off)
@@ -76,20 +102,6 @@ class Trajectory:
         if not potential and self.stepper.forces_only is not None:
             nxt.potential = float("nan")  # not computed: the objective does not read it
         return nxt
-
-    def _weight(self, k: int, steps: int) -> float:
-        """The objective's weight on the state after k steps (end: the last; mean: 1/n each)."""
-        if self.at_mean:
-            return 1.0 / steps if k >= 1 else 0.0
-        return 1.0 if k == steps else 0.0
-
-    def objective(self, state0: State, steps: int) -> float:
-        """J of the trajectory (the forward sweep, nothing stored)."""
-        total, state = [0.0], state0
-        for k in range(steps):
-            state = self.advance(state, k)
-            self._accumulate(total, state, steps)
-        return total[0]
 
     # ------------------------------------------------------------------ reverse sweep
     def _seed(self, adj: Adjoint, state: State, w: float) -> None:
@@ -259,12 +271,6 @@ class Trajectory:
         self._through_forces(adj, state0.x, adj.pending)  # F at x0 (the first kick)
         adj.pending = np.zeros_like(adj.pending)
         return total[0], adj, sched
-
-    def _accumulate(self, total: list, state: State, steps: int) -> None:
-        w = self._weight(state.step, steps)
-        if w:
-            total[0] += w * self.model.objective(state.x, state.v, state.potential, state.step)
-        self.progress("forward", state.step, steps)
 
 
 @dataclass
