@@ -160,6 +160,7 @@ class NativeReverse:
                       (adjoint_watch, (self.ax, self.av, self.bad))]
             resolved = [chainable(k, a) for k, a in launches] + hvp_launches + \
                 [chainable(k, a) for k, a in after]
+        self.launches = resolved  # the reverse step's launches (adjoint/program.py chains them)
         self.chain = Chain(runtime(), resolved) if all(resolved) else None
         self.hvp = hvp
 

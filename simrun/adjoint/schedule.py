@@ -66,12 +66,15 @@ class Schedule:
 
 def reverse(state0: Any, steps: int, snapshots: int, advance: Callable[[Any, int], Any],
             reverse_step: Callable[[Any, int], None], copy: Callable[[Any], Any] = lambda s: s,
-            advance_many: Callable[[Any, int, int], Any] | None = None) -> Schedule:
+            advance_many: Callable[[Any, int, int], Any] | None = None,
+            release: Callable[[Any], None] | None = None) -> Schedule:
     """Call reverse_step(state_k, k) for k = steps-1 .. 0, each with the state before step k.
 
     advance(state, k) returns the state after step k (a new object); copy(state) stores one;
     advance_many(state, a, b), if given, the state after steps a .. b-1 at once (the same as
-    advancing one by one: a stepper that makes many steps per call). At most `snapshots`
+    advancing one by one: a stepper that makes many steps per call); release(state), if
+    given, hears when a stored copy is no longer needed (always the latest one still held:
+    they are freed last in, first out). At most `snapshots`
     states are stored besides state0 (state0 is the caller's). The recursion runs on an
     explicit stack: storing every state of a long run is deep."""
     sched = Schedule(steps, snapshots)
@@ -93,6 +96,8 @@ def reverse(state0: Any, steps: int, snapshots: int, advance: Callable[[Any, int
             for j in reversed(range(a, b)):  # with no room left: recompute from a for each
                 reverse_step(run(state, a, j), j)
             alive -= owned
+            if owned and release is not None:
+                release(state)
             continue
         m = a + _split(b - a, s)
         st = run(state, a, m)

@@ -18,6 +18,7 @@ import numpy as np
 
 from simrun.adjoint import schedule
 from simrun.adjoint.model import DiffModel
+from simrun.adjoint.program import NativeProgram
 from simrun.adjoint.reverse import NativeReverse
 from simrun.stepper.integrators import State
 
@@ -73,6 +74,7 @@ class Trajectory(ObjectiveSum):
     """Steps, objective and reverse sweep of one scene on a DiffModel."""
 
     use_native = True  # the reverse step as one chain of launches where it can be (tests: off)
+    use_program = True  # ... and the whole schedule as native programs (tests: off)
 
     def __init__(self, model: DiffModel, progress: Callable[[str, int, int], None] | None = None):
         self.model = model
@@ -159,6 +161,15 @@ class Trajectory(ObjectiveSum):
         native = NativeReverse(self, hvp)
         return native if native.chain is not None else None
 
+    def _native_program(self, native: NativeReverse | None, snapshots: int
+                        ) -> NativeProgram | None:
+        """The whole schedule as native programs (adjoint/program.py), where the reverse
+        step and the forward step are chains and only the final state is seeded (at: end)."""
+        if native is None or self.at_mean or self.stepper.chain is None or not self.use_program:
+            return None
+        program = NativeProgram(self, native, snapshots)
+        return program if program.chain is not None else None
+
     def _seed_native(self, native: NativeReverse | None, adj: Adjoint, state: State,
                      w: float) -> None:
         """_seed, with the adjoint moved out of and back into the native step's fields."""
@@ -226,6 +237,12 @@ class Trajectory(ObjectiveSum):
         reached, total = [0], [0.0]
         later: list = [None]  # (k, state before step k) of the last reversed step
         native = self._native_reverse()
+        program = self._native_program(native, snapshots)
+        if program is not None:
+            value, sched = program.gradient(state0, steps, snapshots, adj)
+            self._through_forces(adj, state0.x, adj.pending)  # F at x0 (the first kick)
+            adj.pending = np.zeros_like(adj.pending)
+            return value, adj, sched
         if native is not None:
             native.push(adj)
 

@@ -77,16 +77,25 @@ class FieldStepper:
             self.post = [self._launch(k, a) for k, a in post]
             self.clear = [self._launch(updates.zero, (g,)) for g in to_clear]
             self.clear.append(self._launch(updates.reset_loss, (system.U,)))
-        self.chain = self.forces_only = None
+        self.chain = self.forces_only = self.gradients = None
         if (self.forces is not None and not system.controller
                 and system.neighbor_list is None  # its rebuild check runs before the forces
                 and all(isinstance(s, tuple) for s in self.pre)):
             self.chain = Chain(runtime(), self.pre + self.clear + self.forces + self.post,
                                stop=self.bad)
-            gradients = self._gradients_alone()
+            self.gradients = gradients = self._gradients_alone()
             if gradients is not None:
                 self.forces_only = Chain(runtime(), self.pre + self.clear + gradients +
                                          self.post, stop=self.bad)
+
+    def step_launches(self, potential: bool = True) -> list | None:
+        """One chained step's launches without the NaN watch (the last of ``post``), for
+        callers that chain steps with other launches; None where the step is not chained.
+        Without `potential`, U may be left as it was (see ``advance``)."""
+        if self.chain is None:
+            return None
+        forces = self.forces if potential or self.gradients is None else self.gradients
+        return self.pre + self.clear + forces + self.post[:-1]
 
     def _launch(self, kernel, args) -> tuple | Callable[[], None]:
         found = chainable(kernel, args)

@@ -5,7 +5,8 @@ spends most of its time in Python between them: a ctypes call per launch, argume
 marshalling, the loop itself. ``Chain`` posts every task of every launch through the native
 pool's run function, ``repeats`` times over, and stops early after a repetition when a watch
 word (an i32, e.g. a 0-D field a NaN-watch kernel sets) is nonzero, or at the first task that
-reports an error. The launches are exactly what ``CompiledKernel.launch`` would make: the same
+reports an error. ``run_program`` runs blocks of the launches in turn, each repeated its own
+number of times (the adjoint's forward steps, copies and reverse steps in one call). The launches are exactly what ``CompiledKernel.launch`` would make: the same
 tasks, contexts and arguments, in the same order, so the results are the same bits.
 
 Kernels that draw random numbers or take ndarray arguments need per-launch set-up and are
@@ -25,83 +26,104 @@ from . import jit
 
 CHAIN_FN = "simrun_chain_run"
 _CHAIN = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
-                          ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p)
+                          ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p)
 
 
 def build_module() -> str:
-    """i64 chain(run, state, plan, n, repeats, stop, failed): returns the repetitions done.
-    ``plan`` holds (task, context, serial) per task; a serial task is called directly: its
-    probe with one thread, then all its chunks on this thread (``Runtime.run_serial``)."""
+    """i64 chain(run, state, plan, program, entries, stop, failed): returns the repetitions
+    done, summed over the program's entries. ``plan`` holds (task, context, serial) per task;
+    ``program`` holds (first task, task count, repeats) per entry, run in order: a plain
+    chain is one entry. A serial task is called directly: its probe with one thread, then
+    all its chunks on this thread (``Runtime.run_serial``)."""
     i32, i64, ptr = ir.IntType(32), ir.IntType(64), ir.PointerType()
     module = ir.Module(name="simrun_chain")
-    fn = ir.Function(module, ir.FunctionType(i64, [i64, i64, ptr, i64, i64, ptr, ptr]), CHAIN_FN)
-    run_addr, state, plan, n, repeats, stop, failed = fn.args
+    fn = ir.Function(module, ir.FunctionType(i64, [i64, i64, ptr, ptr, i64, ptr, ptr]),
+                     CHAIN_FN)
+    run_addr, state, plan, program, entries, stop, failed = fn.args
     blocks = {k: fn.append_basic_block(k) for k in (
-        "entry", "outer", "inner", "task", "pooled", "serial", "chunks", "result", "bad", "next",
-        "watch", "check", "stopped", "done")}
+        "entry", "entries", "enter", "outer", "inner", "task", "pooled", "serial", "chunks",
+        "result", "bad", "next", "watch", "check", "stopped", "done", "finished")}
     b = ir.IRBuilder(blocks["entry"])
     run = b.inttoptr(run_addr, ir.FunctionType(i64, [i64, i64, i64]).as_pointer())
     task_type = ir.FunctionType(i64, [i64, i64, i64]).as_pointer()  # (ctx, tid, nthreads)
-    r_p, j_p = b.alloca(i64), b.alloca(i64)
-    b.store(ir.Constant(i64, 0), r_p)
+    e_p, r_p, j_p, total_p = (b.alloca(i64) for _ in range(4))
+    end_p, reps_p, first_p = (b.alloca(i64) for _ in range(3))
+    zero, one = ir.Constant(i64, 0), ir.Constant(i64, 1)
+    b.store(zero, e_p)
+    b.store(zero, total_p)
+    b.branch(blocks["entries"])
+    b.position_at_end(blocks["entries"])  # while e < entries
+    e = b.load(e_p, typ=i64)
+    b.cbranch(b.icmp_signed("<", e, entries), blocks["enter"], blocks["finished"])
+    b.position_at_end(blocks["enter"])
+    three_e = b.mul(e, ir.Constant(i64, 3))
+    first = b.load(b.gep(program, [three_e], source_etype=i64), typ=i64)
+    count = b.load(b.gep(program, [b.add(three_e, one)], source_etype=i64), typ=i64)
+    b.store(first, first_p)
+    b.store(b.add(first, count), end_p)
+    b.store(b.load(b.gep(program, [b.add(three_e, ir.Constant(i64, 2))], source_etype=i64),
+                   typ=i64), reps_p)
+    b.store(zero, r_p)
     b.branch(blocks["outer"])
     b.position_at_end(blocks["outer"])  # while r < repeats
     r = b.load(r_p, typ=i64)
-    b.store(ir.Constant(i64, 0), j_p)
-    b.cbranch(b.icmp_signed("<", r, repeats), blocks["inner"], blocks["done"])
-    b.position_at_end(blocks["inner"])  # while j < n
+    b.store(b.load(first_p, typ=i64), j_p)
+    b.cbranch(b.icmp_signed("<", r, b.load(reps_p, typ=i64)), blocks["inner"], blocks["done"])
+    b.position_at_end(blocks["inner"])  # while j < first + count
     j = b.load(j_p, typ=i64)
-    b.cbranch(b.icmp_signed("<", j, n), blocks["task"], blocks["watch"])
+    b.cbranch(b.icmp_signed("<", j, b.load(end_p, typ=i64)), blocks["task"], blocks["watch"])
     b.position_at_end(blocks["task"])
     three_j = b.mul(j, ir.Constant(i64, 3))
     task = b.load(b.gep(plan, [three_j], source_etype=i64), typ=i64)
-    ctx = b.load(b.gep(plan, [b.add(three_j, ir.Constant(i64, 1))], source_etype=i64), typ=i64)
+    ctx = b.load(b.gep(plan, [b.add(three_j, one)], source_etype=i64), typ=i64)
     serial = b.load(b.gep(plan, [b.add(three_j, ir.Constant(i64, 2))], source_etype=i64),
                     typ=i64)
-    b.cbranch(b.icmp_signed("!=", serial, ir.Constant(i64, 0)), blocks["serial"],
-              blocks["pooled"])
+    b.cbranch(b.icmp_signed("!=", serial, zero), blocks["serial"], blocks["pooled"])
     b.position_at_end(blocks["pooled"])
     pooled = b.call(run, [state, task, ctx])
     b.branch(blocks["result"])
     b.position_at_end(blocks["serial"])
     direct = b.inttoptr(task, task_type)
-    probe = b.call(direct, [ctx, ir.Constant(i64, 0), ir.Constant(i64, -1)])
-    b.cbranch(b.icmp_signed(">", probe, ir.Constant(i64, 0)), blocks["chunks"],
-              blocks["result"])
+    probe = b.call(direct, [ctx, zero, ir.Constant(i64, -1)])
+    b.cbranch(b.icmp_signed(">", probe, zero), blocks["chunks"], blocks["result"])
     b.position_at_end(blocks["chunks"])
-    chunks = b.call(direct, [ctx, ir.Constant(i64, 0), ir.Constant(i64, 1)])
+    chunks = b.call(direct, [ctx, zero, one])
     b.branch(blocks["result"])
     b.position_at_end(blocks["result"])
     result = b.phi(i64)
     result.add_incoming(pooled, blocks["pooled"])
     result.add_incoming(probe, blocks["serial"])
     result.add_incoming(chunks, blocks["chunks"])
-    b.cbranch(b.icmp_signed("<", result, ir.Constant(i64, 0)), blocks["bad"], blocks["next"])
+    b.cbranch(b.icmp_signed("<", result, zero), blocks["bad"], blocks["next"])
     b.position_at_end(blocks["bad"])
     b.store(j, failed)
-    b.ret(r)
+    b.ret(b.load(total_p, typ=i64))
     b.position_at_end(blocks["next"])
-    b.store(b.add(j, ir.Constant(i64, 1)), j_p)
+    b.store(b.add(j, one), j_p)
     b.branch(blocks["inner"])
     b.position_at_end(blocks["watch"])
-    r_done = b.add(r, ir.Constant(i64, 1))
-    b.store(r_done, r_p)
-    b.cbranch(b.icmp_unsigned("==", b.ptrtoint(stop, i64), ir.Constant(i64, 0)),
-              blocks["outer"], blocks["check"])
+    b.store(b.add(r, one), r_p)
+    total = b.add(b.load(total_p, typ=i64), one)
+    b.store(total, total_p)
+    b.cbranch(b.icmp_unsigned("==", b.ptrtoint(stop, i64), zero), blocks["outer"],
+              blocks["check"])
     b.position_at_end(blocks["check"])
     word = b.load_atomic(stop, "acquire", 4, typ=i32)
     b.cbranch(b.icmp_signed("!=", word, ir.Constant(i32, 0)), blocks["stopped"], blocks["outer"])
     b.position_at_end(blocks["stopped"])
-    b.ret(r_done)
+    b.ret(total)
     b.position_at_end(blocks["done"])
-    b.ret(repeats)
+    b.store(b.add(e, one), e_p)
+    b.branch(blocks["entries"])
+    b.position_at_end(blocks["finished"])
+    b.ret(b.load(total_p, typ=i64))
     fn.attributes.add("nounwind")  # no unwind tables: objload maps code and constants only
     return str(module)
 
 
 @functools.cache
 def _chain_function(settings) -> object:
-    key = jit.cache_key("simrun launch chain, serial tasks", settings)
+    key = jit.cache_key("simrun launch chain, serial tasks, programs", settings)
     if not jit.load_cached(key, settings):
         jit.compile_module(key, build_module(), settings)
     return _CHAIN(jit.function_address(CHAIN_FN))
@@ -138,6 +160,8 @@ class Chain:
                                   ((c, fn) for c, _ in launches for fn in c.fns), self.serial)],
                              dtype=np.int64).reshape(-1)
         self.failed = np.full(1, -1, dtype=np.int64)
+        self.first_task = np.cumsum([0] + [len(c.fns) for c, _ in launches]).astype(np.int64)
+        self.whole = np.array([0, len(self.owner), 0], dtype=np.int64)  # run(): one entry
         self.written = [f for compiled, _ in launches for f in compiled.written]
         if stop is not None and (stop.data.dtype != np.int32 or stop.data.shape != ()):
             raise ValueError("the stop word must be a 0-D ti.i32 field")
@@ -146,17 +170,34 @@ class Chain:
         """Make the launches ``repeats`` times; returns the repetitions done (fewer when the
         stop word was set). A task's error (e.g. an index out of range) is raised as
         ``CompiledKernel.launch`` raises it."""
+        self.whole[2] = repeats
+        return self._run(self.whole)
+
+    def run_program(self, program: np.ndarray) -> int:
+        """Run blocks of the launches in turn: ``program`` rows are (first launch, launch
+        count, repeats), e.g. a few forward steps, a copy, a reverse step, without returning
+        to Python between them. Returns the repetitions done over all rows (fewer than their
+        sum when the stop word, read after each repetition of every row, was set)."""
+        program = np.asarray(program, dtype=np.int64).reshape(-1, 3)
+        first, count = program[:, 0], program[:, 1]
+        tasks = np.empty_like(program)
+        tasks[:, 0] = self.first_task[first]
+        tasks[:, 1] = self.first_task[first + count] - tasks[:, 0]
+        tasks[:, 2] = program[:, 2]
+        return self._run(tasks.reshape(-1))
+
+    def _run(self, program: np.ndarray) -> int:
         for compiled, flat in self.launches:
             if flat:
                 compiled.set_args(flat)
         address = self.runtime.native_run_address()
         if address is None:
-            done = self._run_python(repeats)
+            done = self._run_python(program)
         else:
             stop = self.stop.data.ctypes.data if self.stop is not None else None
             done = _chain_function(self.runtime.settings)(
                 address, self.runtime.state.ctypes.data, self.plan.ctypes.data,
-                len(self.owner), repeats, stop, self.failed.ctypes.data)
+                program.ctypes.data, len(program) // 3, stop, self.failed.ctypes.data)
         for f in self.written:  # as each launch does: readers see that the field changed
             f.version += 1
         if self.failed[0] >= 0:
@@ -165,15 +206,19 @@ class Chain:
             compiled.raise_error()
         return int(done)
 
-    def _run_python(self, repeats: int) -> int:
+    def _run_python(self, program: np.ndarray) -> int:
         rt = self.runtime
         tasks = [(fn, compiled.ctx_addr) for compiled, _ in self.launches for fn in compiled.fns]
         runs = [rt.run_serial if serial else rt.run for serial in self.serial]
-        for r in range(repeats):
-            for k, (fn, ctx) in enumerate(tasks):
-                if runs[k](fn, ctx) < 0:
-                    self.failed[0] = k
-                    return r
-            if self.stop is not None and self.stop.data[()] != 0:
-                return r + 1
-        return repeats
+        done = 0
+        for first, count, repeats in program.reshape(-1, 3).tolist():
+            for _ in range(repeats):
+                for k in range(first, first + count):
+                    fn, ctx = tasks[k]
+                    if runs[k](fn, ctx) < 0:
+                        self.failed[0] = k
+                        return done
+                done += 1
+                if self.stop is not None and self.stop.data[()] != 0:
+                    return done
+        return done

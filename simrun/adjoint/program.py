@@ -1,0 +1,261 @@
+"""The whole checkpoint schedule as native programs: forward steps, stored states and reverse
+steps run from machine code, a few thousand schedule actions per call.
+
+The binomial schedule (schedule.py) still decides every action, but its states are slots of
+one preallocated slab of engine fields (x, v, F per slot, in the state's precision) instead of
+NumPy arrays in Python objects, and its actions are rows of a `Chain` program: LOAD a slot into
+the system's fields, STEP n times (the stepper's own launches, without its NaN watch), STORE
+the fields into a slot, REVERSE one step (the state before it from a slot, the state after it
+kept from the step reversed just before; `reverse.NativeReverse`'s launches). A small kernel at
+the start of each LOAD, STORE and REVERSE reads that row's slot from an ops table, so one call
+runs a whole stretch of the schedule without Python or NumPy between its steps. Copies are
+bit-exact (F is stored as -x.grad, restored as -F), the launches the same as the per-step
+sweep's: the gradient has the same bits as `Trajectory`'s step-by-step native sweep.
+
+The objective must read only the final state (at: end): its seed, the last step and the
+first reverse step run from Python once. A NaN or Inf in the adjoint stops the program after
+that reverse step, and the error names it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import simrun.lang as ti
+from simrun.adjoint.schedule import Schedule, reverse
+from simrun.lang.api import runtime
+from simrun.lang.runtime.chain import Chain
+from simrun.stepper import updates
+from simrun.stepper.fieldstep import chainable
+from simrun.stepper.state import State
+
+OPS = 4096  # slot arguments per native call
+STEPS_PER_CALL = 20_000  # forward steps per call at most (progress, Ctrl-C)
+
+
+@ti.kernel
+def next_slot(ops: ti.template(), pc: ti.template(), slot: ti.template()):
+    """The slot of this program row: the next entry of the ops table."""
+    for _ in range(1):
+        slot[None] = ops[pc[None]]
+        pc[None] += 1
+
+
+@ti.kernel
+def load_slot(sx: ti.template(), sv: ti.template(), sf: ti.template(), slot: ti.template(),
+              x: ti.template(), v: ti.template()):
+    """A stored state into the system: x, v and x.grad = -F (as FieldStepper.load)."""
+    for i in x:
+        k = slot[None]
+        x[i] = sx[k, i]
+        v[i] = sv[k, i]
+        x.grad[i] = -sf[k, i]
+
+
+@ti.kernel
+def store_slot(x: ti.template(), v: ti.template(), sx: ti.template(), sv: ti.template(),
+               sf: ti.template(), slot: ti.template()):
+    """The system's state into a slot (F = -x.grad, as FieldStepper.store)."""
+    for i in x:
+        k = slot[None]
+        sx[k, i] = x[i]
+        sv[k, i] = v[i]
+        sf[k, i] = -x.grad[i]
+
+
+@ti.kernel
+def load_reverse(sx: ti.template(), sv: ti.template(), sf: ti.template(), slot: ti.template(),
+                 rx: ti.template(), rv: ti.template(), rf: ti.template(), nf: ti.template(),
+                 x: ti.template()):
+    """Reverse step j: the state after it (the state before step j + 1, which the reverse
+    fields still hold) into x and nf, the state before it from its slot into them."""
+    for i in x:
+        k = slot[None]
+        x[i] = rx[i]
+        nf[i] = rf[i]
+        rx[i] = sx[k, i]
+        rv[i] = sv[k, i]
+        rf[i] = sf[k, i]
+
+
+class Held:
+    """A state of the schedule: its step and its slot (None: only in the system's fields)."""
+
+    __slots__ = ("step", "slot")
+
+    def __init__(self, step: int, slot: int | None) -> None:
+        self.step, self.slot = step, slot
+
+
+class NativeProgram:
+    """The gradient sweep of a `Trajectory` as native programs (see the module docstring)."""
+
+    def __init__(self, traj, native, snapshots: int) -> None:
+        system, stepper = traj.model.system, traj.stepper
+        n, dim, fp = traj.scene.particles.count, traj.scene.particles.dim, system.fp
+        self.traj, self.native, self.stepper, self.system = traj, native, stepper, system
+        self.scratch = snapshots + 1  # slot 0: the start; 1 .. snapshots: the stored states
+        vec = ti.Vector.field
+        self.sx, self.sv, self.sf = (vec(dim, fp, shape=(snapshots + 2, n)) for _ in range(3))
+        self.ops = ti.field(ti.i32, shape=OPS)
+        self.pc, self.slot = ti.field(ti.i32, shape=()), ti.field(ti.i32, shape=())
+        slab, x = (self.sx, self.sv, self.sf), system.x
+        tick = (next_slot, (self.ops, self.pc, self.slot))
+        with updates.ieee():
+            blocks = {
+                "load": [tick, (load_slot, (*slab, self.slot, x, system.v))],
+                "store": [tick, (store_slot, (x, system.v, *slab, self.slot))],
+                "reverse": [tick, (load_reverse, (*slab, self.slot, native.sx, native.sv,
+                                                  native.sf, native.nf, x))]}
+            blocks = {k: [chainable(*launch) for launch in b] for k, b in blocks.items()}
+        blocks["step"] = stepper.step_launches(traj.model.uses_potential()) or [None]
+        blocks["reverse"] += native.launches
+        launches, self.rows = [], {}
+        for name, block in blocks.items():
+            self.rows[name] = (len(launches), len(block))
+            launches += block
+        self.chain = Chain(runtime(), launches, stop=native.bad) if all(launches) else None
+        self.program: list[tuple[int, int, int]] = []
+        self.args: list[int] = []
+        self.steps_of_rows: dict[int, int] = {}  # program row -> the step it reverses
+        self.live: Held | None = None  # the state the system's fields hold
+        self.pending_steps = 0
+        self.used: list[int] = []  # slots of stored states, in the order stored (LIFO)
+
+    # ------------------------------------------------------------------ the program
+    def _emit(self, name: str, repeats: int = 1, slot: int | None = None) -> None:
+        first, count = self.rows[name]
+        if slot is not None:
+            self.args.append(slot)
+        if name == "step" and self.program and self.program[-1][0] == first:
+            self.program[-1] = (first, count, self.program[-1][2] + repeats)
+        else:
+            self.program.append((first, count, repeats))
+
+    def flush(self) -> None:
+        """Run the rows emitted so far in one native call; a reverse step whose adjoint
+        became NaN or Inf is raised as the step-by-step sweep raises it."""
+        if not self.program:
+            return
+        self.ops.data[: len(self.args)] = self.args
+        self.pc.data[()] = 0
+        self.native.bad.data[()] = 0
+        for bound in self.system.energy:
+            bound.kernel.last_launch = None
+        if self.stepper.direct is not None:
+            self.stepper.direct.set_field_args()
+        self.native.hvp.set_field_args()
+        program = np.array(self.program, dtype=np.int64)
+        done = self.chain.run_program(program)
+        if self.native.bad.data[()]:
+            ends = np.cumsum(program[:, 2])
+            row = int(np.searchsorted(ends, done))
+            step = self.steps_of_rows[row]
+            adj = self.adj
+            self.native.pull(adj)
+            self.traj._check_finite(adj, step)
+        self.program, self.args, self.pending_steps = [], [], 0
+        self.steps_of_rows = {}
+
+    def _room(self, slots: int = 1) -> None:
+        if len(self.args) + slots > OPS or len(self.program) + 2 * slots > OPS:
+            self.flush()
+
+    # ------------------------------------------------------------------ schedule callbacks
+    def _make_live(self, held: Held) -> None:
+        if self.live is not held:
+            self._room()
+            self._emit("load", slot=held.slot)
+            self.live = held
+
+    def advance_many(self, held: Held, a: int, b: int) -> Held:
+        self._make_live(held)
+        left = b - a
+        while left:
+            take = min(left, STEPS_PER_CALL - self.pending_steps)
+            self._emit("step", take)
+            self.pending_steps += take
+            left -= take
+            if self.pending_steps >= STEPS_PER_CALL:
+                self._progress(a + (b - a - left))
+                self.flush()
+        self.live = Held(b, None)
+        return self.live
+
+    def advance(self, held: Held, k: int) -> Held:
+        return self.advance_many(held, k, k + 1)
+
+    def copy(self, held: Held) -> Held:
+        assert held is self.live and held.slot is None
+        held.slot = len(self.used) + 1
+        self.used.append(held.slot)
+        self._room()
+        self._emit("store", slot=held.slot)
+        return held
+
+    def release(self, held: Held) -> None:
+        assert self.used and self.used[-1] == held.slot, "stored states freed out of order"
+        self.used.pop()
+
+    def reverse_step(self, held: Held, k: int) -> None:
+        if k == self.steps - 1:
+            self._first_reverse(held)
+        if held.slot is None:  # advanced to, not stored: through the scratch slot
+            self._room(2)
+            self._emit("store", slot=self.scratch)
+            slot = self.scratch
+        else:
+            self._room()
+            slot = held.slot
+        self._emit("reverse", slot=slot)
+        self.steps_of_rows[len(self.program) - 1] = k
+        self.live = None
+        if len(self.program) + 8 > OPS:
+            self._progress(k)
+            self.flush()
+
+    def _progress(self, step: int) -> None:
+        if self.first_descent:
+            self.traj.progress("forward", step, self.steps)
+        else:
+            self.traj.progress("reverse", self.steps - step, self.steps)
+
+    def _first_reverse(self, held: Held) -> None:
+        """The last step from Python: its end state's objective and seed, the adjoint into
+        the reverse fields, and the state after the step into them."""
+        traj, native = self.traj, self.native
+        self._make_live(held)
+        if held.slot is None:
+            self._emit("store", slot=self.scratch)
+            held.slot = self.scratch
+        self.flush()
+        self.first_descent = False
+        potential = traj.model.uses_potential()
+        done = 0
+        while done < 1:
+            done += self.stepper.advance(1, potential)
+        nxt = State(self.steps, None, None, None, 0.0)
+        self.stepper.store(nxt)
+        if not potential and self.stepper.forces_only is not None:
+            nxt.potential = float("nan")
+        traj._accumulate(self.total, nxt, self.steps)
+        traj._seed(self.adj, nxt, traj._weight(self.steps, self.steps))
+        native.push(self.adj)
+        native.sx.from_numpy(nxt.x)
+        native.sv.from_numpy(nxt.v)
+        native.sf.from_numpy(nxt.f)
+        self.live = None
+        self._progress(self.steps - 1)
+
+    # ------------------------------------------------------------------ the sweep
+    def gradient(self, state0: State, steps: int, snapshots: int, adj) -> tuple[float, Schedule]:
+        """J (at: end) and the adjoint (in ``adj``) after the whole reverse sweep."""
+        self.steps, self.adj, self.total = steps, adj, [0.0]
+        self.first_descent, self.steps_of_rows = True, {}
+        self.sx.data[0], self.sv.data[0], self.sf.data[0] = state0.x, state0.v, state0.f
+        start = Held(0, 0)
+        sched = reverse(start, steps, snapshots, self.advance, self.reverse_step, self.copy,
+                        self.advance_many, self.release)
+        self.flush()
+        self.native.pull(adj)
+        return self.total[0], sched
