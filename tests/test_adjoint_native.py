@@ -8,7 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from simrun.adjoint import schedule
 from simrun.adjoint.job import scene_gradient
+from simrun.adjoint.program import NativeProgram
 from simrun.adjoint.sweep import Trajectory
 from simrun.scene import load_scene
 
@@ -58,3 +60,66 @@ def test_native_reverse_step_equals_the_numpy_one(tmp_path, monkeypatch, extra):
         assert np.all(np.isfinite(a)) and np.any(b != 0), key
         scale = float(np.max(np.abs(b)))
         assert float(np.max(np.abs(a - b))) <= 1e-10 * scale, (key, a, b)
+
+
+@pytest.mark.parametrize("extra", [
+    "precision: f64\nintegrator: {type: velocity_verlet, damping: 0.2}\n"
+    "boundary: {type: reflect, low: [0.25, 0.25], high: [0.75, 0.75]}\n"
+    "objective: {builtin: kinetic, at: end}\n",
+    "precision: f32\nintegrator: {type: symplectic_euler, damping: 0.0}\n"
+    "boundary: {type: periodic, low: [0, 0], high: [1, 1]}\n"
+    "objective: {builtin: total, at: end}\n",
+], ids=["verlet-reflect-damped", "f32-euler-periodic-total"])
+@pytest.mark.parametrize("checkpoints", [0, 7, 299])
+def test_native_program_equals_the_step_by_step_sweep(tmp_path, monkeypatch, extra, checkpoints):
+    """The whole schedule as native programs (adjoint/program.py: states in a slab of
+    fields, forward steps, copies and reverse steps in one call) makes the same launches on
+    the same bits as the sweep that returns to Python for every action: the same gradient
+    to the last bit, and the forward steps the binomial formula counts (no room: every
+    state recomputed from the start; 7 states; every state stored)."""
+    path = tmp_path / "s.yaml"
+    path.write_text(BODY.replace("steps: 300", "steps: 120") + extra)
+    scene = load_scene(path, allow_outside=True)
+    checkpoints = min(checkpoints, 119)
+    programs = []
+    monkeypatch.setattr(NativeProgram, "gradient", _spy(NativeProgram.gradient, programs))
+    chained = scene_gradient(scene, KEYS, checkpoints=checkpoints, threads=1)
+    assert programs, "the native program did not run"
+    monkeypatch.setattr(Trajectory, "use_program", False)
+    stepwise = scene_gradient(scene, KEYS, checkpoints=checkpoints, threads=1)
+    assert len(programs) == 1
+    assert chained.objective == stepwise.objective
+    assert chained.advances == stepwise.advances == schedule.forward_steps(120, checkpoints)
+    assert chained.stored_bytes == stepwise.stored_bytes
+    for key in KEYS:
+        np.testing.assert_array_equal(chained.gradients[key], stepwise.gradients[key])
+
+
+def _spy(method, calls: list):
+    def spied(self, *args, **kwargs):
+        calls.append(self)
+        return method(self, *args, **kwargs)
+    return spied
+
+
+@pytest.mark.parametrize("program", [True, False], ids=["program", "stepwise"])
+def test_a_nan_adjoint_names_its_step(tmp_path, monkeypatch, program):
+    """An adjoint that turns NaN stops the reverse sweep at that step with the step-by-step
+    sweep's message (here the seed of the final state is NaN: the last step is the first
+    reversed, and the error names it)."""
+    path = tmp_path / "s.yaml"
+    path.write_text(BODY.replace("steps: 300", "steps: 40") + "precision: f64\n"
+                    "objective: {builtin: kinetic, at: end}\n")
+    scene = load_scene(path, allow_outside=True)
+    seed = Trajectory._seed
+
+    def poisoned(self, adj, state, w):
+        seed(self, adj, state, w)
+        if w:
+            adj.v[3, 1] = np.nan
+
+    monkeypatch.setattr(Trajectory, "_seed", poisoned)
+    monkeypatch.setattr(Trajectory, "use_program", program)
+    with pytest.raises(FloatingPointError, match=r"adjoint of the velocities became NaN or "
+                                                 r"Inf at step 39 \(time 0\.078\)"):
+        scene_gradient(scene, KEYS, checkpoints=5, threads=1)

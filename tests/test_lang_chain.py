@@ -109,3 +109,31 @@ def test_chain_keeps_the_deterministic_modes_serial_scatters(pool, monkeypatch):
         grid.fill(0)
         assert chain.run(10) == 10
         np.testing.assert_array_equal(grid.to_numpy(), expected)
+
+
+@pytest.mark.parametrize("pool", ["native", "python"])
+def test_chain_program_runs_blocks_in_turn_and_stops_on_the_watch_word(pool, monkeypatch):
+    """run_program: rows (first launch, launch count, repeats) run in order, each block its
+    own number of times, as the same launches made one by one; the watch word ends the
+    program after the repetition that set it, and the count says how far it got."""
+    monkeypatch.setenv("SIMRUN_POOL", pool)
+    ti.init(arch=ti.cpu, default_fp=ti.f64, cpu_max_num_threads=1)
+    x, y = ti.field(ti.f64, shape=4), ti.field(ti.f64, shape=4)
+    flag = ti.field(ti.i32, shape=())
+    x.from_numpy(np.array([1.0, 2.0, 3.0, 4.0]))
+    rows = [(0, 1, 3), (1, 1, 2), (0, 2, 1), (1, 1, 4)]  # y += x | y /= 2 | both | y /= 2
+    for first, count, repeats in rows:
+        for _ in range(repeats):
+            for k in range(first, first + count):
+                axpy(x, y, 1.0) if k == 0 else decay(y)
+    expected = y.to_numpy()
+    y.fill(0.0)
+    launches = [axpy.prepare((x, y, 1.0), "primal")[:2], decay.prepare((y,), "primal")[:2],
+                flag_above.prepare((y, flag, 1e9), "primal")[:2]]
+    assert Chain(runtime(), launches, stop=flag).run_program(np.array(rows)) == 10
+    np.testing.assert_array_equal(y.to_numpy(), expected)
+    y.fill(0.0)  # y = x, 2x, 3x after the first row's repetitions; > 2.5 stops the second
+    watched = Chain(runtime(), [launches[0], flag_above.prepare((y, flag, 2.5), "primal")[:2],
+                                launches[1]], stop=flag)
+    assert watched.run_program(np.array([(0, 1, 2), (0, 2, 5), (2, 1, 7)])) == 2 + 1
+    assert flag[None] == 1 and y.to_numpy().tolist() == [3.0, 6.0, 9.0, 12.0]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from math import comb
 from typing import Any
 
@@ -35,6 +36,7 @@ def forward_steps(steps: int, snapshots: int) -> int:
     return total
 
 
+@lru_cache(maxsize=1 << 16)  # a long reversal asks for the same few segments many times
 def _split(n: int, s: int) -> int:
     """The optimal first segment: advance k steps, store, reverse the n - k after it with
     s - 1 snapshots, then the k before it with s (the cost k + T(n-k, s-1) + T(k, s) is
