@@ -110,28 +110,23 @@ class NativeProgram:
             blocks = {k: [chainable(*launch) for launch in b] for k, b in blocks.items()}
         blocks["step"] = stepper.step_launches(traj.model.uses_potential()) or [None]
         blocks["reverse"] += native.launches
-        launches, self.rows = [], {}
+        launches, rows = [], {}
         for name, block in blocks.items():
-            self.rows[name] = (len(launches), len(block))
+            rows[name] = [len(launches), len(block), 1]
             launches += block
         self.chain = Chain(runtime(), launches, stop=native.bad) if all(launches) else None
-        self.program: list[tuple[int, int, int]] = []
-        self.args: list[int] = []
-        self.steps_of_rows: dict[int, int] = {}  # program row -> the step it reverses
+        self.load_row, self.store_row, self.reverse_row = rows["load"], rows["store"], \
+            rows["reverse"]
+        self.step_row = [*rows["step"][:2], 0]  # the steps are added to its repeats
+        self.program: list[int] = []  # (first launch, launch count, repeats) per row, flat
+        self.args: list[int] = []  # the slot of each load, store and reverse row, in order
+        self.step_end = -1  # len(program) after the last step row (more steps extend it)
+        self.first_reversed = -1  # the step the first reverse row of this call reverses
         self.live: Held | None = None  # the state the system's fields hold
         self.pending_steps = 0
         self.used: list[int] = []  # slots of stored states, in the order stored (LIFO)
 
     # ------------------------------------------------------------------ the program
-    def _emit(self, name: str, repeats: int = 1, slot: int | None = None) -> None:
-        first, count = self.rows[name]
-        if slot is not None:
-            self.args.append(slot)
-        if name == "step" and self.program and self.program[-1][0] == first:
-            self.program[-1] = (first, count, self.program[-1][2] + repeats)
-        else:
-            self.program.append((first, count, repeats))
-
     def flush(self) -> None:
         """Run the rows emitted so far in one native call; a reverse step whose adjoint
         became NaN or Inf is raised as the step-by-step sweep raises it."""
@@ -145,39 +140,37 @@ class NativeProgram:
         if self.stepper.direct is not None:
             self.stepper.direct.set_field_args()
         self.native.hvp.set_field_args()
-        program = np.array(self.program, dtype=np.int64)
+        program = np.array(self.program, dtype=np.int64).reshape(-1, 3)
         done = self.chain.run_program(program)
-        if self.native.bad.data[()]:
-            ends = np.cumsum(program[:, 2])
-            row = int(np.searchsorted(ends, done))
-            step = self.steps_of_rows[row]
-            adj = self.adj
-            self.native.pull(adj)
-            self.traj._check_finite(adj, step)
-        self.program, self.args, self.pending_steps = [], [], 0
-        self.steps_of_rows = {}
+        if self.native.bad.data[()]:  # after the reverse row whose repetitions end at done
+            row = int(np.searchsorted(np.cumsum(program[:, 2]), done))
+            earlier = np.count_nonzero(program[:row, 0] == self.reverse_row[0])
+            self.native.pull(self.adj)
+            self.traj._check_finite(self.adj, self.first_reversed - earlier)
+        self.program, self.args, self.pending_steps, self.step_end = [], [], 0, -1
+        self.first_reversed = -1
 
-    def _room(self, slots: int = 1) -> None:
-        if len(self.args) + slots > OPS or len(self.program) + 2 * slots > OPS:
+    def _emit(self, row: list[int], slot: int) -> None:
+        if len(self.args) >= OPS:
             self.flush()
+        self.args.append(slot)
+        self.program += row
 
     # ------------------------------------------------------------------ schedule callbacks
-    def _make_live(self, held: Held) -> None:
-        if self.live is not held:
-            self._room()
-            self._emit("load", slot=held.slot)
-            self.live = held
-
     def advance_many(self, held: Held, a: int, b: int) -> Held:
-        self._make_live(held)
+        if self.live is not held:
+            self._emit(self.load_row, held.slot)
         left = b - a
         while left:
             take = min(left, STEPS_PER_CALL - self.pending_steps)
-            self._emit("step", take)
+            if len(self.program) != self.step_end:
+                self.program += self.step_row
+                self.step_end = len(self.program)
+            self.program[-1] += take
             self.pending_steps += take
             left -= take
             if self.pending_steps >= STEPS_PER_CALL:
-                self._progress(a + (b - a - left))
+                self._progress(b - left)
                 self.flush()
         self.live = Held(b, None)
         return self.live
@@ -186,31 +179,27 @@ class NativeProgram:
         return self.advance_many(held, k, k + 1)
 
     def copy(self, held: Held) -> Held:
-        assert held is self.live and held.slot is None
         held.slot = len(self.used) + 1
         self.used.append(held.slot)
-        self._room()
-        self._emit("store", slot=held.slot)
+        self._emit(self.store_row, held.slot)
         return held
 
     def release(self, held: Held) -> None:
-        assert self.used and self.used[-1] == held.slot, "stored states freed out of order"
-        self.used.pop()
+        if self.used.pop() != held.slot:
+            raise AssertionError("stored states freed out of order")
 
     def reverse_step(self, held: Held, k: int) -> None:
         if k == self.steps - 1:
             self._first_reverse(held)
-        if held.slot is None:  # advanced to, not stored: through the scratch slot
-            self._room(2)
-            self._emit("store", slot=self.scratch)
+        slot = held.slot
+        if slot is None:  # advanced to, not stored: through the scratch slot
             slot = self.scratch
-        else:
-            self._room()
-            slot = held.slot
-        self._emit("reverse", slot=slot)
-        self.steps_of_rows[len(self.program) - 1] = k
+            self._emit(self.store_row, slot)
+        self._emit(self.reverse_row, slot)
+        if self.first_reversed < 0:
+            self.first_reversed = k
         self.live = None
-        if len(self.program) + 8 > OPS:
+        if len(self.args) >= OPS - 2:
             self._progress(k)
             self.flush()
 
@@ -224,9 +213,10 @@ class NativeProgram:
         """The last step from Python: its end state's objective and seed, the adjoint into
         the reverse fields, and the state after the step into them."""
         traj, native = self.traj, self.native
-        self._make_live(held)
+        if self.live is not held:
+            self._emit(self.load_row, held.slot)
         if held.slot is None:
-            self._emit("store", slot=self.scratch)
+            self._emit(self.store_row, self.scratch)
             held.slot = self.scratch
         self.flush()
         self.first_descent = False
@@ -251,7 +241,7 @@ class NativeProgram:
     def gradient(self, state0: State, steps: int, snapshots: int, adj) -> tuple[float, Schedule]:
         """J (at: end) and the adjoint (in ``adj``) after the whole reverse sweep."""
         self.steps, self.adj, self.total = steps, adj, [0.0]
-        self.first_descent, self.steps_of_rows = True, {}
+        self.first_descent = True
         self.sx.data[0], self.sv.data[0], self.sf.data[0] = state0.x, state0.v, state0.f
         start = Held(0, 0)
         sched = reverse(start, steps, snapshots, self.advance, self.reverse_step, self.copy,
