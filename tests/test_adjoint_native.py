@@ -10,7 +10,7 @@ import pytest
 
 from simrun.adjoint import schedule
 from simrun.adjoint.job import scene_gradient
-from simrun.adjoint.program import NativeProgram
+from simrun.adjoint.program import NativeProgram, stopped_at
 from simrun.adjoint.sweep import Trajectory
 from simrun.scene import load_scene
 
@@ -123,3 +123,14 @@ def test_a_nan_adjoint_names_its_step(tmp_path, monkeypatch, program):
     with pytest.raises(FloatingPointError, match=r"adjoint of the velocities became NaN or "
                                                  r"Inf at step 39 \(time 0\.078\)"):
         scene_gradient(scene, KEYS, checkpoints=5, threads=1)
+
+
+def test_a_stopped_program_names_the_step_of_its_reverse_row():
+    """Rows: load, 3 steps, reverse (step 9), store, reverse (8), 2 steps, reverse (7): a
+    stop after 1 + 3 + 1 + 1 + 1 repetitions is the reverse of step 8."""
+    load, step, store, rev = 0, 2, 4, 6
+    program = np.array([(load, 2, 1), (step, 2, 3), (rev, 9, 1), (store, 2, 1), (rev, 9, 1),
+                        (step, 2, 2), (rev, 9, 1)])
+    assert stopped_at(program, 5, rev, 9) == 9
+    assert stopped_at(program, 7, rev, 9) == 8
+    assert stopped_at(program, 10, rev, 9) == 7

@@ -78,6 +78,14 @@ def load_reverse(sx: ti.template(), sv: ti.template(), sf: ti.template(), slot: 
         rf[i] = sf[k, i]
 
 
+def stopped_at(program: np.ndarray, done: int, reverse_first: int, first_reversed: int) -> int:
+    """The step whose reverse row stopped a program after ``done`` repetitions: rows that
+    start at launch ``reverse_first`` reverse the steps first_reversed, first_reversed - 1,
+    ... in turn (the schedule reverses in order)."""
+    row = int(np.searchsorted(np.cumsum(program[:, 2]), done))
+    return first_reversed - int(np.count_nonzero(program[:row, 0] == reverse_first))
+
+
 class Held:
     """A state of the schedule: its step and its slot (None: only in the system's fields)."""
 
@@ -142,11 +150,10 @@ class NativeProgram:
         self.native.hvp.set_field_args()
         program = np.array(self.program, dtype=np.int64).reshape(-1, 3)
         done = self.chain.run_program(program)
-        if self.native.bad.data[()]:  # after the reverse row whose repetitions end at done
-            row = int(np.searchsorted(np.cumsum(program[:, 2]), done))
-            earlier = np.count_nonzero(program[:row, 0] == self.reverse_row[0])
+        if self.native.bad.data[()]:
             self.native.pull(self.adj)
-            self.traj._check_finite(self.adj, self.first_reversed - earlier)
+            self.traj._check_finite(self.adj, stopped_at(program, done, self.reverse_row[0],
+                                                         self.first_reversed))
         self.program, self.args, self.pending_steps, self.step_end = [], [], 0, -1
         self.first_reversed = -1
 
