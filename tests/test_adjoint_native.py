@@ -83,8 +83,12 @@ def test_native_program_equals_the_step_by_step_sweep(tmp_path, monkeypatch, ext
     checkpoints = min(checkpoints, 119)
     programs = []
     monkeypatch.setattr(NativeProgram, "gradient", _spy(NativeProgram.gradient, programs))
-    chained = scene_gradient(scene, KEYS, checkpoints=checkpoints, threads=1)
+    seen = []
+    chained = scene_gradient(scene, KEYS, checkpoints=checkpoints, threads=1,
+                             progress=lambda phase, k, n: seen.append((phase, k)))
     assert programs, "the native program did not run"
+    reverse = [k for phase, k in seen if phase == "reverse"]  # the progress bar moves on
+    assert reverse == sorted(reverse) and reverse[-1] == 120 and ("forward", 120) in seen
     monkeypatch.setattr(Trajectory, "use_program", False)
     stepwise = scene_gradient(scene, KEYS, checkpoints=checkpoints, threads=1)
     assert len(programs) == 1

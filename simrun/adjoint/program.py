@@ -205,16 +205,19 @@ class NativeProgram:
         self._emit(self.reverse_row, slot)
         if self.first_reversed < 0:
             self.first_reversed = k
+        self.reversed_to = k
         self.live = None
         if len(self.args) >= OPS - 2:
             self._progress(k)
             self.flush()
 
     def _progress(self, step: int) -> None:
+        """Forward steps reached in the first descent, then steps reversed (the last step
+        handed to the program, ``reversed_to``, not the recomputations' steps)."""
         if self.first_descent:
             self.traj.progress("forward", step, self.steps)
         else:
-            self.traj.progress("reverse", self.steps - step, self.steps)
+            self.traj.progress("reverse", self.steps - self.reversed_to, self.steps)
 
     def _first_reverse(self, held: Held) -> None:
         """The last step from Python: its end state's objective and seed, the adjoint into
@@ -248,11 +251,13 @@ class NativeProgram:
     def gradient(self, state0: State, steps: int, snapshots: int, adj) -> tuple[float, Schedule]:
         """J (at: end) and the adjoint (in ``adj``) after the whole reverse sweep."""
         self.steps, self.adj, self.total = steps, adj, [0.0]
-        self.first_descent = True
+        self.first_descent, self.reversed_to = True, steps
         self.sx.data[0], self.sv.data[0], self.sf.data[0] = state0.x, state0.v, state0.f
         start = Held(0, 0)
         sched = reverse(start, steps, snapshots, self.advance, self.reverse_step, self.copy,
                         self.advance_many, self.release)
         self.flush()
+        if steps:
+            self.traj.progress("reverse", steps, steps)
         self.native.pull(adj)
         return self.total[0], sched
