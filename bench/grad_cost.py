@@ -8,13 +8,18 @@ gravity bodies in 2-D, f64, velocity Verlet. Usage:
 
 Besides time and peak RSS it prints what the binomial schedule's formula says the run must
 recompute and store (`schedule.forward_steps`, snapshots x the bytes of one state), beside
-what the gradient reports it did.
+what the gradient reports it did. The CPU time of each job (user + system) is printed too:
+on a box shared with other work it moves less than the wall time. ``--baseline DIR`` runs
+the same jobs with another checkout's simrun (e.g. main) in turn with this one's, round by
+round, and ends with the medians of both.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -49,7 +54,7 @@ CHILD = textwrap.dedent("""
     checkpoints = int(checkpoints) if int(checkpoints) >= 0 else None
     memory = int(memory) * 2**20 if int(memory) > 0 else None
     scene = load_scene(scene_path, allow_outside=True)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if job == "run":
         from simrun.stepper import run_scene
         run_scene(scene, Path(out), threads=threads)
@@ -61,23 +66,22 @@ CHILD = textwrap.dedent("""
         extra = {"advances": r.advances, "stored_bytes": r.stored_bytes,
                  "snapshots": r.snapshots, "recompute_factor": r.recompute_factor,
                  "setup_s": r.seconds["setup"], "sweeps_s": r.seconds["sweeps"]}
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(json.dumps({"job": job, "wall_s": wall, "peak_rss": rss, **extra}))
+    print(json.dumps({"job": job, "wall_s": wall, "cpu_s": cpu, "peak_rss": rss, **extra}))
 """)
 
 
 def measure(job: str, scene: Path, out: Path, threads: int, checkpoints: int,
-            memory_mib: int = 0) -> dict:
+            memory_mib: int = 0, root: Path = REPO) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1"}
     done = subprocess.run([sys.executable, "-c", CHILD, job, str(scene), str(out), str(threads),
                            str(checkpoints), str(memory_mib)], capture_output=True, text=True,
-                          check=True)
+                          check=True, env=env, cwd=root)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
-    from simrun.adjoint import schedule
-
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", type=int, default=40000)
     parser.add_argument("--checkpoints", type=int, default=20)
@@ -85,27 +89,46 @@ def main() -> None:
                         help="MiB for stored states (replaces --checkpoints)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="another checkout (e.g. main's) to measure in turn with this one")
     args = parser.parse_args()
+    trees = [("this", REPO)] + ([("baseline", args.baseline)] if args.baseline else [])
+    ratios: dict[str, list] = {name: [] for name, _ in trees}
     with tempfile.TemporaryDirectory() as tmp:
         scene = Path(tmp) / "scene.yaml"
         scene.write_text(SCENE.format(kernels=REPO / "kernels", steps=args.steps,
                                       every=max(args.steps // 100, 1)))
         for r in range(args.rounds):
-            run = measure("run", scene, Path(tmp) / f"run{r}", args.threads, 0)
-            grad = measure("grad", scene, Path(tmp) / f"grad{r}", args.threads,
-                           -1 if args.memory else args.checkpoints, args.memory)
-            snaps = grad["snapshots"]
-            print(f"steps {args.steps}, checkpoints {snaps}, threads {args.threads}: "
-                  f"run {run['wall_s']:.2f} s, {run['peak_rss'] / 2**20:.0f} MiB; "
-                  f"grad {grad['wall_s']:.2f} s (setup {grad['setup_s']:.2f}, sweeps "
-                  f"{grad['sweeps_s']:.2f}), {grad['peak_rss'] / 2**20:.0f} MiB; "
-                  f"grad/run {grad['wall_s'] / run['wall_s']:.2f}x time, "
-                  f"+{(grad['peak_rss'] - run['peak_rss']) / 2**20:.0f} MiB; "
-                  f"{grad['advances']} steps recomputed (formula "
-                  f"{schedule.forward_steps(args.steps, snaps)}, factor "
-                  f"{grad['recompute_factor']:.2f}), {grad['stored_bytes']} bytes of stored "
-                  f"states (formula {snaps} x {STATE_BYTES} = {snaps * STATE_BYTES})",
-                  flush=True)
+            for name, root in trees:
+                run = measure("run", scene, Path(tmp) / f"run{r}{name}", args.threads, 0,
+                              root=root)
+                grad = measure("grad", scene, Path(tmp) / f"grad{r}{name}", args.threads,
+                               -1 if args.memory else args.checkpoints, args.memory, root)
+                ratios[name].append((grad["wall_s"] / run["wall_s"],
+                                     grad["cpu_s"] / run["cpu_s"]))
+                print(f"[{name}, load {os.getloadavg()[0]:.1f}] " + _line(args, run, grad),
+                      flush=True)
+    for name, values in ratios.items():
+        print(f"{name}: median grad/run {statistics.median(v[0] for v in values):.2f}x wall, "
+              f"{statistics.median(v[1] for v in values):.2f}x CPU over {len(values)} rounds")
+
+
+def _line(args, run: dict, grad: dict) -> str:
+    from simrun.adjoint import schedule
+
+    snaps = grad["snapshots"]
+    return (f"steps {args.steps}, checkpoints {snaps}, threads {args.threads}: "
+            f"run {run['wall_s']:.2f} s (CPU {run['cpu_s']:.2f}), "
+            f"{run['peak_rss'] / 2**20:.0f} MiB; "
+            f"grad {grad['wall_s']:.2f} s (CPU {grad['cpu_s']:.2f}; setup {grad['setup_s']:.2f}, "
+            f"sweeps {grad['sweeps_s']:.2f}), {grad['peak_rss'] / 2**20:.0f} MiB; "
+            f"grad/run {grad['wall_s'] / run['wall_s']:.2f}x time "
+            f"({grad['cpu_s'] / run['cpu_s']:.2f}x CPU), "
+            f"+{(grad['peak_rss'] - run['peak_rss']) / 2**20:.0f} MiB; "
+            f"{grad['advances']} steps recomputed (formula "
+            f"{schedule.forward_steps(args.steps, snaps)}, factor "
+            f"{grad['recompute_factor']:.2f}), {grad['stored_bytes']} bytes of stored "
+            f"states (formula {snaps} x {STATE_BYTES} = {snaps * STATE_BYTES})")
 
 
 if __name__ == "__main__":
