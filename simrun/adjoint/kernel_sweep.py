@@ -79,10 +79,6 @@ class KernelTrajectory(ObjectiveSum):
         self.at_mean = scene.objective.at == "mean"
         self.progress = progress or (lambda *_: None)
         self.need_energy_grads = False
-        if scene.boundary.type != "none":
-            raise SceneError(f"{scene.source}: `simrun grad` does not differentiate a "
-                             "'boundary' on top of step_kernels; let the step kernels handle "
-                             "the walls (as kernels/mpm.py's grid_op does) or remove it.")
         ti, p = self.ti, scene.particles
         self.G = ti.Vector.field(p.dim, dtype=system.fp, shape=p.count, needs_grad=True,
                                  needs_dual=True)
@@ -163,6 +159,17 @@ class KernelTrajectory(ObjectiveSum):
         potential, f = system.forces()
         return KernelState(k + 1, x, v, f, potential, fields)
 
+    def _wall_signs(self) -> np.ndarray:
+        """The derivative of the scene's boundary, applied after the step kernels (as in
+        ``advance``) to the positions the fields hold now: -1 on the components a reflecting
+        wall flips (position and velocity alike), else 1 (a periodic wrap: 1)."""
+        x = self.system.x.to_numpy()
+        b = self.scene.boundary
+        if b.type != "reflect":
+            return np.ones(x.shape)
+        low, high = np.asarray(b.low, x.dtype), np.asarray(b.high, x.dtype)
+        return np.where((x < low) | (x > high), -1.0, 1.0)
+
     def _restore_fields(self, state: KernelState, k: int) -> None:
         """The allocated fields as the forces of step k saw them (before the HVP)."""
         for n, f in self.system.extra.items():
@@ -211,8 +218,9 @@ class KernelTrajectory(ObjectiveSum):
         with ti.ad.Tape(loss=None, clear_gradients=False):
             for tw in self.twins:
                 tw()
-            system.x.grad.from_numpy(adj.x.astype(system.np_dtype))
-            system.v.grad.from_numpy(adj.v.astype(system.np_dtype))
+            signs = self._wall_signs()  # the boundary after the kernels, reversed
+            system.x.grad.from_numpy((signs * adj.x).astype(system.np_dtype))
+            system.v.grad.from_numpy((signs * adj.v).astype(system.np_dtype))
             for n, f in self.floats.items():
                 f.grad.from_numpy(adj.fields[n].astype(f.grad.to_numpy().dtype))
         adj.x = system.x.grad.to_numpy().astype(float)
@@ -313,7 +321,9 @@ class KernelTrajectory(ObjectiveSum):
                            clear_gradients=False):
             for tw in self.twins:
                 tw()
-            out = (system.x.dual.to_numpy().astype(float), system.v.dual.to_numpy().astype(float),
+            signs = self._wall_signs()
+            out = (signs * system.x.dual.to_numpy().astype(float),
+                   signs * system.v.dual.to_numpy().astype(float),
                    {n: f.dual.to_numpy().astype(float) for n, f in self.floats.items()})
         return out[0], out[1], out[2], 0.0
 
