@@ -99,6 +99,24 @@ def test_native_program_equals_the_step_by_step_sweep(tmp_path, monkeypatch, ext
         np.testing.assert_array_equal(chained.gradients[key], stepwise.gradients[key])
 
 
+def test_native_program_with_two_threads_repeats_the_one_thread_bits(tmp_path, monkeypatch):
+    """grad's deterministic mode: with two threads the program (its chained launches run
+    the float scatters on one thread, in order) gives the one-thread gradient to the bit,
+    as the step-by-step sweep does."""
+    path = tmp_path / "s.yaml"
+    path.write_text(BODY.replace("steps: 300", "steps: 60") + "precision: f64\n"
+                    "objective: {builtin: kinetic, at: end}\n")
+    scene = load_scene(path, allow_outside=True)
+    two = scene_gradient(scene, KEYS, checkpoints=7, threads=2)
+    one = scene_gradient(scene, KEYS, checkpoints=7, threads=1)
+    monkeypatch.setattr(Trajectory, "use_program", False)
+    stepwise = scene_gradient(scene, KEYS, checkpoints=7, threads=2)
+    assert two.threads == 2 and one.threads == 1
+    for key in KEYS:
+        np.testing.assert_array_equal(two.gradients[key], one.gradients[key])
+        np.testing.assert_array_equal(two.gradients[key], stepwise.gradients[key])
+
+
 def _spy(method, calls: list):
     def spied(self, *args, **kwargs):
         calls.append(self)
