@@ -116,7 +116,9 @@ class NativeProgram:
                 "reverse": [tick, (load_reverse, (*slab, self.slot, native.sx, native.sv,
                                                   native.sf, native.nf, x))]}
             blocks = {k: [chainable(*launch) for launch in b] for k, b in blocks.items()}
-        blocks["step"] = stepper.step_launches(traj.model.uses_potential()) or [None]
+        # recomputed steps never need U (only the final state's, which _first_reverse makes):
+        # the gradients alone where they read nothing the energies' forward launches write
+        blocks["step"] = stepper.step_launches(potential=False) or [None]
         blocks["reverse"] += native.launches
         launches, rows = [], {}
         for name, block in blocks.items():
