@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simrun.adjoint import schedule
+from simrun.adjoint.kernel_native import KernelNative
 from simrun.adjoint.model import DiffModel
 from simrun.adjoint.sweep import ObjectiveSum, Tangent
 from simrun.scene import SceneError
@@ -68,6 +69,8 @@ class KernelTrajectory(ObjectiveSum):
 
     `step_keys` maps each differentiated step-kernel scalar (a `step_kernels.params.<name>`
     KEY, or `dt`) to its parameter name; those are read from 0-D fields in the twins."""
+
+    use_native = True  # the gradient's steps as chains of launches where they can be (tests)
 
     def __init__(self, model: DiffModel, step_keys: dict[str, str],
                  progress: Callable[[str, int, int], None] | None = None):
@@ -238,12 +241,15 @@ class KernelTrajectory(ObjectiveSum):
         self._through_forces(adj, state.x, g_bar)
         self._reverse_before_kernels(adj, state, k)
         self._seed(adj, state, self._weight(k, steps))
+        self._check_finite(adj, k)
+        self.progress("reverse", steps - k, steps)
+
+    def _check_finite(self, adj: KernelAdjoint, k: int) -> None:
         for name, value in (("positions", adj.x), ("velocities", adj.v)):
             if not np.isfinite(value).all():
                 raise FloatingPointError(
                     f"the reverse sweep's adjoint of the {name} became NaN or Inf at step {k} "
                     f"(time {k * self.scene.dt:g}): shorten the horizon (--steps)")
-        self.progress("reverse", steps - k, steps)
 
     def _through_forces(self, adj: KernelAdjoint, x: np.ndarray, g_bar: np.ndarray) -> None:
         """G = dU/dx at x carries g_bar back to x, the masses, energy params and fields."""
@@ -258,11 +264,15 @@ class KernelTrajectory(ObjectiveSum):
 
     def gradient(self, state0: KernelState, steps: int, snapshots: int
                  ) -> tuple[float, KernelAdjoint, schedule.Schedule]:
-        """J and the adjoints by the binomial checkpoint schedule (as sweep.Trajectory)."""
+        """J and the adjoints by the binomial checkpoint schedule (as sweep.Trajectory); each
+        step and its reverse as one chain of launches where they can be (kernel_native.py)."""
         n, dim = state0.x.shape
         adj = KernelAdjoint(np.zeros((n, dim)), np.zeros((n, dim)),
                             {k: np.zeros(a.shape) for k, a in state0.fields.items()
                              if k in self.floats}, np.zeros(n))
+        native = KernelNative.build(self) if self.use_native else None
+        if native is not None:
+            return self._native_gradient(native, adj, state0, steps, snapshots)
         reached, total = [0], [0.0]
 
         def advance(state: KernelState, k: int) -> KernelState:
@@ -279,6 +289,42 @@ class KernelTrajectory(ObjectiveSum):
 
         sched = schedule.reverse(state0, steps, snapshots, advance, on_reverse,
                                  KernelState.copy)
+        return total[0], adj, sched
+
+    def _native_gradient(self, native: KernelNative, adj: KernelAdjoint, state0: KernelState,
+                         steps: int, snapshots: int
+                         ) -> tuple[float, KernelAdjoint, schedule.Schedule]:
+        """`gradient` with the native steps: the adjoints stay in the engine's fields, and
+        come out to NumPy only where the objective seeds them (and at the end)."""
+        reached, total = [0], [0.0]
+
+        def advance(state: KernelState, k: int) -> KernelState:
+            nxt = native.advance(state, k)
+            if k + 1 > reached[0]:
+                reached[0] = k + 1
+                self._accumulate(total, nxt, steps)
+            return nxt
+
+        def on_reverse(state: KernelState, k: int) -> None:
+            if k == steps - 1:  # the last step: the objective starts at its end state
+                end = advance(state, k)
+                native.load(end)
+                self._seed(adj, end, self._weight(steps, steps))
+                native.push(adj)
+            finite = native.reverse_step(state, k)
+            w = self._weight(k, steps)
+            if w or not finite:
+                native.pull(adj)
+                native.load(state)  # the objective reads the state's fields
+                self._seed(adj, state, w)
+                self._check_finite(adj, k)
+                native.push(adj)
+            self.progress("reverse", steps - k, steps)
+
+        sched = schedule.reverse(state0, steps, snapshots, advance, on_reverse,
+                                 KernelState.copy)
+        if steps > 0:
+            native.pull(adj)
         return total[0], adj, sched
 
     # ------------------------------------------------------------------ forward mode

@@ -1,0 +1,317 @@
+"""The forward and reverse steps of step-kernel scenes (controllers included) as one chain of
+engine launches each: no Tape, no NumPy round trip of the adjoints, no per-launch Python.
+
+The same discrete adjoint as `KernelTrajectory.reverse_step` (kernel_sweep.py, and
+controlled.py for the controller), launch for launch:
+
+forward step k (x, v and the fields the step writes loaded from the stored state):
+    controller(k); forces (U, G = x.grad); G's field <- x.grad; the step kernels (the twins)
+reverse step k (adjoints of the state after it in f64 fields: x, v, every float field,
+the masses, the differentiated parameters):
+    replay: controller(k) and the step kernels, each launch saving the fields it overwrites
+        that a launch of this step reads (the Tape's snapshots, whole fields)
+    step kernels' adjoint: grads zeroed, seeded from the f64 adjoints (cast to the field's
+        precision, as the NumPy sweep seeds them), gradient launches in reverse order, each
+        after restoring its launch's snapshot; the f64 adjoints read back
+    forces' adjoint: G's adjoint through the energies by their forward-over-reverse launches
+        (`DirectHVP`'s), H G-bar and the mixed derivatives added into the f64 adjoints
+    controller's adjoint: seeded again, its gradient launches in reverse order (snapshots
+        restored), read back; a NaN watch on the adjoints of x and v.
+The controller's `step` argument is written into its launch's scalar arguments before each
+call. Stored states keep x, v and only the fields a step writes (the others are constant
+along the trajectory). Gradients equal the Tape sweep's to rounding (the same kernels on the
+same values; only whole-field instead of region snapshots and the order of the parameter
+adjoints' sums differ).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import simrun.lang as ti
+from simrun.lang.api import runtime
+from simrun.lang.autodiff.tape import access_of, recording
+from simrun.lang.fields import Field
+from simrun.lang.runtime.chain import Chain
+from simrun.stepper import updates
+from simrun.stepper.fieldstep import chainable
+
+NO_FORCE = np.zeros(0)  # stored states of the native sweep carry no F (the step recomputes G)
+
+
+@ti.kernel
+def assign(src: ti.template(), dst: ti.template(), dtype: ti.template()):
+    """dst = src, cast to dtype (a seed in the field's precision, an adjoint read in f64)."""
+    for I in ti.grouped(src):
+        dst[I] = ti.cast(src[I], dtype)
+
+
+@ti.kernel
+def accumulate(src: ti.template(), dst: ti.template(), dtype: ti.template()):
+    """dst += src, cast to dtype."""
+    for I in ti.grouped(src):
+        dst[I] += ti.cast(src[I], dtype)
+
+
+@ti.kernel
+def clear_loss(U: ti.template()):
+    """U = 0 and dU/dU = 0, as DirectHVP.run starts."""
+    U[None] = 0
+    U.grad[None] = 0
+
+
+@ti.kernel
+def seed_loss(U: ti.template()):
+    """dU/dU = 1 before the gradient launches."""
+    U.grad[None] = 1
+
+
+def _like(f, dtype) -> Field:
+    """A field of f's shape and element shape in `dtype` (a snapshot or an f64 adjoint)."""
+    return Field(dtype, f.shape, name=f"{f.name}.native", elem_shape=f.elem_shape)
+
+
+def _flat_index(kernel, name: str) -> int | None:
+    """Where the scalar argument `name` sits among a launch's flat scalar arguments."""
+    index = 0
+    for p in kernel.params()[0]:
+        if p.name == name:
+            return index if p.kind == "scalar" and name not in kernel.field_args else None
+        if p.kind == "scalar" and p.name not in kernel.field_args:
+            index += 1
+        elif p.kind == "matrix":
+            index += p.annotation.n * p.annotation.m
+    return None
+
+
+class _Unchainable(Exception):
+    """A launch the native sweep cannot make (the Tape sweep takes the scene)."""
+
+
+def _resolve(kernel, args, mode: str = "primal") -> tuple:
+    if mode == "primal":
+        found = chainable(kernel, args)
+        if found is None:
+            raise _Unchainable(kernel)
+        compiled, flat = found
+    else:
+        compiled, flat, arrays = kernel.prepare(args, mode)
+        if arrays or compiled.uses_random or compiled.ndarray_slots:
+            raise _Unchainable(kernel)
+    acc = access_of(compiled)
+    if len(compiled.fns) > 1 and acc.reads & acc.writes:
+        raise _Unchainable(kernel)  # the Tape reverses it loop by loop
+    return compiled, list(flat)
+
+
+class KernelNative:
+    """The native forward and reverse steps of a KernelTrajectory (see the module docstring).
+
+    ``build`` returns None where a launch cannot be chained (random numbers, ndarrays, a
+    kernel without simrun.lang's `prepare`, an energy the Tape must replay, a potential
+    objective): the Tape sweep is used then."""
+
+    @classmethod
+    def build(cls, traj) -> KernelNative | None:
+        model, system = traj.model, traj.system
+        if recording() or model.uses_potential() or traj.scene.objective.kernel is None:
+            return None
+        try:
+            return cls(traj)
+        except _Unchainable:
+            return None
+
+    def __init__(self, traj) -> None:
+        self.traj = traj
+        model, system = traj.model, traj.system
+        self.system, self.fp = system, system.fp
+        self.floats = traj.floats
+        self.energy = bool(system.energy)
+        self._resolve_launches(traj, model, system)
+        self.forward = Chain(runtime(), self.ctrl + self.forces + self.twins)
+        self.backward = Chain(runtime(), self._reverse_plan())
+
+    # ------------------------------------------------------------------ resolution
+    def _resolve_launches(self, traj, model, system) -> None:
+        self.step_at = []  # (flat list, index) of the controller's `step` arguments
+        self.ctrl, ctrl_acc = [], []
+        for bound in system.controller:
+            compiled, flat = _resolve(bound.kernel, bound.args)
+            at = _flat_index(bound.kernel, "step")
+            if at is not None:
+                self.step_at.append((flat, at))
+            self.ctrl.append((compiled, flat))
+            ctrl_acc.append((bound, access_of(compiled)))
+        self.forces = self._force_launches(traj, model, system)
+        self.twins, twin_acc = [], []
+        for tw in traj.twins:
+            compiled, flat = _resolve(tw.kernel, tw.args)
+            self.twins.append((compiled, flat))
+            twin_acc.append((tw, access_of(compiled)))
+        self.field_values = [(f, f.data[()].copy()) for tw in traj.twins
+                             for f in tw.kernel.field_args.values()]
+        energy_reads = set()
+        for bound in system.energy:
+            energy_reads |= access_of(bound.kernel.prepare(bound.args, "primal")[0]).reads
+        ctrl_reads = set().union(*(a.reads for _, a in ctrl_acc))
+        self.ctrl_snaps = self._snapshots(ctrl_acc, set())
+        self.twin_snaps = self._snapshots(twin_acc, energy_reads | ctrl_reads)
+        written = set().union(*(a.writes for _, a in ctrl_acc + twin_acc))
+        self.moving = {n: f for n, f in system.extra.items() if f in written}
+        self.ctrl_grads = [_resolve(b.kernel, b.args, "reverse") for b, _ in ctrl_acc]
+        for (bound, _), (_, flat) in zip(ctrl_acc, self.ctrl_grads):
+            at = _flat_index(bound.kernel, "step")
+            if at is not None:
+                self.step_at.append((flat, at))
+        self.twin_grads = [_resolve(t.kernel, t.args, "reverse") for t, _ in twin_acc]
+
+    def _force_launches(self, traj, model, system) -> list:
+        """U and G = dU/dx as `System.forces` makes them, then G's field <- x.grad."""
+        if not self.energy:
+            traj.G.fill(0)  # the Tape sweep's G without energies: -F = 0
+            return []
+        system.forces()  # resolves system._direct
+        direct = system._direct
+        self.hvp = model.direct_hvp()
+        if direct is None or direct.calls is None or not self.hvp.usable():
+            raise _Unchainable(direct)
+        clear = [g for g in system._energy_grads() if g is not system.U.grad]
+        launches = [_resolve(updates.zero, (g,)) for g in clear]
+        launches.append(_resolve(updates.reset_loss, (system.U,)))
+        launches += [(p, pflat) for _, p, pflat, _, _ in direct.calls]
+        launches += [(g, gflat) for _, _, _, g, gflat in reversed(direct.calls)]
+        launches.append(_resolve(assign, (system.x.grad, traj.G, self.fp)))
+        return launches
+
+    def _snapshots(self, launches: list, also_read: set) -> list[list]:
+        """Per launch, [(field, its snapshot)] of the fields it overwrites that it, an earlier
+        launch of the list, or `also_read` (what runs after the list's reverse) read."""
+        read, out = set(also_read), []
+        for _, acc in launches:
+            read |= acc.reads
+            keep = [f for f in acc.writes if f in read and getattr(f, "data", None) is not None]
+            out.append([(f, _like(f, f.dtype)) for f in sorted(keep, key=lambda f: f.id)])
+        return out
+
+    def _reverse_plan(self) -> list:
+        system, traj, f64 = self.system, self.traj, ti.f64
+        x, v = system.x, system.v
+        self.ax, self.av = _like(x, f64), _like(v, f64)
+        self.am = _like(system.m, f64)
+        self.af = {n: _like(f, f64) for n, f in self.floats.items()}
+        self.step_params = [(key, f, Field(f64, ())) for key, name in traj.step_keys.items()
+                            for f in traj.param_fields.get(name, ())]
+        self.energy_params = {key: (f, Field(f64, ())) for key, f in
+                              traj.model.param_fields.items()}
+        self.bad = ti.field(ti.i32, shape=())
+        state = [(x.grad, self.ax), (v.grad, self.av)] + \
+            [(f.grad, self.af[n]) for n, f in self.floats.items()]
+        R = _resolve
+        plan = []
+        for launch, snaps in zip(self.ctrl, self.ctrl_snaps):
+            plan += [R(assign, (f, s, f.dtype)) for f, s in snaps] + [launch]
+        plan += self.forces
+        for launch, snaps in zip(self.twins, self.twin_snaps):
+            plan += [R(assign, (f, s, f.dtype)) for f, s in snaps] + [launch]
+        # the grads the seeds below do not overwrite
+        zeroed = [system.m.grad, traj.G.grad] + [f.grad for _, f, _ in self.step_params]
+        plan += [R(updates.zero, (g,)) for g in zeroed]
+        plan += self._seed_and_reverse(state, self.twin_grads, self.twin_snaps)
+        plan.append(R(accumulate, (system.m.grad, self.am, f64)))
+        plan += [R(accumulate, (f.grad, acc, f64)) for _, f, acc in self.step_params]
+        if self.energy:
+            plan += self._through_forces()
+        plan += self._seed_and_reverse(state, self.ctrl_grads, self.ctrl_snaps)
+        from simrun.adjoint.reverse import adjoint_watch
+
+        plan.append(R(adjoint_watch, (self.ax, self.av, self.bad)))
+        return plan
+
+    def _seed_and_reverse(self, state: list, grads: list, snaps: list) -> list:
+        """Seed the grads from the f64 adjoints, reverse the launches, read them back."""
+        R = _resolve
+        plan = [R(assign, (adj, g, g.dtype)) for g, adj in state]
+        for grad, snap in zip(reversed(grads), reversed(snaps)):
+            restore = [R(assign, (s, f, f.dtype)) for f, s in snap]
+            plan += restore + [grad] + restore  # a gradient launch may leave its primal moved
+        plan += [R(assign, (g, adj, ti.f64)) for g, adj in state]
+        return plan
+
+    def _through_forces(self) -> list:
+        """DirectHVP.run with x.dual = G-bar (energy=False), its results into the adjoints."""
+        system, traj, hvp, f64, R = self.system, self.traj, self.hvp, ti.f64, _resolve
+        plan = [R(updates.zero, (f,)) for f in hvp.zero_fields]
+        plan.append(R(assign, (traj.G.grad, system.x.dual, self.fp)))
+        plan.append(R(clear_loss, (system.U,)))
+        if not hvp.energy_free:
+            plan += [(p, pflat) for p, pflat, _, _ in hvp.calls]
+        plan.append(R(seed_loss, (system.U,)))
+        plan += [(g, gflat) for _, _, g, gflat in reversed(hvp.calls)]
+        plan += [R(accumulate, (system.x.grad.dual, self.ax, f64)),
+                 R(accumulate, (system.m.grad.dual, self.am, f64))]
+        plan += [R(accumulate, (f.grad.dual, self.af[n], f64)) for n, f in self.floats.items()
+                 if getattr(f.grad.dual, "data", None) is not None]
+        plan += [R(accumulate, (f.grad.dual, acc, f64)) for f, acc in self.energy_params.values()]
+        plan.append(R(updates.zero, (system.x.dual,)))
+        return plan
+
+    # ------------------------------------------------------------------ state
+    def _set_step(self, k: int) -> None:
+        for flat, at in self.step_at:
+            flat[at] = k
+        for f, value in self.field_values:
+            f.data[()] = value
+        if self.energy:
+            self.hvp.set_field_args()
+
+    def load(self, state) -> None:
+        """x, v and the fields a step writes from a stored state."""
+        system = self.system
+        system.set_state(state.x, state.v)
+        for n, f in self.moving.items():
+            f.from_numpy(state.fields[n])
+
+    def advance(self, state, k: int):
+        """The state after step k (x, v and the fields the step writes)."""
+        from simrun.adjoint.kernel_sweep import KernelState
+
+        self.load(state)
+        self._set_step(k)
+        self.forward.run(1)
+        x, v = self.system.get_state()
+        return KernelState(k + 1, x, v, NO_FORCE, float("nan"),
+                           {n: f.to_numpy() for n, f in self.moving.items()})
+
+    # ------------------------------------------------------------------ adjoints
+    def push(self, adj) -> None:
+        self.ax.from_numpy(adj.x)
+        self.av.from_numpy(adj.v)
+        self.am.from_numpy(adj.mass)
+        for n, a in self.af.items():
+            a.from_numpy(np.asarray(adj.fields[n], float))
+        for key, _, acc in self.step_params:
+            acc.data[()] = 0.0
+        for f, acc in self.energy_params.values():
+            acc.data[()] = 0.0
+
+    def pull(self, adj) -> None:
+        """The fields into `adj` (parameter adjoints added to what it held at push)."""
+        adj.x, adj.v, adj.mass = self.ax.to_numpy(), self.av.to_numpy(), self.am.to_numpy()
+        adj.fields = {n: a.to_numpy() for n, a in self.af.items()}
+        for key, _, acc in self.step_params:
+            if key == "dt":
+                adj.dt += float(acc.data[()])
+            else:
+                adj.add_params({key: float(acc.data[()])})
+            acc.data[()] = 0.0
+        for key, (_, acc) in self.energy_params.items():
+            adj.add_params({key: float(acc.data[()])})
+            acc.data[()] = 0.0
+
+    def reverse_step(self, state, k: int) -> bool:
+        """adj (in the fields) from after step k to before it; False when it is not finite."""
+        self.load(state)
+        self._set_step(k)
+        self.bad.data[()] = 0
+        self.backward.run(1)
+        return not self.bad.data[()]
