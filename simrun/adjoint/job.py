@@ -16,6 +16,7 @@ from simrun.adjoint.controlled import ControlledTrajectory
 from simrun.adjoint.kernel_sweep import KernelTrajectory, kernel_tangent_sweep
 from simrun.adjoint.keys import Key, check_field_keys, parse_key, value_of, with_value
 from simrun.adjoint.model import DiffModel
+from simrun.adjoint.reuse import TrajectoryCache
 from simrun.adjoint.sweep import Tangent, Trajectory, tangent_sweep
 from simrun.scene import Scene, SceneError, initial_state
 
@@ -148,19 +149,25 @@ def scene_gradient(scene: Scene, wrt: list[str], *, steps: int | None = None,
                    checkpoints: int | None = None, memory: int | None = None,
                    threads: int | None = None, progress: Progress | None = None,
                    start: tuple[np.ndarray, np.ndarray] | None = None,
-                   fields: dict[str, np.ndarray] | None = None) -> GradResult:
+                   fields: dict[str, np.ndarray] | None = None,
+                   cache: TrajectoryCache | None = None) -> GradResult:
     """dJ/dKEY for each KEY of `wrt` (SceneError for an unknown or non-differentiable KEY).
 
     `start` = (x0, v0) replaces the scene's start (state.x0 / state.v0 are not scene values:
     `simrun optimize` moves them); meshes keep the scene's rest shape. `fields` ({name:
     array}) start allocated fields from other values (fields.<name> are not scene values
-    either)."""
+    either). `cache` keeps the trajectory for the next gradient of the same scene object."""
     keys = [parse_key(scene, text) for text in wrt]
     steps = scene.steps if steps is None else steps
     snapshots = snapshots_for(scene, steps, checkpoints, memory)
     t0 = time.perf_counter()
     x0, v0 = _start(scene, {})
-    traj = _trajectory(scene, keys, threads, x0, progress)
+    if cache is None:
+        traj = _trajectory(scene, keys, threads, x0, progress)
+    else:
+        traj = cache.get(scene, (tuple(wrt), threads),
+                         lambda: _trajectory(scene, keys, threads, x0))
+        traj.progress = progress or (lambda *_: None)
     state0 = _begin(traj, *(start if start is not None else (x0, v0)), {}, fields)
     traj.need_energy_grads = any(k.kind in ("mass", "energy") for k in keys)
     t1 = time.perf_counter()

@@ -10,9 +10,9 @@ reverse step k (adjoints of the state after it in f64 fields: x, v, every float 
 the masses, the differentiated parameters):
     replay: controller(k) and the step kernels, each launch saving the fields it overwrites
         that a launch of this step reads (the Tape's snapshots, whole fields)
-    step kernels' adjoint: grads zeroed, seeded from the f64 adjoints (cast to the field's
+    step kernels' adjoint: grads seeded from the f64 adjoints (cast to the field's
         precision, as the NumPy sweep seeds them), gradient launches in reverse order, each
-        after restoring its launch's snapshot; the f64 adjoints read back
+        between two restores of its launch's snapshot (as the Tape), the f64 adjoints read back
     forces' adjoint: G's adjoint through the energies by their forward-over-reverse launches
         (`DirectHVP`'s), H G-bar and the mixed derivatives added into the f64 adjoints
     controller's adjoint: seeded again, its gradient launches in reverse order (snapshots
@@ -30,7 +30,7 @@ import numpy as np
 
 import simrun.lang as ti
 from simrun.lang.api import runtime
-from simrun.lang.autodiff.tape import access_of, recording
+from simrun.lang.autodiff.tape import access_of
 from simrun.lang.fields import Field
 from simrun.lang.runtime.chain import Chain
 from simrun.stepper import updates
@@ -108,14 +108,14 @@ class KernelNative:
     """The native forward and reverse steps of a KernelTrajectory (see the module docstring).
 
     ``build`` returns None where a launch cannot be chained (random numbers, ndarrays, a
-    kernel without simrun.lang's `prepare`, an energy the Tape must replay, a potential
-    objective): the Tape sweep is used then."""
+    kernel without simrun.lang's `prepare`, an energy the Tape must replay, a kernel whose
+    loops the Tape reverses one by one) or the objective reads the potential: the Tape sweep
+    is used then."""
 
     @classmethod
     def build(cls, traj) -> KernelNative | None:
-        model, system = traj.model, traj.system
-        if recording() or model.uses_potential() or traj.scene.objective.kernel is None:
-            return None
+        if traj.model.uses_potential():
+            return None  # the objective reads U and F at stored states, which keep neither
         try:
             return cls(traj)
         except _Unchainable:
@@ -289,10 +289,12 @@ class KernelNative:
         self.am.from_numpy(adj.mass)
         for n, a in self.af.items():
             a.from_numpy(np.asarray(adj.fields[n], float))
-        for key, _, acc in self.step_params:
+        for acc in self._param_adjoints():
             acc.data[()] = 0.0
-        for f, acc in self.energy_params.values():
-            acc.data[()] = 0.0
+
+    def _param_adjoints(self) -> list:
+        return [acc for _, _, acc in self.step_params] + \
+            [acc for _, acc in self.energy_params.values()]
 
     def pull(self, adj) -> None:
         """The fields into `adj` (parameter adjoints added to what it held at push)."""

@@ -26,6 +26,7 @@ from simrun.adjoint import schedule
 from simrun.adjoint.kernel_native import KernelNative
 from simrun.adjoint.model import DiffModel
 from simrun.adjoint.sweep import ObjectiveSum, Tangent
+from simrun.lang.autodiff.tape import recording
 from simrun.scene import SceneError
 from simrun.stepper.binding import BoundKernel, parameter_names
 from simrun.stepper.integrators import apply_boundary
@@ -270,7 +271,7 @@ class KernelTrajectory(ObjectiveSum):
         adj = KernelAdjoint(np.zeros((n, dim)), np.zeros((n, dim)),
                             {k: np.zeros(a.shape) for k, a in state0.fields.items()
                              if k in self.floats}, np.zeros(n))
-        native = KernelNative.build(self) if self.use_native else None
+        native = self._native_steps()
         if native is not None:
             return self._native_gradient(native, adj, state0, steps, snapshots)
         reached, total = [0], [0.0]
@@ -290,6 +291,15 @@ class KernelTrajectory(ObjectiveSum):
         sched = schedule.reverse(state0, steps, snapshots, advance, on_reverse,
                                  KernelState.copy)
         return total[0], adj, sched
+
+    def _native_steps(self) -> KernelNative | None:
+        """The native steps (built on first use, kept: `reuse.TrajectoryCache` reuses the
+        trajectory), or None where they cannot be made."""
+        if not self.use_native or recording():
+            return None
+        if not hasattr(self, "_native"):
+            self._native = KernelNative.build(self)
+        return self._native
 
     def _native_gradient(self, native: KernelNative, adj: KernelAdjoint, state0: KernelState,
                          steps: int, snapshots: int

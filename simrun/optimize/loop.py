@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from simrun.adjoint.job import scene_gradient
+from simrun.adjoint.reuse import TrajectoryCache
 from simrun.optimize.optimizers import SGD, Adam, clip_norm, normalized, project
 from simrun.optimize.params import Layout
 from simrun.optimize.record import Journal, Record
@@ -64,6 +65,7 @@ class _Evaluator:
         self.count = self.replayed = 0
         self.offset = journal.wall[-1] if journal.wall else 0.0
         self.t0 = time.perf_counter()
+        self.cache = TrajectoryCache()  # one System for all evaluations of the same scene
 
     def __call__(self, vector: np.ndarray) -> tuple[float, np.ndarray, float]:
         j = self.journal
@@ -87,7 +89,7 @@ class _Evaluator:
         try:
             result = scene_gradient(scene, [k.text for k in self.layout.keys],
                                     threads=self.threads, start=start,
-                                    fields=self.layout.fields_at(vector))
+                                    fields=self.layout.fields_at(vector), cache=self.cache)
         except FloatingPointError:
             return float("nan"), np.full_like(vector, np.nan)
         grad = self.layout.pack(result.gradients)

@@ -1,0 +1,93 @@
+"""The native steps of step-kernel scenes (adjoint/kernel_native.py) against the Tape sweep
+they replace (kernel_sweep.KernelTrajectory.reverse_step, controlled.py), and the trajectory
+that `simrun optimize` keeps between its gradients (adjoint/reuse.py) against a fresh one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simrun.adjoint import job
+from simrun.adjoint.job import scene_gradient
+from simrun.adjoint.kernel_native import KernelNative
+from simrun.adjoint.kernel_sweep import KernelTrajectory
+from simrun.adjoint.reuse import TrajectoryCache
+from simrun.scene import initial_state, load_scene
+
+SCENES = Path(__file__).resolve().parents[1] / "scenes"
+MPM_KEYS = ["step_kernels.params.gravity", "energy.0.params.youngs", "dt", "particles.mass",
+            "fields.C", "state.v0"]
+CASES = {  # scene, overrides, KEYs, checkpoints (few: the schedule recomputes states)
+    "mass_spring": ("mass_spring", ["steps=60"],
+                    ["fields.weights1", "fields.bias1", "fields.weights2", "fields.bias2"], 4),
+    "billiards": ("billiards", [], ["fields.cue_x", "fields.cue_v"], 4),
+    "diffmpm": ("diffmpm", ["steps=25"], ["fields.weights", "fields.bias"], 3),
+    "mpm-mean": ("mpm", ["precision=f64", "objective={builtin: kinetic, at: mean}",
+                         "steps=8"], MPM_KEYS, 2),
+}
+
+
+def _scene(case: str):
+    name, overrides, keys, checkpoints = CASES[case]
+    return load_scene(SCENES / f"{name}.yaml", overrides), keys, checkpoints
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_native_steps_are_made_for_the_shipped_step_kernel_scenes(case):
+    """No silent fallback to the Tape sweep: every launch of these scenes chains."""
+    scene, keys, _ = _scene(case)
+    parsed = [job.parse_key(scene, k) for k in keys]
+    x0, v0 = job._start(scene, {})
+    traj = job._trajectory(scene, parsed, 1, x0)
+    job._begin(traj, x0, v0, {})
+    assert KernelNative.build(traj) is not None
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_native_gradient_equals_the_tape_sweep(case, monkeypatch):
+    """The same kernels on the same values in the same order: the objective and the per-
+    element adjoints are the same bits (f32 robots included); only sums over steps of a
+    scalar parameter's adjoint (dt) add in another order (f64 here: 1e-13 is rounding)."""
+    scene, keys, checkpoints = _scene(case)
+    x0, v0 = initial_state(scene)  # deformed: the MPM energy's parameters then matter
+    start = (x0 + 5e-4 * np.random.default_rng(1).normal(size=x0.shape), v0)
+    if case != "mpm-mean":
+        start = None
+    native = scene_gradient(scene, keys, checkpoints=checkpoints, threads=1, start=start)
+    monkeypatch.setattr(KernelTrajectory, "use_native", False)
+    tape = scene_gradient(scene, keys, checkpoints=checkpoints, threads=1, start=start)
+    assert native.objective == tape.objective
+    for key in keys:
+        a, b = np.asarray(native.gradients[key]), np.asarray(tape.gradients[key])
+        assert np.any(b != 0), key
+        if key == "dt":
+            assert abs(float(a) - float(b)) <= 1e-13 * abs(float(b))
+        else:
+            np.testing.assert_array_equal(a, b, err_msg=key)
+
+
+def test_a_cached_trajectory_gives_a_fresh_ones_gradients_bit_for_bit():
+    """optimize's iterations: new field values each time, the other fields (the controller's
+    outputs, which the previous episode left moved) back at their allocated values; after
+    a `ti.init` (another System) the cache builds a new trajectory."""
+    scene, keys, _ = _scene("mass_spring")
+    cache = TrajectoryCache()
+    start = scene_gradient(scene, keys, threads=1).field_values
+    rng = np.random.default_rng(0)
+    rounds = [{k.split(".", 1)[1]: v + 0.05 * rng.standard_normal(v.shape)
+               for k, v in start.items()} for _ in range(3)]
+    cached, kept = [], []
+    for fields in rounds:
+        cached.append(scene_gradient(scene, keys, threads=1, fields=fields, cache=cache))
+        kept.append(cache.traj)
+    assert kept[0] is not None and kept[0] is kept[1] is kept[2]  # one System for all
+    for fields, result in zip(rounds, cached):
+        fresh = scene_gradient(scene, keys, threads=1, fields=fields)
+        assert result.objective == fresh.objective
+        for key in keys:
+            np.testing.assert_array_equal(result.gradients[key], fresh.gradients[key])
+    again = scene_gradient(scene, keys, threads=1, fields=rounds[0], cache=cache)
+    assert cache.traj is not kept[0]  # the fresh gradients' ti.init replaced the engine
+    assert again.objective == cached[0].objective
