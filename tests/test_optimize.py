@@ -372,3 +372,28 @@ def test_cli_interrupt_exits_130_and_resume_finishes(tmp_path):
     assert rows[-1, 0] == done + 3
     other = simrun("optimize", scene, "--out", "o", "--resume", "--set", "dt=0.02", cwd=tmp_path)
     assert other.returncode == 2 and "differs from the one recorded" in other.stderr
+
+
+def test_paced_writes_hold_back_a_slow_file_and_flush_writes_the_last_state(tmp_path):
+    """params.npz and state.npz grow each iteration: a rewrite waits until PACE times its
+    last duration has passed, and `flush` (end, interrupt, failure) writes the newest."""
+    import time
+
+    from simrun.optimize.record import Paced
+
+    written = []
+
+    def writer(value):
+        def write():
+            time.sleep(0.01)
+            written.append(value)
+        return write
+
+    paced = Paced()
+    for value in range(5):
+        paced(writer(value))
+    assert written == [0]  # the first at once, the next four within 20 x 10 ms
+    paced.flush()
+    assert written == [0, 4]
+    paced.flush()
+    assert written == [0, 4]  # nothing pending

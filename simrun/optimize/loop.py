@@ -21,7 +21,7 @@ from simrun.adjoint.job import scene_gradient
 from simrun.adjoint.reuse import TrajectoryCache
 from simrun.optimize.optimizers import SGD, Adam, clip_norm, normalized, project
 from simrun.optimize.params import Layout
-from simrun.optimize.record import Journal, Record
+from simrun.optimize.record import Journal, Paced, Record
 from simrun.optimize.schedules import learning_rate
 from simrun.outputs.provenance import refuse_changed
 from simrun.scene import Scene, SceneError
@@ -66,6 +66,7 @@ class _Evaluator:
         self.offset = journal.wall[-1] if journal.wall else 0.0
         self.t0 = time.perf_counter()
         self.cache = TrajectoryCache()  # one System for all evaluations of the same scene
+        self.saves = Paced()
 
     def __call__(self, vector: np.ndarray) -> tuple[float, np.ndarray, float]:
         j = self.journal
@@ -81,7 +82,7 @@ class _Evaluator:
         j.loss.append(loss)
         j.grad.append(grad)
         j.wall.append(wall)
-        j.save(self.path)
+        self.saves(j.saver(self.path))
         return loss, grad, wall
 
     def _compute(self, vector: np.ndarray) -> tuple[float, np.ndarray]:
@@ -136,6 +137,9 @@ def optimize_scene(scene: Scene, out_dir: str | Path, *, iterations: int | None 
     except KeyboardInterrupt:
         record.write_json("interrupted", "stopped by the user; --resume continues")
         raise
+    finally:  # the paced files (state.npz, params.npz) as of the last iteration
+        evaluate.saves.flush()
+        record.flush()
     record.write_json(status)
     return run.result(status, t0)
 

@@ -1,11 +1,18 @@
 """An optimize folder: loss.csv, params.npz (every iteration's parameters), state.npz (every
 evaluation, which --resume replays), optimize.json, the resolved scene.yaml and best.yaml
 (the scene with the best parameters written in, runnable as it is). Every file is replaced
-atomically after each iteration, so a training stopped at any moment leaves a valid folder."""
+atomically, so a training stopped at any moment leaves a valid folder. loss.csv and best.yaml
+are written after each iteration; params.npz and state.npz, which grow with every iteration
+and are rewritten whole, only once the time since their last write is `PACE` times what that
+write took (so they cost at most 1/PACE of a training, not O(n^2) of it), and always at the
+end, on an interrupt and on a failure (`flush`). A process killed outright leaves them a few
+iterations behind loss.csv; --resume then recomputes those iterations, to the same numbers."""
 
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,6 +23,28 @@ from simrun.outputs import atomic_savez, atomic_write_text, versions, write_scen
 from simrun.outputs.provenance import relocate, save_sources
 
 LOSS_HEADER = "iteration,loss,gradient_norm,step,wall_s"
+PACE = 20
+
+
+class Paced:
+    """Calls a writer again only once `PACE` times its last duration has passed."""
+
+    def __init__(self) -> None:
+        self.ready_at = 0.0
+        self.pending: Callable[[], None] | None = None
+
+    def __call__(self, write: Callable[[], None]) -> None:
+        self.pending = write
+        if time.perf_counter() >= self.ready_at:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending is not None:
+            start = time.perf_counter()
+            self.pending()
+            self.pending = None
+            end = time.perf_counter()
+            self.ready_at = end + PACE * (end - start)
 
 
 @dataclass
@@ -30,6 +59,12 @@ class Journal:
     def save(self, path: Path) -> None:
         atomic_savez(path, x=np.array(self.x), loss=np.array(self.loss),
                      grad=np.array(self.grad), wall=np.array(self.wall))
+
+    def saver(self, path: Path) -> Callable[[], None]:
+        """save(path) of the journal as it is now (a Paced write may come later)."""
+        n = len(self.x)
+        snapshot = Journal(self.x[:n], self.loss[:n], self.grad[:n], self.wall[:n])
+        return lambda: snapshot.save(path)
 
     @classmethod
     def load(cls, path: Path) -> Journal:
@@ -58,6 +93,8 @@ class Record:
         self.dir, self.layout, self.options = Path(out_dir), layout, options
         self.rows: list[Row] = []
         self.best: Row | None = None
+        self.params_writes = Paced()
+        self.best_yaml: dict | None = None  # as last written (fields-only tuning repeats it)
         # the kernel modules' copies in DIR/kernels/: best.yaml runs as it is (modules beside
         # a scene are trusted) and the folder keeps the code that ran
         self.sources = save_sources(self.dir, layout.scene)
@@ -78,11 +115,20 @@ class Record:
         lines = [LOSS_HEADER] + [f"{r.iteration},{r.loss!r},{r.grad_norm!r},{r.step!r},"
                                  f"{r.wall:.3f}" for r in self.rows]
         atomic_write_text(self.dir / "loss.csv", "\n".join(lines) + "\n")
-        stacked = np.array([r.params for r in self.rows])
-        arrays = {text: np.array([v[text] for v in map(self.layout.unpack, stacked)])
-                  for text in self.layout.scene.optimize.parameters}
-        atomic_savez(self.dir / "params.npz", iteration=np.array([r.iteration for r in self.rows]),
-                     loss=np.array([r.loss for r in self.rows]), **arrays)
+        self.params_writes(self._params_writer(list(self.rows)))
+
+    def _params_writer(self, rows: list[Row]) -> Callable[[], None]:
+        def write() -> None:
+            stacked = np.array([r.params for r in rows])
+            arrays = {text: np.array([v[text] for v in map(self.layout.unpack, stacked)])
+                      for text in self.layout.scene.optimize.parameters}
+            atomic_savez(self.dir / "params.npz", iteration=np.array([r.iteration for r in rows]),
+                         loss=np.array([r.loss for r in rows]), **arrays)
+        return write
+
+    def flush(self) -> None:
+        """Write what pacing held back (the end, an interrupt, a failure)."""
+        self.params_writes.flush()
 
     def write_best(self) -> None:
         """best.yaml: the scene at the best parameters; a tuned start goes to best_state.npz
@@ -100,7 +146,10 @@ class Record:
             atomic_savez(self.dir / "best_state.npz", x=start[0], v=start[1] - velocity)
             data["initial"] = {"type": "file", "path": "best_state.npz",
                                "velocity": velocity.tolist(), "temperature": 0.0}
-        write_scene(self.dir / "best.yaml", relocate(data, self.sources))
+        data = relocate(data, self.sources)
+        if data != self.best_yaml or not (self.dir / "best.yaml").is_file():
+            write_scene(self.dir / "best.yaml", data)
+            self.best_yaml = data
 
     def write_json(self, status: str, message: str = "", **extra) -> None:
         best = self.best
