@@ -34,7 +34,7 @@ from simrun.lang.autodiff.tape import access_of
 from simrun.lang.fields import Field
 from simrun.lang.runtime.chain import Chain
 from simrun.stepper import updates
-from simrun.stepper.fieldstep import chainable
+from simrun.stepper.fieldstep import chainable, flat_index
 
 NO_FORCE = np.zeros(0)  # stored states of the native sweep carry no F (the step recomputes G)
 
@@ -69,19 +69,6 @@ def seed_loss(U: ti.template()):
 def _like(f, dtype) -> Field:
     """A field of f's shape and element shape in `dtype` (a snapshot or an f64 adjoint)."""
     return Field(dtype, f.shape, name=f"{f.name}.native", elem_shape=f.elem_shape)
-
-
-def _flat_index(kernel, name: str) -> int | None:
-    """Where the scalar argument `name` sits among a launch's flat scalar arguments."""
-    index = 0
-    for p in kernel.params()[0]:
-        if p.name == name:
-            return index if p.kind == "scalar" and name not in kernel.field_args else None
-        if p.kind == "scalar" and p.name not in kernel.field_args:
-            index += 1
-        elif p.kind == "matrix":
-            index += p.annotation.n * p.annotation.m
-    return None
 
 
 class _Unchainable(Exception):
@@ -133,13 +120,13 @@ class KernelNative:
 
     # ------------------------------------------------------------------ resolution
     def _resolve_launches(self, traj, model, system) -> None:
-        self.step_at = []  # (flat list, index) of the controller's `step` arguments
+        self.step_at = []  # (compiled, flat list, index) of the controller's `step` arguments
         self.ctrl, ctrl_acc = [], []
         for bound in system.controller:
             compiled, flat = _resolve(bound.kernel, bound.args)
-            at = _flat_index(bound.kernel, "step")
+            at = flat_index(bound.kernel, "step")
             if at is not None:
-                self.step_at.append((flat, at))
+                self.step_at.append((compiled, flat, at))
             self.ctrl.append((compiled, flat))
             ctrl_acc.append((bound, access_of(compiled)))
         self.forces = self._force_launches(traj, model, system)
@@ -159,10 +146,10 @@ class KernelNative:
         written = set().union(*(a.writes for _, a in ctrl_acc + twin_acc))
         self.moving = {n: f for n, f in system.extra.items() if f in written}
         self.ctrl_grads = [_resolve(b.kernel, b.args, "reverse") for b, _ in ctrl_acc]
-        for (bound, _), (_, flat) in zip(ctrl_acc, self.ctrl_grads):
-            at = _flat_index(bound.kernel, "step")
+        for (bound, _), (compiled, flat) in zip(ctrl_acc, self.ctrl_grads):
+            at = flat_index(bound.kernel, "step")
             if at is not None:
-                self.step_at.append((flat, at))
+                self.step_at.append((compiled, flat, at))
         self.twin_grads = [_resolve(t.kernel, t.args, "reverse") for t, _ in twin_acc]
 
     def _force_launches(self, traj, model, system) -> list:
@@ -256,13 +243,21 @@ class KernelNative:
         return plan
 
     # ------------------------------------------------------------------ state
-    def _set_step(self, k: int) -> None:
-        for flat, at in self.step_at:
-            flat[at] = k
+    def prepare(self) -> None:
+        """Before a gradient's steps: the launches' scalar arguments into their contexts and
+        the parameters read from 0-D fields into those fields. Between two steps only the
+        controller's `step` changes, and nothing else launches these kernels."""
+        self.forward.set_args()
+        self.backward.set_args()
         for f, value in self.field_values:
             f.data[()] = value
         if self.energy:
             self.hvp.set_field_args()
+
+    def _set_step(self, k: int) -> None:
+        for compiled, flat, at in self.step_at:
+            flat[at] = k
+            compiled.set_args(flat)
 
     def load(self, state) -> None:
         """x, v and the fields a step writes from a stored state."""
@@ -277,7 +272,7 @@ class KernelNative:
 
         self.load(state)
         self._set_step(k)
-        self.forward.run(1)
+        self.forward.run(1, set_args=False)
         x, v = self.system.get_state()
         return KernelState(k + 1, x, v, NO_FORCE, float("nan"),
                            {n: f.to_numpy() for n, f in self.moving.items()})
@@ -315,5 +310,5 @@ class KernelNative:
         self.load(state)
         self._set_step(k)
         self.bad.data[()] = 0
-        self.backward.run(1)
+        self.backward.run(1, set_args=False)
         return not self.bad.data[()]

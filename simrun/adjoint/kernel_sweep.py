@@ -307,6 +307,7 @@ class KernelTrajectory(ObjectiveSum):
         """`gradient` with the native steps: the adjoints stay in the engine's fields, and
         come out to NumPy only where the objective seeds them (and at the end)."""
         reached, total = [0], [0.0]
+        native.prepare()
 
         def advance(state: KernelState, k: int) -> KernelState:
             nxt = native.advance(state, k)

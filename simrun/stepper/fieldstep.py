@@ -8,9 +8,10 @@ compiled simrun.lang kernel, the whole step is one `Chain` and ``advance(n)`` ma
 in one native call, stopping after the first step whose state is not finite; otherwise (an
 energy that brings its own gradient, random numbers, a Tape or FwdMode around the step) the
 same launches run from Python, with ``System.forces`` between them. A scene with a
-`controller` also steps from Python: each step runs the controller kernels at the step index
-(they write what the energies read, e.g. actuations), then takes the forces again, then steps;
-so does a scene with a neighbour list, whose rebuild check comes before each step's forces.
+`controller` runs the controller kernels at the step index first (they write what the
+energies read, e.g. actuations), then takes the forces again, then steps: one native call per
+step, the step index written into the controller's launch arguments between calls. A scene
+with a neighbour list steps from Python: its rebuild check comes before each step's forces.
 
 The state lives in the fields between calls: x, v, F = -x.grad and U. ``load``/``store``
 move a `State` in and out at chunk boundaries (frames, checkpoints, the adjoint's stored
@@ -30,6 +31,20 @@ from simrun.scene.schema import Scene
 from simrun.stepper import updates
 from simrun.stepper.state import State
 from simrun.stepper.system import System
+
+
+def flat_index(kernel, name: str) -> int | None:
+    """Where the scalar argument `name` sits among a launch's flat scalar arguments (None:
+    no such scalar, or one read from a 0-D field)."""
+    index = 0
+    for p in kernel.params()[0]:
+        if p.name == name:
+            return index if p.kind == "scalar" and name not in kernel.field_args else None
+        if p.kind == "scalar" and p.name not in kernel.field_args:
+            index += 1
+        elif p.kind == "matrix":
+            index += p.annotation.n * p.annotation.m
+    return None
 
 
 def chainable(kernel, args) -> tuple | None:
@@ -78,13 +93,18 @@ class FieldStepper:
             self.clear = [self._launch(updates.zero, (g,)) for g in to_clear]
             self.clear.append(self._launch(updates.reset_loss, (system.U,)))
         self.chain = self.forces_only = self.gradients = None
-        if (self.forces is not None and not system.controller
+        self.control = self._control_launches()  # [] without a controller
+        if (self.forces is not None and self.control is not None
                 and system.neighbor_list is None  # its rebuild check runs before the forces
                 and all(isinstance(s, tuple) for s in self.pre)):
-            self.chain = Chain(runtime(), self.pre + self.clear + self.forces + self.post,
-                               stop=self.bad)
-            self.gradients = gradients = self._gradients_alone()
-            if gradients is not None:
+            control = [launch for launch, _ in self.control]
+            if control:
+                control += self.clear + self.forces
+            self.chain = Chain(runtime(), control + self.pre + self.clear + self.forces +
+                               self.post, stop=self.bad)
+            gradients = self._gradients_alone()
+            if gradients is not None and not control:
+                self.gradients = gradients
                 self.forces_only = Chain(runtime(), self.pre + self.clear + gradients +
                                          self.post, stop=self.bad)
 
@@ -92,7 +112,7 @@ class FieldStepper:
         """One chained step's launches without the NaN watch (the last of ``post``), for
         callers that chain steps with other launches; None where the step is not chained.
         Without `potential`, U may be left as it was (see ``advance``)."""
-        if self.chain is None:
+        if self.chain is None or self.control:  # a controller's step needs its index
             return None
         forces = self.forces if potential or self.gradients is None else self.gradients
         return self.pre + self.clear + forces + self.post[:-1]
@@ -100,6 +120,18 @@ class FieldStepper:
     def _launch(self, kernel, args) -> tuple | Callable[[], None]:
         found = chainable(kernel, args)
         return found if found is not None else (lambda: kernel(*args))
+
+    def _control_launches(self) -> list | None:
+        """[((compiled, flat), index of `step` in flat or None)] of the controller kernels,
+        or None when one cannot be chained."""
+        out = []
+        for bound in self.system.controller:
+            found = chainable(bound.kernel, bound.args)
+            if found is None:
+                return None
+            compiled, flat = found
+            out.append(((compiled, list(flat)), flat_index(bound.kernel, "step")))
+        return out
 
     def _grads_to_clear(self) -> list:
         system = self.system
@@ -162,6 +194,8 @@ class FieldStepper:
         if self.direct is not None:
             self.direct.set_field_args()
         if self.chain is not None and not recording():
+            if self.control:
+                return self._controlled_steps(steps)
             chain = self.forces_only if not potential and self.forces_only is not None \
                 else self.chain
             done = chain.run(steps)
@@ -169,6 +203,20 @@ class FieldStepper:
             return done
         for done in range(1, steps + 1):
             self._python_step()
+            self.step_index += 1
+            if self.bad.data[()]:
+                return done
+        return steps
+
+    def _controlled_steps(self, steps: int) -> int:
+        """One native call per step: the controller's launches get the step index first."""
+        self.chain.set_args()
+        for done in range(1, steps + 1):
+            for (compiled, flat), at in self.control:
+                if at is not None:
+                    flat[at] = self.step_index
+                    compiled.set_args(flat)
+            self.chain.run(1, set_args=False)
             self.step_index += 1
             if self.bad.data[()]:
                 return done

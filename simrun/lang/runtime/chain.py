@@ -166,12 +166,14 @@ class Chain:
         if stop is not None and (stop.data.dtype != np.int32 or stop.data.shape != ()):
             raise ValueError("the stop word must be a 0-D ti.i32 field")
 
-    def run(self, repeats: int) -> int:
+    def run(self, repeats: int, set_args: bool = True) -> int:
         """Make the launches ``repeats`` times; returns the repetitions done (fewer when the
         stop word was set). A task's error (e.g. an index out of range) is raised as
-        ``CompiledKernel.launch`` raises it."""
+        ``CompiledKernel.launch`` raises it. ``set_args=False`` skips writing the scalar
+        arguments into the launches' contexts: for a caller that knows they still hold them
+        (no launch of those compiled kernels with other arguments since)."""
         self.whole[2] = repeats
-        return self._run(self.whole)
+        return self._run(self.whole, set_args)
 
     def run_program(self, program: np.ndarray) -> int:
         """Run blocks of the launches in turn: ``program`` rows are (first launch, launch
@@ -186,10 +188,9 @@ class Chain:
         tasks[:, 2] = program[:, 2]
         return self._run(tasks.reshape(-1))
 
-    def _run(self, program: np.ndarray) -> int:
-        for compiled, flat in self.launches:
-            if flat:
-                compiled.set_args(flat)
+    def _run(self, program: np.ndarray, set_args: bool = True) -> int:
+        if set_args:
+            self.set_args()
         address = self.runtime.native_run_address()
         if address is None:
             done = self._run_python(program)
@@ -205,6 +206,12 @@ class Chain:
             self.failed[0] = -1
             compiled.raise_error()
         return int(done)
+
+    def set_args(self) -> None:
+        """Write every launch's scalar arguments into its context."""
+        for compiled, flat in self.launches:
+            if flat:
+                compiled.set_args(flat)
 
     def _run_python(self, program: np.ndarray) -> int:
         rt = self.runtime
