@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simrun.adjoint.job import objective_value, scene_gradient
+from simrun.adjoint.job import forward_gradient, objective_value, scene_gradient
 from simrun.optimize import optimize_scene
 from simrun.optimize.optimizers import normalized
 from simrun.scene import SceneError
@@ -128,3 +128,22 @@ def test_resume_of_a_controller_training_gives_the_unbroken_numbers(tmp_path):
     for name in ("fields.weights1", "fields.bias2"):
         np.testing.assert_array_equal(np.load(tmp_path / "cut" / "params.npz")[name],
                                       np.load(tmp_path / "whole" / "params.npz")[name])
+
+
+@pytest.mark.parametrize("name, keys, steps", [
+    ("mass_spring", ["fields.weights1", "fields.bias2"], 40),
+    ("billiards", ["fields.cue_x", "fields.cue_v"], 1023),
+    ("diffmpm", ["fields.weights"], 80)])
+def test_forward_mode_through_the_controller_equals_reverse(name, keys, steps):
+    """Tangents through the controller (FwdMode on its kernels, what they write, x and v
+    included, carries the tangent on) against the reverse sweep along the same direction:
+    the same derivative summed in another order, f64, so rounding (1e-12 of |gradient|)."""
+    scene = load_scene(SCENES / f"{name}.yaml", ["precision=f64", f"steps={steps}"])
+    forward = forward_gradient(scene, keys, threads=1)
+    reverse = scene_gradient(scene, keys, threads=1)
+    assert forward.objective == pytest.approx(reverse.objective, rel=1e-14)
+    for key in keys:
+        grad = np.asarray(reverse.gradients[key])
+        along = float(np.sum(grad * forward.directions[key]))
+        assert abs(along) > 1e-3 * np.linalg.norm(grad)  # the direction sees the gradient
+        assert abs(forward.gradients[key] - along) <= 1e-12 * np.linalg.norm(grad), key

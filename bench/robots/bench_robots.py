@@ -10,7 +10,10 @@ entries of weights2 one step up), to show how far Taichi's own third loss moves 
 rounding-sized changes.
 
     python bench/robots/bench_robots.py [--iterations 5] [--only mass_spring,billiards]
-        [--ulp-runs 3] [--json out.json]
+        [--ulp-runs 3] [--no-lang] [--json out.json]
+
+Unless --no-lang, each original also runs under `import taichi` = simrun.lang (the same
+driver, weights and update rule): the issue's yardstick for the scene machinery's cost.
 """
 
 from __future__ import annotations
@@ -49,15 +52,31 @@ def simrun_side(name: str, iterations: int, work: Path) -> dict:
                       if k.startswith("fields.")}}
 
 
-def taichi_side(name: str, iterations: int, start: dict, work: Path, weights: Path) -> dict:
+def taichi_side(name: str, iterations: int, start: dict, work: Path, weights: Path,
+                shim: Path | None = None) -> dict:
+    """The original program under Taichi 1.7.4, or with `shim` (a folder whose `taichi`
+    package is simrun.lang) under simrun.lang: the same driver, weights and update rule."""
     driver, _names = ROBOTS[name]
     cmd = [sys.executable, str(HERE / driver), "--iterations", str(iterations)]
     if name == "billiards":
         cmd += ["--x", *map(str, start["cue_x"]), "--v", *map(str, start["cue_v"])]
     else:
         cmd += ["--weights", str(weights)]
-    done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    env = dict(os.environ)
+    if shim is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(shim), str(REPO), env.get("PYTHONPATH", "")])
+    done = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def lang_shim(work: Path) -> Path:
+    """A folder whose `taichi` package is simrun.lang (taichi_conformance.py's shim)."""
+    sys.path.insert(0, str(HERE.parent))
+    from taichi_conformance import SHIM
+
+    (work / "shim" / "taichi").mkdir(parents=True)
+    (work / "shim" / "taichi" / "__init__.py").write_text(SHIM)
+    return work / "shim"
 
 
 def ulp_moved(weights: Path, seed: int, work: Path) -> Path:
@@ -76,8 +95,11 @@ def main() -> None:
     ap.add_argument("--only", default=",".join(ROBOTS))
     ap.add_argument("--ulp-runs", type=int, default=3)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--no-lang", action="store_true",
+                    help="skip the originals under `import simrun.lang as taichi`")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench_robots_"))
+    shim = None if args.no_lang else lang_shim(work)
     report = {"cpus": os.cpu_count(), "load": os.getloadavg(), "robots": {}}
     for name in args.only.split(","):
         ours = simrun_side(name, args.iterations, work)
@@ -88,6 +110,10 @@ def main() -> None:
         rel = [abs(a - b) / abs(b) for a, b in zip(ours["losses"][:n], theirs["losses"][:n])]
         entry = {"simrun": ours["losses"][:n], "taichi": theirs["losses"][:n], "rel": rel,
                  "simrun_s": median(ours["seconds"][1:]), "taichi_s": median(theirs["seconds"][1:])}
+        if shim is not None:
+            lang = taichi_side(name, args.iterations, ours["start"], work, weights, shim)
+            entry["lang"] = lang["losses"][:n]
+            entry["lang_s"] = median(lang["seconds"][1:])
         if name == "mass_spring" and args.ulp_runs:
             moved = [taichi_side(name, 3, ours["start"], work, ulp_moved(weights, s, work))
                      for s in range(args.ulp_runs)]
@@ -104,6 +130,10 @@ def main() -> None:
                   f"(spread {entry['taichi_ulp_spread_rel']:.1e} relative)")
         print(f"{'':12s} s/iteration: simrun {entry['simrun_s']:.3f}  taichi "
               f"{entry['taichi_s']:.3f}  ratio {entry['simrun_s'] / entry['taichi_s']:.2f}")
+        if "lang_s" in entry:
+            print(f"{'':12s} the original under simrun.lang: {entry['lang_s']:.3f} s/iteration "
+                  f"(simrun / it {entry['simrun_s'] / entry['lang_s']:.2f}), losses "
+                  f"{['%.8g' % v for v in entry['lang']]}")
     print(f"load average {report['load']}, {report['cpus']} CPUs")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2, default=float) + "\n")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from simrun.adjoint.kernel_sweep import KernelAdjoint, KernelState, KernelTrajectory
-from simrun.scene import SceneError
+from simrun.adjoint.sweep import Tangent
 
 
 class ControlledTrajectory(KernelTrajectory):
@@ -48,6 +48,28 @@ class ControlledTrajectory(KernelTrajectory):
         adj.v = system.v.grad.to_numpy().astype(float)
         adj.fields = {n: f.grad.to_numpy().astype(float) for n, f in self.floats.items()}
 
-    def tangent_step(self, *args, **kwargs):
-        raise SceneError(f"{self.scene.source}: forward mode does not carry tangents through a "
-                         "'controller' yet; use --mode reverse (the default).")
+    def tangent_step(self, state: KernelState, tan: Tangent, fields_dot: dict
+                     ) -> tuple[np.ndarray, np.ndarray, dict, float]:
+        """The controller under FwdMode first (x, v and every float field seeded with their
+        tangents: what it writes gets its tangent in the dual, x and v included), then the
+        step from the state as the controller left it (G taken again), as `advance` steps."""
+        system, ti = self.system, self.ti
+        dtype = system.np_dtype
+        self._load(state)
+        system.x.dual.from_numpy(tan.x.astype(dtype))
+        system.v.dual.from_numpy(tan.v.astype(dtype))
+        for n, f in self.floats.items():
+            f.dual.from_numpy(np.asarray(fields_dot[n]).astype(f.to_numpy().dtype))
+        # the masses are the mode's nominal parameter: its exit clears their seed alone, not
+        # the tangents the controller wrote into x and v
+        with ti.ad.FwdMode(loss=system.U, param=system.m, seed=tan.mass.astype(dtype),
+                           clear_gradients=False):
+            system.control(state.step)
+        moved = Tangent(system.x.dual.to_numpy().astype(float),
+                        system.v.dual.to_numpy().astype(float), tan.mass, tan.dt, tan.damping,
+                        tan.params)
+        controlled = {n: f.dual.to_numpy().astype(float) for n, f in self.floats.items()}
+        x, v = system.get_state()
+        potential, f = system.forces()
+        after = KernelState(state.step, x, v, f, potential, self._fields())
+        return super().tangent_step(after, moved, controlled)
