@@ -8,7 +8,10 @@ mixed derivative puts dJ/d(output) into the outputs' adjoints), the controller i
 a Tape seeded with the adjoints of x, v and every float field: its reverse adds into the
 weights' and the state's adjoints (from the state before the step, reloaded: the step
 kernels' replay has moved x and v on), and the outputs it overwrites get adjoint zero (the engine
-zeroes the adjoint of a value a kernel overwrites), so what remains is dJ/d(state before)."""
+zeroes the adjoint of a value a kernel overwrites), so what remains is dJ/d(state before).
+Differentiating `dt`, controller kernels that take `dt` read it from a 0-D field (as the
+step kernels' twins do), so its adjoint includes the controller's use of the time step.
+Forward mode runs the controller under FwdMode: what it writes carries the tangent on."""
 
 from __future__ import annotations
 
@@ -16,10 +19,24 @@ import numpy as np
 
 from simrun.adjoint.kernel_sweep import KernelAdjoint, KernelState, KernelTrajectory
 from simrun.adjoint.sweep import Tangent
+from simrun.stepper.binding import BoundKernel, parameter_names
 
 
 class ControlledTrajectory(KernelTrajectory):
     """KernelTrajectory with the scene's controller run before each step's forces."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        system = self.system
+        self.control_params: list = []  # (KEY, 0-D field) of differentiated controller scalars
+        if "dt" not in self.step_keys:
+            return
+        for i, bound in enumerate(system.controller):
+            if "dt" in parameter_names(bound.kernel):
+                twin = bound.kernel.with_field_args(["dt"])
+                system.controller[i] = BoundKernel(bound.ref, twin, bound.args)
+                self.param_fields.setdefault("dt", []).append(twin.field_args["dt"])
+                self.control_params.append(("dt", twin.field_args["dt"]))
 
     def _before_kernels(self, k: int) -> None:
         system = self.system
@@ -36,7 +53,8 @@ class ControlledTrajectory(KernelTrajectory):
         system, ti = self.system, self.ti
         dtype = system.np_dtype
         self._load(state)  # the step kernels' replay moved x, v and fields past the step
-        for g in [system.x.grad, system.v.grad] + [f.grad for f in self.floats.values()]:
+        for g in [system.x.grad, system.v.grad] + [f.grad for f in self.floats.values()] + \
+                [f.grad for _, f in self.control_params]:
             g.fill(0)
         with ti.ad.Tape(loss=None, clear_gradients=False):
             system.control(k)
@@ -44,6 +62,8 @@ class ControlledTrajectory(KernelTrajectory):
             system.v.grad.from_numpy(adj.v.astype(dtype))
             for n, f in self.floats.items():
                 f.grad.from_numpy(adj.fields[n].astype(f.grad.to_numpy().dtype))
+        for _key, f in self.control_params:  # dt: the only one so far
+            adj.dt += float(f.grad[None])
         adj.x = system.x.grad.to_numpy().astype(float)
         adj.v = system.v.grad.to_numpy().astype(float)
         adj.fields = {n: f.grad.to_numpy().astype(float) for n, f in self.floats.items()}
@@ -60,6 +80,8 @@ class ControlledTrajectory(KernelTrajectory):
         system.v.dual.from_numpy(tan.v.astype(dtype))
         for n, f in self.floats.items():
             f.dual.from_numpy(np.asarray(fields_dot[n]).astype(f.to_numpy().dtype))
+        for _key, f in self.control_params:
+            f.dual[None] = tan.dt
         # the masses are the mode's nominal parameter: its exit clears their seed alone, not
         # the tangents the controller wrote into x and v
         with ti.ad.FwdMode(loss=system.U, param=system.m, seed=tan.mass.astype(dtype),

@@ -135,8 +135,8 @@ class KernelNative:
             compiled, flat = _resolve(tw.kernel, tw.args)
             self.twins.append((compiled, flat))
             twin_acc.append((tw, access_of(compiled)))
-        self.field_values = [(f, f.data[()].copy()) for tw in traj.twins
-                             for f in tw.kernel.field_args.values()]
+        self.field_values = [(f, f.data[()].copy()) for b in traj.twins + system.controller
+                             for f in getattr(b.kernel, "field_args", {}).values()]
         energy_reads = set()
         for bound in system.energy:
             energy_reads |= access_of(bound.kernel.prepare(bound.args, "primal")[0]).reads
@@ -205,10 +205,11 @@ class KernelNative:
         plan += [R(updates.zero, (g,)) for g in zeroed]
         plan += self._seed_and_reverse(state, self.twin_grads, self.twin_snaps)
         plan.append(R(accumulate, (system.m.grad, self.am, f64)))
-        plan += [R(accumulate, (f.grad, acc, f64)) for _, f, acc in self.step_params]
         if self.energy:
             plan += self._through_forces()
         plan += self._seed_and_reverse(state, self.ctrl_grads, self.ctrl_snaps)
+        # the step kernels' and the controller's (dt) parameter adjoints of this step
+        plan += [R(accumulate, (f.grad, acc, f64)) for _, f, acc in self.step_params]
         from simrun.adjoint.reverse import adjoint_watch
 
         plan.append(R(adjoint_watch, (self.ax, self.av, self.bad)))
