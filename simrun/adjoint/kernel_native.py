@@ -76,18 +76,21 @@ class _Unchainable(Exception):
 
 
 def _resolve(kernel, args, mode: str = "primal") -> tuple:
+    """(compiled variant, flat scalar arguments) of a launch in `mode`; _Unchainable where
+    a chain cannot make it, or where the Tape would reverse a primal loop by loop (several
+    loops, and fields read and written: `tape._grad_task_by_task`)."""
     if mode == "primal":
         found = chainable(kernel, args)
         if found is None:
             raise _Unchainable(kernel)
         compiled, flat = found
+        acc = access_of(compiled)
+        if len(compiled.fns) > 1 and acc.reads & acc.writes:
+            raise _Unchainable(kernel)
     else:
         compiled, flat, arrays = kernel.prepare(args, mode)
         if arrays or compiled.uses_random or compiled.ndarray_slots:
             raise _Unchainable(kernel)
-    acc = access_of(compiled)
-    if len(compiled.fns) > 1 and acc.reads & acc.writes:
-        raise _Unchainable(kernel)  # the Tape reverses it loop by loop
     return compiled, list(flat)
 
 
