@@ -137,3 +137,19 @@ def test_chain_program_runs_blocks_in_turn_and_stops_on_the_watch_word(pool, mon
                                 launches[1]], stop=flag)
     assert watched.run_program(np.array([(0, 1, 2), (0, 2, 5), (2, 1, 7)])) == 2 + 1
     assert flag[None] == 1 and y.to_numpy().tolist() == [3.0, 6.0, 9.0, 12.0]
+
+
+def test_chain_without_set_args_uses_what_the_contexts_hold():
+    """run(set_args=False): the caller has written the arguments (e.g. a controller's step
+    index into its launch alone); run() writes the chain's own again."""
+    ti.init(arch=ti.cpu, default_fp=ti.f64, cpu_max_num_threads=1)
+    x, y = ti.field(ti.f64, shape=3), ti.field(ti.f64, shape=3)
+    x.fill(1.0)
+    compiled, flat, _ = axpy.prepare((x, y, 2.0), "primal")
+    chain = Chain(runtime(), [(compiled, flat)])
+    chain.run(1)  # y = 2 * 0 + 1
+    compiled.set_args([0.5])  # the context now holds a = 0.5
+    chain.run(1, set_args=False)  # y = 0.5 * 1 + 1
+    assert y.to_numpy().tolist() == [1.5] * 3
+    chain.run(1)  # a = 2 again: y = 2 * 1.5 + 1
+    assert y.to_numpy().tolist() == [4.0] * 3

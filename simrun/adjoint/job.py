@@ -53,13 +53,15 @@ def _state_bytes(scene: Scene, state=None) -> int:
     return 3 * p.count * p.dim * (4 if scene.precision == "f32" else 8) + fields
 
 
-def snapshots_for(scene: Scene, steps: int, checkpoints: int | None, memory: int | None) -> int:
+def snapshots_for(scene: Scene, steps: int, checkpoints: int | None, memory: int | None,
+                  state=None) -> int:
     """Stored states: --checkpoints, or as many as --memory (default: a quarter of the free
-    memory) holds; never more than the steps need."""
+    memory) holds, a state counting its allocated fields where `state` (the first) shows
+    them; never more than the steps need."""
     if checkpoints is None:
         if memory is None:
             memory = _available_memory() // 4
-        checkpoints = max(memory // (_state_bytes(scene) + STATE_OVERHEAD), 0)
+        checkpoints = max(memory // (_state_bytes(scene, state) + STATE_OVERHEAD), 0)
     return int(min(checkpoints, max(steps - 1, 0)))
 
 
@@ -159,7 +161,6 @@ def scene_gradient(scene: Scene, wrt: list[str], *, steps: int | None = None,
     either). `cache` keeps the trajectory for the next gradient of the same scene object."""
     keys = [parse_key(scene, text) for text in wrt]
     steps = scene.steps if steps is None else steps
-    snapshots = snapshots_for(scene, steps, checkpoints, memory)
     t0 = time.perf_counter()
     x0, v0 = _start(scene, {})
     if cache is None:
@@ -169,6 +170,7 @@ def scene_gradient(scene: Scene, wrt: list[str], *, steps: int | None = None,
                          lambda: _trajectory(scene, keys, threads, x0))
         traj.progress = progress or (lambda *_: None)
     state0 = _begin(traj, *(start if start is not None else (x0, v0)), {}, fields)
+    snapshots = snapshots_for(scene, steps, checkpoints, memory, state0)
     traj.need_energy_grads = any(k.kind in ("mass", "energy") for k in keys)
     t1 = time.perf_counter()
     value, adj, sched = traj.gradient(state0, steps, snapshots)

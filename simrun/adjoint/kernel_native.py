@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 import simrun.lang as ti
+from simrun.adjoint.reverse import adjoint_watch
 from simrun.lang.api import runtime
 from simrun.lang.autodiff.tape import access_of
 from simrun.lang.fields import Field
@@ -213,8 +214,6 @@ class KernelNative:
         plan += self._seed_and_reverse(state, self.ctrl_grads, self.ctrl_snaps)
         # the step kernels' and the controller's (dt) parameter adjoints of this step
         plan += [R(accumulate, (f.grad, acc, f64)) for _, f, acc in self.step_params]
-        from simrun.adjoint.reverse import adjoint_watch
-
         plan.append(R(adjoint_watch, (self.ax, self.av, self.bad)))
         return plan
 
