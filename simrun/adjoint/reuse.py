@@ -58,7 +58,7 @@ class TrajectoryCache:
             fields = [system.x, system.v, system.m, system.U, traj.G,
                       *system.extra.values(), *system.topology.values()]
             self.start = {f: f.data.copy() for f in fields}
-            kernels = [b.kernel for b in system.energy + traj.twins]
+            kernels = [b.kernel for b in system.energy + traj.twins + system.controller]
             extra = [f for k in kernels for f in getattr(k, "field_args", {}).values()]
             extra += list(traj.model.objective_fields.values())
             self.zeroed = [c for f in fields + extra for c in _companions(f)]
