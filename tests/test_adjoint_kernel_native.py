@@ -91,3 +91,24 @@ def test_a_cached_trajectory_gives_a_fresh_ones_gradients_bit_for_bit():
     again = scene_gradient(scene, keys, threads=1, fields=rounds[0], cache=cache)
     assert cache.traj is not kept[0]  # the fresh gradients' ti.init replaced the engine
     assert again.objective == cached[0].objective
+
+
+def test_a_boundary_on_top_of_step_kernels_keeps_the_tape_sweep(tmp_path):
+    """The native steps do not apply a scene boundary's walls: such scenes keep the Tape
+    sweep, which does. A kinetic objective (native-eligible otherwise) over bouncing bodies:
+    the gradient along v0 matches central differences."""
+    from test_adjoint_step_walls import _scene as walls_scene
+
+    scene, x0, v0 = walls_scene(tmp_path, "{type: reflect, low: [0, 0], high: [1, 1]}")
+    scene = load_scene(scene.source, ["objective={builtin: kinetic, at: end}"],
+                       allow_outside=True)
+    parsed = [job.parse_key(scene, "state.v0")]
+    traj = job._trajectory(scene, parsed, 1, initial_state(scene)[0])
+    job._begin(traj, x0, v0, {})
+    assert KernelNative.build(traj) is None
+    grad = scene_gradient(scene, ["state.v0"], threads=1, start=(x0, v0)).gradients["state.v0"]
+    d = np.random.default_rng(2).normal(size=v0.shape)
+    h = 1e-6
+    plus, minus = (job.objective_value(scene, scene.steps, 1, {"state.x0": x0 - initial_state(
+        scene)[0], "state.v0": v0 + s * h * d - initial_state(scene)[1]}) for s in (1, -1))
+    assert float(np.sum(grad * d)) == pytest.approx((plus - minus) / (2 * h), rel=1e-6)

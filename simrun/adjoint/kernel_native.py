@@ -100,13 +100,15 @@ class KernelNative:
 
     ``build`` returns None where a launch cannot be chained (random numbers, ndarrays, a
     kernel without simrun.lang's `prepare`, an energy the Tape must replay, a kernel whose
-    loops the Tape reverses one by one) or the objective reads the potential: the Tape sweep
-    is used then."""
+    loops the Tape reverses one by one), the objective reads the potential or the scene has a
+    boundary (walls after the step kernels): the Tape sweep is used then."""
 
     @classmethod
     def build(cls, traj) -> KernelNative | None:
         if traj.model.uses_potential():
             return None  # the objective reads U and F at stored states, which keep neither
+        if traj.scene.boundary.type != "none":
+            return None  # walls after the step kernels: the Tape sweep applies them
         try:
             return cls(traj)
         except _Unchainable:
