@@ -333,3 +333,19 @@ def test_objective_reading_a_step_kernel_field(tmp_path):
         rounding = 1e3 * np.finfo(float).eps * abs(rev.objective) / h
         assert abs(ad - fd) <= abs(fd - fd2) + rounding, (key.text, ad, fd, fd2)
         assert rounding < 1e-3 * abs(ad)
+
+
+def test_cli_memory_budget_counts_the_allocated_fields(tmp_path):
+    """--memory sizes the stored states with the fields a step-kernel state carries (the
+    grid, C, F...), not x, v and F alone: the states kept fit the budget."""
+    budget = 1 << 20
+    done = simrun("grad", str(MPM), "--set", OBJECTIVE, "--set", "precision=f64",
+                  "--steps", "40", "--wrt", "step_kernels.params.gravity",
+                  "--memory", str(budget), "--out", str(tmp_path / "g"), cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    schedule = json.loads((tmp_path / "g" / "gradients.json").read_text())["schedule"]
+    per_state = schedule["stored_bytes"] // max(schedule["snapshots"], 1)
+    assert 0 < schedule["snapshots"] < 39  # the budget binds
+    assert per_state > 3 * 800 * 2 * 8  # fields counted besides x, v and F
+    assert schedule["snapshots"] * (per_state + 1024) <= budget
+    assert f"{schedule['snapshots']} stored states" in done.stderr

@@ -116,7 +116,7 @@ def test_grad_stopped_by_ctrl_c_resumes_from_its_folder(project: Path) -> None:
     options = ["--wrt", "dt", "--wrt", "state.x0", "--steps", "2000", "--set", "dt=2e-3",
                "--set", "energy.0.params.work=40000"]  # ~3 s of sweeps: going at Ctrl-C
     err = _interrupt(["grad", scene, *options, "--out", "g"], project,
-                     project / "g" / "gradients.json")
+                     project / "g" / "progress.log")  # written once the sweeps began
     assert json.loads((project / "g" / "gradients.json").read_text())["status"] == "running"
     again = simrun(*_printed_command(err), cwd=project)
     assert again.returncode == 0, again.stderr

@@ -152,13 +152,16 @@ def scene_gradient(scene: Scene, wrt: list[str], *, steps: int | None = None,
                    threads: int | None = None, progress: Progress | None = None,
                    start: tuple[np.ndarray, np.ndarray] | None = None,
                    fields: dict[str, np.ndarray] | None = None,
-                   cache: TrajectoryCache | None = None) -> GradResult:
+                   cache: TrajectoryCache | None = None,
+                   announce: Callable[[int], None] | None = None) -> GradResult:
     """dJ/dKEY for each KEY of `wrt` (SceneError for an unknown or non-differentiable KEY).
 
     `start` = (x0, v0) replaces the scene's start (state.x0 / state.v0 are not scene values:
     `simrun optimize` moves them); meshes keep the scene's rest shape. `fields` ({name:
     array}) start allocated fields from other values (fields.<name> are not scene values
-    either). `cache` keeps the trajectory for the next gradient of the same scene object."""
+    either). `cache` keeps the trajectory for the next gradient of the same scene object.
+    The stored states are sized here, where the allocated fields' bytes are known
+    (`snapshots_for`); `announce(snapshots)` hears the count before the sweeps start."""
     keys = [parse_key(scene, text) for text in wrt]
     steps = scene.steps if steps is None else steps
     t0 = time.perf_counter()
@@ -171,6 +174,8 @@ def scene_gradient(scene: Scene, wrt: list[str], *, steps: int | None = None,
         traj.progress = progress or (lambda *_: None)
     state0 = _begin(traj, *(start if start is not None else (x0, v0)), {}, fields)
     snapshots = snapshots_for(scene, steps, checkpoints, memory, state0)
+    if announce is not None:
+        announce(snapshots)
     traj.need_energy_grads = any(k.kind in ("mass", "energy") for k in keys)
     t1 = time.perf_counter()
     value, adj, sched = traj.gradient(state0, steps, snapshots)

@@ -72,12 +72,12 @@ def _run(scene: Scene, folder: Path, options: dict[str, Any], resume: bool) -> d
 
 
 def _grad(scene: Scene, folder: Path, options: dict[str, Any], resume: bool) -> dict[str, float]:
-    from simrun.adjoint.job import scene_gradient, snapshots_for, write_outputs
+    from simrun.adjoint.job import scene_gradient, write_outputs
 
     steps = options.get("steps") or scene.steps
-    snaps = snapshots_for(scene, steps, options.get("checkpoints"), options.get("memory"))
     result = scene_gradient(scene, list(options.get("wrt") or []), steps=steps,
-                            checkpoints=snaps, threads=options.get("threads"))
+                            checkpoints=options.get("checkpoints"),
+                            memory=options.get("memory"), threads=options.get("threads"))
     folder.mkdir(parents=True, exist_ok=True)
     write_outputs(folder, scene, result)
     values = {"objective": float(result.objective)}

@@ -78,7 +78,6 @@ def grad_job(load: Callable[[], Scene], out_dir: Path | None, options: dict[str,
         check_gradient,
         forward_gradient,
         scene_gradient,
-        snapshots_for,
         start_outputs,
         write_outputs,
     )
@@ -104,18 +103,22 @@ def grad_job(load: Callable[[], Scene], out_dir: Path | None, options: dict[str,
         target.mkdir(parents=True, exist_ok=True)
         start_outputs(target, scene, options)
         state["dir"] = target
-        snaps = snapshots_for(scene, n, checkpoints, budget)
-        if mode == "reverse":
+
+        def announce(snaps: int) -> None:
             err.print(f"reverse mode: {n} steps, {snaps} stored states; each step is advanced "
                       f"{(forward_steps(n, snaps) + 1) / n:.2f} times (the forward sweep "
                       "included) and reversed once (one Hessian-vector product)",
                       highlight=False)
+
         threads = options.get("threads")
         try:
-            with step_bar(f"grad {scene.name}", err.is_terminal) as bar:
-                report = (lambda _phase, done, total: bar(done, total)) if bar else None
-                result = scene_gradient(scene, options["wrt"], steps=n, checkpoints=snaps,
-                                        threads=threads, progress=report) \
+            with step_bar(f"grad {scene.name}", err.is_terminal,
+                          folder=lambda: target) as bar:
+                report = (lambda phase, done, total: bar(done, total, phase)) if bar else None
+                result = scene_gradient(scene, options["wrt"], steps=n,
+                                        checkpoints=checkpoints, memory=budget,
+                                        threads=threads, progress=report,
+                                        announce=announce) \
                     if mode == "reverse" else \
                     forward_gradient(scene, options["wrt"], steps=n, threads=threads,
                                      progress=report)

@@ -81,7 +81,8 @@ def optimize_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: boo
                              "(scenes/README.md).")
         target = _target(scene, out_dir, resume)
         try:
-            with iteration_bar(f"optimize {scene.name}", err.is_terminal) as bar:
+            with iteration_bar(f"optimize {scene.name}", err.is_terminal,
+                               folder=target) as bar:
                 result = optimize_scene(scene, target, iterations=options.get("iterations"),
                                         resume=resume, threads=threads, progress=bar,
                                         allow_changed=allow_changed, options=options)

@@ -1,9 +1,12 @@
-"""A rich progress bar with steps/s, fed by the stepper's progress callback."""
+"""A rich progress bar with steps/s, fed by the stepper's progress callback; where stderr is
+not a terminal (nohup, cron, a batch scheduler), lines in the job folder's progress.log."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from rich.progress import (
     BarColumn,
@@ -27,12 +30,67 @@ class StepsPerSecond(ProgressColumn):
         return Text(f"{speed:,.0f} steps/s" if speed else "- steps/s", style="cyan")
 
 
+LOG_NAME = "progress.log"
+
+
+class ProgressLog:
+    """Appends a line to FOLDER/progress.log at most every `every` seconds, and the last
+    state when closed: `tail -f` shows how far a job without a terminal got. `folder` is
+    called on each report, since `run` picks its folder only once the kernels compiled."""
+
+    def __init__(self, label: str, folder: Callable[[], Path | None], every: float = 1.0):
+        self.label, self.folder, self.every = label, folder, every
+        self.start = time.perf_counter()
+        self.next_line = 0.0
+        self.pending: str | None = None
+        self.first: tuple[str, int, float] | None = None
+
+    def report(self, text: str) -> None:
+        self.pending = text
+        now = time.perf_counter()
+        if now >= self.next_line:
+            self.next_line = now + self.every
+            self.flush()
+
+    def steps(self, done: int, total: int, phase: str = "") -> None:
+        now = time.perf_counter()
+        if self.first is None or self.first[0] != phase or done < self.first[1]:
+            self.first = (phase, done, now)  # the rate from this phase's first report on
+        rate = (done - self.first[1]) / (now - self.first[2]) if now > self.first[2] else 0.0
+        speed = f", {rate:,.0f} steps/s" if rate > 0 else ""
+        self.report(f"{phase + ' ' if phase else ''}{done}/{total} steps "
+                    f"({100 * done / max(total, 1):.0f}%){speed}")
+
+    def flush(self) -> None:
+        folder = self.folder()
+        if self.pending is None or folder is None or not Path(folder).is_dir():
+            return
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+        elapsed = time.perf_counter() - self.start
+        try:
+            with open(Path(folder) / LOG_NAME, "a") as log:
+                log.write(f"{stamp} {self.label}: {self.pending}, {elapsed:.1f} s\n")
+        except OSError:  # progress is a courtesy: a full disk must not stop the job
+            pass
+        self.pending = None
+
+
 @contextmanager
-def step_bar(label: str, enabled: bool = True) -> Iterator[ProgressFn | None]:
+def step_bar(label: str, enabled: bool = True,
+             folder: Callable[[], Path | None] | None = None) -> Iterator[ProgressFn | None]:
     """Yield a callback ``(done, total)`` that drives a bar on stderr (None when disabled).
 
     The bar appears with the first step, so a scene that fails while its kernels compile
-    prints only its error; on a terminal a transient "compiling" line shows until then."""
+    prints only its error; on a terminal a transient "compiling" line shows until then.
+    Where stderr is not a terminal and `folder` names the job's folder, the callback writes
+    progress.log there instead."""
+    if folder is not None and not err.is_terminal:
+        log = ProgressLog(label, folder)
+        try:
+            yield log.steps
+        finally:
+            log.flush()
+        return
     if not enabled:
         yield None
         return
@@ -44,7 +102,7 @@ def step_bar(label: str, enabled: bool = True) -> Iterator[ProgressFn | None]:
     if status is not None:
         status.start()
 
-    def update(done: int, total: int) -> None:
+    def update(done: int, total: int, phase: str = "") -> None:
         nonlocal bar, task
         if bar is None:
             if status is not None:
@@ -52,7 +110,8 @@ def step_bar(label: str, enabled: bool = True) -> Iterator[ProgressFn | None]:
             bar = Progress(*columns, console=err, transient=False)
             bar.start()
             task = bar.add_task(label, total=total)
-        bar.update(task, completed=done, total=total)
+        bar.update(task, completed=done, total=total,
+                   description=f"{label} {phase}" if phase else label)
 
     try:
         yield update
@@ -64,10 +123,18 @@ def step_bar(label: str, enabled: bool = True) -> Iterator[ProgressFn | None]:
 
 
 @contextmanager
-def iteration_bar(label: str, enabled: bool = True
+def iteration_bar(label: str, enabled: bool = True, folder: Path | None = None
                   ) -> Iterator[Callable[[int, int, float, float], None] | None]:
     """Yield a callback ``(iteration, iterations, loss, gradient norm)`` for `optimize`'s bar
-    on stderr (None when disabled)."""
+    on stderr (None when disabled); without a terminal, lines in `folder`/progress.log."""
+    if folder is not None and not err.is_terminal:
+        log = ProgressLog(label, lambda: folder)
+        try:
+            yield lambda it, total, loss, grad: log.report(
+                f"iteration {it}/{total}, loss {loss:.6g}, |g| {grad:.3g}")
+        finally:
+            log.flush()
+        return
     if not enabled:
         yield None
         return

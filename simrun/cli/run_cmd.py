@@ -179,7 +179,8 @@ def run_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: bool = F
             state["dir"] = choose_run_dir(scene.name, out_dir, resume=True, overwrite=False)
         elif out_dir is not None:
             check_out_dir(out_dir, overwrite=overwrite)  # fail before compiling anything
-        with step_bar(scene.name, enabled=not quiet) as progress:
+        with step_bar(scene.name, enabled=not quiet, folder=lambda: state.get("dir")) \
+                as progress:
             result = run_scene(scene, state["dir"] if resume else new_dir, resume=resume,
                                progress=progress, threads=threads, debug=debug,
                                allow_changed=allow_changed, options=options,
