@@ -86,11 +86,23 @@ def step_bar(label: str, enabled: bool = True,
     progress.log there instead."""
     if folder is not None and not err.is_terminal:
         log = ProgressLog(label, folder)
-        try:
-            yield log.steps
-        finally:
-            log.flush()
+        with _bar(label, enabled) as bar:
+            def both(done: int, total: int, phase: str = "") -> None:
+                log.steps(done, total, phase)
+                if bar is not None:
+                    bar(done, total, phase)
+            try:
+                yield both
+            finally:
+                log.flush()
         return
+    with _bar(label, enabled) as bar:
+        yield bar
+
+
+@contextmanager
+def _bar(label: str, enabled: bool) -> Iterator[ProgressFn | None]:
+    """The rich bar (without a terminal rich draws it once, at the end)."""
     if not enabled:
         yield None
         return
