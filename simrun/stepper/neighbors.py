@@ -7,10 +7,12 @@ scatter to x[j]). Before each force evaluation ``update`` measures how far any p
 since the last build (one reduction kernel) and rebuilds only when that exceeds half the skin.
 
 Rows are sorted, so every valid list gives the same pairs within the cutoff in the same
-order: forces do not depend on when the list was last built (bit for bit on one thread, as a
-resumed run shows; to rounding on more, where parallel scatters add in no fixed order),
-which is what lets the adjoint recompute a trajectory from a checkpoint without replaying
-the forward's rebuild steps.
+order: forces do not depend on when the list was last built, to rounding (fast math lets
+LLVM split a row's sums into lanes, so where the skin's pairs sit moves the last bits; on
+more threads parallel scatters also add in no fixed order), which is what lets the adjoint
+recompute a trajectory from a checkpoint without replaying the forward's rebuild steps.
+A resumed run rebuilds its list at the positions saved with the checkpoint (``x_ref``), so
+it continues bit for bit on one thread.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from simrun.scene import Scene, SceneError, initial_state
 from simrun.stepper import files, thermo
 from simrun.stepper.fieldstep import FieldStepper
 from simrun.stepper.integrators import State, kinetic_energy
-from simrun.stepper.pressure import pressure_record
+from simrun.stepper.pressure import measurable, pressure, pressure_record
 from simrun.stepper.system import System
 from simrun.stepper.thermostats import ThermostatStep, make_thermostat
 
@@ -165,10 +165,15 @@ def make_frame(state: State, system: System, scene: Scene, stepping: Stepping) -
 
 def record_thermo(writer: RunWriter, state: State, system: System, scene: Scene,
                   stepping: Stepping) -> None:
-    """One thermo.csv row: energies, kinetic temperature, a thermostat's own columns."""
+    """One thermo.csv row: energies, kinetic temperature, a thermostat's own columns, and
+    the pressure of a periodic scene (by autodiff; it leaves the fields as they were)."""
+    if writer.thermo is None:  # no energy outputs: nothing to compute
+        return
     kinetic = kinetic_energy(state.v, system.masses)
     extra = stepping.thermostat.extra_thermo(kinetic, state.potential) \
         if stepping.thermostat is not None else ()
+    if measurable(system):
+        extra = (*extra, pressure(system, state.v))
     writer.add_thermo(state.step, state.step * scene.dt, kinetic, state.potential,
                       thermo.temperature(kinetic, stepping.dof.count), *extra)
 
@@ -275,6 +280,8 @@ def _open(target: Path, scene: Scene, system: System, step: int, checkpoint: dic
     writing = files.writer_options(scene, system.x0_np)
     writing.thermo_every = scene.thermo_every
     writing.thermo_columns = stepping.thermostat.extra_columns if stepping.thermostat else ()
+    if measurable(system):
+        writing.thermo_columns = (*writing.thermo_columns, "pressure")
     writer = RunWriter(target, writing)
     if checkpoint is not None:
         files.reload_frames(writer, target, step, scene.outputs.every)
