@@ -175,6 +175,8 @@ def test_nan_reaches_the_field():
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_too_large_to_copy_stays_atomic(threads):
+    """No copy: atomic adds on two threads, plain adds on the path a launch takes alone
+    (statements.atomic_update); both exact."""
     ti.init(arch=ti.cpu, cpu_max_num_threads=threads)
     c, v = _data(3)
     big.fill(0.0)
