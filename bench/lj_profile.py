@@ -4,7 +4,8 @@ rebuild check, the list build (binning, search), and the force pass (primal, rev
     python bench/lj_profile.py --cells 10 20 30 40 --threads 1 --repeats 7
 
 In-process medians of ``repeats`` calls of each part at the melt's state after ``warm``
-steps (so the list holds a melt's rows, not the lattice's), f64.
+steps (so the list holds a melt's rows, not the lattice's), f64; "per step" is a tenth of
+ten steps (the rebuilds they make included).
 """
 
 from __future__ import annotations
@@ -43,22 +44,24 @@ def profile(cells: int, threads: int, repeats: int, warm: int) -> dict[str, floa
     stepper.advance(warm)
     nl, b = system.neighbor_list, system.box
     parts = {
-        "step": lambda: stepper.advance(1),
+        "10 steps": lambda: stepper.advance(10),
         "kick_drift": lambda: FieldStepper._make(stepper.pre[0]),
         "kick+watch": lambda: [FieldStepper._make(p) for p in stepper.post],
         "check": lambda: nl.update(system.x),
         "bin": lambda: _bin(system.x, nl.x_ref, b["box_low"], b["box_high"], b["periodic"],
                             nl.grid, nl.grid_low, nl.grid_width, nl.cell_start, nl.cell_fill,
-                            nl.cell_particles, nl.dim),
+                            nl.cell_particles, nl.cell_x, nl.dim),
         "search": lambda: _search(system.x, b["box_low"], b["box_high"], b["periodic"], nl.grid,
                                   nl.grid_low, nl.grid_width, nl.cell_start, nl.cell_particles,
-                                  nl.neighbors, nl.reach ** 2, nl.longest, nl.dim, nl.half),
+                                  nl.cell_x, nl.neighbors, nl.reach ** 2, nl.longest, nl.dim, nl.half),
         "clear": lambda: [FieldStepper._make(p) for p in stepper.clear],
         "primal": lambda: FieldStepper._make(stepper.forces[0]),
         "reverse": lambda: FieldStepper._make(stepper.forces[1]),
     }
+    rebuilds, steps = nl.rebuilds, stepper.step_index
     out = {name: median_ns(fn, repeats, n) for name, fn in parts.items()}
-    out["rebuild every"] = (warm + 1 + repeats + 1) / max(1, nl.rebuilds - 1)
+    out["per step"] = out.pop("10 steps") / 10  # rebuilds included
+    out["steps per rebuild"] = (stepper.step_index - steps) / max(1, nl.rebuilds - rebuilds)
     return out
 
 
