@@ -83,10 +83,3 @@ def pressure(system: System, v: np.ndarray) -> float:
     volume = float(np.prod(np.asarray(bounds.high, float) - np.asarray(bounds.low, float)))
     dim = system.scene.particles.dim
     return (2.0 * kinetic_energy(v, system.masses) - box_derivative(system)) / (dim * volume)
-
-
-def pressure_record(system: System, step: int, v: np.ndarray) -> dict[str, float] | None:
-    """``{"step", "pressure"}`` for run.json, for a periodic scene with energy terms."""
-    if not measurable(system):
-        return None
-    return {"step": step, "pressure": pressure(system, v)}
