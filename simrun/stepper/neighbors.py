@@ -169,7 +169,8 @@ def _search(x: ti.template(), box_low: ti.template(), box_high: ti.template(),
                 origin = xi - shift
                 first, last = cell_start[cell], cell_start[cell + 1]
                 if ti.static(half):  # a cell lists its particles in index order: j > i last
-                    while last > first and cell_particles[last - 1] > i:
+                    # (both sides of `and` are evaluated, as in Taichi: the index stays >= 0)
+                    while last > first and cell_particles[ti.max(last - 1, 0)] > i:
                         last -= 1
                     first, last = last, cell_start[cell + 1]
                 for slot in range(first, last):
