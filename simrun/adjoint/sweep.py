@@ -101,7 +101,7 @@ class Trajectory(ObjectiveSum):
             done += self.stepper.advance(count - done, potential)
         nxt = State(k + count, state.x, state.v, state.f, state.potential)
         self.stepper.store(nxt)
-        if not potential and self.stepper.forces_only is not None:
+        if not potential and self.stepper.gradients is not None:
             nxt.potential = float("nan")  # not computed: the objective does not read it
         return nxt
 

@@ -6,7 +6,8 @@ Why a cadence apart from the frames: energies sampled only with the frames alias
 a copy of every position.
 
 Columns: ``step,time,kinetic,potential,total,temperature`` and, for a Nosé-Hoover run,
-``conserved`` (the extended energy that the thermostatted dynamics keeps constant).
+``conserved`` (the extended energy that the thermostatted dynamics keeps constant), then,
+for a periodic box with an energy, ``pressure``.
 """
 
 from __future__ import annotations

@@ -94,6 +94,9 @@ class FieldStepper:
             self.clear.append(self._launch(updates.reset_loss, (system.U,)))
         self.chain = self.forces_only = self.gradients = None
         self.control = self._control_launches()  # [] without a controller
+        gradients = self._gradients_alone() if self.forces is not None else None
+        if not system.controller:  # forces without U, for Python steps and chains alike
+            self.gradients = gradients
         if (self.forces is not None and self.control is not None
                 and system.neighbor_list is None  # its rebuild check runs before the forces
                 and all(isinstance(s, tuple) for s in self.pre)):
@@ -102,9 +105,7 @@ class FieldStepper:
                 control += self.clear + self.forces
             self.chain = Chain(runtime(), control + self.pre + self.clear + self.forces +
                                self.post, stop=self.bad)
-            gradients = self._gradients_alone()
             if gradients is not None and not control:
-                self.gradients = gradients
                 self.forces_only = Chain(runtime(), self.pre + self.clear + gradients +
                                          self.post, stop=self.bad)
 
@@ -202,7 +203,7 @@ class FieldStepper:
             self.step_index += done
             return done
         for done in range(1, steps + 1):
-            self._python_step()
+            self._python_step(potential and done == steps)
             self.step_index += 1
             if self.bad.data[()]:
                 return done
@@ -226,20 +227,23 @@ class FieldStepper:
         """Whether the NaN watch stopped the last ``advance`` (its last step is bad)."""
         return bool(self.bad.data[()])
 
-    def _python_step(self) -> None:
+    def _python_step(self, potential: bool = True) -> None:
+        """One step from Python; without ``potential`` the forces may skip U (the energies'
+        forward launches), as `forces_only` does: only the last step of a call needs it."""
         if self.system.controller:
             self.system.control(self.step_index)
             self._forces()
         for part in self.pre:
             self._make(part)
-        self._forces()
+        self._forces(potential)
         for part in self.post:
             self._make(part)
 
-    def _forces(self) -> None:
+    def _forces(self, potential: bool = True) -> None:
         if self.forces is not None and not recording():
             self.system.refresh_neighbors()
-            for part in self.clear + self.forces:
+            forces = self.forces if potential or self.gradients is None else self.gradients
+            for part in self.clear + forces:
                 self._make(part)
         else:
             self.system.forces()

@@ -7,10 +7,12 @@ scatter to x[j]). Before each force evaluation ``update`` measures how far any p
 since the last build (one reduction kernel) and rebuilds only when that exceeds half the skin.
 
 Rows are sorted, so every valid list gives the same pairs within the cutoff in the same
-order: forces do not depend on when the list was last built (bit for bit on one thread, as a
-resumed run shows; to rounding on more, where parallel scatters add in no fixed order),
-which is what lets the adjoint recompute a trajectory from a checkpoint without replaying
-the forward's rebuild steps.
+order: forces do not depend on when the list was last built, to rounding (fast math lets
+LLVM split a row's sums into lanes, so where the skin's pairs sit moves the last bits; on
+more threads parallel scatters also add in no fixed order), which is what lets the adjoint
+recompute a trajectory from a checkpoint without replaying the forward's rebuild steps.
+A resumed run rebuilds its list at the positions saved with the checkpoint (``x_ref``), so
+it continues bit for bit on one thread.
 """
 
 from __future__ import annotations
@@ -82,8 +84,11 @@ def _open_grid(x: ti.template(), grid: ti.template(), grid_low: ti.template(),
 def _bin(x: ti.template(), x_ref: ti.template(), box_low: ti.template(),
          box_high: ti.template(), periodic: ti.template(), grid: ti.template(),
          grid_low: ti.template(), grid_width: ti.template(), cell_start: ti.template(),
-         cell_fill: ti.template(), cell_particles: ti.template(), dim: ti.template()):
-    """Counting sort of the particles by cell (serial: cells hold particles in index order)."""
+         cell_fill: ti.template(), cell_particles: ti.template(), cell_x: ti.template(),
+         dim: ti.template()):
+    """Counting sort of the particles by cell (serial: cells hold particles in index order),
+    with their wrapped positions in the same order (``cell_x``: the search reads a cell's
+    positions from one contiguous run)."""
     ncells = 1
     for d in ti.static(range(dim)):
         ncells *= grid[None][d]
@@ -104,7 +109,9 @@ def _bin(x: ti.template(), x_ref: ti.template(), box_low: ti.template(),
     for i in range(x.shape[0]):
         p = _wrapped(x[i], box_low, box_high, periodic)
         c = _linear(_cell_coords(p, grid, grid_low, grid_width), grid, dim)
-        cell_particles[cell_start[c] + cell_fill[c]] = i
+        slot = cell_start[c] + cell_fill[c]
+        cell_particles[slot] = i
+        cell_x[slot] = p
         cell_fill[c] += 1
 
 
@@ -112,26 +119,43 @@ def _bin(x: ti.template(), x_ref: ti.template(), box_low: ti.template(),
 def _search(x: ti.template(), box_low: ti.template(), box_high: ti.template(),
             periodic: ti.template(), grid: ti.template(), grid_low: ti.template(),
             grid_width: ti.template(), cell_start: ti.template(),
-            cell_particles: ti.template(), neighbors: ti.template(), reach2: float,
-            longest: ti.template(), dim: ti.template(), half: ti.template()):
-    """Row i: every j > i (every j != i unless ``half``) within sqrt(reach2) (minimum
-    image), ascending."""
+            cell_particles: ti.template(), cell_x: ti.template(), neighbors: ti.template(),
+            reach2: float, longest: ti.template(), dim: ti.template(), half: ti.template()):
+    """Row i: every j > i (every j != i unless ``half``) within sqrt(reach2), ascending.
+
+    Periodic with at least 3 cells a side, a neighbour cell across the box is one image
+    away: its positions are shifted by the box length once per cell, not folded pair by
+    pair (the minimum image is unique within reach: the box is at least twice as wide).
+    The cells are visited in ascending linear order (last coordinate fastest), which keeps
+    rows of particles numbered along space nearly sorted for the insertion sort."""
     capacity = neighbors.shape[1] - 1
     longest[None] = 0
+    box = box_high[None] - box_low[None]
+    fold = 0  # a periodic side of fewer than 3 cells: fold each pair (min_image)
+    if ti.static(periodic):
+        for d in ti.static(range(dim)):
+            if grid[None][d] < 3:
+                fold = 1
     for i in range(x.shape[0]):
-        xi = x[i]
-        home = _cell_coords(_wrapped(xi, box_low, box_high, periodic), grid, grid_low,
-                            grid_width)
+        xi = _wrapped(x[i], box_low, box_high, periodic)
+        home = _cell_coords(xi, grid, grid_low, grid_width)
         count = 0
         for s in range(3 ** dim):
             c = home
+            shift = xi * 0.0
             inside = 1
             for d in ti.static(range(dim)):
-                offset = (s // (3 ** d)) % 3
+                offset = (s // (3 ** (dim - 1 - d))) % 3
                 n = grid[None][d]
                 if ti.static(periodic):
                     if n >= 3:
-                        c[d] = (home[d] + offset - 1 + n) % n
+                        c[d] = home[d] + offset - 1
+                        if c[d] < 0:
+                            c[d] += n
+                            shift[d] = -box[d]
+                        elif c[d] >= n:
+                            c[d] -= n
+                            shift[d] = box[d]
                     else:  # fewer than 3 cells: visit each cell once, by absolute index
                         c[d] = offset
                         if offset >= n:
@@ -142,17 +166,26 @@ def _search(x: ti.template(), box_low: ti.template(), box_high: ti.template(),
                         inside = 0
             if inside == 1:
                 cell = _linear(c, grid, dim)
-                for slot in range(cell_start[cell], cell_start[cell + 1]):
+                origin = xi - shift
+                first, last = cell_start[cell], cell_start[cell + 1]
+                if ti.static(half):  # a cell lists its particles in index order: j > i last
+                    # (both sides of `and` are evaluated, as in Taichi: the index stays >= 0)
+                    while last > first and cell_particles[ti.max(last - 1, 0)] > i:
+                        last -= 1
+                    first, last = last, cell_start[cell + 1]
+                for slot in range(first, last):
                     j = cell_particles[slot]
-                    keep = j > i
+                    r = cell_x[slot] - origin
+                    if ti.static(periodic):
+                        if fold == 1:
+                            r = min_image(r, box_low, box_high, periodic)
+                    # no branch on the pair: j goes to the next free place, and counts
+                    # when within reach
+                    neighbors[i, ti.min(count, capacity - 1) + 1] = j
+                    within = r.dot(r) < reach2
                     if ti.static(not half):
-                        keep = j != i
-                    if keep:
-                        r = min_image(x[j] - xi, box_low, box_high, periodic)
-                        if r.dot(r) < reach2:
-                            if count < capacity:
-                                neighbors[i, count + 1] = j
-                            count += 1
+                        within = within and j != i
+                    count += ti.cast(within, ti.i32)
         ti.atomic_max(longest[None], count)
         filled = ti.min(count, capacity)
         neighbors[i, 0] = filled
@@ -201,6 +234,7 @@ class NeighborList:
         self.cell_start = ti.field(ti.i32, shape=ncells + 1)
         self.cell_fill = ti.field(ti.i32, shape=ncells + 1)
         self.cell_particles = ti.field(ti.i32, shape=n)
+        self.cell_x = ti.Vector.field(self.dim, dtype=fp, shape=n)
         self.moved = ti.field(fp, shape=())
         self.longest = ti.field(ti.i32, shape=())
         if self.periodic:
@@ -229,9 +263,10 @@ class NeighborList:
                        self.max_cells, self.dim)
         _bin(x, self.x_ref, b["box_low"], b["box_high"], b["periodic"], self.grid,
              self.grid_low, self.grid_width, self.cell_start, self.cell_fill,
-             self.cell_particles, self.dim)
+             self.cell_particles, self.cell_x, self.dim)
         _search(x, b["box_low"], b["box_high"], b["periodic"], self.grid, self.grid_low,
-                self.grid_width, self.cell_start, self.cell_particles, self.neighbors,
+                self.grid_width, self.cell_start, self.cell_particles, self.cell_x,
+                self.neighbors,
                 self.reach ** 2, self.longest, self.dim, self.half)
         self.built = True
         self.rebuilds += 1

@@ -12,7 +12,7 @@ import math
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +22,7 @@ from simrun.scene import Scene, SceneError, initial_state
 from simrun.stepper import files, thermo
 from simrun.stepper.fieldstep import FieldStepper
 from simrun.stepper.integrators import State, kinetic_energy
-from simrun.stepper.pressure import pressure_record
+from simrun.stepper.pressure import measurable, pressure
 from simrun.stepper.system import System
 from simrun.stepper.thermostats import ThermostatStep, make_thermostat
 
@@ -108,6 +108,16 @@ class Stepping:
     advance: Callable[[State, int], int]
     dof: thermo.Dof
     thermostat: ThermostatStep | None = None
+    pressures: dict[int, float] = field(default_factory=dict)  # by step: thermo and run.json
+
+    def pressure(self, system: System, state: State) -> dict[str, float] | None:
+        """``{"step", "pressure"}`` at the state (once per step: the thermo row and run.json
+        share it); None without a periodic box and an energy."""
+        if not measurable(system):
+            return None
+        if state.step not in self.pressures:
+            self.pressures[state.step] = pressure(system, state.v)
+        return {"step": state.step, "pressure": self.pressures[state.step]}
 
     def saved(self) -> dict[str, np.ndarray]:
         extra = self.thermostat.saved() if self.thermostat is not None else {}
@@ -165,10 +175,16 @@ def make_frame(state: State, system: System, scene: Scene, stepping: Stepping) -
 
 def record_thermo(writer: RunWriter, state: State, system: System, scene: Scene,
                   stepping: Stepping) -> None:
-    """One thermo.csv row: energies, kinetic temperature, a thermostat's own columns."""
+    """One thermo.csv row: energies, kinetic temperature, a thermostat's own columns, and
+    the pressure of a periodic scene (by autodiff; it leaves the fields as they were)."""
+    if writer.thermo is None:  # no energy outputs: nothing to compute
+        return
     kinetic = kinetic_energy(state.v, system.masses)
     extra = stepping.thermostat.extra_thermo(kinetic, state.potential) \
         if stepping.thermostat is not None else ()
+    record = stepping.pressure(system, state)
+    if record is not None:
+        extra = (*extra, record["pressure"])
     writer.add_thermo(state.step, state.step * scene.dt, kinetic, state.potential,
                       thermo.temperature(kinetic, stepping.dof.count), *extra)
 
@@ -275,6 +291,8 @@ def _open(target: Path, scene: Scene, system: System, step: int, checkpoint: dic
     writing = files.writer_options(scene, system.x0_np)
     writing.thermo_every = scene.thermo_every
     writing.thermo_columns = stepping.thermostat.extra_columns if stepping.thermostat else ()
+    if measurable(system):
+        writing.thermo_columns = (*writing.thermo_columns, "pressure")
     writer = RunWriter(target, writing)
     if checkpoint is not None:
         files.reload_frames(writer, target, step, scene.outputs.every)
@@ -324,7 +342,7 @@ def run_scene(scene: Scene, out_dir: str | os.PathLike[str] | Callable[[], Path]
         else None
     system, state = prepare(scene, checkpoint, threads, debug)
     stepping = make_stepping(scene, system, state, checkpoint)
-    pressure_start = pressure_record(system, state.step, state.v)
+    pressure_start = stepping.pressure(system, state)
     setup_s = round(time.perf_counter() - started, 4)
     shapes = system.render_shapes()
     target = target if target is not None else Path(where())
@@ -345,7 +363,7 @@ def run_scene(scene: Scene, out_dir: str | os.PathLike[str] | Callable[[], Path]
         writer.flush()
         drift_check = finish_drift(scene, writer, info, drift_tolerance)
         if pressure_start is not None:  # by autodiff of U in the box scale (pressure.py)
-            info["pressure"] = [pressure_start, pressure_record(system, state.step, state.v)]
+            info["pressure"] = [pressure_start, stepping.pressure(system, state)]
         status = "ok"
     except KeyboardInterrupt:
         status = "interrupted"

@@ -30,6 +30,7 @@ from simrun.stepper.neighbors import NeighborList, NeighborListOverflow
 BASE_NAMES = ("x", "v", "m", "x0", "U", "dt", "step", "bonds", "angles", "dihedrals",
               "triangles", "neighbors", *BOX_NAMES)  # `step`: the step index, for controller
 #                                                      (and objective) kernels
+NEIGHBORS_BUILT_AT = "neighbors:built_at"  # state.npz: where the list was last built
 
 
 class System:
@@ -285,13 +286,25 @@ class System:
         return self.x.to_numpy(), self.v.to_numpy()
 
     def extra_state(self) -> dict[str, np.ndarray]:
-        return {f"field:{name}": f.to_numpy() for name, f in self.extra.items()}
+        """Arrays a resumed run needs beyond x and v: the modules' fields, and the positions
+        the neighbour list was last built at (a list rebuilt elsewhere has the same pairs,
+        but fast-math sums over its rows round differently)."""
+        saved = {f"field:{name}": f.to_numpy() for name, f in self.extra.items()}
+        if self.neighbor_list is not None and self.neighbor_list.built:
+            saved[NEIGHBORS_BUILT_AT] = self.neighbor_list.x_ref.to_numpy()
+        return saved
 
     def load_extra_state(self, arrays: dict[str, np.ndarray]) -> None:
+        """Put back what ``extra_state`` saved; the list is rebuilt at its saved positions
+        (call before ``set_state``: it uses x to build)."""
         for name, f in self.extra.items():
             key = f"field:{name}"
             if key in arrays:
                 f.from_numpy(np.ascontiguousarray(arrays[key]))
+        built_at = arrays.get(NEIGHBORS_BUILT_AT)
+        if self.neighbor_list is not None and built_at is not None:
+            self.x.from_numpy(np.ascontiguousarray(built_at, dtype=self.np_dtype))
+            self.refresh_neighbors()
 
 
 def _read_field(path, name: str) -> np.ndarray:

@@ -291,10 +291,22 @@ def private_scatters(task) -> list:
                   and not getattr(s.field, "is_ndarray_arg", False)}
     chosen, total = [], 0
     for f in sorted((f for k, f in candidates.items() if k not in other), key=field_bytes):
-        if total + field_bytes(f) <= PRIVATE_BYTES:
+        if total + field_bytes(f) <= PRIVATE_BYTES or _per_iteration(task, f):
             chosen.append(f)
             total += field_bytes(f)
     return chosen
+
+
+def _per_iteration(task, f) -> bool:
+    """A field of no more elements than the task has iterations, scattered into from an
+    inner loop (`x.grad[j]` of a pair loop over a neighbour list): its copy costs about one
+    pass of the outer loop's own size to zero and merge, against inner loops' worth of
+    atomics (compare-and-swap loops for floats on x86) saved; copied whatever its size."""
+    end, begin = task.end, task.begin
+    if not (isinstance(end, Const) and isinstance(begin, Const)):
+        return False
+    inner_loop = any(isinstance(s, (For, While)) for s in walk(task.body))
+    return inner_loop and math.prod(f.shape) <= end.value - begin.value
 
 
 def component_major(task, fields: list) -> list:

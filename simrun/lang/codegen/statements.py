@@ -116,6 +116,36 @@ class Statements:
             self.b.store(old, self.var_ptr(s.result))
 
     def atomic_update(self, ptr, op: Op, value, dtype: DType, atomic: bool, field=None):
+        """The update of *ptr by op; ``atomic`` where other threads may update it too. A
+        float add or sub there also gets a plain path taken when the launch runs on one
+        thread (x86 has no float atomic add: its compare-and-swap loop doubled the cost of a
+        pair gradient's scatter once x.grad outgrew the per-thread copies)."""
+        if atomic and dtype.is_float and op in (Op.ADD, Op.SUB):
+            return self._alone_or_atomic(ptr, op, value, dtype, field)
+        return self._update(ptr, op, value, dtype, atomic, field)
+
+    def _alone_or_atomic(self, ptr, op: Op, value, dtype: DType, field):
+        b = self.b
+        with b.if_else(self.alone(), likely=True) as (alone, shared):
+            with alone:
+                plain = self._update(ptr, op, value, dtype, False, field)
+                plain_block = b.block
+            with shared:
+                old = self._update(ptr, op, value, dtype, True, field)
+                shared_block = b.block
+        merged = b.phi(plain.type)
+        merged.add_incoming(plain, plain_block)
+        merged.add_incoming(old, shared_block)
+        return merged
+
+    def alone(self):
+        """i1: this launch runs on one thread (computed once, in the entry block)."""
+        if getattr(self, "_alone", None) is None:
+            self._alone = self.eb.icmp_signed("<=", self.nthreads, ir.Constant(ir.IntType(64), 1),
+                                              name="alone")
+        return self._alone
+
+    def _update(self, ptr, op: Op, value, dtype: DType, atomic: bool, field=None):
         b = self.b
         isf = dtype.is_float
         if atomic and op is not Op.MUL:
