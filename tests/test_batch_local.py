@@ -84,8 +84,10 @@ def test_failures_reported_as_they_happen_and_retried(tmp_path):
 def test_ctrl_c_keeps_summary_and_finished_folders(tmp_path):
     scene = scene_copy(tmp_path, steps=30000)
     out = tmp_path / "b"
-    args = ("batch", str(scene), "--sweep", "dt=1e-6,2e-6,3e-6,4e-6,5e-6,6e-6", "--workers",
-            "2", "--threads", "1", "--no-render", "--out", str(out))
+    # two short jobs finish first; the four long ones (~3 s each at 1-5 us a step) are still
+    # going at Ctrl-C however fast the stepper or however loaded the machine
+    args = ("batch", str(scene), "--sweep", "steps=30000,30000,2000000,2000000,2000000,2000000",
+            "--workers", "2", "--threads", "1", "--no-render", "--out", str(out))
     proc = simrun(*args)
     wait_for(lambda: count(out, "done") >= 1 or proc.poll() is not None, 120, "a finished job")
     proc.send_signal(signal.SIGINT)
