@@ -481,3 +481,21 @@ def test_steps_that_skip_the_energy_forward_launch_match_steps_that_make_it(tmp_
     for key in ("x", "v", "f"):
         assert np.array_equal(getattr(a, key), getattr(b, key)), key
     assert a.potential == b.potential
+
+
+def test_a_folder_from_before_the_pressure_column_resumes(tmp_path):
+    """A periodic run written before thermo.csv had a pressure column continues: its rows
+    read nan there (not measured), the resumed rows carry the pressure."""
+    path = _scene(tmp_path, 2, True, "lj_smooth", side=7.8)
+    common = [*_lattice(2, 6, 1.3), "dt=0.005", "outputs.every=20", "thermo=10"]
+    split = tmp_path / "split"
+    run_scene(load_scene(path, [*common, "steps=40"]), split, threads=1)
+    lines = (split / "thermo.csv").read_text().splitlines()
+    at = lines[0].split(",").index("pressure")
+    old = [",".join(c for k, c in enumerate(line.split(",")) if k != at) for line in lines]
+    (split / "thermo.csv").write_text("\n".join(old) + "\n")
+    run_scene(load_scene(path, [*common, "steps=80"]), split, resume=True, threads=1)
+    rows = _thermo_rows(split)
+    assert list(rows["step"]) == list(range(0, 81, 10))
+    assert np.isnan(rows["pressure"][rows["step"] <= 40]).all()
+    assert np.isfinite(rows["pressure"][rows["step"] > 40]).all()

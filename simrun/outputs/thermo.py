@@ -21,6 +21,7 @@ import numpy as np
 
 THERMO_COLUMNS = ("step", "time", "kinetic", "potential", "total", "temperature")
 THERMO_FILE = "thermo.csv"
+LATER_COLUMNS = ("pressure",)  # added after folders were written: a resume fills them with nan
 
 
 class ThermoLog:
@@ -48,10 +49,12 @@ class ThermoLog:
         table = read_thermo_csv(path)
         steps = table["step"].astype(np.int64)
         keep = (steps <= upto_step) & (steps % every == 0)
-        columns = [table[name] for name in self.columns if name in table]
-        if len(columns) != len(self.columns):
+        missing = [name for name in self.columns if name not in table]
+        if set(missing) - set(LATER_COLUMNS):
             raise ValueError(f"{path.name} has the columns {sorted(table)}, not "
                              f"{list(self.columns)}")
+        blank = np.full(len(steps), np.nan)  # a folder older than the column: not measured
+        columns = [table.get(name, blank) for name in self.columns]
         self.rows = [(int(steps[i]), *(float(c[i]) for c in columns[1:]))
                      for i in np.flatnonzero(keep)]
 
