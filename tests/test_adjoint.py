@@ -172,7 +172,7 @@ def test_bad_keys_are_refused_with_suggestions(tmp_path):
     scene = load_scene(_scene(tmp_path, GRAVITY))
     with pytest.raises(SceneError, match="Did you mean energy.0.params.softening"):
         scene_gradient(scene, ["energy.0.params.softnening"])
-    with pytest.raises(SceneError, match="scenes with step_kernels only"):
+    with pytest.raises(SceneError, match="scenes with step_kernels or a controller only"):
         scene_gradient(scene, ["fields.grid"])
     plain = load_scene(_scene(tmp_path, GRAVITY.replace(
         "objective: {builtin: total, at: end}\n", ""), "plain"))

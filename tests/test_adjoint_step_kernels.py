@@ -213,7 +213,7 @@ def test_check_accepts_step_kernel_keys():
 
 def test_a_field_key_needs_step_kernels():
     scene = load_scene(REPO / "scenes" / "projectile.yaml")
-    with pytest.raises(SceneError, match="step_kernels only"):
+    with pytest.raises(SceneError, match="step_kernels or a controller only"):
         parse_key(scene, "fields.C")
 
 

@@ -339,7 +339,7 @@ def test_cli_exit_codes_bad_key_and_nan(tmp_path):
     refused = simrun("check", str(SCENES / "fit_spring.yaml"), "--set", "optimize.parameters="
                      "[energy.0.params.k, energy.0.params.r0, fields.w]", cwd=tmp_path)
     assert refused.returncode == 2 and "fields are differentiated in scenes with " \
-        "step_kernels only" in refused.stderr, refused.stderr
+        "step_kernels or a controller only" in refused.stderr, refused.stderr
     nan = simrun("optimize", str(_nan_scene(tmp_path)), "--allow-outside", "--out", "n",
                  cwd=tmp_path)
     assert nan.returncode == 1 and "optimize failed: iteration" in nan.stderr

@@ -94,4 +94,4 @@ class ControlledTrajectory(KernelTrajectory):
         x, v = system.get_state()
         potential, f = system.forces()
         after = KernelState(state.step, x, v, f, potential, self._fields())
-        return super().tangent_step(after, moved, controlled)
+        return self._kernels_tangent(after, moved, controlled)

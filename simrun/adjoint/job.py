@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from simrun.adjoint.controlled import ControlledTrajectory
+from simrun.adjoint.integrated import IntegratedTrajectory
 from simrun.adjoint.kernel_sweep import KernelTrajectory, kernel_tangent_sweep
 from simrun.adjoint.keys import Key, check_field_keys, parse_key, value_of, with_value
 from simrun.adjoint.model import DiffModel
@@ -85,13 +86,16 @@ def _split_keys(keys: list[Key]) -> tuple[dict, dict]:
 def _trajectory(scene: Scene, keys: list[Key], threads: int | None, rest: np.ndarray,
                 progress: Progress | None = None) -> Trajectory | KernelTrajectory:
     """The DiffModel and the sweep for this scene: the integrator's (sweep.py), or the step
-    kernels' (kernel_sweep.py) for scenes that bring their own dynamics."""
+    kernels' (kernel_sweep.py) for scenes that bring their own dynamics or a controller (the
+    integrator's update kernels as step kernels then: integrated.py)."""
     model = DiffModel(scene, rest, *_split_keys(keys), threads)
-    if scene.step_kernels is None:
+    if scene.step_kernels is None and scene.controller is None:
         return Trajectory(model, progress)
     check_field_keys(keys, model.system.extra)
     step_keys = {k.text: ("dt" if k.kind == "dt" else k.name) for k in keys
-                 if k.kind in ("step", "dt")}
+                 if k.kind in ("step", "dt", "damping")}
+    if scene.step_kernels is None:  # a controller with the integrator's update kernels
+        return IntegratedTrajectory(model, step_keys, progress)
     if scene.controller is not None:
         return ControlledTrajectory(model, step_keys, progress)
     return KernelTrajectory(model, step_keys, progress)
@@ -117,7 +121,8 @@ def _begin(traj, x0: np.ndarray, v0: np.ndarray, shifts: dict[str, np.ndarray],
                                    if k.startswith("fields.")}, fields)
     if fields:
         raise SceneError(f"{traj.scene.source}: start values for fields "
-                         f"({', '.join(fields)}) need a scene with step_kernels")
+                         f"({', '.join(fields)}) need a scene with step_kernels or a "
+                         "controller")
     return traj.start(x0, v0)
 
 

@@ -362,6 +362,11 @@ class KernelTrajectory(ObjectiveSum):
     def tangent_step(self, state: KernelState, tan: Tangent, fields_dot: dict
                      ) -> tuple[np.ndarray, np.ndarray, dict, float]:
         """(xdot, vdot, field tangents) after the step from `state`, and U's tangent there."""
+        return self._kernels_tangent(state, tan, fields_dot)
+
+    def _kernels_tangent(self, state: KernelState, tan: Tangent, fields_dot: dict
+                         ) -> tuple[np.ndarray, np.ndarray, dict, float]:
+        """The step kernels' share of `tangent_step` (a controller's runs before it)."""
         system, ti = self.system, self.ti
         g_dot, _ = self._force_tangent(state, tan, fields_dot)
         self._load(state)

@@ -69,9 +69,6 @@ def parse_key(scene: Scene, text: str) -> Key:
     is checked against the allocated fields later (`check_field_keys`): they exist only
     once the kernel modules have run."""
     parts = text.split(".")
-    if scene.controller is not None and scene.step_kernels is None:
-        raise SceneError(f"--wrt {text}: `simrun grad` differentiates a 'controller' in scenes "
-                         "that integrate with 'step_kernels' only; it runs with `simrun run`.")
     if scene.integrator.thermostat:
         raise SceneError(f"--wrt {text}: the '{scene.integrator.type}' thermostat is not "
                          "differentiated by `simrun grad` (its noise and chain are not part of "
@@ -80,17 +77,18 @@ def parse_key(scene: Scene, text: str) -> Key:
         raise SceneError(f"{scene.source}: the scene has no 'objective', so there is nothing to "
                          "differentiate. Add e.g. 'objective: {builtin: kinetic, at: end}'.")
     if parts[0] == "fields" and len(parts) == 2 and parts[1]:
-        if scene.step_kernels is None:
+        if scene.step_kernels is None and scene.controller is None:
             raise SceneError(f"--wrt {text}: fields are differentiated in scenes with "
-                             "step_kernels only (their kernels carry the fields from step to "
-                             "step); this scene has none. Its keys: "
+                             "step_kernels or a controller only (their kernels carry the "
+                             "fields from step to step); this scene has neither. Its keys: "
                              f"{', '.join(known_keys(scene))}.")
         return Key(text, "field", name=parts[1])
     known = known_keys(scene)
     if text not in known:
         close = difflib.get_close_matches(text, known, n=3)
         hint = f" Did you mean {' or '.join(close)}?" if close else ""
-        more = f", {FIELDS_HINT}" if scene.step_kernels is not None else ""
+        more = f", {FIELDS_HINT}" if scene.step_kernels is not None or \
+            scene.controller is not None else ""
         raise SceneError(f"--wrt {text}: not a differentiable key of this scene.{hint} Its "
                          f"keys: {', '.join(known)}{more}.")
     kinds = {"state.x0": "x0", "state.v0": "v0", "initial.velocity": "velocity", "dt": "dt",

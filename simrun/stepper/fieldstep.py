@@ -86,8 +86,10 @@ class FieldStepper:
             else:
                 h = 0.5 * dt if verlet else dt
                 self.pre.append(self._launch(updates.kick_drift,
-                                             (x, v, m, self.box, h, dt, damping, wall)))
-            post = [(updates.kick, (x, v, m, 0.5 * dt, damping))] if verlet else []
+                                             (x, v, m, self.box, h, dt, damping, wall,
+                                              damping != 0)))
+            post = [(updates.kick, (x, v, m, 0.5 * dt, damping, damping != 0))] \
+                if verlet else []
             post.append((updates.watch, (x, v, system.U, self.bad)))
             self.post = [self._launch(k, a) for k, a in post]
             self.clear = [self._launch(updates.zero, (g,)) for g in to_clear]

@@ -54,11 +54,13 @@ def _wall(x: ti.template(), v: ti.template(), box: ti.template(), i, wall: ti.te
 
 @ti.kernel
 def kick_drift(x: ti.template(), v: ti.template(), m: ti.template(), box: ti.template(),
-               h: float, dt: float, damping: float, wall: ti.template()):
-    """v += (F/m - damping v) * h, then x += dt * v, then the walls."""
+               h: float, dt: float, damping: float, wall: ti.template(),
+               damped: ti.template()):
+    """v += (F/m - damping v) * h, then x += dt * v, then the walls. `damped` (compile time:
+    `damping != 0` in `run`) keeps the damping term, so its derivative exists at 0 too."""
     for i in x:
         acc = -x.grad[i] / m[i]
-        if damping != 0:
+        if ti.static(damped):
             acc = acc - damping * v[i]
         v[i] += acc * h
         x[i] += dt * v[i]
@@ -66,11 +68,13 @@ def kick_drift(x: ti.template(), v: ti.template(), m: ti.template(), box: ti.tem
 
 
 @ti.kernel
-def kick(x: ti.template(), v: ti.template(), m: ti.template(), h: float, damping: float):
-    """v += (F/m - damping v) * h (velocity Verlet's second half kick)."""
+def kick(x: ti.template(), v: ti.template(), m: ti.template(), h: float, damping: float,
+         damped: ti.template()):
+    """v += (F/m - damping v) * h (velocity Verlet's second half kick); `damped` as in
+    kick_drift."""
     for i in x:
         acc = -x.grad[i] / m[i]
-        if damping != 0:
+        if ti.static(damped):
             acc = acc - damping * v[i]
         v[i] += acc * h
 
