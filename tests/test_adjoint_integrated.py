@@ -84,3 +84,94 @@ objective: {{kernel: thrust.py:miss, params: {{tx: 0.8, ty: 0.5}}, at: end}}
 
 def load_scene(path, overrides=()):
     return _load_scene(path, overrides, allow_outside=True)
+
+
+KEYS = ["fields.weights", "energy.0.params.k", "dt", "state.v0", "integrator.damping"]
+WALL = "{type: reflect, low: [-0.6, -0.2], high: [0.91, 0.6]}"  # particle 1 bounces at step 1
+CASES = [  # (integrator, boundary, --set): damping 0 differentiated, and a damped bounce
+    ("velocity_verlet", "none", []),
+    ("symplectic_euler", "none", []),
+    ("velocity_verlet", WALL, ["integrator.damping=0.3"]),
+    # U reads the controller's output: dU/d(thrust) at every seeded state, too
+    ("velocity_verlet", "none", ["objective={builtin: total, at: mean}"]),
+]
+
+
+@pytest.mark.parametrize("integrator, boundary, sets", CASES + [
+    ("velocity_verlet", WALL, ["integrator.damping=0.3", "precision=f32"])])
+def test_the_differentiated_steps_are_runs_bit_for_bit(tmp_path, integrator, boundary, sets):
+    """The trajectory `grad` differentiates (update kernels read G and the differentiated
+    scalars from fields) is the one `simrun run` makes, to the last bit."""
+    scene = load_scene(_scene_file(tmp_path, integrator, boundary=boundary), sets)
+    ran = run_scene(scene, tmp_path / "run")
+    end = np.load(ran.out_dir / "state.npz")
+    x0, v0 = _start(scene, {})
+    traj = _trajectory(scene, [parse_key(scene, k) for k in KEYS], 1, x0)
+    assert type(traj).__name__ == "IntegratedTrajectory"
+    state = _begin(traj, x0, v0, {})
+    for k in range(scene.steps):
+        state = traj.advance(state, k)
+    np.testing.assert_array_equal(state.x, end["x"])
+    np.testing.assert_array_equal(state.v, end["v"])
+
+
+def _direction(shape, seed: int) -> np.ndarray:
+    d = np.random.default_rng(seed).normal(size=shape)
+    return d / np.linalg.norm(d)
+
+
+@pytest.mark.parametrize("integrator, boundary, sets", CASES)
+def test_reverse_and_forward_gradients_match_central_differences(tmp_path, integrator,
+                                                                  boundary, sets):
+    """dJ/dKEY for the controller's weights, an energy parameter, dt, the start velocities
+    and the damping against (J(p + e) - J(p - e)) / 2e of the scene run twice. f64, e = 1e-6:
+    truncation e^2 J''' (J''' up to ~1e4 for dt over 24 steps) and rounding ~1e-16 J / e
+    stay far below rtol 1e-6 + atol 1e-8. Forward mode (tangents) equals reverse to rounding
+    (the same derivative, summed in another order: rtol 1e-9)."""
+    scene = load_scene(_scene_file(tmp_path, integrator, boundary=boundary), sets)
+    rev = scene_gradient(scene, KEYS, threads=1)
+    fwd = forward_gradient(scene, KEYS, threads=1)
+    assert rev.objective == pytest.approx(objective_value(scene, scene.steps, 1), rel=1e-14)
+    eps = 1e-6
+    for i, text in enumerate(KEYS):
+        key = parse_key(scene, text)
+        grad = np.asarray(rev.gradients[text])
+        if key.kind in ("v0", "field"):
+            d = _direction(grad.shape, i)
+            up = objective_value(scene, scene.steps, 1, shifts={text: eps * d})
+            down = objective_value(scene, scene.steps, 1, shifts={text: -eps * d})
+            along = float(np.sum(grad * d))
+            forward = float(fwd.gradients[text])  # along its own random direction
+            assert forward == pytest.approx(float(np.sum(grad * fwd.directions[text])),
+                                            rel=1e-9, abs=1e-13), text
+        else:
+            base = value_of(scene, key)
+            up = objective_value(with_value(scene, key, base + eps), scene.steps, 1)
+            down = objective_value(with_value(scene, key, base - eps), scene.steps, 1)
+            along = float(grad)
+            assert float(fwd.gradients[text]) == pytest.approx(along, rel=1e-9), text
+        assert along == pytest.approx((up - down) / (2 * eps), rel=1e-6, abs=1e-8), text
+        assert abs(along) > 1e-4, text  # the key matters: the comparison can fail
+
+
+def test_simrun_optimize_tunes_the_controller_through_the_cli(tmp_path):
+    """`simrun optimize` on the velocity-Verlet controller scene lowers its loss, and
+    `simrun run best.yaml` (trained weights loaded from best_fields.npz) ends where the best
+    iteration's loss says."""
+    path = _scene_file(tmp_path, extra="optimize: {parameters: [fields.weights, "
+                       "energy.0.params.gain], optimizer: adam, lr: 0.1, iterations: 6}\n")
+    env = {**__import__("os").environ, "MPLBACKEND": "Agg"}
+    done = subprocess.run([sys.executable, "-m", "simrun.cli", "optimize", str(path), "--out",
+                           "o", "--allow-outside", "--no-render"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = np.loadtxt(tmp_path / "o" / "loss.csv", delimiter=",", skiprows=1, ndmin=2)
+    assert len(rows) >= 6 and rows[-1, 1] < 0.8 * rows[0, 1], rows[:, 1]
+    ran = subprocess.run([sys.executable, "-m", "simrun.cli", "run", "o/best.yaml", "--out",
+                          "r", "-q", "--no-render", "--allow-outside"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    end = np.load(tmp_path / "r" / "state.npz")
+    x, v = end["x"], end["v"]
+    loss = float(np.sum((x[:, 0] - 0.8) ** 2 + (x[:, 1] - 0.5) ** 2) + 0.1 * np.sum(v * v))
+    assert loss == pytest.approx(rows[:, 1].min(), rel=1e-10)

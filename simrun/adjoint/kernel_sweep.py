@@ -191,7 +191,9 @@ class KernelTrajectory(ObjectiveSum):
         """Add w * dJ/d(state) of the objective at this state."""
         if not w:
             return
-        model = self.model
+        model, extra = self.model, self.system.extra
+        for n, values in state.fields.items():  # as the forward's objective saw them (a
+            extra[n].from_numpy(values)  # controller's reverse leaves the step's outputs)
         for f in self.floats.values():
             f.grad.fill(0)
         dx, dv, dm, dp = model.objective_grad(state.x, state.v, state.step)
@@ -204,10 +206,12 @@ class KernelTrajectory(ObjectiveSum):
                 adj.fields[n] += w * f.grad.to_numpy()
         if model.uses_potential():
             adj.x -= w * state.f
-            if self.need_energy_grads:
+            if self.need_energy_grads or self.floats:  # U reads the masses, params, fields
                 sec = model.second(state.x, np.zeros_like(state.x))
                 adj.mass += w * sec.grad_m
                 adj.add_params(sec.grad_p, w)
+                for n, f in self.floats.items():  # dU/dfield, e.g. a controller's output
+                    adj.fields[n] += w * f.grad.to_numpy().astype(float)
 
     def reverse_step(self, adj: KernelAdjoint, state: KernelState, k: int, steps: int) -> None:
         """adj holds dJ/d(state after step k); make it dJ/d(state before step k)."""
