@@ -104,11 +104,15 @@ def grad_job(load: Callable[[], Scene], out_dir: Path | None, options: dict[str,
         start_outputs(target, scene, options)
         state["dir"] = target
 
+        # a controller before velocity Verlet's two force evaluations: no folding of the two
+        hvps = "two Hessian-vector products" if scene.controller is not None and \
+            scene.step_kernels is None and scene.integrator.type == "velocity_verlet" \
+            else "one Hessian-vector product"
+
         def announce(snaps: int) -> None:
             err.print(f"reverse mode: {n} steps, {snaps} stored states; each step is advanced "
                       f"{(forward_steps(n, snaps) + 1) / n:.2f} times (the forward sweep "
-                      "included) and reversed once (one Hessian-vector product)",
-                      highlight=False)
+                      f"included) and reversed once ({hvps})", highlight=False)
 
         threads = options.get("threads")
         try:
