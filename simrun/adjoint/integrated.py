@@ -31,6 +31,7 @@ from simrun.adjoint.kernel_sweep import KernelAdjoint, KernelState
 from simrun.adjoint.sweep import Tangent
 from simrun.stepper import updates
 from simrun.stepper.binding import BoundKernel
+from simrun.stepper.state import State
 
 
 class IntegratedTrajectory(ControlledTrajectory):
@@ -84,6 +85,19 @@ class IntegratedTrajectory(ControlledTrajectory):
 
     # ------------------------------------------------------------------ forward
     def advance(self, state: KernelState, k: int) -> KernelState:
+        """Step k by `run`'s own stepper (one chained native call where `run` makes one)."""
+        stepper, system = self.model.stepper, self.system
+        for n, f in system.extra.items():
+            f.from_numpy(state.fields[n])
+        stepper.load(State(k, state.x, state.v, state.f, state.potential))
+        stepper.advance(1)  # a NaN shows in the next reverse step's finite check
+        nxt = State(k + 1, state.x, state.v, state.f, state.potential)
+        stepper.store(nxt)
+        return KernelState(k + 1, nxt.x, nxt.v, nxt.f, nxt.potential, self._fields())
+
+    def advance_launches(self, state: KernelState, k: int) -> KernelState:
+        """Step k by the launches `reverse_step` replays (the update kernels' twins): the
+        same bits as `advance` (a test holds them to it)."""
         system = self.system
         self._load(state)
         self._before_kernels(k)  # controller(k), G1 = dU/dx at x_k
