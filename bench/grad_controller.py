@@ -56,6 +56,20 @@ def _median(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
+def _row(folder: Path, particles: int, steps: int, repeats: int, threads: int) -> str:
+    """One table row: run, reverse and forward time per step for `steps` steps."""
+    scene = _scene(folder, particles, steps)
+    keys = ["fields.weights", "energy.0.params.k", "dt"]
+    runs = iter(range(10**6))
+    run = _median(lambda: run_scene(scene, folder / f"run{steps}-{next(runs)}",
+                                    threads=threads), repeats)
+    rev = _median(lambda: scene_gradient(scene, keys, threads=threads, checkpoints=20),
+                  repeats)
+    fwd = _median(lambda: forward_gradient(scene, ["dt"], threads=threads), repeats)
+    return (f"| {steps} | {run / steps * 1e6:.0f} us | {rev / steps * 1e6:.0f} us | "
+            f"{rev / run:.1f}x | {fwd / steps * 1e6:.0f} us |")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--particles", type=int, default=64)
@@ -63,23 +77,14 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
-    keys = ["fields.weights", "energy.0.params.k", "dt"]
     print(f"{args.particles} particles, f64, velocity Verlet + controller, threads "
           f"{args.threads}, cpus {os.cpu_count()}; per step, medians of {args.repeats}")
     print("| steps | run | grad (reverse) | grad / run | forward (1 sweep) |")
     print("|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for steps in args.steps:
-            scene = _scene(Path(tmp), args.particles, steps)
-            runs = iter(range(10**6))
-            run = _median(lambda: run_scene(scene, Path(tmp) / f"run{steps}-{next(runs)}",
-                                            threads=args.threads), args.repeats)
-            rev = _median(lambda: scene_gradient(scene, keys, threads=args.threads,
-                                                 checkpoints=20), args.repeats)
-            fwd = _median(lambda: forward_gradient(scene, ["dt"], threads=args.threads),
-                          args.repeats)
-            print(f"| {steps} | {run / steps * 1e6:.0f} us | {rev / steps * 1e6:.0f} us | "
-                  f"{rev / run:.1f}x | {fwd / steps * 1e6:.0f} us |", flush=True)
+            print(_row(Path(tmp), args.particles, steps, args.repeats, args.threads),
+                  flush=True)
     return 0
 
 

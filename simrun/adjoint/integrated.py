@@ -19,7 +19,9 @@ Verlet's step is two Tapes: the kick (G2's adjoint goes through the forces at x_
 forward-over-reverse pass), then kick_drift (G1's at x_k), then the controller
 (controlled.py). Walls are inside kick_drift, so the Tape differentiates the bounce.
 
-The native chain of KernelNative is not used here: each step reverses from Python (Tape).
+The forward steps (the schedule's advances) are `run`'s own stepper, one native call a step;
+the reverse steps run from Python under Tapes (KernelNative's single reverse chain, which
+assumes one force evaluation a step, is not built for these scenes yet).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class IntegratedTrajectory(ControlledTrajectory):
         box = self.model.stepper.box  # the bounds `run`'s stepper gives kick_drift
         wall = updates.WALLS[scene.boundary.type]
         x, v, m = system.x, system.v, system.m
+        self.scalars: list = []  # (KEY, 0-D field, d value / d KEY) read by the updates
         # differentiated, the damping term stays in at damping 0 (its derivative is there):
         # acc - 0 * v is acc, up to the sign of a zero acceleration
         damped = damping != 0 or "integrator.damping" in self.step_keys
@@ -66,13 +69,11 @@ class IntegratedTrajectory(ControlledTrajectory):
             wanted.append("damping")
         if wanted:
             twin = twin.with_field_args(wanted)
-        scalars = getattr(self, "scalars", [])
         for name, f in twin.field_args.items():
             key = "integrator.damping" if name == "damping" else "dt"
             factor = 1.0 if name in ("dt", "damping") else \
-                (self.half if kernel is updates.kick_drift else 0.5)
-            scalars.append((key, f, factor))
-        self.scalars = scalars
+                (self.half if kernel is updates.kick_drift else 0.5)  # h = factor * dt
+            self.scalars.append((key, f, factor))
         return BoundKernel(None, twin, args)
 
     def _native_steps(self):
