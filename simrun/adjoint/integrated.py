@@ -53,15 +53,18 @@ class IntegratedTrajectory(ControlledTrajectory):
         # acc - 0 * v is acc, up to the sign of a zero acceleration
         damped = damping != 0 or "integrator.damping" in self.step_keys
         first = (x, v, m, box, self.half * dt, dt, damping, wall, damped)
-        self.first = self._update(updates.kick_drift, first, ["h", "dt"])
+        self.first = self._update(updates.kick_drift, first, ["h", "dt"], self.G)
+        self.G2 = self.ti.Vector.field(scene.particles.dim, dtype=system.fp,
+                                       shape=scene.particles.count, needs_grad=True,
+                                       needs_dual=True)  # G at x_(k+1), the second kick's
         self.second = self._update(updates.kick, (x, v, m, 0.5 * dt, damping, damped),
-                                   ["h"]) if verlet else None
+                                   ["h"], self.G2) if verlet else None
         self.twins = [t for t in (self.first, self.second) if t is not None]  # reuse.py's
 
-    def _update(self, kernel, args: tuple, dt_names: list[str]) -> BoundKernel:
-        """The update kernel reading G for x.grad, and the differentiated scalars from 0-D
-        fields: (KEY, field, d value / d KEY) of each in `self.scalars`."""
-        twin = kernel.with_grad_reads({"x": self.G})
+    def _update(self, kernel, args: tuple, dt_names: list[str], g) -> BoundKernel:
+        """The update kernel reading the field `g` for x.grad, and the differentiated scalars
+        from 0-D fields: (KEY, field, d value / d KEY) of each in `self.scalars`."""
+        twin = kernel.with_grad_reads({"x": g})
         wanted = []
         if "dt" in self.step_keys:
             wanted += dt_names
@@ -105,20 +108,20 @@ class IntegratedTrajectory(ControlledTrajectory):
         self._launch(self.first)
         potential, f = system.forces()
         if self.second is not None:
-            self.G.from_numpy(np.negative(f))
+            self.G2.from_numpy(np.negative(f))
             self._launch(self.second)  # x stays: F at x_(k+1) is the state's
         x, v = system.get_state()
         return KernelState(k + 1, x, v, f, potential, self._fields())
 
     # ------------------------------------------------------------------ reverse
-    def _reverse_update(self, adj: KernelAdjoint, bound: BoundKernel, x: np.ndarray,
+    def _reverse_update(self, adj: KernelAdjoint, bound: BoundKernel, G, x: np.ndarray,
                         v: np.ndarray, g: np.ndarray) -> np.ndarray:
-        """adj.x, adj.v from after one update launch (from x, v with G = g) to before it;
-        the masses' and scalars' adjoints added; returns G's adjoint."""
+        """adj.x, adj.v from after one update launch (from x, v with its force field G = g)
+        to before it; the masses' and scalars' adjoints added; returns G's adjoint."""
         system, ti, dtype = self.system, self.ti, self.system.np_dtype
         system.set_state(x, v)
-        self.G.from_numpy(g)
-        for grad in [system.x.grad, system.v.grad, system.m.grad, self.G.grad] + \
+        G.from_numpy(g)
+        for grad in [system.x.grad, system.v.grad, system.m.grad, G.grad] + \
                 [f.grad for _, f, _ in self.scalars]:
             grad.fill(0)
         with updates.ieee(), ti.ad.Tape(loss=None, clear_gradients=False):
@@ -134,7 +137,7 @@ class IntegratedTrajectory(ControlledTrajectory):
                 adj.dt += value
             else:
                 adj.damping += value
-        return self.G.grad.to_numpy().astype(float)
+        return G.grad.to_numpy().astype(float)
 
     def reverse_step(self, adj: KernelAdjoint, state: KernelState, k: int, steps: int) -> None:
         """adj holds dJ/d(state after step k); make it dJ/d(state before step k)."""
@@ -147,9 +150,9 @@ class IntegratedTrajectory(ControlledTrajectory):
             self._launch(self.first)
             x2, v2 = system.get_state()
             _, f2 = system.forces()
-            g_bar = self._reverse_update(adj, self.second, x2, v2, np.negative(f2))
+            g_bar = self._reverse_update(adj, self.second, self.G2, x2, v2, np.negative(f2))
             self._through_forces(adj, x2.astype(float), g_bar)
-        g_bar = self._reverse_update(adj, self.first, x1, v1, g1)
+        g_bar = self._reverse_update(adj, self.first, self.G, x1, v1, g1)
         self._through_forces(adj, x1.astype(float), g_bar)
         self._reverse_before_kernels(adj, state, k)
         self._seed(adj, state, self._weight(k, steps))
@@ -157,15 +160,17 @@ class IntegratedTrajectory(ControlledTrajectory):
         self.progress("reverse", steps - k, steps)
 
     # ------------------------------------------------------------------ forward mode
-    def _tangent_update(self, bound: BoundKernel, x: np.ndarray, v: np.ndarray, g: np.ndarray,
-                        tan: Tangent, g_dot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(xdot, vdot) after one update launch from x, v (tangents tan.x, tan.v), G = g."""
+    def _tangent_update(self, bound: BoundKernel, G, x: np.ndarray, v: np.ndarray,
+                        g: np.ndarray, tan: Tangent, g_dot: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray]:
+        """(xdot, vdot) after one update launch from x, v (tangents tan.x, tan.v), its force
+        field G = g (tangent g_dot)."""
         system, ti, dtype = self.system, self.ti, self.system.np_dtype
         system.set_state(x, v)
-        self.G.from_numpy(g)
+        G.from_numpy(g)
         system.v.dual.from_numpy(tan.v.astype(dtype))
         system.m.dual.from_numpy(tan.mass.astype(dtype))
-        self.G.dual.from_numpy(g_dot.astype(dtype))
+        G.dual.from_numpy(g_dot.astype(dtype))
         for key, f, factor in self.scalars:
             f.dual[None] = factor * (tan.dt if key == "dt" else tan.damping)
         with updates.ieee(), ti.ad.FwdMode(loss=system.U, param=system.x,
@@ -180,8 +185,8 @@ class IntegratedTrajectory(ControlledTrajectory):
         """The updates' tangents from `state` (as the controller left it, F at x_k)."""
         system = self.system
         g_dot, _ = self._force_tangent(state, tan, fields_dot)
-        xdot, vdot = self._tangent_update(self.first, state.x, state.v, np.negative(state.f),
-                                          tan, g_dot)
+        xdot, vdot = self._tangent_update(self.first, self.G, state.x, state.v,
+                                          np.negative(state.f), tan, g_dot)
         if self.second is not None:
             system.set_state(state.x, state.v)
             self.G.from_numpy(np.negative(state.f))
@@ -191,6 +196,6 @@ class IntegratedTrajectory(ControlledTrajectory):
             mid = KernelState(state.step, x2, v2, f2, potential, state.fields)
             moved = Tangent(xdot, vdot, tan.mass, tan.dt, tan.damping, tan.params)
             g_dot, _ = self._force_tangent(mid, moved, fields_dot)
-            xdot, vdot = self._tangent_update(self.second, x2, v2, np.negative(f2), moved,
-                                              g_dot)
+            xdot, vdot = self._tangent_update(self.second, self.G2, x2, v2, np.negative(f2),
+                                              moved, g_dot)
         return xdot, vdot, fields_dot, 0.0
