@@ -176,3 +176,24 @@ def test_simrun_optimize_tunes_the_controller_through_the_cli(tmp_path):
     x, v = end["x"], end["v"]
     loss = float(np.sum((x[:, 0] - 0.8) ** 2 + (x[:, 1] - 0.5) ** 2) + 0.1 * np.sum(v * v))
     assert loss == pytest.approx(rows[:, 1].min(), rel=1e-10)
+
+
+@pytest.mark.parametrize("integrator, boundary, sets", CASES[:3])
+def test_the_native_reverse_chain_equals_the_tape_sweep(tmp_path, integrator, boundary, sets,
+                                                        monkeypatch):
+    """The reverse step as one chain of launches (integrated_native.py) gives the Tape
+    sweep's gradients: the same kernels on the same values, only the order in which the
+    parameter adjoints are summed differs (f64: rtol 1e-12 is ~1e4 roundings)."""
+    from simrun.adjoint.integrated import IntegratedTrajectory
+
+    scene = load_scene(_scene_file(tmp_path, integrator, boundary=boundary), sets)
+    x0, _v0 = _start(scene, {})
+    traj = _trajectory(scene, [parse_key(scene, k) for k in KEYS], 1, x0)
+    assert traj._native_steps() is not None
+    native = scene_gradient(scene, KEYS, threads=1, checkpoints=5)
+    monkeypatch.setattr(IntegratedTrajectory, "use_native", False)
+    tape = scene_gradient(scene, KEYS, threads=1, checkpoints=5)
+    assert native.objective == tape.objective
+    for key in KEYS:
+        np.testing.assert_allclose(native.gradients[key], tape.gradients[key], rtol=1e-12,
+                                   atol=1e-14, err_msg=key)

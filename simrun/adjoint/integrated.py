@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from simrun.adjoint.controlled import ControlledTrajectory
+from simrun.adjoint.integrated_native import IntegratedNative
 from simrun.adjoint.kernel_sweep import KernelAdjoint, KernelState
 from simrun.adjoint.sweep import Tangent
 from simrun.stepper import updates
@@ -38,6 +39,8 @@ from simrun.stepper.state import State
 
 class IntegratedTrajectory(ControlledTrajectory):
     """ControlledTrajectory whose step kernels are the integrator's update kernels."""
+
+    native_class = IntegratedNative
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -79,8 +82,6 @@ class IntegratedTrajectory(ControlledTrajectory):
             self.scalars.append((key, f, factor))
         return BoundKernel(None, twin, args)
 
-    def _native_steps(self):
-        return None  # KernelNative chains scene step kernels, not these updates
 
     @staticmethod
     def _launch(bound: BoundKernel) -> None:

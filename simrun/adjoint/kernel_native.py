@@ -192,8 +192,9 @@ class KernelNative:
         self.ax, self.av = _like(x, f64), _like(v, f64)
         self.am = _like(system.m, f64)
         self.af = {n: _like(f, f64) for n, f in self.floats.items()}
-        self.step_params = [(key, f, Field(f64, ())) for key, name in traj.step_keys.items()
-                            for f in traj.param_fields.get(name, ())]
+        # (KEY, 0-D field, its f64 adjoint, d value / d KEY)
+        self.step_params = [(key, f, Field(f64, ()), 1.0) for key, name in
+                            traj.step_keys.items() for f in traj.param_fields.get(name, ())]
         self.energy_params = {key: (f, Field(f64, ())) for key, f in
                               traj.model.param_fields.items()}
         self.bad = ti.field(ti.i32, shape=())
@@ -207,7 +208,7 @@ class KernelNative:
         for launch, snaps in zip(self.twins, self.twin_snaps):
             plan += [R(assign, (f, s, f.dtype)) for f, s in snaps] + [launch]
         # the grads the seeds below do not overwrite
-        zeroed = [system.m.grad, traj.G.grad] + [f.grad for _, f, _ in self.step_params]
+        zeroed = [system.m.grad, traj.G.grad] + [f.grad for _, f, _, _ in self.step_params]
         plan += [R(updates.zero, (g,)) for g in zeroed]
         plan += self._seed_and_reverse(state, self.twin_grads, self.twin_snaps)
         plan.append(R(accumulate, (system.m.grad, self.am, f64)))
@@ -215,7 +216,7 @@ class KernelNative:
             plan += self._through_forces()
         plan += self._seed_and_reverse(state, self.ctrl_grads, self.ctrl_snaps)
         # the step kernels' and the controller's (dt) parameter adjoints of this step
-        plan += [R(accumulate, (f.grad, acc, f64)) for _, f, acc in self.step_params]
+        plan += [R(accumulate, (f.grad, acc, f64)) for _, f, acc, _ in self.step_params]
         plan.append(R(adjoint_watch, (self.ax, self.av, self.bad)))
         return plan
 
@@ -229,11 +230,13 @@ class KernelNative:
         plan += [R(assign, (g, adj, ti.f64)) for g, adj in state]
         return plan
 
-    def _through_forces(self) -> list:
-        """DirectHVP.run with x.dual = G-bar (energy=False), its results into the adjoints."""
-        system, traj, hvp, f64, R = self.system, self.traj, self.hvp, ti.f64, _resolve
+    def _through_forces(self, G=None) -> list:
+        """DirectHVP.run with x.dual = G-bar (energy=False), its results into the adjoints;
+        G: the field the forces were copied into (the trajectory's G unless named)."""
+        system, hvp, f64, R = self.system, self.hvp, ti.f64, _resolve
+        G = self.traj.G if G is None else G
         plan = [R(updates.zero, (f,)) for f in hvp.zero_fields]
-        plan.append(R(assign, (traj.G.grad, system.x.dual, self.fp)))
+        plan.append(R(assign, (G.grad, system.x.dual, self.fp)))
         plan.append(R(clear_loss, (system.U,)))
         if not hvp.energy_free:
             plan += [(p, pflat) for p, pflat, _, _ in hvp.calls]
@@ -293,18 +296,21 @@ class KernelNative:
             acc.data[()] = 0.0
 
     def _param_adjoints(self) -> list:
-        return [acc for _, _, acc in self.step_params] + \
+        return [acc for _, _, acc, _ in self.step_params] + \
             [acc for _, acc in self.energy_params.values()]
 
     def pull(self, adj) -> None:
         """The fields into `adj` (parameter adjoints added to what it held at push)."""
         adj.x, adj.v, adj.mass = self.ax.to_numpy(), self.av.to_numpy(), self.am.to_numpy()
         adj.fields = {n: a.to_numpy() for n, a in self.af.items()}
-        for key, _, acc in self.step_params:
+        for key, _, acc, factor in self.step_params:
+            value = factor * float(acc.data[()])
             if key == "dt":
-                adj.dt += float(acc.data[()])
+                adj.dt += value
+            elif key == "integrator.damping":
+                adj.damping += value
             else:
-                adj.add_params({key: float(acc.data[()])})
+                adj.add_params({key: value})
             acc.data[()] = 0.0
         for key, (_, acc) in self.energy_params.items():
             adj.add_params({key: float(acc.data[()])})

@@ -72,6 +72,7 @@ class KernelTrajectory(ObjectiveSum):
     KEY, or `dt`) to its parameter name; those are read from 0-D fields in the twins."""
 
     use_native = True  # the gradient's steps as chains of launches where they can be (tests)
+    native_class = KernelNative  # what builds them
 
     def __init__(self, model: DiffModel, step_keys: dict[str, str],
                  progress: Callable[[str, int, int], None] | None = None):
@@ -302,7 +303,7 @@ class KernelTrajectory(ObjectiveSum):
         if not self.use_native or recording():
             return None
         if not hasattr(self, "_native"):
-            self._native = KernelNative.build(self)
+            self._native = self.native_class.build(self)
         return self._native
 
     def _native_gradient(self, native: KernelNative, adj: KernelAdjoint, state0: KernelState,
