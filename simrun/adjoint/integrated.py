@@ -20,8 +20,8 @@ forward-over-reverse pass), then kick_drift (G1's at x_k), then the controller
 (controlled.py). Walls are inside kick_drift, so the Tape differentiates the bounce.
 
 The forward steps (the schedule's advances) are `run`'s own stepper, one native call a step;
-the reverse steps run from Python under Tapes (KernelNative's single reverse chain, which
-assumes one force evaluation a step, is not built for these scenes yet).
+each reverse step is one native call too (integrated_native.py), or the Tape replay below
+where a launch cannot be chained or the objective reads the potential.
 """
 
 from __future__ import annotations
