@@ -197,3 +197,81 @@ def test_the_native_reverse_chain_equals_the_tape_sweep(tmp_path, integrator, bo
     for key in KEYS:
         np.testing.assert_allclose(native.gradients[key], tape.gradients[key], rtol=1e-12,
                                    atol=1e-14, err_msg=key)
+
+
+MASS_STEER = """
+@ti.kernel
+def steer_by_mass(x: ti.template(), v: ti.template(), m: ti.template(),
+                  weights: ti.template(), thrust: ti.template()):
+    for i in x:
+        for c in ti.static(range(x.n)):
+            thrust[i][c] = ti.tanh(weights[c, 0] * m[i] + weights[c, 1] * x[i][c])
+"""
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_controller_reading_the_masses_counts_in_their_gradient(tmp_path, native,
+                                                                  monkeypatch):
+    """particles.mass reaches J through the controller too (it reads m): reverse (native
+    chain and Tape sweep) and forward mode against central differences (e = 1e-6, f64)."""
+    from simrun.adjoint.integrated import IntegratedTrajectory
+
+    path = _scene_file(tmp_path)
+    (tmp_path / "thrust.py").write_text(THRUST + MASS_STEER)
+    scene = load_scene(path, ["controller={kernels: [thrust.py:steer_by_mass]}",
+                              "particles.mass=[1.5, 0.8]"])
+    if not native:
+        monkeypatch.setattr(IntegratedTrajectory, "use_native", False)
+    key = "particles.mass"
+    rev = np.asarray(scene_gradient(scene, [key], threads=1, checkpoints=5).gradients[key])
+    fwd = forward_gradient(scene, [key], threads=1)
+    eps, base = 1e-6, np.array([1.5, 0.8])
+    for i in range(2):
+        shift = np.eye(2)[i] * eps
+        up = objective_value(load_scene(path, [
+            "controller={kernels: [thrust.py:steer_by_mass]}",
+            f"particles.mass={(base + shift).tolist()}"]), scene.steps, 1)
+        down = objective_value(load_scene(path, [
+            "controller={kernels: [thrust.py:steer_by_mass]}",
+            f"particles.mass={(base - shift).tolist()}"]), scene.steps, 1)
+        assert rev[i] == pytest.approx((up - down) / (2 * eps), rel=1e-6, abs=1e-8), i
+    along = float(np.sum(rev * fwd.directions[key]))
+    assert float(fwd.gradients[key]) == pytest.approx(along, rel=1e-9, abs=1e-13)
+
+
+ADVANCE = """
+@ti.kernel
+def advance(x: ti.template(), v: ti.template(), m: ti.template(), dt: float):
+    for i in x:
+        v[i] += dt * (-x.grad[i] / m[i])
+        x[i] += dt * v[i]
+"""
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_controller_reading_the_masses_in_a_step_kernel_scene(tmp_path, native,
+                                                                monkeypatch):
+    """The same through step kernels (kernel_native.py and the Tape sweep)."""
+    from simrun.adjoint.controlled import ControlledTrajectory
+
+    path = _scene_file(tmp_path)
+    path.write_text(path.read_text().replace("integrator: velocity_verlet\n", ""))
+    (tmp_path / "thrust.py").write_text(THRUST + MASS_STEER + ADVANCE)
+    sets = ["controller={kernels: [thrust.py:steer_by_mass]}",
+            "step_kernels={kernels: [thrust.py:advance]}"]
+    scene = load_scene(path, [*sets, "particles.mass=[1.5, 0.8]"])
+    x0, _v0 = _start(scene, {})
+    traj = _trajectory(scene, [parse_key(scene, "particles.mass")], 1, x0)
+    assert type(traj).__name__ == "ControlledTrajectory"
+    assert traj._native_steps() is not None  # the native path exists for this scene
+    if not native:
+        monkeypatch.setattr(ControlledTrajectory, "use_native", False)
+    key = "particles.mass"
+    rev = np.asarray(scene_gradient(scene, [key], threads=1, checkpoints=5).gradients[key])
+    eps, base = 1e-6, np.array([1.5, 0.8])
+    for i in range(2):
+        shift = np.eye(2)[i] * eps
+        up, down = (objective_value(load_scene(path, [
+            *sets, f"particles.mass={(base + s * shift).tolist()}"]), scene.steps, 1)
+            for s in (1, -1))
+        assert rev[i] == pytest.approx((up - down) / (2 * eps), rel=1e-6, abs=1e-8), i

@@ -53,8 +53,8 @@ class ControlledTrajectory(KernelTrajectory):
         system, ti = self.system, self.ti
         dtype = system.np_dtype
         self._load(state)  # the step kernels' replay moved x, v and fields past the step
-        for g in [system.x.grad, system.v.grad] + [f.grad for f in self.floats.values()] + \
-                [f.grad for _, f in self.control_params]:
+        for g in [system.x.grad, system.v.grad, system.m.grad] + \
+                [f.grad for f in self.floats.values()] + [f.grad for _, f in self.control_params]:
             g.fill(0)
         with ti.ad.Tape(loss=None, clear_gradients=False):
             system.control(k)
@@ -64,6 +64,7 @@ class ControlledTrajectory(KernelTrajectory):
                 f.grad.from_numpy(adj.fields[n].astype(f.grad.to_numpy().dtype))
         for _key, f in self.control_params:  # dt: the only one so far
             adj.dt += float(f.grad[None])
+        adj.mass += system.m.grad.to_numpy().astype(float)  # a controller reading the masses
         adj.x = system.x.grad.to_numpy().astype(float)
         adj.v = system.v.grad.to_numpy().astype(float)
         adj.fields = {n: f.grad.to_numpy().astype(float) for n, f in self.floats.items()}

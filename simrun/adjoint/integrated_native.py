@@ -89,6 +89,7 @@ class IntegratedNative(KernelNative):
                 plan += self._through_forces(G)
             plan.append(R(updates.zero, (system.m.grad,)))  # the pass left dU/dm there
         plan += self._seed_and_reverse(state, self.ctrl_grads, self.ctrl_snaps)
+        plan.append(R(accumulate, (system.m.grad, self.am, f64)))  # a controller reading m
         plan += [R(accumulate, (f.grad, acc, f64)) for _, f, acc, _ in self.step_params]
         plan.append(R(adjoint_watch, (self.ax, self.av, self.bad)))
         return plan

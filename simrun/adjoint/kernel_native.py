@@ -214,7 +214,11 @@ class KernelNative:
         plan.append(R(accumulate, (system.m.grad, self.am, f64)))
         if self.energy:
             plan += self._through_forces()
+        if self.ctrl_grads:  # a controller reading the masses: its share of their adjoint
+            plan.append(R(updates.zero, (system.m.grad,)))
         plan += self._seed_and_reverse(state, self.ctrl_grads, self.ctrl_snaps)
+        if self.ctrl_grads:
+            plan.append(R(accumulate, (system.m.grad, self.am, f64)))
         # the step kernels' and the controller's (dt) parameter adjoints of this step
         plan += [R(accumulate, (f.grad, acc, f64)) for _, f, acc, _ in self.step_params]
         plan.append(R(adjoint_watch, (self.ax, self.av, self.bad)))
