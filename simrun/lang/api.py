@@ -53,6 +53,7 @@ def init(arch=None, default_fp=None, default_ip=None, debug: bool = False, rando
     if arch not in (None, "cpu") and not isinstance(arch, (list, tuple)):
         print(f"[simrun] arch={arch!r} is not available; running on the CPU", file=sys.stderr)
     reset()
+    fields_mod.new_generation()
     defaults.fp = to_dtype(default_fp) if default_fp is not None else f32
     defaults.ip = to_dtype(default_ip) if default_ip is not None else i32
     config.debug, config.fast_math, config.offline_cache = bool(debug), fast_math, offline_cache

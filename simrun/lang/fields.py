@@ -13,6 +13,12 @@ from .types import DType, constructors, f32, to_dtype
 
 _ids = itertools.count()
 registry: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+_generation = [0]  # bumped by every ti.init: fields belong to the program they were placed in
+
+
+def new_generation() -> None:
+    """ti.init starts a new program: `lazy_grad()` walks only the fields placed after it."""
+    _generation[0] += 1
 
 
 def _user_frame():
@@ -123,6 +129,7 @@ class Field(ElementShape):
         self.dtype: DType = to_dtype(dtype) if dtype is not None else f32
         self.elem_shape = tuple(elem_shape)
         self.id = next(_ids)
+        self.generation = _generation[0]
         self.name = name or _caller_assignment_name() or f"field{self.id}"
         self.role = role
         self.primal = primal
@@ -141,6 +148,7 @@ class Field(ElementShape):
         if self.shape is not None:
             raise RuntimeError(f"field '{self.name}' is already placed with shape {self.shape}")
         self.shape = shape
+        self.generation = _generation[0]  # placed after a later ti.init: that program's
         self.data = np.zeros(shape + self.elem_shape, dtype=self.dtype.np)
         needs_grad, needs_dual = self._wants
         if needs_grad:
@@ -418,6 +426,12 @@ def all_fields() -> list[Field]:
     return [f for f in list(registry.values()) if f.role == "primal"]
 
 
+def program_fields() -> list[Field]:
+    """The primal fields placed since the last ti.init (Taichi's current program): what
+    `ti.root.lazy_grad()` gives gradients, not every field still alive in the process."""
+    return [f for f in all_fields() if f.shape is not None and f.generation == _generation[0]]
+
+
 class _Axes:
     """ti.i .. ti.l and their combinations: which logical axes a dense() level divides."""
 
@@ -499,14 +513,12 @@ class SNode:
         return self
 
     def lazy_grad(self) -> None:
-        for f in all_fields():
-            if f.shape is not None:
-                f._make_grad()
+        for f in program_fields():
+            f._make_grad()
 
     def lazy_dual(self) -> None:
-        for f in all_fields():
-            if f.shape is not None:
-                f._make_dual()
+        for f in program_fields():
+            f._make_dual()
 
     def deactivate_all(self) -> None:
         pass
