@@ -162,9 +162,9 @@ def test_heavy_small_loops(threads):
     ref = np.sin(x[:, None] + np.arange(2)[None, :] * 0.01).sum(axis=1)
     np.testing.assert_allclose(hy.to_numpy(), ref, rtol=1e-6, atol=1e-6)
     assert split == 0
-    split, _ = _splits(inner_triangular)  # trip count unknown before the launch
+    split, _ = _splits(inner_triangular)  # range(i): at most 95 trips of a few units each
     np.testing.assert_array_equal(hk.to_numpy(), [i * (i - 1) // 2 for i in range(HN)])
-    assert split == 1
+    assert split == 0  # (test_codegen_triangular_cost.py: a large one splits)
     hk.fill(0)
     inner_while()
     np.testing.assert_array_equal(hk.to_numpy(), [_collatz(i + 1) for i in range(HN)])

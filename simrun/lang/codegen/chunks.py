@@ -30,6 +30,7 @@ from .schedule import (
     iteration_cost,
     row_sums,
     scatters_floats,
+    varies_with_index,
 )
 
 
@@ -39,15 +40,24 @@ class RangeTask:
         return var in self.layout.var_slot and var not in self.written \
             and var is not self.task.var
 
-    def _emit_cost(self, cost):
-        """f64 estimate of one iteration (see schedule.py), inner trip counts evaluated now."""
+    def _emit_cost(self, cost, ends):
+        """f64 estimate of one iteration (see schedule.py), inner trip counts evaluated now;
+        ends: the first and last value of the task's index, at which bounds affine in it are
+        evaluated (the larger trip count of the two is an upper bound for every iteration)."""
         b = self.b
         total = ir.Constant(F64, float(cost.const))
         for lo, hi, inner in cost.loops:
-            trips = b.sub(self._i64(self.expr(hi)), self._i64(self.expr(lo)))
+            at = ends if any(varies_with_index(e, self.task.var) for e in (lo, hi)) else (None,)
+            trips = None
+            for index in at:
+                if index is not None:
+                    b.store(narrow(b, index, llvm_type(self.task.var.dtype)),
+                            self.var_ptr(self.task.var))
+                t = b.sub(self._i64(self.expr(hi)), self._i64(self.expr(lo)))
+                trips = t if trips is None else b.select(b.icmp_signed(">", t, trips), t, trips)
             trips = b.select(b.icmp_signed("<", trips, ir.Constant(I64, 0)),
                              ir.Constant(I64, 0), trips)
-            total = b.fadd(total, b.fmul(b.sitofp(trips, F64), self._emit_cost(inner)))
+            total = b.fadd(total, b.fmul(b.sitofp(trips, F64), self._emit_cost(inner, ends)))
         return total
 
     def _chunk_size(self, n, per):
@@ -78,7 +88,7 @@ class RangeTask:
         n = b.sub(self._i64(self.expr(task.end)), begin)
         n = b.select(b.icmp_signed("<", n, i64c(0)), i64c(0), n)
         done_p, chunk_p, nranges_p = (self.slot_ptr(b, lay.sched_slot + k) for k in range(3))
-        self._probe(n, done_p, chunk_p, nranges_p)
+        self._probe(begin, n, done_p, chunk_p, nranges_p)
         # every thread (and an inline launch): take chunks until they run out
         reds = self._reduction_accumulators()
         copies = self._private_copies()
@@ -103,7 +113,7 @@ class RangeTask:
                 self._await_chunks(done_p, nchunks)
         b.ret(i64c(0))
 
-    def _probe(self, n, done_p, chunk_p, nranges_p) -> None:
+    def _probe(self, begin, n, done_p, chunk_p, nranges_p) -> None:
         """The probe call's part: decide inline or split, store the chunk size and range count,
         reset the counters (and the per-thread copies) and return the chunk count if split."""
         b, task = self.b, self.task
@@ -113,7 +123,9 @@ class RangeTask:
                 per = None
                 big = b.icmp_signed(">", n, i64c(1))
             else:
-                per = self._emit_cost(cost)
+                last = b.add(begin, b.select(b.icmp_signed(">", n, i64c(0)), b.sub(n, i64c(1)),
+                                             i64c(0)))
+                per = self._emit_cost(cost, (begin, last))
                 work = b.fmul(b.sitofp(n, F64), per)
                 limit = SCATTER_INLINE_WORK if scatters_floats(task) else INLINE_WORK
                 big = b.and_(b.fcmp_ordered(">", work, ir.Constant(F64, float(limit))),

@@ -5,9 +5,12 @@ The estimate is in rough "cost units" (about one scalar ALU op each): loads and 
 an atomic (a lock-prefixed instruction or a compare-and-swap loop) about twenty, division and
 square roots a handful, transcendentals a few dozen. Inner loops multiply their body by their
 trip count, which the probe call evaluates at launch time when the bounds are loop-invariant
-(constants, kernel arguments, top-level locals the task does not write); an inner loop whose
-trip count is not known before the launch (`while`, bounds computed in the body) makes the
-body "heavy": it is split over the threads whenever it has more than one iteration.
+(constants, kernel arguments, top-level locals the task does not write), or bounds affine in
+the task's own loop index (`for j in range(i)`, `range(i + 1, n)`: a triangular pair loop),
+which the probe evaluates at the first and the last index and takes the larger trip count
+(an affine trip count is largest at an end); an inner loop whose trip count is not known
+before the launch (`while`, bounds computed in the body) makes the body "heavy": it is split
+over the threads whenever it has more than one iteration.
 
 A launch whose estimated work (iterations x cost of one iteration) is at most INLINE_WORK runs
 inline on the calling thread, in one chunk: waking a worker thread costs tens of microseconds,
@@ -135,9 +138,12 @@ def _const_int(e):
 def iteration_cost(task, invariant) -> Cost:
     """Cost of one iteration of a range task, loop overhead included. A flat body (no
     branches, loops, atomics, calls or random numbers) is vectorised by LLVM: a quarter.
-    Atomics on owned or privatised fields are plain read-modify-writes."""
+    Atomics on owned or privatised fields are plain read-modify-writes. Inner loop bounds
+    may also be affine in the task's loop index (see varies_with_index)."""
     plain = owned_fields(task) | {id(f) for f in private_scatters(task)}
-    cost = body_cost(task.body, invariant, plain)
+    index = task.var if len(task.grid) < 2 and task.var not in write_counts(task.body) \
+        else None
+    cost = body_cost(task.body, invariant, plain, index)
     cost.const += 2
     if _vectorisable(task.body):
         cost.const /= VECTOR_DISCOUNT
@@ -164,16 +170,42 @@ def _has_call(e) -> bool:
     return any(_has_call(a) for a in e.args)
 
 
-def body_cost(body, invariant, plain=frozenset()) -> Cost:
+def body_cost(body, invariant, plain=frozenset(), index=None) -> Cost:
     """Cost of running `body` once; invariant(var) says whether the probe may read var; plain:
-    ids of fields whose atomics are emitted as plain read-modify-writes."""
+    ids of fields whose atomics are emitted as plain read-modify-writes; index: the task's
+    loop variable, which inner loop bounds may use affinely (None: they may not)."""
     total = Cost()
     for s in body:
-        total.add(_stmt_cost(s, invariant, plain))
+        total.add(_stmt_cost(s, invariant, plain, index))
     return total
 
 
-def _stmt_cost(s, invariant, plain) -> Cost:
+def varies_with_index(e, index) -> bool:
+    """Whether expression e reads the task's loop index `index` (the probe then evaluates it
+    at both ends of the launch's range)."""
+    return index is not None and index in expr_vars(e)
+
+
+def _affine_in(e, index, invariant) -> bool:
+    """Whether e is affine in `index` with launch-invariant coefficients: built from index,
+    invariant variables and constants by +, -, negation, casts and products in which at most
+    one factor reads index. Its value over a range of index is then largest (and smallest)
+    at an end of the range."""
+    if isinstance(e, Const):
+        return True
+    if isinstance(e, VarRef):
+        return e.var is index or invariant(e.var)
+    if not isinstance(e, OpExpr):
+        return False
+    if e.op in (Op.ADD, Op.SUB, Op.NEG, Op.CAST):
+        return all(_affine_in(a, index, invariant) for a in e.args)
+    if e.op is Op.MUL:
+        return all(_affine_in(a, index, invariant) for a in e.args) and \
+            sum(varies_with_index(a, index) for a in e.args) <= 1
+    return not varies_with_index(e, index) and all(invariant(v) for v in expr_vars(e))
+
+
+def _stmt_cost(s, invariant, plain, index=None) -> Cost:
     ex = expr_cost
     if isinstance(s, Assign):
         return Cost(ex(s.value))
@@ -197,7 +229,8 @@ def _stmt_cost(s, invariant, plain) -> Cost:
     if isinstance(s, Return):
         return Cost(1 + sum(ex(v) for v in s.values))
     if isinstance(s, If):
-        then, orelse = body_cost(s.then, invariant, plain), body_cost(s.orelse, invariant, plain)
+        then = body_cost(s.then, invariant, plain, index)
+        orelse = body_cost(s.orelse, invariant, plain, index)
         out = Cost(1 + ex(s.cond))
         if then.loops or orelse.loops or then.heavy or orelse.heavy:
             out.add(then)  # both branches, an upper bound, when either holds a loop
@@ -206,13 +239,14 @@ def _stmt_cost(s, invariant, plain) -> Cost:
             out.const += max(then.const, orelse.const)
         return out
     if isinstance(s, For):
-        inner = body_cost(s.body, invariant, plain)
+        inner = body_cost(s.body, invariant, plain, index)
         inner.const += 2  # counter and branch
         out = Cost(2 + ex(s.begin) + ex(s.end))
         lo, hi = _const_int(s.begin), _const_int(s.end)
         if lo is not None and hi is not None:
             out.add(inner.scaled(max(hi - lo, 0)))
-        elif all(invariant(v) for e in (s.begin, s.end) for v in expr_vars(e)):
+        elif all(invariant(v) for e in (s.begin, s.end) for v in expr_vars(e)) or \
+                index is not None and all(_affine_in(e, index, invariant) for e in (s.begin, s.end)):
             out.loops.append((s.begin, s.end, inner))
         else:
             out.heavy = True
