@@ -16,6 +16,8 @@ w = ti.field(ti.f64, shape=4096)
 lower = ti.field(ti.f64, shape=4096)
 upper = ti.field(ti.f64, shape=4096)
 squares = ti.field(ti.f64, shape=64)
+q = ti.field(ti.f64, shape=4096, needs_grad=True)
+energy = ti.field(ti.f64, shape=(), needs_grad=True)
 
 
 @ti.kernel
@@ -33,6 +35,13 @@ def quadratic_bound(n: ti.i32):
     for i in range(n):
         for _j in range(i * i):  # not affine in i: still heavy, split whenever n > 1
             squares[i] += 1.0
+
+
+@ti.kernel
+def pair_energy(n: ti.i32):
+    for i in range(n):
+        for j in range(i + 1, n):
+            energy[None] += q[i] * q[j]
 
 
 def _splits(kernel, *args) -> int:
@@ -73,3 +82,18 @@ def test_a_bound_that_is_not_affine_in_the_index_still_splits():
     squares.fill(0)
     assert _splits(quadratic_bound, 3) == 1
     np.testing.assert_array_equal(squares.to_numpy()[:3], [0.0, 1.0, 4.0])
+
+
+@pytest.mark.parametrize("n", [11, 3000])
+def test_the_gradient_of_a_triangular_loop_is_sized_the_same_way(n):
+    """The reverse pass reads its loop bounds from locals it assigns before the reversed
+    loop (`lo = i + 1`): the probe resolves them to the index."""
+    ti.init(arch=ti.cpu, cpu_max_num_threads=2)
+    data = np.random.default_rng(n).integers(-9, 9, 4096).astype(np.float64)
+    q.from_numpy(data)
+    energy[None] = 0.0
+    q.grad.fill(0)
+    energy.grad[None] = 1.0
+    assert _splits(pair_energy.grad, n) == (0 if n == 11 else 1)
+    d = data[:n]
+    np.testing.assert_array_equal(q.grad.to_numpy()[:n], d.sum() - d)  # dE/dq_k = S - q_k

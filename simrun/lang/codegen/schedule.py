@@ -141,8 +141,10 @@ def iteration_cost(task, invariant) -> Cost:
     Atomics on owned or privatised fields are plain read-modify-writes. Inner loop bounds
     may also be affine in the task's loop index (see varies_with_index)."""
     plain = owned_fields(task) | {id(f) for f in private_scatters(task)}
-    index = task.var if len(task.grid) < 2 and task.var not in write_counts(task.body) \
-        else None
+    writes = write_counts(task.body)
+    index = TaskIndex(task.var, {s.var: s.value for s in task.body if isinstance(s, Assign)
+                                 and writes[s.var] == 1}) \
+        if len(task.grid) < 2 and task.var not in writes else None
     cost = body_cost(task.body, invariant, plain, index)
     cost.const += 2
     if _vectorisable(task.body):
@@ -170,14 +172,33 @@ def _has_call(e) -> bool:
     return any(_has_call(a) for a in e.args)
 
 
-def body_cost(body, invariant, plain=frozenset(), index=None) -> Cost:
+def body_cost(body, invariant, plain=frozenset(), index: TaskIndex | None = None) -> Cost:
     """Cost of running `body` once; invariant(var) says whether the probe may read var; plain:
     ids of fields whose atomics are emitted as plain read-modify-writes; index: the task's
-    loop variable, which inner loop bounds may use affinely (None: they may not)."""
+    loop index, which inner loop bounds may use affinely (None: they may not)."""
     total = Cost()
     for s in body:
         total.add(_stmt_cost(s, invariant, plain, index))
     return total
+
+
+@dataclass
+class TaskIndex:
+    """A range task's loop index and the locals the task assigns once, at its top level (a
+    gradient kernel's `lo = i + 1; hi = n` before its reversed loop): inner loop bounds
+    affine in the index directly or through those locals are known at launch."""
+
+    var: object
+    defs: dict
+
+    def resolve(self, e, depth: int = 0):
+        """e with each such local replaced by its definition: the probe runs before the task
+        body assigns them."""
+        if isinstance(e, VarRef) and e.var in self.defs and depth < 8:
+            return self.resolve(self.defs[e.var], depth + 1)
+        if isinstance(e, OpExpr):
+            return OpExpr(e.op, tuple(self.resolve(a, depth) for a in e.args), e.dtype)
+        return e
 
 
 def varies_with_index(e, index) -> bool:
@@ -205,7 +226,7 @@ def _affine_in(e, index, invariant) -> bool:
     return not varies_with_index(e, index) and all(invariant(v) for v in expr_vars(e))
 
 
-def _stmt_cost(s, invariant, plain, index=None) -> Cost:
+def _stmt_cost(s, invariant, plain, index: TaskIndex | None = None) -> Cost:
     ex = expr_cost
     if isinstance(s, Assign):
         return Cost(ex(s.value))
@@ -245,9 +266,11 @@ def _stmt_cost(s, invariant, plain, index=None) -> Cost:
         lo, hi = _const_int(s.begin), _const_int(s.end)
         if lo is not None and hi is not None:
             out.add(inner.scaled(max(hi - lo, 0)))
-        elif all(invariant(v) for e in (s.begin, s.end) for v in expr_vars(e)) or \
-                index is not None and all(_affine_in(e, index, invariant) for e in (s.begin, s.end)):
+        elif all(invariant(v) for e in (s.begin, s.end) for v in expr_vars(e)):
             out.loops.append((s.begin, s.end, inner))
+        elif index is not None and all(_affine_in(index.resolve(e), index.var, invariant)
+                                       for e in (s.begin, s.end)):
+            out.loops.append((index.resolve(s.begin), index.resolve(s.end), inner))
         else:
             out.heavy = True
         return out
