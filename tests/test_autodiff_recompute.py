@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import simrun.lang as ti
+from simrun.lang.autodiff.normalize import normalize
 from simrun.lang.autodiff.recompute import recomputable
 from simrun.lang.autodiff.reverse import reverse_kernel
 from simrun.lang.ir.nodes import For, StackPush, walk
@@ -106,11 +107,59 @@ def serial_nest():  # recomputed loop inside a serial loop inside the parallel o
         out[None] += s
 
 
+@ti.func
+def wrap_down(i):  # DiffTaichi smoke's dec_index: an integer local assigned twice
+    j = i - 1
+    if j < 0:
+        j = N - 1
+    return j
+
+
+@ti.kernel
+def periodic_neighbours():  # recomputed: smoke's advect pattern (integer locals reassigned)
+    for i in range(N):
+        acc = 0.0
+        for j in range(N):
+            left = ti.cast(ti.floor(x[j] * 2.0 + 3.0), ti.i32)
+            w = x[j] * 2.0 - left  # reads left before it is wrapped; its partial needs none
+            left = left % N
+            if left < 0:
+                left += N
+            acc += w * q[wrap_down(left)] * x[left] * q[i]
+        out[None] += acc
+
+
+@ti.kernel
+def index_reassigned_after_use():  # falls back: a load's index is reassigned after the load
+    for i in range(N):
+        acc = 0.0
+        for j in range(N):
+            k = j
+            a = x[k]
+            k = (k + 1) % N
+            acc += a * x[k] * q[i]
+        out[None] += acc
+
+
+@ti.kernel
+def factor_reassigned_after_use():  # falls back: a product's partial reads a reassigned int
+    for i in range(N):
+        acc = 0.0
+        for j in range(N):
+            k = j + 1
+            a = x[j] * k
+            k = k * 2
+            acc += a * q[i] + k
+        out[None] += acc
+
+
 RECOMPUTED = {"pair_cutoff": pair_cutoff, "minus_and_reversed_sum": minus_and_reversed_sum,
-              "serial_nest": serial_nest}
+              "serial_nest": serial_nest, "periodic_neighbours": periodic_neighbours}
 FALLBACK = {"carried_product": carried_product, "carried_read_elsewhere": carried_read_elsewhere,
             "one_branch_then_read": one_branch_then_read,
-            "reads_written_field": reads_written_field}
+            "reads_written_field": reads_written_field,
+            "index_reassigned_after_use": index_reassigned_after_use,
+            "factor_reassigned_after_use": factor_reassigned_after_use}
 
 
 def _loss(kernel, X, Q) -> float:
@@ -150,7 +199,7 @@ def _inner_loops_recomputed(kernel) -> list[bool]:
     rev = reverse_kernel(kir)
     writes = {s.field for t in kir.tasks for s in walk(t.body) if hasattr(s, "value")
               and hasattr(s, "field")}
-    flags = [recomputable(s, writes, set()) for t in kir.tasks for s in walk(t.body)
+    flags = [recomputable(s, writes, set()) for t in kir.tasks for s in walk(normalize(t.body))
              if isinstance(s, For) and not any(isinstance(c, For) for c in walk(s.body))]
     innermost = [loop for t in rev.tasks for loop in walk(t.body) if isinstance(loop, For)
                  and not any(isinstance(c, For) for c in walk(loop.body))]

@@ -10,7 +10,10 @@ rebuilds exactly the values the forward iteration had:
   from elements no write reaches (wave's p[t - 1] where the kernel writes p[t]);
 - each local assigned once in the body (so "before" and "after" a statement agree on every
   other local), or once in each branch of one if (`a if c else b`), outside any if unless
-  it is read only inside that same branch;
+  it is read only inside that same branch; or an integer local assigned more than once
+  (`j = i - 1; if j < 0: j = n - 1`, a periodic neighbour) that every statement whose
+  reversal reads it (an assignment's reversal reads only its partials) follows its last
+  assignment;
 - a local read before its assignment in an iteration (carried across iterations) is a pure
   accumulator: read only by its own update `v = v + e` / `v = e + v` / `v = v - e`, whose
   derivative needs no value of v.  Its recomputed value is garbage, and nothing reads it.
@@ -29,6 +32,7 @@ from ..ir.nodes import (
     For,
     If,
     Load,
+    OpExpr,
     Print,
     Return,
     Store,
@@ -36,6 +40,7 @@ from ..ir.nodes import (
     walk,
 )
 from ..ir.reductions import accumulation
+from .rules import partials
 
 _ALLOWED = (Assign, Load, Store, Atomic, If, AssertStmt, Print, Return)
 
@@ -75,12 +80,16 @@ def recomputable(loop: For, written_fields: set, protected: set,
         return False
     defs = [s.var for s in stmts if isinstance(s, (Assign, Load))]
     owned = set(defs)
-    if len(defs) != len(owned) + len(_branch_pairs(stmts, defs)) or owned & protected:
+    pairs = _branch_pairs(stmts, defs)
+    reassigned = {v for v in owned if defs.count(v) > 1} - pairs
+    if owned & protected or not all(_settled_before_use(stmts, v) for v in reassigned):
         return False
     if owned & {v for e in (loop.begin, loop.end) for v in expr_vars(e)}:
         return False
     carried: dict = {}
     if not _scan(body, set(), owned, carried):
+        return False
+    if reassigned & set(carried):
         return False
     for v, readers in carried.items():
         if not all(_is_accumulation(s, v) for s in readers):
@@ -88,6 +97,39 @@ def recomputable(loop: For, written_fields: set, protected: set,
         if any(v in set(stmt_reads(s)) for s in stmts if not _is_accumulation(s, v)):
             return False
     return True
+
+
+def _settled_before_use(stmts: list, v) -> bool:
+    """An integer local assigned more than once (dec_index's `j = i - 1; if j < 0: j = n - 1`)
+    whose every read, except by integer assignments (their reversal reads nothing), comes
+    after its last assignment: the reversal then reads the value the forward statement read.
+    `stmts` is the body in program order (an if before its branches)."""
+    if v.dtype.is_float:
+        return False
+    writes = [k for k, s in enumerate(stmts) if isinstance(s, (Assign, Load)) and s.var is v]
+    if any(isinstance(stmts[k], Load) for k in writes):
+        return False
+    last = max(writes)
+    return all(k > last for k, s in enumerate(stmts) if v in _reversal_reads(s))
+
+
+def _reversal_reads(s) -> set:
+    """The locals the reversal of s reads: for an assignment, those in the partial
+    derivatives of its value (reverse.backprop's walk; `rw = cx - left_ix` needs no
+    left_ix, an integer assignment needs nothing); for any other statement, all it reads."""
+    if isinstance(s, Assign):
+        return _partial_reads(s.value) if s.var.dtype.is_float else set()
+    return set(stmt_reads(s))
+
+
+def _partial_reads(e) -> set:
+    if not isinstance(e, OpExpr) or not e.dtype.is_float:
+        return set()
+    out: set = set()
+    for a, p in zip(e.args, partials(e)):
+        if p is not None:
+            out |= set(expr_vars(p)) | _partial_reads(a)
+    return out
 
 
 def _branch_pairs(stmts: list, defs: list) -> set:
