@@ -126,7 +126,8 @@ class RangeTask:
                 last = b.add(begin, b.select(b.icmp_signed(">", n, i64c(0)), b.sub(n, i64c(1)),
                                              i64c(0)))
                 per = self._emit_cost(cost, (begin, last))
-                work = b.fmul(b.sitofp(n, F64), per)
+                alone = iteration_cost(task, self._invariant, alone=True)
+                work = b.fmul(b.sitofp(n, F64), self._emit_cost(alone, (begin, last)))
                 limit = SCATTER_INLINE_WORK if scatters_floats(task) else INLINE_WORK
                 big = b.and_(b.fcmp_ordered(">", work, ir.Constant(F64, float(limit))),
                              b.icmp_signed(">", n, i64c(1)))

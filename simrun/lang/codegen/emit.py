@@ -55,6 +55,7 @@ class TaskEmitter(Statements, RangeTask, PrivateCopies):
         # ids of fields whose atomics need no atomicity: each iteration touches its own
         # elements, or the adds go to a per-thread copy (_private_copies)
         self.plain: set = owned_fields(task) if self.parallel else set()
+        self._alone = None  # alone(): this call runs the launch on one thread
         self.index64 = None  # the 64-bit iteration index of a range task's loop, in its body
         self.scopes: dict | None = None  # id(field) -> (alias.scope, noalias) metadata
         self.by_component: set = set()  # ids of fields accessed through a component-major copy
@@ -68,6 +69,14 @@ class TaskEmitter(Statements, RangeTask, PrivateCopies):
             self.rng_ctr = self.eb.alloca(I64, name="rng_ctr")
             self.eb.store(ir.Constant(I64, 0), self.rng_iter)
             self.eb.store(ir.Constant(I64, 0), self.rng_ctr)
+
+    def alone(self):
+        """i1: whether this call runs the launch on one thread (nthreads <= 1), computed once
+        in the entry block."""
+        if self._alone is None:
+            self._alone = self.eb.icmp_signed("<=", self.nthreads, ir.Constant(I64, 1),
+                                              name="alone")
+        return self._alone
 
     # ------------------------------------------------------------ storage
     def slot_ptr(self, builder, slot: int):

@@ -14,7 +14,9 @@ over the threads whenever it has more than one iteration.
 
 A launch whose estimated work (iterations x cost of one iteration) is at most INLINE_WORK runs
 inline on the calling thread, in one chunk: waking a worker thread costs tens of microseconds,
-more than such a loop takes. A flat body (no branches, loops, atomics or calls) counts a
+more than such a loop takes. Inline, atomics are plain read-modify-writes (no other thread
+runs), so the inline estimate counts them as such: a float atomic add by compare-and-swap
+costs ~10x a plain one (a gradient kernel scattering into neighbours: bench/README.md). A flat body (no branches, loops, atomics or calls) counts a
 quarter, as LLVM vectorises it. A loop that scatters floats into a field with atomics (p2g,
 gradient kernels) gets the larger SCATTER_INLINE_WORK: its threads contend for the same cache
 lines, so splitting pays off later (bench/inline_threshold.py), and float adds from several
@@ -135,12 +137,15 @@ def _const_int(e):
     return int(e.value) if isinstance(e, Const) and not e.dtype.is_float else None
 
 
-def iteration_cost(task, invariant) -> Cost:
+def iteration_cost(task, invariant, alone: bool = False) -> Cost:
     """Cost of one iteration of a range task, loop overhead included. A flat body (no
     branches, loops, atomics, calls or random numbers) is vectorised by LLVM: a quarter.
-    Atomics on owned or privatised fields are plain read-modify-writes. Inner loop bounds
-    may also be affine in the task's loop index (see varies_with_index)."""
+    Atomics on owned or privatised fields are plain read-modify-writes, and so is every
+    atomic when the launch runs alone (inline: statements.atomic_unless_alone). Inner loop
+    bounds may also be affine in the task's loop index (see varies_with_index)."""
     plain = owned_fields(task) | {id(f) for f in private_scatters(task)}
+    if alone:
+        plain |= {id(s.field) for s in walk(task.body) if isinstance(s, Atomic)}
     writes = write_counts(task.body)
     index = TaskIndex(task.var, {s.var: s.value for s in task.body if isinstance(s, Assign)
                                  and writes[s.var] == 1}) \
