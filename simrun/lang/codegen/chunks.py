@@ -28,6 +28,7 @@ from .schedule import (
     SCATTER_INLINE_WORK,
     SPIN_ROUNDS,
     iteration_cost,
+    reduction_count,
     row_sums,
     scatters_floats,
     varies_with_index,
@@ -126,11 +127,18 @@ class RangeTask:
                 last = b.add(begin, b.select(b.icmp_signed(">", n, i64c(0)), b.sub(n, i64c(1)),
                                              i64c(0)))
                 per = self._emit_cost(cost, (begin, last))
-                alone = iteration_cost(task, self._invariant, alone=True)
-                work = b.fmul(b.sitofp(n, F64), self._emit_cost(alone, (begin, last)))
-                limit = SCATTER_INLINE_WORK if scatters_floats(task) else INLINE_WORK
+                alone = self._emit_cost(iteration_cost(task, self._invariant, alone=True),
+                                        (begin, last))
+                work = b.fmul(b.sitofp(n, F64), alone)
+                scatters = scatters_floats(task)
+                limit = SCATTER_INLINE_WORK if scatters else INLINE_WORK
                 big = b.and_(b.fcmp_ordered(">", work, ir.Constant(F64, float(limit))),
                              b.icmp_signed(">", n, i64c(1)))
+                if scatters and not reduction_count(task, self.layout.var_slot):
+                    # split only if T threads with atomics beat one without (a loop with
+                    # chunk partials keeps a decision independent of T: schedule.py)
+                    threads = b.sitofp(b.neg(self.nthreads), F64)
+                    big = b.and_(big, b.fcmp_ordered("<", per, b.fmul(threads, alone)))
             whole = b.select(b.icmp_signed("<", n, i64c(1)), i64c(1), n)
             chunk = b.select(big, self._chunk_size(n, per), whole)
             nchunks = b.sdiv(b.add(n, b.sub(chunk, i64c(1))), chunk)

@@ -16,12 +16,18 @@ A launch whose estimated work (iterations x cost of one iteration) is at most IN
 inline on the calling thread, in one chunk: waking a worker thread costs tens of microseconds,
 more than such a loop takes. Inline, atomics are plain read-modify-writes (no other thread
 runs), so the inline estimate counts them as such: a float atomic add by compare-and-swap
-costs ~10x a plain one (a gradient kernel scattering into neighbours: bench/README.md). A flat body (no branches, loops, atomics or calls) counts a
-quarter, as LLVM vectorises it. A loop that scatters floats into a field with atomics (p2g,
+costs ~10x a plain one (a gradient kernel scattering into neighbours: bench/README.md). A
+flat body (no branches, loops, atomics or calls) counts a quarter, as LLVM vectorises it. A loop that scatters floats into a field with atomics (p2g,
 gradient kernels) gets the larger SCATTER_INLINE_WORK: its threads contend for the same cache
 lines, so splitting pays off later (bench/inline_threshold.py), and float adds from several
 threads land in an order that changes from run to run, so a small scatter stays
-bit-reproducible by running inline. A larger launch is cut into chunks of about CHUNK_WORK
+bit-reproducible by running inline. Such a loop also stays inline, at any size, unless its
+estimate with atomics divided by the thread count T is below its estimate with plain adds:
+compare-and-swap adds from two threads made DiffTaichi's wave gradient 5x slower than one
+thread's plain adds. This is the only decision that depends on T, made only for loops whose
+float scatters already make a split launch's result depend on the schedule and that have
+no per-chunk partial sums (whose results must not depend on T); the deterministic mode
+probes them with T = 1. A larger launch is cut into chunks of about CHUNK_WORK
 units (at most MAX_CHUNKS chunks), and the chunks into one contiguous range per thread: each
 thread takes chunks from its own range's atomic counter, then from the other ranges'
 (chunks.build_range).
@@ -95,6 +101,9 @@ COSTS: dict[Op, int] = {op: 1 for op in Op} | {
 # ops whose code is a call or a long sequence LLVM does not vectorise
 _CALLS = frozenset(op for op, c in COSTS.items() if c > 1) - {Op.SQRT, Op.TRUEDIV} | {Op.POW}
 _LOAD, _STORE, _ATOMIC, _RANDOM, _STACK, _PRINT = 2, 2, 20, 16, 6, 32
+# a float atomic is a compare-and-swap loop (x86 has no float atomic add): ~4 ns alone and
+# about twice that when two threads contend (bench/README.md, DiffTaichi's smoke and wave)
+_FLOAT_ATOMIC = 40
 
 
 @dataclass
@@ -242,7 +251,8 @@ def _stmt_cost(s, invariant, plain, index: TaskIndex | None = None) -> Cost:
     if isinstance(s, Atomic):
         # an add into a 0-d field without its old value is usually a reduction (a register add)
         own = 1 if s.field.shape == () and s.result is None else \
-            _LOAD + 1 if id(s.field) in plain else _ATOMIC
+            _LOAD + 1 if id(s.field) in plain else \
+            _FLOAT_ATOMIC if s.field.dtype.is_float else _ATOMIC
         return Cost(own + ex(s.value) + sum(ex(i) for i in s.indices))
     if isinstance(s, Random):
         return Cost(_RANDOM)
