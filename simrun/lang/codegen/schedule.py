@@ -101,9 +101,12 @@ COSTS: dict[Op, int] = {op: 1 for op in Op} | {
 # ops whose code is a call or a long sequence LLVM does not vectorise
 _CALLS = frozenset(op for op, c in COSTS.items() if c > 1) - {Op.SQRT, Op.TRUEDIV} | {Op.POW}
 _LOAD, _STORE, _ATOMIC, _RANDOM, _STACK, _PRINT = 2, 2, 20, 16, 6, 32
-# a float atomic is a compare-and-swap loop (x86 has no float atomic add): ~4 ns alone and
-# about twice that when two threads contend (bench/README.md, DiffTaichi's smoke and wave)
-_FLOAT_ATOMIC = 40
+# a float atomic is a compare-and-swap loop (x86 has no float atomic add), far dearer than
+# the units above make it beside a stencil's or an MPM transfer's loads and index arithmetic:
+# DiffTaichi's g2p gradient (18 scattered adds a particle) used 4.7x the CPU time on two
+# threads with compare-and-swap than on one with plain adds, smoke's compute_p gradient
+# (4 a cell) ~10x one thread's plain adds (bench/README.md, issue 21)
+_FLOAT_ATOMIC = 160
 
 
 @dataclass
@@ -294,28 +297,46 @@ def _stmt_cost(s, invariant, plain, index: TaskIndex | None = None) -> Cost:
     return Cost()  # Break, Continue
 
 
-def _owned_test(task):
-    """A predicate: does an access index the field at the iteration's own index (the loop's
-    indices, each assigned once), where no other iteration of the launch reads or writes?"""
+def _own_positions(task):
+    """A function: access -> where the iteration's own indices (the loop's indices, each
+    assigned once) stand among its indices, as a tuple of positions, or None when one is
+    missing. Two iterations differ in an own index, so accesses of a field that all have
+    them at the same positions never touch an element another iteration touches, whatever
+    the other indices are (`x.grad[f, p]` and `x.grad[f + 1, p]` in a time-stepped MPM)."""
     assigned = write_counts(task.body)
     own = tuple(task.index_vars) or (task.var,)
+    if any(assigned.get(v, 0) > 1 for v in own):
+        return lambda s: None
 
-    def owned(s) -> bool:
-        vars_ = tuple(i.var if isinstance(i, VarRef) else None for i in s.indices)
-        return vars_ == own and all(assigned.get(v, 0) <= 1 for v in own)
+    def positions(s):
+        vars_ = [i.var if isinstance(i, VarRef) else None for i in s.indices]
+        found = tuple(vars_.index(v) if v in vars_ else None for v in own)
+        return None if None in found else found
 
-    return owned
+    return positions
+
+
+def _owned_test(task):
+    """A predicate: does an access index the field at the iteration's own indices (see
+    _own_positions)? With every access of its field at the same positions, no other
+    iteration of the launch reads or writes that element."""
+    positions = _own_positions(task)
+    return lambda s: positions(s) is not None
 
 
 def owned_fields(task) -> set:
-    """ids of fields the task accesses only at each iteration's own index: their atomics need
-    no atomicity (`x.grad[p] += ...` in a gradient kernel)."""
-    owned = _owned_test(task)
-    seen, shared = set(), set()
+    """ids of fields the task accesses only at each iteration's own indices, always at the
+    same index positions: their atomics need no atomicity (`x.grad[p] += ...`, or
+    `F.grad[f, p] += ...`, in a gradient kernel)."""
+    positions = _own_positions(task)
+    where: dict = {}
+    shared = set()
     for s in walk(task.body):
         if isinstance(s, (Load, Store, Atomic)):
-            (seen if owned(s) else shared).add(id(s.field))
-    return seen - shared
+            at = positions(s)
+            if at is None or where.setdefault(id(s.field), at) != at:
+                shared.add(id(s.field))
+    return set(where) - shared
 
 
 def _scatters(task) -> list:
