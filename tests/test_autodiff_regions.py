@@ -59,8 +59,12 @@ def test_time_slice_snapshots_and_exact_gradient():
     G, X0 = rng.uniform(-0.5, 0.5, P), rng.uniform(-1, 1, P)
     value, tape = run(G, X0)
     grad_g = gain.grad.to_numpy()
-    # each launch saved the slice it overwrote: (1, P) of pos, never the (T + 1, P) field
-    assert sum(len(rec.snapshot) for rec in tape.records) >= 2 * T
+    # each launch saved the slice it overwrote: (1, P) of pos, never the (T + 1, P) field,
+    # and only slices read before they are overwritten: step's pos[t + 1] is fresh (nothing
+    # read it), its vel[t + 1] the launch reads back itself, smooth_in_place works in place
+    saved = {(rec.kernel.name, f.name) for rec in tape.records for f in rec.snapshot}
+    assert saved == {("step", "vel"), ("smooth_in_place", "pos")}
+    assert sum(len(rec.snapshot) for rec in tape.records) == 2 * T
     for rec in tape.records:
         for f, (_index, saved) in rec.snapshot.items():
             assert saved.shape[:2] == (1, P), (rec.kernel.name, f.name, saved.shape)
@@ -86,3 +90,46 @@ def test_writes_to_two_slices_save_the_whole_field():
         final_cost()
     _index, saved = tape.records[0].snapshot[pos]
     assert saved.shape == (T + 1, P)
+
+
+@ti.kernel
+def overwrite_start(t: ti.i32):
+    for p in range(P):
+        pos[0, p] = pos[t, p] * gain[p]
+
+
+@ti.kernel
+def cost_at(t: ti.i32):
+    for p in range(P):
+        total[None] += pos[t, p] ** 2 + vel[t, p][0] * pos[0, p]
+
+
+def test_a_slice_read_before_it_is_overwritten_is_saved():
+    """step(0) reads pos[0], which overwrite_start writes later; the second step(0)
+    overwrites pos[1] and vel[1], which earlier launches read: all three are saved, and the
+    gradient matches central differences."""
+
+    def run_twice(G, X0):
+        gain.from_numpy(G)
+        pos.fill(0)
+        vel.fill(0)
+        pos.from_numpy(np.vstack([X0, np.zeros((T, P))]))
+        with ti.ad.Tape(loss=total) as tape:
+            step(0)
+            overwrite_start(1)
+            step(0)
+            cost_at(1)
+        return total[None], tape
+
+    rng = np.random.default_rng(1)
+    G, X0 = rng.uniform(-0.5, 0.5, P), rng.uniform(-1, 1, P)
+    _, tape = run_twice(G, X0)
+    grad_g = gain.grad.to_numpy()
+    saved = [sorted(f.name for f in rec.snapshot) for rec in tape.records]
+    assert saved == [["vel"], ["pos"], ["pos", "vel"], []]
+    h = 1e-6
+    for k in range(P):
+        d = np.zeros(P)
+        d[k] = h
+        fd = (run_twice(G + d, X0)[0] - run_twice(G - d, X0)[0]) / (2 * h)
+        assert grad_g[k] == pytest.approx(fd, rel=1e-6, abs=1e-9)

@@ -1,36 +1,49 @@
-"""Which part of each field a launch can write, so snapshots copy that part only.
+"""Which part of each field a launch can write, and read, so snapshots copy that part only,
+and only when it was read.
 
 DiffTaichi-style programs keep whole trajectories in time-indexed fields (`x[t, p]`) and
 write one time slice per launch (`x[t + 1, p] = ...`).  Saving the whole field before every
 launch would cost O(T) per step and O(T^2) per trajectory.  Where every write to a field
 indexes a dimension by the same expression of the kernel's scalar arguments and constants,
 the launch's values of those arguments pin that dimension, and the snapshot is one slice.
+
+Reads are pinned the same way, each distinct load pattern on its own (`p[t - 1]` and
+`p[t - 2]` are two slices). A Tape keeps the union of what its launches read (RegionSet):
+a slice that no launch on the tape has read before it is overwritten needs no snapshot,
+since no gradient kernel reads it (the fresh `x[t + 1]` of each step: the copies were a
+fifth of diffmpm_simple's iteration).
 """
 
 from __future__ import annotations
 
-from ..ir.nodes import Atomic, Const, OpExpr, Store, VarRef, walk
+from ..ir.nodes import Atomic, Const, Load, OpExpr, Store, VarRef, walk
 from ..ir.ops import OPS, Op
+from .analysis import used_vars
 from .races import _Canonical
 
 
 class WriteRegions:
-    """Per written field: for each index dimension, an argument expression or None (all)."""
+    """Per written field: for each index dimension, an argument expression or None (all);
+    per read field, the same for each distinct load pattern."""
 
     def __init__(self, kir):
         self.args = list(kir.arg_vars)
         arg_set = set(self.args)
         self.dims: dict = {}
+        self.read_dims: dict = {}  # field -> {pattern key: pinned dims}
         for task in kir.tasks:
             canon = _Canonical(task)
+            used = used_vars(task.body)
             for s in walk(task.body):
+                reads = isinstance(s, Load) or isinstance(s, Atomic) and s.result in used
+                if not isinstance(s, (Store, Atomic)) and not reads:
+                    continue
+                pinned = _pins(s, canon, arg_set)
+                if reads:
+                    key = tuple(p[0] if p is not None else None for p in pinned)
+                    self.read_dims.setdefault(s.field, {})[key] = pinned
                 if not isinstance(s, (Store, Atomic)):
                     continue
-                pinned = []
-                for e in s.indices:
-                    e = _resolve(e, canon.defs)
-                    ok = e is not None and e.dtype.kind in "iu" and _vars(e) <= arg_set
-                    pinned.append((canon.key(e), e) if ok else None)
                 old = self.dims.get(s.field)
                 if old is not None:
                     pinned = [a if a is not None and b is not None and a[0] == b[0] else None
@@ -39,7 +52,16 @@ class WriteRegions:
 
     def index(self, f, flat_args):
         """The numpy index of what this launch may write in f (Ellipsis: all of it)."""
-        dims = self.dims.get(f)
+        return self._index(f, self.dims.get(f), flat_args)
+
+    def read_indices(self, f, flat_args) -> list:
+        """The numpy indices of what this launch may read in f ([Ellipsis]: all of it)."""
+        patterns = self.read_dims.get(f)
+        if not patterns:
+            return [Ellipsis]
+        return [self._index(f, dims, flat_args) for dims in patterns.values()]
+
+    def _index(self, f, dims, flat_args):
         if not dims or all(d is None for d in dims) or len(flat_args) != len(self.args):
             return Ellipsis
         values = dict(zip(self.args, flat_args))
@@ -56,6 +78,50 @@ class WriteRegions:
                 return Ellipsis
             out.append(slice(k, k + 1))
         return tuple(out)
+
+
+def _pins(s, canon, arg_set) -> list:
+    """Per index of access s: (canonical key, expression) when it is an integer expression
+    of the kernel's scalar arguments and constants only, else None."""
+    pinned = []
+    for e in s.indices:
+        e = _resolve(e, canon.defs)
+        ok = e is not None and e.dtype.kind in "iu" and _vars(e) <= arg_set
+        pinned.append((canon.key(e), e) if ok else None)
+    return pinned
+
+
+class RegionSet:
+    """A union of a field's regions, each an index from WriteRegions (Ellipsis, or a slice
+    of one element or all of it per dimension): what a Tape's launches have read."""
+
+    def __init__(self) -> None:
+        self.everything = False
+        self.by_dims: dict = {}  # pinned dimensions -> {their values}
+
+    def add(self, index) -> None:
+        dims = () if index is Ellipsis else \
+            tuple(k for k, s in enumerate(index) if s != slice(None))
+        if not dims:
+            self.everything = True
+        else:
+            self.by_dims.setdefault(dims, set()).add(tuple(index[k].start for k in dims))
+
+    def overlaps(self, index) -> bool:
+        """Whether the region `index` shares an element with the union."""
+        if self.everything or index is Ellipsis:
+            return self.everything or bool(self.by_dims)
+        pinned = {k: s.start for k, s in enumerate(index) if s != slice(None)}
+        for dims, values in self.by_dims.items():
+            at = [j for j, k in enumerate(dims) if k in pinned]
+            if len(at) == len(dims):
+                if tuple(pinned[k] for k in dims) in values:
+                    return True
+                continue
+            want = tuple(pinned[dims[j]] for j in at)
+            if any(tuple(v[j] for j in at) == want for v in values):
+                return True
+        return False
 
 
 def _resolve(e, defs, depth: int = 0):

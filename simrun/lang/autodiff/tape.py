@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import AutodiffError
 from ..fields import all_fields, grad_of
 from .analysis import kernel_access
-from .regions import WriteRegions
+from .regions import RegionSet, WriteRegions
 
 _state: dict = {"tapes": [], "fwd": [], "suppress": 0}
 
@@ -211,6 +211,7 @@ class Tape:
         self.grad_check = grad_check
         self.records: list = []
         self.read_so_far: set = set()
+        self.read_regions: dict = {}  # field -> RegionSet of what launches on it read
         self.entered = False
         self.gradient_evaluated = False
         self.calls: list = []  # (kernel, args) of each recorded launch, as Taichi's Tape.calls
@@ -278,7 +279,14 @@ class Tape:
         if self.validation:
             self._validate(kernel, acc)
         self.read_so_far |= acc.reads
-        keep = acc.writes & self.read_so_far
+        for f in acc.reads:
+            seen = self.read_regions.setdefault(f, RegionSet())
+            for index in (regions.read_indices(f, flat_args) if regions is not None
+                          else [Ellipsis]):
+                seen.add(index)
+        # what this launch overwrites of the parts read so far (its own reads included)
+        keep = {f for f in acc.writes & self.read_so_far if self.read_regions[f].overlaps(
+            regions.index(f, flat_args) if regions is not None else Ellipsis)}
         self.records.append(Record(kernel, args, _snapshot(keep, regions, flat_args),
                                    rng_key=rng_key))
         return self.records[-1].snapshot
