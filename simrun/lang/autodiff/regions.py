@@ -31,6 +31,7 @@ class WriteRegions:
         arg_set = set(self.args)
         self.dims: dict = {}
         self.read_dims: dict = {}  # field -> {pattern key: pinned dims}
+        self._memo: dict = {}
         for task in kir.tasks:
             canon = _Canonical(task)
             used = used_vars(task.body)
@@ -52,14 +53,27 @@ class WriteRegions:
 
     def index(self, f, flat_args):
         """The numpy index of what this launch may write in f (Ellipsis: all of it)."""
-        return self._index(f, self.dims.get(f), flat_args)
+        return self._cached(("w", f, tuple(flat_args)),
+                            lambda: self._index(f, self.dims.get(f), flat_args))
 
     def read_indices(self, f, flat_args) -> list:
         """The numpy indices of what this launch may read in f ([Ellipsis]: all of it)."""
         patterns = self.read_dims.get(f)
         if not patterns:
             return [Ellipsis]
-        return [self._index(f, dims, flat_args) for dims in patterns.values()]
+        return self._cached(("r", f, tuple(flat_args)), lambda: [
+            self._index(f, dims, flat_args) for dims in patterns.values()])
+
+    def _cached(self, key, compute):
+        """A step loop launches each kernel with the same few arguments every iteration:
+        evaluating the index expressions once per distinct arguments keeps a Tape's
+        bookkeeping off the launch's critical path."""
+        out = self._memo.get(key)
+        if out is None:
+            if len(self._memo) > 1 << 16:
+                self._memo.clear()
+            out = self._memo[key] = compute()
+        return out
 
     def _index(self, f, dims, flat_args):
         if not dims or all(d is None for d in dims) or len(flat_args) != len(self.args):
