@@ -133,3 +133,32 @@ def test_a_slice_read_before_it_is_overwritten_is_saved():
         d[k] = h
         fd = (run_twice(G + d, X0)[0] - run_twice(G - d, X0)[0]) / (2 * h)
         assert grad_g[k] == pytest.approx(fd, rel=1e-6, abs=1e-9)
+
+
+def test_region_set_answers_overlaps_of_partly_pinned_regions():
+    """What a Tape's launches read, as a union of slices: a write overlaps it where every
+    dimension both pin agrees. Thousands of launches make thousands of slices (DiffTaichi's
+    mass_spring: a scan per launch once made an iteration 6 s), so lookups are set lookups."""
+    from simrun.lang.autodiff.regions import RegionSet
+
+    every = slice(None)
+    assert not RegionSet().overlaps(Ellipsis)
+    reads = RegionSet()
+    reads.add((slice(3, 4), every))  # row 3
+    reads.add((every, slice(5, 6)))  # column 5
+    assert reads.overlaps((slice(3, 4), slice(7, 8)))
+    assert reads.overlaps((slice(1, 2), slice(5, 6)))
+    assert not reads.overlaps((slice(1, 2), slice(7, 8)))
+    assert reads.overlaps((slice(1, 2), every))  # row 1 crosses column 5
+    assert reads.overlaps(Ellipsis)
+    cells = RegionSet()
+    for k in range(20000):
+        cells.add((slice(k, k + 1), slice(k + 1, k + 2)))
+    assert cells.overlaps((slice(7000, 7001), every))
+    assert cells.overlaps((every, slice(7001, 7002)))
+    assert not cells.overlaps((every, slice(0, 1)))
+    assert not cells.overlaps((slice(7000, 7001), slice(7000, 7001)))
+    cells.add((slice(0, 1), every))
+    assert cells.overlaps((slice(0, 1), slice(9, 10)))
+    cells.add(Ellipsis)
+    assert cells.overlaps((slice(50000, 50001), slice(3, 4)))

@@ -46,10 +46,11 @@ class WriteRegions:
                 if not isinstance(s, (Store, Atomic)):
                     continue
                 old = self.dims.get(s.field)
-                if old is not None:
-                    pinned = [a if a is not None and b is not None and a[0] == b[0] else None
-                              for a, b in zip(old, pinned)]
-                self.dims[s.field] = pinned
+                self.dims[s.field] = pinned if old is None else _merge([old, pinned])
+        for f, patterns in self.read_dims.items():
+            if len(patterns) > MAX_READ_PATTERNS:  # a field read at many constant indices
+                merged = _merge(list(patterns.values()))
+                self.read_dims[f] = {None: merged}
 
     def index(self, f, flat_args):
         """The numpy index of what this launch may write in f (Ellipsis: all of it)."""
@@ -63,6 +64,11 @@ class WriteRegions:
             return [Ellipsis]
         return self._cached(("r", f, tuple(flat_args)), lambda: [
             self._index(f, dims, flat_args) for dims in patterns.values()])
+
+    def read_pins(self, f, flat_args) -> list:
+        """read_indices as RegionSet takes them: (pinned dimensions, their values) each."""
+        return self._cached(("p", f, tuple(flat_args)), lambda: [
+            pins_of(index) for index in self.read_indices(f, flat_args)])
 
     def _cached(self, key, compute):
         """A step loop launches each kernel with the same few arguments every iteration:
@@ -94,6 +100,25 @@ class WriteRegions:
         return tuple(out)
 
 
+MAX_READ_PATTERNS = 4  # distinct load patterns kept per field; more are merged into one
+
+
+def _merge(patterns: list) -> list:
+    """One pattern covering all: a dimension stays pinned where every pattern pins it to
+    the same expression."""
+    first = patterns[0]
+    return [a if a is not None and all(p[k] is not None and p[k][0] == a[0] for p in patterns)
+            else None for k, a in enumerate(first)]
+
+
+def pins_of(index) -> tuple:
+    """(pinned dimensions, their values) of a WriteRegions index; () for all of a field."""
+    if index is Ellipsis:
+        return (), ()
+    dims = tuple(k for k, s in enumerate(index) if s != slice(None))
+    return dims, tuple(index[k].start for k in dims)
+
+
 def _pins(s, canon, arg_set) -> list:
     """Per index of access s: (canonical key, expression) when it is an integer expression
     of the kernel's scalar arguments and constants only, else None."""
@@ -112,28 +137,43 @@ class RegionSet:
     def __init__(self) -> None:
         self.everything = False
         self.by_dims: dict = {}  # pinned dimensions -> {their values}
+        # (pinned dimensions, positions among them) -> {values at those positions}: the
+        # lookups of regions that pin fewer dimensions, kept up to date by add()
+        self.projections: dict = {}
 
     def add(self, index) -> None:
-        dims = () if index is Ellipsis else \
-            tuple(k for k, s in enumerate(index) if s != slice(None))
+        self.add_pinned(*pins_of(index))
+
+    def add_pinned(self, dims: tuple, value: tuple) -> None:
         if not dims:
             self.everything = True
-        else:
-            self.by_dims.setdefault(dims, set()).add(tuple(index[k].start for k in dims))
+            return
+        values = self.by_dims.setdefault(dims, set())
+        if value in values:
+            return
+        values.add(value)
+        for (d, at), seen in self.projections.items():
+            if d == dims:
+                seen.add(tuple(value[j] for j in at))
 
     def overlaps(self, index) -> bool:
-        """Whether the region `index` shares an element with the union."""
+        """Whether the region `index` shares an element with the union (a set lookup per
+        pattern of pinned dimensions: a tape records thousands of launches)."""
         if self.everything or index is Ellipsis:
             return self.everything or bool(self.by_dims)
         pinned = {k: s.start for k, s in enumerate(index) if s != slice(None)}
         for dims, values in self.by_dims.items():
-            at = [j for j, k in enumerate(dims) if k in pinned]
+            at = tuple(j for j, k in enumerate(dims) if k in pinned)
+            want = tuple(pinned[dims[j]] for j in at)
             if len(at) == len(dims):
-                if tuple(pinned[k] for k in dims) in values:
+                if want in values:
                     return True
                 continue
-            want = tuple(pinned[dims[j]] for j in at)
-            if any(tuple(v[j] for j in at) == want for v in values):
+            seen = self.projections.get((dims, at))
+            if seen is None:
+                seen = self.projections[(dims, at)] = {tuple(v[j] for j in at)
+                                                       for v in values}
+            if want in seen:
                 return True
         return False
 

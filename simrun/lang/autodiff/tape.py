@@ -280,10 +280,12 @@ class Tape:
             self._validate(kernel, acc)
         self.read_so_far |= acc.reads
         for f in acc.reads:
-            seen = self.read_regions.setdefault(f, RegionSet())
-            for index in (regions.read_indices(f, flat_args) if regions is not None
-                          else [Ellipsis]):
-                seen.add(index)
+            seen = self.read_regions.get(f) or self.read_regions.setdefault(f, RegionSet())
+            if seen.everything:
+                continue
+            for dims, value in (regions.read_pins(f, flat_args) if regions is not None
+                                else [((), ())]):
+                seen.add_pinned(dims, value)
         # what this launch overwrites of the parts read so far (its own reads included)
         keep = {f for f in acc.writes & self.read_so_far if self.read_regions[f].overlaps(
             regions.index(f, flat_args) if regions is not None else Ellipsis)}
