@@ -123,7 +123,7 @@ class Statements:
         """An atomic update, or a plain read-modify-write when this call runs the launch alone
         (inline, one thread, or the deterministic mode's serial run: nthreads <= 1, see
         runtime/pool.py): no other thread can touch the element then, and a float add by
-        compare-and-swap costs ~5x a plain one (DiffTaichi's smoke gradients: 5 scattered
+        compare-and-swap costs ~10x a plain one (DiffTaichi's smoke gradients: 5 scattered
         adds per grid cell). Both paths leave the same value."""
         b, dtype = self.b, field.dtype
         with b.if_else(self.alone()) as (alone, shared):
