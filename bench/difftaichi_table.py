@@ -58,6 +58,9 @@ EXAMPLES: dict[str, tuple[list[str], str]] = {
 }
 
 HEAVY = {"diffmpm3d", "liquid"}  # tens of seconds per iteration: three losses, two gaps
+# Taichi 1.7.4 compiles liquid's and diffmpm3d's p2g.grad for 9 to 15 minutes on 2 vCPUs
+# (bench/README.md): their runs get this long unless --timeout says otherwise
+HEAVY_TIMEOUT = 2400.0
 
 # Runs inside the example's process: shims, then the example as __main__.
 RUNNER = r'''
@@ -217,7 +220,9 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=list(EXAMPLES))
     parser.add_argument("--losses", type=int, default=4,
                         help="iterations to run (the first three losses are compared)")
-    parser.add_argument("--timeout", type=float, default=900, help="seconds per run")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help=f"seconds per run (default 900; {HEAVY_TIMEOUT:.0f} for "
+                             f"{', '.join(sorted(HEAVY))})")
     parser.add_argument("--json", type=Path, help="write every run's result here")
     args = parser.parse_args()
     modules = ("taichi", "simrun") if args.module == "both" else (args.module,)
@@ -229,7 +234,8 @@ def main() -> None:
         (shim / "taichi" / "__init__.py").write_text(SHIM)
         for name in args.only:
             for module in modules:
-                res = run_example(module, name, examples, shim, args.losses, args.timeout)
+                timeout = args.timeout or (HEAVY_TIMEOUT if name in HEAVY else 900.0)
+                res = run_example(module, name, examples, shim, args.losses, timeout)
                 results.setdefault(name, {})[module] = res
                 print(f"{name:24s} {module:7s} {res['status']:12s} losses {res['losses']} "
                       f"s/iter {res['seconds_per_iteration']}", flush=True)
