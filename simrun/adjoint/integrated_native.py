@@ -14,7 +14,7 @@ The forward steps are the trajectory's own (`run`'s stepper)."""
 from __future__ import annotations
 
 import simrun.lang as ti
-from simrun.adjoint.kernel_native import KernelNative, _like, _resolve, _Unchainable, accumulate
+from simrun.adjoint.kernel_native import KernelNative, _resolve, _Unchainable, accumulate
 from simrun.adjoint.kernel_native import assign as assign_cast
 from simrun.adjoint.reverse import adjoint_watch
 from simrun.lang.api import runtime
@@ -58,16 +58,9 @@ class IntegratedNative(KernelNative):
     def _reverse_plan(self) -> list:
         system, traj, R, f64 = self.system, self.traj, _resolve, ti.f64
         x, v = system.x, system.v
-        self.ax, self.av = _like(x, f64), _like(v, f64)
-        self.am = _like(system.m, f64)
-        self.af = {n: _like(f, f64) for n, f in self.floats.items()}
-        self.step_params = [(key, f, Field(f64, ()), 1.0) for key, name in
-                            traj.step_keys.items() for f in traj.param_fields.get(name, ())]
+        self._adjoint_fields()
         self.step_params += [(key, f, Field(f64, ()), factor) for key, f, factor in
                              traj.scalars]
-        self.energy_params = {key: (f, Field(f64, ())) for key, f in
-                              traj.model.param_fields.items()}
-        self.bad = ti.field(ti.i32, shape=())
         state = [(x.grad, self.ax), (v.grad, self.av)] + \
             [(f.grad, self.af[n]) for n, f in self.floats.items()]
         stages = [(self.twins[0], self.twin_snaps[0], self.twin_grads[0], traj.G)]

@@ -186,10 +186,10 @@ class KernelNative:
             out.append([(f, _like(f, f.dtype)) for f in sorted(keep, key=lambda f: f.id)])
         return out
 
-    def _reverse_plan(self) -> list:
+    def _adjoint_fields(self) -> None:
+        """The f64 adjoints of the state, the masses, the fields and the parameters."""
         system, traj, f64 = self.system, self.traj, ti.f64
-        x, v = system.x, system.v
-        self.ax, self.av = _like(x, f64), _like(v, f64)
+        self.ax, self.av = _like(system.x, f64), _like(system.v, f64)
         self.am = _like(system.m, f64)
         self.af = {n: _like(f, f64) for n, f in self.floats.items()}
         # (KEY, 0-D field, its f64 adjoint, d value / d KEY)
@@ -198,7 +198,11 @@ class KernelNative:
         self.energy_params = {key: (f, Field(f64, ())) for key, f in
                               traj.model.param_fields.items()}
         self.bad = ti.field(ti.i32, shape=())
-        state = [(x.grad, self.ax), (v.grad, self.av)] + \
+
+    def _reverse_plan(self) -> list:
+        system, traj, f64 = self.system, self.traj, ti.f64
+        self._adjoint_fields()
+        state = [(system.x.grad, self.ax), (system.v.grad, self.av)] + \
             [(f.grad, self.af[n]) for n, f in self.floats.items()]
         R = _resolve
         plan = []

@@ -279,14 +279,8 @@ class KernelTrajectory(ObjectiveSum):
         native = self._native_steps()
         if native is not None:
             return self._native_gradient(native, adj, state0, steps, snapshots)
-        reached, total = [0], [0.0]
-
-        def advance(state: KernelState, k: int) -> KernelState:
-            nxt = self.advance(state, k)
-            if k + 1 > reached[0]:
-                reached[0] = k + 1
-                self._accumulate(total, nxt, steps)
-            return nxt
+        total = [0.0]
+        advance = self._summing(self.advance, total, steps)
 
         def on_reverse(state: KernelState, k: int) -> None:
             if k == steps - 1:  # the last step: the objective starts at its end state
@@ -296,6 +290,20 @@ class KernelTrajectory(ObjectiveSum):
         sched = schedule.reverse(state0, steps, snapshots, advance, on_reverse,
                                  KernelState.copy)
         return total[0], adj, sched
+
+    def _summing(self, step: Callable[[KernelState, int], KernelState], total: list,
+                 steps: int) -> Callable[[KernelState, int], KernelState]:
+        """`step` that adds each state it reaches for the first time into the objective's
+        sum `total` (the schedule's first descent; recomputations add nothing)."""
+        reached = [0]
+
+        def advance(state: KernelState, k: int) -> KernelState:
+            nxt = step(state, k)
+            if k + 1 > reached[0]:
+                reached[0] = k + 1
+                self._accumulate(total, nxt, steps)
+            return nxt
+        return advance
 
     def _native_steps(self) -> KernelNative | None:
         """The native steps (built on first use, kept: `reuse.TrajectoryCache` reuses the
@@ -311,15 +319,9 @@ class KernelTrajectory(ObjectiveSum):
                          ) -> tuple[float, KernelAdjoint, schedule.Schedule]:
         """`gradient` with the native steps: the adjoints stay in the engine's fields, and
         come out to NumPy only where the objective seeds them (and at the end)."""
-        reached, total = [0], [0.0]
+        total = [0.0]
         native.prepare()
-
-        def advance(state: KernelState, k: int) -> KernelState:
-            nxt = native.advance(state, k)
-            if k + 1 > reached[0]:
-                reached[0] = k + 1
-                self._accumulate(total, nxt, steps)
-            return nxt
+        advance = self._summing(native.advance, total, steps)
 
         def on_reverse(state: KernelState, k: int) -> None:
             if k == steps - 1:  # the last step: the objective starts at its end state
