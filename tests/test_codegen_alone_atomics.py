@@ -1,5 +1,5 @@
 """Atomics of a launch that runs alone (inline, one thread, or the deterministic mode's serial
-run) are plain read-modify-writes (statements.atomic_unless_alone), and the probe's inline
+run) are plain read-modify-writes (statements.atomic_update), and the probe's inline
 estimate counts them as such (schedule.iteration_cost(alone=True)).
 
 A float atomic add by compare-and-swap costs ~10x a plain one: the gradient of DiffTaichi's

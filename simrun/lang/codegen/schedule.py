@@ -153,7 +153,7 @@ def iteration_cost(task, invariant, alone: bool = False) -> Cost:
     """Cost of one iteration of a range task, loop overhead included. A flat body (no
     branches, loops, atomics, calls or random numbers) is vectorised by LLVM: a quarter.
     Atomics on owned or privatised fields are plain read-modify-writes, and so is every
-    atomic when the launch runs alone (inline: statements.atomic_unless_alone). Inner loop
+    atomic when the launch runs alone (inline: statements.atomic_update). Inner loop
     bounds may also be affine in the task's loop index (see varies_with_index)."""
     plain = owned_fields(task) | {id(f) for f in private_scatters(task)}
     if alone:

@@ -111,62 +111,32 @@ class Statements:
             return
         ptr = self.element_ptr(s)
         atomic = self.parallel and id(s.field) not in self.plain
-        if atomic:
-            old = self.atomic_unless_alone(ptr, s.op, value, s.field)
-        else:
-            old = self.atomic_update(ptr, s.op, value, s.field.dtype, atomic=False,
-                                     field=s.field)
+        old = self.atomic_update(ptr, s.op, value, s.field.dtype, atomic=atomic, field=s.field)
         if s.result is not None:
             self.b.store(old, self.var_ptr(s.result))
 
-    def atomic_unless_alone(self, ptr, op: Op, value, field):
-        """An atomic update, or a plain read-modify-write when this call runs the launch alone
-        (inline, one thread, or the deterministic mode's serial run: nthreads <= 1, see
-        runtime/pool.py): no other thread can touch the element then, and a float add by
-        compare-and-swap costs ~10x a plain one (DiffTaichi's smoke gradients: 5 scattered
-        adds per grid cell). Both paths leave the same value."""
-        b, dtype = self.b, field.dtype
-        with b.if_else(self.alone()) as (alone, shared):
-            with alone:
-                plain = self.atomic_update(ptr, op, value, dtype, atomic=False, field=field)
-                plain_block = b.block
-            with shared:
-                locked = self.atomic_update(ptr, op, value, dtype, atomic=True)
-                locked_block = b.block
-        old = b.phi(plain.type)
-        old.add_incoming(plain, plain_block)
-        old.add_incoming(locked, locked_block)
-        return old
-
     def atomic_update(self, ptr, op: Op, value, dtype: DType, atomic: bool, field=None):
-        """The update of *ptr by op; ``atomic`` where other threads may update it too. A
-        float add or sub there also gets a plain path taken when the launch runs on one
-        thread (x86 has no float atomic add: its compare-and-swap loop doubled the cost of a
-        pair gradient's scatter once x.grad outgrew the per-thread copies)."""
-        if atomic and dtype.is_float and op in (Op.ADD, Op.SUB):
-            return self._alone_or_atomic(ptr, op, value, dtype, field)
-        return self._update(ptr, op, value, dtype, atomic, field)
-
-    def _alone_or_atomic(self, ptr, op: Op, value, dtype: DType, field):
+        """The update of *ptr by op; ``atomic`` where other threads may update it too. An
+        atomic update also gets a plain read-modify-write path, taken when this call runs
+        the launch alone (inline, one thread, or the deterministic mode's serial run:
+        nthreads <= 1, see runtime/pool.py): no other thread can touch the element then,
+        and x86's float add by compare-and-swap costs ~10x a plain one (DiffTaichi's smoke
+        gradients; a pair gradient's scatter once x.grad outgrew the per-thread copies).
+        Both paths leave the same value."""
+        if not atomic:
+            return self._update(ptr, op, value, dtype, False, field)
         b = self.b
         with b.if_else(self.alone(), likely=True) as (alone, shared):
             with alone:
                 plain = self._update(ptr, op, value, dtype, False, field)
                 plain_block = b.block
             with shared:
-                old = self._update(ptr, op, value, dtype, True, field)
-                shared_block = b.block
-        merged = b.phi(plain.type)
-        merged.add_incoming(plain, plain_block)
-        merged.add_incoming(old, shared_block)
-        return merged
-
-    def alone(self):
-        """i1: this launch runs on one thread (computed once, in the entry block)."""
-        if getattr(self, "_alone", None) is None:
-            self._alone = self.eb.icmp_signed("<=", self.nthreads, ir.Constant(ir.IntType(64), 1),
-                                              name="alone")
-        return self._alone
+                locked = self._update(ptr, op, value, dtype, True, field)
+                locked_block = b.block
+        old = b.phi(plain.type)
+        old.add_incoming(plain, plain_block)
+        old.add_incoming(locked, locked_block)
+        return old
 
     def _update(self, ptr, op: Op, value, dtype: DType, atomic: bool, field=None):
         b = self.b
