@@ -12,7 +12,7 @@ import math
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -108,16 +108,16 @@ class Stepping:
     advance: Callable[[State, int], int]
     dof: thermo.Dof
     thermostat: ThermostatStep | None = None
-    pressures: dict[int, float] = field(default_factory=dict)  # by step: thermo and run.json
+    last_pressure: dict[str, float] | None = None  # the thermo row and run.json share it
 
     def pressure(self, system: System, state: State) -> dict[str, float] | None:
-        """``{"step", "pressure"}`` at the state (once per step: the thermo row and run.json
-        share it); None without a periodic box and an energy."""
+        """``{"step", "pressure"}`` at the state (taken once per step); None without a
+        periodic box and an energy."""
         if not measurable(system):
             return None
-        if state.step not in self.pressures:
-            self.pressures[state.step] = pressure(system, state.v)
-        return {"step": state.step, "pressure": self.pressures[state.step]}
+        if self.last_pressure is None or self.last_pressure["step"] != state.step:
+            self.last_pressure = {"step": state.step, "pressure": pressure(system, state.v)}
+        return dict(self.last_pressure)
 
     def saved(self) -> dict[str, np.ndarray]:
         extra = self.thermostat.saved() if self.thermostat is not None else {}
