@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import time
 from pathlib import Path
+
+from timing import median_wall
 
 import simrun.lang as ti
 from simrun.md import min_image
@@ -36,13 +36,7 @@ def lj_full(x: ti.template(), neighbors: ti.template(), box_low: ti.template(),
 
 
 def median_ms(fn, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
+    return median_wall(fn, repeats) * 1e3
 
 
 def main() -> None:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import time
 from pathlib import Path
+
+from timing import median_wall
 
 from simrun.scene import load_scene
 from simrun.stepper.fieldstep import FieldStepper
@@ -25,13 +25,7 @@ SCENE = Path(__file__).resolve().parents[1] / "scenes" / "lj_melt.yaml"
 
 
 def median_ns(fn, repeats: int, atoms: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e9 / atoms
+    return median_wall(fn, repeats) * 1e9 / atoms
 
 
 def profile(cells: int, threads: int, repeats: int, warm: int) -> dict[str, float]:

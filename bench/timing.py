@@ -40,6 +40,18 @@ def _calls_per_sample(fn, sync, warmup: int, min_sample_s: float, max_inner: int
     return min(max_inner, max(1, math.ceil(min_sample_s / max(one_call, 1e-9))))
 
 
+def median_wall(fn: Callable[[], object], repeats: int) -> float:
+    """Median seconds of ``repeats`` calls of ``fn`` after one warm-up call (it compiles):
+    for calls long enough to time one by one."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
 def time_call(
     fn: Callable[[], None],
     sync: Callable[[], None],
