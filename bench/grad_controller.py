@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -21,6 +19,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 from test_adjoint_integrated import THRUST  # noqa: E402
+from timing import median_wall  # noqa: E402
 
 from simrun.adjoint.job import forward_gradient, scene_gradient  # noqa: E402
 from simrun.scene import load_scene  # noqa: E402
@@ -46,26 +45,16 @@ objective: {{kernel: thrust.py:miss, params: {{tx: 0.8, ty: 0.5}}, at: end}}
     return load_scene(path, allow_outside=True)
 
 
-def _median(fn, repeats: int) -> float:
-    fn()  # compile
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def _row(folder: Path, particles: int, steps: int, repeats: int, threads: int) -> str:
     """One table row: run, reverse and forward time per step for `steps` steps."""
     scene = _scene(folder, particles, steps)
     keys = ["fields.weights", "energy.0.params.k", "dt"]
     runs = iter(range(10**6))
-    run = _median(lambda: run_scene(scene, folder / f"run{steps}-{next(runs)}",
+    run = median_wall(lambda: run_scene(scene, folder / f"run{steps}-{next(runs)}",
                                     threads=threads), repeats)
-    rev = _median(lambda: scene_gradient(scene, keys, threads=threads, checkpoints=20),
+    rev = median_wall(lambda: scene_gradient(scene, keys, threads=threads, checkpoints=20),
                   repeats)
-    fwd = _median(lambda: forward_gradient(scene, ["dt"], threads=threads), repeats)
+    fwd = median_wall(lambda: forward_gradient(scene, ["dt"], threads=threads), repeats)
     return (f"| {steps} | {run / steps * 1e6:.0f} us | {rev / steps * 1e6:.0f} us | "
             f"{rev / run:.1f}x | {fwd / steps * 1e6:.0f} us |")
 
