@@ -10,7 +10,7 @@ import pytest
 
 import simrun.lang as ti
 from simrun.lang.autodiff.normalize import normalize
-from simrun.lang.autodiff.recompute import recomputable
+from simrun.lang.autodiff.recompute import order_free, recomputable
 from simrun.lang.autodiff.reverse import reverse_kernel
 from simrun.lang.ir.nodes import For, StackPush, walk
 
@@ -245,3 +245,44 @@ def test_a_million_recomputed_iterations():
         pairs()
     # d/dx_k sum_ij x_i x_j = 2 sum_j x_j
     np.testing.assert_allclose(big.grad.to_numpy(), 2 * big.to_numpy().sum(), rtol=1e-12)
+
+
+@ti.kernel
+def last_store_wins():  # recomputed, but every iteration stores tmp[i]: the last one counts
+    for i in range(N):
+        for j in range(N):
+            tmp[i] = x[j] * q[i]
+
+
+@ti.kernel
+def sum_of_squares():
+    for i in range(N):
+        out[None] += tmp[i] * tmp[i]
+
+
+def _inner_loops(kernel) -> list:
+    kir, _ = kernel.lower(())
+    return [s for t in kir.tasks for s in walk(normalize(t.body))
+            if isinstance(s, For) and not any(isinstance(c, For) for c in walk(s.body))]
+
+
+def test_sums_reverse_in_forward_order_and_stores_last_first():
+    """A recomputed loop that only sums runs its reverse in the forward's order (faster);
+    one that stores keeps the reversed order, or the first store would take the gradient
+    that belongs to the last one."""
+    assert all(order_free(loop) for loop in _inner_loops(pair_cutoff))
+    stores = _inner_loops(last_store_wins)
+    assert all(recomputable(loop, {tmp}, set()) and not order_free(loop) for loop in stores)
+    rng = np.random.default_rng(3)
+    X, Q = rng.uniform(-1, 1, N), rng.uniform(0.2, 1.2, N)
+    x.from_numpy(X)
+    q.from_numpy(Q)
+    out[None] = 0.0
+    with ti.ad.Tape(loss=out):
+        last_store_wins()
+        sum_of_squares()
+    # out = sum_i (x[N-1] q_i)^2: only x[N-1] has a gradient, 2 x[N-1] sum_i q_i^2
+    want = np.zeros(N)
+    want[-1] = 2 * X[-1] * (Q ** 2).sum()
+    np.testing.assert_allclose(x.grad.to_numpy(), want, rtol=1e-13, atol=0)
+    np.testing.assert_allclose(q.grad.to_numpy(), 2 * X[-1] ** 2 * Q, rtol=1e-13)

@@ -161,6 +161,20 @@ def _scan(body, defined: set, owned: set, carried: dict) -> bool:
     return True
 
 
+def order_free(loop: For) -> bool:
+    """Whether a recomputed loop's reverse iterations may run in the forward's order.
+
+    Each reverse iteration of a recomputed loop starts from recomputed locals and only adds:
+    into the adjoints of locals from before the loop, into accumulators' adjoints (which it
+    leaves as they were) and into field gradients. Sums do not care about order (to
+    rounding), so the reverse may walk k = begin, begin + 1, ... as the forward did; that is
+    measurably faster on x86 (a neighbour row read and scattered into in ascending order:
+    LJ's pair gradient 370 -> 255 ns per atom at 32,000 atoms). A store's reversal reads
+    and clears its element's gradient, so two iterations storing one element must be
+    reversed last first: a loop with a store keeps the reversed order."""
+    return not any(isinstance(s, Store) for s in walk(loop.body))
+
+
 def recompute_body(body) -> list:
     """The loop body's local computations only: what re-running an iteration needs."""
     out = []

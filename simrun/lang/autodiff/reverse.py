@@ -45,7 +45,7 @@ from ..ir.reductions import accumulation, var_reductions
 from .analysis import kernel_access
 from .normalize import normalize
 from .races import _Canonical, check_races
-from .recompute import loop_defs, recomputable, recompute_body
+from .recompute import loop_defs, order_free, recomputable, recompute_body
 from .rules import partials
 
 
@@ -245,7 +245,10 @@ class TaskReverser:
             elif isinstance(s, For):
                 rv = Var("rev", s.var.dtype)
                 n = s.end - s.begin
-                body = [Assign(s.var, s.end - 1 - VarRef(rv))]
+                if s in self.recompute and order_free(s):
+                    body = [Assign(s.var, s.begin + VarRef(rv))]
+                else:
+                    body = [Assign(s.var, s.end - 1 - VarRef(rv))]
                 if s in self.recompute:
                     with self.recomputing():
                         body += recompute_body(s.body) + self.reverse(s.body)
