@@ -75,7 +75,9 @@ def before_launch(kernel, args, compiled, flat_args=()):
     snap = None
     for tape in _state["tapes"] if not _state["suppress"] else ():
         snap = tape.record(kernel, args, acc, key, regions_of(compiled), flat_args)
-    if clobbered and any(grad_of(f) is not None for f in acc.reads | acc.writes):
+    # a launch that writes no field with a gradient has a gradient of nothing: no values
+    # to keep for a later kernel.grad() (a neighbour list's build clobbers 10 MB per call)
+    if clobbered and any(grad_of(f) is not None for f in acc.writes):
         snap = {f: a for f, a in snap.items() if f in clobbered} if snap is not None \
             else _snapshot(clobbered, regions_of(compiled), flat_args)
         # the state this launch will leave: its written fields' versions, one bump each
