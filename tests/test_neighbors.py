@@ -158,6 +158,27 @@ def test_a_run_rebuilds_only_when_needed(tmp_path):
     assert 1 <= len(rebuilt_at) < 20, rebuilt_at
 
 
+def test_run_reports_its_list_builds(tmp_path):
+    """run.json and the summary say how many times the list was built while stepping (as
+    LAMMPS's "Neighbor list builds"), the count the rebuild rule gives on the saved frames."""
+    path = _scene(tmp_path, 3, True, "lj", extra="outputs: {every: 1}")
+    done = simrun("run", str(path), "--out", "r", "--no-render", "--allow-outside",
+                  "--set", "dt=0.005",
+                  "--set", "steps=120", "--set", "initial=" + _lattice(3, 5, 1.4)[1]
+                  .split("=", 1)[1], "--set", "particles.count=125", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    builds = json.loads((tmp_path / "r" / "run.json").read_text())["neighbors"]["builds"]
+    frames = np.load(tmp_path / "r" / "frames.npz")["x"]
+    skin, side, ref, want = 0.3, 7.0, frames[0], 0
+    for x in frames[1:]:  # the check runs on each step's drifted positions, saved as its frame
+        d = x - ref
+        d -= side * np.round(d / side)
+        if (d * d).sum(1).max() > (skin / 2) ** 2:
+            ref, want = x, want + 1
+    assert 1 <= builds == want, (builds, want)
+    assert f"{builds} neighbour-list builds in 120 steps" in done.stdout
+
+
 def _numpy_energy(kernel: str, r2: np.ndarray) -> float:
     r = np.sqrt(r2)
 

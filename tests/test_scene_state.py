@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from simrun.outputs.xyz import format_frame
-from simrun.scene import initial_state, load_scene
+from simrun.scene import SceneError, initial_state, load_scene
 from simrun.scene.initial import lattice, random_walk
 from simrun.scene.topology import chain, grid_bonds, grid_triangles
 
@@ -43,6 +43,32 @@ def test_temperature_gives_zero_momentum_velocities() -> None:
     scene = load_scene(REPO / "scenes" / "molecule.yaml")
     _x, v = initial_state(scene)
     assert np.allclose(v.sum(axis=0), 0.0) and v.std() > 0.1
+
+
+SMALL_MELT = ["particles.count=4000", "initial.shape=[10, 10, 10]",
+              "boundary.high=[16.795961913825074, 16.795961913825074, 16.795961913825074]"]
+
+
+@pytest.mark.parametrize("dist,kurtosis", [("uniform", 1.8), ("gaussian", 3.0)])
+def test_thermal_velocity_distribution(dist: str, kurtosis: float) -> None:
+    """Each component uniform in +-sqrt(3 T / m) (LAMMPS's default `velocity create`) or
+    Gaussian, variance T / m either way, no net momentum. 12,000 components: the sample
+    variance and kurtosis sit within a few 1 / sqrt(n) ~ 1 % of their values."""
+    scene = load_scene(REPO / "scenes" / "lj_melt.yaml", [
+        *SMALL_MELT, "initial.exact_temperature=false", f"initial.velocity_distribution={dist}"])
+    _x, v = initial_state(scene)
+    assert np.allclose(v.sum(axis=0), 0.0, atol=1e-9)
+    u = v - v.mean(axis=0)
+    assert u.var() == pytest.approx(1.44, rel=0.05)
+    assert (u ** 4).mean() / u.var() ** 2 == pytest.approx(kurtosis, rel=0.1)
+    if dist == "uniform":  # bounded, up to the momentum shift (5 sigma of a mean: 0.1)
+        assert np.abs(v).max() <= np.sqrt(3 * 1.44) + 0.1
+
+
+def test_unknown_velocity_distribution_is_refused_with_a_suggestion() -> None:
+    with pytest.raises(SceneError) as info:
+        load_scene(REPO / "scenes" / "lj_melt.yaml", ["initial.velocity_distribution=unifrom"])
+    assert "velocity_distribution" in str(info.value) and "uniform" in str(info.value)
 
 
 def test_chain_generators() -> None:

@@ -67,6 +67,9 @@ def summary(scene: Scene, result: RunResult, render_error: str | None,
     first_t, last_t = 0.0, result.steps_done * scene.dt
     out.print(f"  frames    one every {scene.outputs.every} steps, to step {result.steps_done} "
               f"(t = {first_t:g} to {last_t:.6g})")
+    if result.neighbor_builds is not None and steps > 0:
+        out.print(f"  lists     {result.neighbor_builds} neighbour-list builds in {steps} steps "
+                  f"(rebuilt when a particle has moved half the skin)")
     if render_s is not None and not render_error:
         out.print(f"  pictures  drawn in {render_s:.2f} s")
     files = sorted(p.name for p in result.out_dir.iterdir() if not p.name.startswith("."))

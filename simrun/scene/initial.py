@@ -133,7 +133,11 @@ def initial_state(scene: Scene) -> tuple[np.ndarray, np.ndarray]:
         v = v + v_file
     temperature = scene.initial.temperature
     if temperature > 0:
-        thermal = rng.normal(size=x.shape) * np.sqrt(temperature / masses)
+        if scene.initial.velocity_distribution == "uniform":  # LAMMPS's default `dist`
+            unit = rng.uniform(-1.0, 1.0, size=x.shape) * np.sqrt(3.0)  # variance 1
+        else:
+            unit = rng.normal(size=x.shape)
+        thermal = unit * np.sqrt(temperature / masses)
         thermal -= (masses * thermal).sum(axis=0) / masses.sum()  # no centre-of-mass drift
         if scene.initial.exact_temperature:  # as LAMMPS's velocity create: dof = dim (N - 1)
             dof = thermal.size - thermal.shape[1]

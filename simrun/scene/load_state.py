@@ -23,10 +23,17 @@ from simrun.scene.nodes import (
     as_vector,
     plain,
 )
-from simrun.scene.schema import INITIAL_TYPES, TOPOLOGY_KINDS, Initial, Particles, Topology
+from simrun.scene.schema import (
+    INITIAL_TYPES,
+    TOPOLOGY_KINDS,
+    VELOCITY_DISTRIBUTIONS,
+    Initial,
+    Particles,
+    Topology,
+)
 from simrun.scene.topology import GENERATORS, generate
 
-COMMON_KEYS = ("type", "velocity", "temperature", "exact_temperature")
+COMMON_KEYS = ("type", "velocity", "temperature", "exact_temperature", "velocity_distribution")
 TYPE_KEYS = {
     "random": ("low", "high"),
     "lattice": ("shape", "spacing", "origin", "jitter", "basis"),
@@ -127,11 +134,14 @@ def initial(node: Node | None, p: Particles, scene_dir: Path) -> Initial:
         options = _random_walk(reader, p)
     else:
         options = _file(reader, p, scene_dir)
-    vel, temp, exact = (reader.get(k) for k in ("velocity", "temperature", "exact_temperature"))
+    vel, temp, exact, dist = (reader.get(k) for k in (
+        "velocity", "temperature", "exact_temperature", "velocity_distribution"))
     return Initial(kind, options,
                    as_vector(vel, "initial.velocity", p.dim) if vel else (0.0,) * p.dim,
                    as_float(temp, "initial.temperature", nonnegative=True) if temp else 0.0,
-                   as_bool(exact, "initial.exact_temperature") if exact else False)
+                   as_bool(exact, "initial.exact_temperature") if exact else False,
+                   as_choice(dist, "initial.velocity_distribution", VELOCITY_DISTRIBUTIONS)
+                   if dist else "gaussian")
 
 
 def _topology_entry(kind: str, node: Node, p: Particles, init: Initial) -> np.ndarray:

@@ -25,6 +25,7 @@ THERMOSTATS = ("langevin", "nose_hoover", "rescale")  # NVT: simrun/stepper/ther
 INTEGRATORS = ("symplectic_euler", "velocity_verlet") + THERMOSTATS
 BOUNDARIES = ("none", "reflect", "periodic")
 INITIAL_TYPES = ("random", "lattice", "random_walk", "file")
+VELOCITY_DISTRIBUTIONS = ("gaussian", "uniform")  # LAMMPS velocity create dist gaussian/uniform
 TOPOLOGY_KINDS = {"bonds": 2, "angles": 3, "dihedrals": 4, "triangles": 3}
 
 
@@ -181,6 +182,7 @@ class Initial:
     velocity: tuple[float, ...]
     temperature: float
     exact_temperature: bool = False  # scale the thermal velocities to exactly T (as LAMMPS)
+    velocity_distribution: str = "gaussian"  # of each thermal component; or "uniform"
 
     def to_dict(self) -> dict[str, Any]:
         data = {"type": self.type, **self.options}
@@ -188,6 +190,8 @@ class Initial:
         data["temperature"] = self.temperature
         if self.exact_temperature:
             data["exact_temperature"] = True
+        if self.velocity_distribution != "gaussian":
+            data["velocity_distribution"] = self.velocity_distribution
         return data
 
 

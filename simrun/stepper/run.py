@@ -51,6 +51,7 @@ class RunResult:
     setup_s: float = 0.0  # building fields and compiling kernels, part of wall_s
     dissipation: str | None = None  # what changes the total energy on purpose (None: kept)
     drift_check: thermo.DriftCheck | None = None  # from thermo.csv; None: not conservative
+    neighbor_builds: int | None = None  # list builds while stepping (None: no list)
 
     @property
     def drift(self) -> float | None:
@@ -354,6 +355,8 @@ def run_scene(scene: Scene, out_dir: str | os.PathLike[str] | Callable[[], Path]
     if shapes:
         info["shapes"] = shapes  # what the pictures draw behind the particles
     status, wrote = "error", True
+    lists = system.neighbor_list
+    builds_before = lists.rebuilds if lists is not None else 0
     try:
         if checkpoint is None:
             record_thermo(writer, state, system, scene, stepping)
@@ -379,10 +382,15 @@ def run_scene(scene: Scene, out_dir: str | os.PathLike[str] | Callable[[], Path]
         status, info["error"] = "error", f"{type(exc).__name__}: {exc}"
         raise
     finally:
+        if lists is not None:  # as LAMMPS's "Neighbor list builds" (the one at set-up excluded)
+            info["neighbors"] = {"builds": lists.rebuilds - builds_before,
+                                 "cutoff": lists.cutoff, "skin": lists.skin,
+                                 "capacity": lists.capacity}
         files.finish(target, info, status, writer, state, started, flush=wrote)
     energies = writer.energies
     return RunResult(target, status, info.get("resumed_from_step", 0), state.step, scene.steps,
                      time.perf_counter() - started,
                      energies[0][2] + energies[0][3] if energies else None,
                      energies[-1][2] + energies[-1][3] if energies else None, setup_s,
-                     dissipation(scene), drift_check)
+                     dissipation(scene), drift_check,
+                     info["neighbors"]["builds"] if lists is not None else None)
