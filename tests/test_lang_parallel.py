@@ -326,6 +326,49 @@ def test_reductions_in_several_tasks(rv_data, threads):
     assert U[None] == pytest.approx(np.sqrt(np.abs(d[:RN - 1])).sum(), rel=1e-4)
 
 
+hi = ti.field(ti.f32, shape=())
+lo = ti.field(ti.f32, shape=())
+top = ti.field(ti.i32, shape=())
+both = ti.field(ti.f32, shape=())
+
+
+@ti.kernel
+def extremes(n: ti.i32):
+    for i in range(n):
+        ti.atomic_max(hi[None], rv[i] - 2.0)  # all negative: a partial must start below
+        ti.atomic_min(lo[None], rv[i] * 2.0 + 5.0)  # all positive
+        ti.atomic_max(top[None], (i * 7919) % 1000 - 2000)
+        ti.atomic_max(both[None], rv[i])  # max and min on one field: plain atomics
+        ti.atomic_min(both[None], rv[i] + 3.0)
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("n", [10, 100_000, RN])
+def test_max_and_min_reductions(rv_data, threads, n):
+    """ti.atomic_max / atomic_min into a 0-d field run as per-chunk partial extremes (no
+    compare-and-swap per iteration), onto the field's value before the launch, at any
+    thread count; a field given both kinds stays with atomics and the same answer."""
+    from simrun.lang.ir.ops import Op
+    from simrun.lang.ir.reductions import field_reductions
+    from simrun.lang.pipeline import run
+
+    kir = run(extremes.lower((n,))[0], "primal", "extremes")  # dead_code drops old values
+    kinds = {f.name: kind for f, kind in field_reductions(kir.tasks[0]).values()}
+    assert kinds == {"hi": Op.MAX, "lo": Op.MIN, "top": Op.MAX}
+    _init(threads)
+    rv.from_numpy(rv_data)
+    hi[None], lo[None], top[None], both[None] = -10.0, 10.0, 10**6, -5.0
+    extremes(n)
+    d = rv_data[:n]
+    assert hi[None] == (d - np.float32(2.0)).max()
+    assert lo[None] == (d * np.float32(2.0) + np.float32(5.0)).min()
+    assert top[None] == 10**6
+    top[None] = -10**6
+    extremes(n)
+    assert top[None] == ((np.arange(n) * 7919) % 1000 - 2000).max()
+    assert both[None] == min(max(-5.0, d.max()), (d + np.float32(3.0)).min())
+
+
 # ---------------------------------------------------------------- random, serialize, autodiff
 RR = 200_000
 rr = ti.field(ti.f32, shape=RR)

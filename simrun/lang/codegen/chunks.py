@@ -161,20 +161,22 @@ class RangeTask:
                 b.ret(nchunks)
 
     def _reduction_accumulators(self) -> list:
-        """(dtype, accumulator, apply(sum) to the target) per reduction with chunk partials."""
+        """(dtype, accumulator, apply(partial) to the target, kind) per reduction with chunk
+        partials; kind ADD, MAX or MIN (a chunk's partial starts at the kind's identity)."""
         task, lay = self.task, self.layout
         reds = []
-        for key, f in field_reductions(task).items():
+        for key, (f, kind) in field_reductions(task).items():
             acc = self.eb.alloca(llvm_type(f.dtype), name=f"{f.name}_acc")
-            self.reductions[key] = acc
+            self.reductions[key] = (acc, kind)
             stub = type("S", (), {"field": f, "comp": key[1], "indices": (), "span": None})
-            reds.append((f.dtype, acc, lambda v, stub=stub, dt=f.dtype: self.atomic_update(
-                self.element_ptr(stub), Op.ADD, v, dt, atomic=True)))
+            reds.append((f.dtype, acc, lambda v, stub=stub, dt=f.dtype, kind=kind:
+                         self.atomic_update(self.element_ptr(stub), kind, v, dt, atomic=True),
+                         kind))
         for v in var_reductions(task, lay.var_slot):
             acc = self.eb.alloca(llvm_type(v.dtype), name=f"{v.name}_acc")
             self.reductions[("var", v)] = acc
             reds.append((v.dtype, acc, lambda s, v=v: self.atomic_update(
-                self.var_ptr(v), Op.ADD, s, v.dtype, atomic=True)))
+                self.var_ptr(v), Op.ADD, s, v.dtype, atomic=True), Op.ADD))
         assert len(reds) <= lay.n_partials
         return reds
 
@@ -206,8 +208,8 @@ class RangeTask:
             hi = b.add(lo, chunk)
             b.store(b.select(b.icmp_signed("<", hi, n), hi, n), hi_p)
             b.store(lo, k_p)
-            for dt, acc, _ in reds:
-                b.store(const(dt, 0), acc)
+            for dt, acc, _, kind in reds:
+                b.store(identity(kind, dt), acc)
             for k, (f, _, copy_p) in enumerate(copies):
                 self._allocate_copy(f, k, copy_p, done_p)
             self._inner_loop(k_p, hi_p, begin)
@@ -273,19 +275,19 @@ class RangeTask:
         """Park this chunk's partial sums; whoever completes the last chunk adds them up in chunk
         order, so a reduction's result depends on neither the thread count nor the schedule."""
         b = self.b
-        for r, (dt, acc, _) in enumerate(reds):
+        for r, (dt, acc, _, _) in enumerate(reds):
             b.store(b.load(acc, typ=llvm_type(dt)), self._partial_ptr(c, r))
         done = b.atomic_rmw("add", done_p, ir.Constant(I64, 1), "acq_rel")
         last = b.icmp_signed("==", done, b.sub(nchunks, ir.Constant(I64, 1)))
         with b.if_then(last):
             j_p = self.eb.alloca(I64, name="partial_j")
-            for r, (dt, acc, apply) in enumerate(reds):
+            for r, (dt, acc, apply, kind) in enumerate(reds):
                 t = llvm_type(dt)
                 b.store(b.load(self._partial_ptr(i64c(0), r), typ=t), acc)
 
-                def add_partial(r=r, dt=dt, acc=acc, t=t):
+                def add_partial(r=r, dt=dt, acc=acc, t=t, kind=kind):
                     part = b.load(self._partial_ptr(b.load(j_p, typ=I64), r), typ=t)
-                    b.store(self.combine(Op.ADD, b.load(acc, typ=t), part, dt), acc)
+                    b.store(self.combine(kind, b.load(acc, typ=t), part, dt), acc)
 
                 self._count(j_p, i64c(1), nchunks, add_partial)
                 apply(b.load(acc, typ=t))
@@ -360,3 +362,17 @@ class RangeTask:
                    row)
         self.index_values, self.row_sums = {}, {}
         self.loop_targets = saved_targets
+
+
+def identity(kind: Op, dtype):
+    """The value a chunk's partial starts from: 0 for sums, the lowest (highest) value of
+    the type for maxima (minima)."""
+    if kind is Op.ADD:
+        return const(dtype, 0)
+    if dtype.is_float:
+        return const(dtype, float("-inf") if kind is Op.MAX else float("inf"))
+    bits = dtype.bits
+    unsigned = dtype.kind == "u"
+    low, high = (0, (1 << bits) - 1) if unsigned else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    return const(dtype, low if kind is Op.MAX else high)
+

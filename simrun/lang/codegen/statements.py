@@ -101,8 +101,11 @@ class Statements:
                                       s.field.dtype), acc)
             return
         if key in self.reductions and s.result is None:
-            acc = self.reductions[key]
+            acc, kind = self.reductions[key]
             old = self.b.load(acc, typ=value.type)
+            if kind is not Op.ADD:  # a chunk's running maximum (minimum)
+                self.b.store(self.combine(kind, old, value, s.field.dtype), acc)
+                return
             op = {Op.ADD: "fadd", Op.SUB: "fsub"} if s.field.dtype.is_float else \
                 {Op.ADD: "add", Op.SUB: "sub"}
             fn = getattr(self.b, op[s.op])

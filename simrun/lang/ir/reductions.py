@@ -1,4 +1,5 @@
-"""Reduction patterns in the IR: `v += e` on locals, result-free atomic adds into fields.
+"""Reduction patterns in the IR: `v += e` on locals, result-free atomic adds (or maxima,
+minima) into 0-d fields.
 
 Autodiff (adjoints of accumulations), passes (hoisting atomics out of loops) and codegen
 (per-chunk partial sums, per-row sums) all recognise the same shapes, from here.
@@ -55,17 +56,24 @@ def _uncast(e):
     return e.args[0] if isinstance(e, OpExpr) and e.op is Op.CAST else e
 
 
+REDUCTION_KINDS = {Op.ADD: Op.ADD, Op.SUB: Op.ADD, Op.MAX: Op.MAX, Op.MIN: Op.MIN}
+
+
 def field_reductions(task) -> dict:
-    """(id(field), comp) -> field for 0-d fields the task only adds to (`s[None] += e`)."""
+    """(id(field), comp) -> (field, kind) for 0-d fields the task only updates one way:
+    adds (`s[None] += e`, kind ADD), or only ti.atomic_max (MAX) or only atomic_min (MIN),
+    with the result unused."""
     accessed_other = set()
-    candidates = {}
+    candidates: dict = {}
     for s in walk(task.body):
-        if isinstance(s, Atomic) and s.op in (Op.ADD, Op.SUB) and s.result is None \
+        if isinstance(s, Atomic) and s.op in REDUCTION_KINDS and s.result is None \
                 and s.field.shape == ():
-            candidates[(id(s.field), s.comp)] = s.field
+            key, kind = (id(s.field), s.comp), REDUCTION_KINDS[s.op]
+            if candidates.setdefault(key, (s.field, kind))[1] is not kind:
+                accessed_other.add(id(s.field))  # mixed kinds: plain atomics
         elif isinstance(s, (Load, Store, Atomic)):
             accessed_other.add(id(s.field))
-    return {k: f for k, f in candidates.items() if k[0] not in accessed_other}
+    return {k: fk for k, fk in candidates.items() if k[0] not in accessed_other}
 
 
 def var_reductions(task, var_slot) -> list:
