@@ -18,7 +18,6 @@ from timing import median_wall
 
 from simrun.scene import load_scene
 from simrun.stepper.fieldstep import FieldStepper
-from simrun.stepper.neighbors import _bin, _search
 from simrun.stepper.run import prepare
 
 SCENE = Path(__file__).resolve().parents[1] / "scenes" / "lj_melt.yaml"
@@ -36,18 +35,14 @@ def profile(cells: int, threads: int, repeats: int, warm: int) -> dict[str, floa
     system, _ = prepare(scene, None, threads)
     stepper = FieldStepper(scene, system)
     stepper.advance(warm)
-    nl, b = system.neighbor_list, system.box
+    nl = system.neighbor_list
     parts = {
         "10 steps": lambda: stepper.advance(10),
         "kick_drift": lambda: FieldStepper._make(stepper.pre[0]),
         "kick+watch": lambda: [FieldStepper._make(p) for p in stepper.post],
         "check": lambda: nl.update(system.x),
-        "bin": lambda: _bin(system.x, nl.x_ref, b["box_low"], b["box_high"], b["periodic"],
-                            nl.grid, nl.grid_low, nl.grid_width, nl.cell_start, nl.cell_fill,
-                            nl.cell_particles, nl.cell_x, nl.dim),
-        "search": lambda: _search(system.x, b["box_low"], b["box_high"], b["periodic"], nl.grid,
-                                  nl.grid_low, nl.grid_width, nl.cell_start, nl.cell_particles,
-                                  nl.cell_x, nl.neighbors, nl.reach ** 2, nl.longest, nl.dim, nl.half),
+        "bin": lambda: nl.bin(system.x),
+        "search": nl.search,
         "clear": lambda: [FieldStepper._make(p) for p in stepper.clear],
         "primal": lambda: FieldStepper._make(stepper.forces[0]),
         "reverse": lambda: FieldStepper._make(stepper.forces[1]),

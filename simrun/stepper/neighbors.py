@@ -6,6 +6,15 @@ pair within ``cutoff + skin`` listed once (half list: Newton's third law is the 
 scatter to x[j]). Before each force evaluation ``update`` measures how far any particle moved
 since the last build (one reduction kernel) and rebuilds only when that exceeds half the skin.
 
+A build bins the particles into cells at least ``cutoff + skin`` wide (a counting sort, each
+cell's particles in index order), then walks the cells: the rows of a cell's particles are
+filled together from the 3^dim cells around it, so a neighbour cell's bounds and periodic
+shift are worked out once per cell rather than once per particle, and (half list) where j > i
+starts in a neighbour cell only moves on as i rises through the home cell. Each row is
+gathered unsorted into ``unsorted`` (one store per candidate, no branch on the pair) and put
+in order by rank (for each entry, how many entries are smaller: compares without branches,
+which measured ~3x cheaper than an insertion sort that mispredicts once per entry).
+
 Rows are sorted, so every valid list gives the same pairs within the cutoff in the same
 order: forces do not depend on when the list was last built, to rounding (fast math lets
 LLVM split a row's sums into lanes, so where the skin's pairs sit moves the last bits; on
@@ -85,10 +94,10 @@ def _bin(x: ti.template(), x_ref: ti.template(), box_low: ti.template(),
          box_high: ti.template(), periodic: ti.template(), grid: ti.template(),
          grid_low: ti.template(), grid_width: ti.template(), cell_start: ti.template(),
          cell_fill: ti.template(), cell_particles: ti.template(), cell_x: ti.template(),
-         dim: ti.template()):
+         fullest: ti.template(), dim: ti.template()):
     """Counting sort of the particles by cell (serial: cells hold particles in index order),
     with their wrapped positions in the same order (``cell_x``: the search reads a cell's
-    positions from one contiguous run)."""
+    positions from one contiguous run), and the most particles any cell holds."""
     ncells = 1
     for d in ti.static(range(dim)):
         ncells *= grid[None][d]
@@ -102,8 +111,10 @@ def _bin(x: ti.template(), x_ref: ti.template(), box_low: ti.template(),
         x_ref[i] = x[i]
         c = _linear(_cell_coords(p, grid, grid_low, grid_width), grid, dim)
         cell_start[c + 1] += 1
+    fullest[None] = 0
     ti.loop_config(serialize=True)
     for c in range(ncells):
+        fullest[None] = ti.max(fullest[None], cell_start[c + 1])
         cell_start[c + 1] += cell_start[c]
     ti.loop_config(serialize=True)
     for i in range(x.shape[0]):
@@ -115,87 +126,129 @@ def _bin(x: ti.template(), x_ref: ti.template(), box_low: ti.template(),
         cell_fill[c] += 1
 
 
+@ti.func
+def _coords(cell, grid: ti.template(), dim: ti.template()):
+    """Grid coordinates of a linear cell index (the inverse of ``_linear``)."""
+    c = grid[None] * 0
+    rest = cell
+    for e in ti.static(range(dim)):
+        c[dim - 1 - e] = rest % grid[None][dim - 1 - e]
+        rest = rest // grid[None][dim - 1 - e]
+    return c
+
+
+@ti.func
+def _around(home, s, box, grid: ti.template(), periodic: ti.template(), dim: ti.template()):
+    """The ``s``-th of the 3^dim cells around ``home``: its linear index, the shift that
+    brings its positions next to home's, and 1 when it exists (an open box ends)."""
+    c = home
+    shift = box * 0.0
+    inside = 1
+    for d in ti.static(range(dim)):
+        offset = (s // (3 ** (dim - 1 - d))) % 3
+        n = grid[None][d]
+        if ti.static(periodic):
+            if n >= 3:
+                c[d] = home[d] + offset - 1
+                if c[d] < 0:
+                    c[d] += n
+                    shift[d] = -box[d]
+                elif c[d] >= n:
+                    c[d] -= n
+                    shift[d] = box[d]
+            else:  # fewer than 3 cells: visit each cell once, by absolute index
+                c[d] = offset
+                if offset >= n:
+                    inside = 0
+        else:
+            c[d] = home[d] + offset - 1
+            if c[d] < 0 or c[d] >= n:
+                inside = 0
+    return _linear(c, grid, dim), shift, inside
+
+
+@ti.func
+def _gather(cell, shift, home_first, home_last, fold, box_low: ti.template(),
+            box_high: ti.template(), periodic: ti.template(), cell_start: ti.template(),
+            cell_particles: ti.template(), cell_x: ti.template(), unsorted: ti.template(),
+            neighbors: ti.template(), reach2, half: ti.template()):
+    """Append to the rows of the home cell's particles their partners in ``cell``;
+    ``neighbors[i, 0]`` counts each row's partners found so far (past capacity too)."""
+    capacity = neighbors.shape[1] - 1
+    top = cell_particles.shape[0] - 1
+    first, last = cell_start[cell], cell_start[cell + 1]
+    for home_slot in range(home_first, home_last):
+        i = cell_particles[home_slot]
+        origin = cell_x[home_slot] - shift
+        if ti.static(half):  # both cells list their particles in index order: the j > i
+            # start only moves on (both sides of `and` are evaluated: the index stays valid)
+            while first < last and cell_particles[ti.min(first, top)] <= i:
+                first += 1
+        found = neighbors[i, 0]
+        base = ti.min(found, capacity)
+        count = base
+        for slot in range(first, last):
+            j = cell_particles[slot]
+            r = cell_x[slot] - origin
+            if ti.static(periodic):
+                if fold == 1:
+                    r = min_image(r, box_low, box_high, periodic)
+            # no branch on the pair: j goes to the next free place (a row has room for
+            # capacity + the fullest cell), and counts when within reach
+            unsorted[i, count] = j
+            within = ti.cast(r.dot(r) < reach2, ti.i32)
+            if ti.static(not half):
+                within = within & ti.cast(j != i, ti.i32)
+            count += within
+        neighbors[i, 0] = found + count - base
+
+
+@ti.func
+def _sort_row(i, unsorted: ti.template(), neighbors: ti.template(), longest: ti.template()):
+    """Row i in ascending order: each entry goes to its rank (entries are distinct)."""
+    found = neighbors[i, 0]
+    ti.atomic_max(longest[None], found)
+    filled = ti.min(found, neighbors.shape[1] - 1)
+    neighbors[i, 0] = filled
+    for a in range(filled):
+        key = unsorted[i, a]
+        rank = 0
+        for b in range(filled):
+            rank += ti.cast(unsorted[i, b] < key, ti.i32)
+        neighbors[i, rank + 1] = key
+
+
 @ti.kernel
-def _search(x: ti.template(), box_low: ti.template(), box_high: ti.template(),
-            periodic: ti.template(), grid: ti.template(), grid_low: ti.template(),
-            grid_width: ti.template(), cell_start: ti.template(),
-            cell_particles: ti.template(), cell_x: ti.template(), neighbors: ti.template(),
+def _search(box_low: ti.template(), box_high: ti.template(), periodic: ti.template(),
+            grid: ti.template(), cell_start: ti.template(), cell_particles: ti.template(),
+            cell_x: ti.template(), unsorted: ti.template(), neighbors: ti.template(),
             reach2: float, longest: ti.template(), dim: ti.template(), half: ti.template()):
     """Row i: every j > i (every j != i unless ``half``) within sqrt(reach2), ascending.
 
     Periodic with at least 3 cells a side, a neighbour cell across the box is one image
     away: its positions are shifted by the box length once per cell, not folded pair by
-    pair (the minimum image is unique within reach: the box is at least twice as wide).
-    The cells are visited in ascending linear order (last coordinate fastest), which keeps
-    rows of particles numbered along space nearly sorted for the insertion sort."""
-    capacity = neighbors.shape[1] - 1
+    pair (the minimum image is unique within reach: the box is at least twice as wide)."""
     longest[None] = 0
     box = box_high[None] - box_low[None]
     fold = 0  # a periodic side of fewer than 3 cells: fold each pair (min_image)
-    if ti.static(periodic):
-        for d in ti.static(range(dim)):
+    ncells = 1
+    for d in ti.static(range(dim)):
+        ncells *= grid[None][d]
+        if ti.static(periodic):
             if grid[None][d] < 3:
                 fold = 1
-    for i in range(x.shape[0]):
-        xi = _wrapped(x[i], box_low, box_high, periodic)
-        home = _cell_coords(xi, grid, grid_low, grid_width)
-        count = 0
+    for home_cell in range(ncells):
+        home = _coords(home_cell, grid, dim)
+        home_first, home_last = cell_start[home_cell], cell_start[home_cell + 1]
+        for slot in range(home_first, home_last):
+            neighbors[cell_particles[slot], 0] = 0
         for s in range(3 ** dim):
-            c = home
-            shift = xi * 0.0
-            inside = 1
-            for d in ti.static(range(dim)):
-                offset = (s // (3 ** (dim - 1 - d))) % 3
-                n = grid[None][d]
-                if ti.static(periodic):
-                    if n >= 3:
-                        c[d] = home[d] + offset - 1
-                        if c[d] < 0:
-                            c[d] += n
-                            shift[d] = -box[d]
-                        elif c[d] >= n:
-                            c[d] -= n
-                            shift[d] = box[d]
-                    else:  # fewer than 3 cells: visit each cell once, by absolute index
-                        c[d] = offset
-                        if offset >= n:
-                            inside = 0
-                else:
-                    c[d] = home[d] + offset - 1
-                    if c[d] < 0 or c[d] >= n:
-                        inside = 0
+            cell, shift, inside = _around(home, s, box, grid, periodic, dim)
             if inside == 1:
-                cell = _linear(c, grid, dim)
-                origin = xi - shift
-                first, last = cell_start[cell], cell_start[cell + 1]
-                if ti.static(half):  # a cell lists its particles in index order: j > i last
-                    # (both sides of `and` are evaluated, as in Taichi: the index stays >= 0)
-                    while last > first and cell_particles[ti.max(last - 1, 0)] > i:
-                        last -= 1
-                    first, last = last, cell_start[cell + 1]
-                for slot in range(first, last):
-                    j = cell_particles[slot]
-                    r = cell_x[slot] - origin
-                    if ti.static(periodic):
-                        if fold == 1:
-                            r = min_image(r, box_low, box_high, periodic)
-                    # no branch on the pair: j goes to the next free place, and counts
-                    # when within reach
-                    neighbors[i, ti.min(count, capacity - 1) + 1] = j
-                    within = r.dot(r) < reach2
-                    if ti.static(not half):
-                        within = within and j != i
-                    count += ti.cast(within, ti.i32)
-        ti.atomic_max(longest[None], count)
-        filled = ti.min(count, capacity)
-        neighbors[i, 0] = filled
-        for a in range(1, filled):  # insertion sort: rows are short and nearly sorted
-            key = neighbors[i, a + 1]
-            b = a - 1
-            while b >= 0 and neighbors[i, b + 1] > key:
-                neighbors[i, b + 2] = neighbors[i, b + 1]
-                b -= 1
-            neighbors[i, b + 2] = key
+                _gather(cell, shift, home_first, home_last, fold, box_low, box_high, periodic,
+                        cell_start, cell_particles, cell_x, unsorted, neighbors, reach2, half)
+        for slot in range(home_first, home_last):
+            _sort_row(cell_particles[slot], unsorted, neighbors, longest)
 
 
 class NeighborListOverflow(Exception):
@@ -235,6 +288,10 @@ class NeighborList:
         self.cell_fill = ti.field(ti.i32, shape=ncells + 1)
         self.cell_particles = ti.field(ti.i32, shape=n)
         self.cell_x = ti.Vector.field(self.dim, dtype=fp, shape=n)
+        self.fullest = ti.field(ti.i32, shape=())
+        # room for a row's gathering: its capacity plus one cell's particles (grown in
+        # search() when a cell holds more than this)
+        self.unsorted = ti.field(ti.i32, shape=(n, self.capacity + max(16, 2 * -(-n // ncells))))
         self.moved = ti.field(fp, shape=())
         self.longest = ti.field(ti.i32, shape=())
         if self.periodic:
@@ -256,18 +313,29 @@ class NeighborList:
         self.build(x)
         return True
 
-    def build(self, x: Any) -> None:
+    def bin(self, x: Any) -> None:
+        """Sort the particles into cells (the first half of a build)."""
         b = self.box
         if not self.periodic:
             _open_grid(x, self.grid, self.grid_low, self.grid_width, self.reach,
                        self.max_cells, self.dim)
         _bin(x, self.x_ref, b["box_low"], b["box_high"], b["periodic"], self.grid,
              self.grid_low, self.grid_width, self.cell_start, self.cell_fill,
-             self.cell_particles, self.cell_x, self.dim)
-        _search(x, b["box_low"], b["box_high"], b["periodic"], self.grid, self.grid_low,
-                self.grid_width, self.cell_start, self.cell_particles, self.cell_x,
-                self.neighbors,
+             self.cell_particles, self.cell_x, self.fullest, self.dim)
+
+    def search(self) -> None:
+        """Fill the rows from the cells ``bin`` made (the second half of a build)."""
+        n, room = self.unsorted.shape
+        if room < self.capacity + int(self.fullest[None]):
+            self.unsorted = ti.field(ti.i32, shape=(n, self.capacity + 2 * int(self.fullest[None])))
+        b = self.box
+        _search(b["box_low"], b["box_high"], b["periodic"], self.grid, self.cell_start,
+                self.cell_particles, self.cell_x, self.unsorted, self.neighbors,
                 self.reach ** 2, self.longest, self.dim, self.half)
+
+    def build(self, x: Any) -> None:
+        self.bin(x)
+        self.search()
         self.built = True
         self.rebuilds += 1
         longest = int(self.longest[None])
