@@ -1,0 +1,151 @@
+"""The neighbour-list build (simrun/stepper/neighbors.py) against a brute-force NumPy list:
+exactly the pairs within cutoff + skin, each row ascending, on random configurations in
+periodic boxes on both sides of every cell-count threshold, open boxes (a crowded cell
+included), 2-D and 3-D, half and full lists; the overflow error's numbers and message."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import simrun.lang as ti
+from simrun.stepper.binding import box_values
+from simrun.stepper.neighbors import NeighborList, NeighborListOverflow
+
+CUTOFF, SKIN = 2.5, 0.3
+REACH = CUTOFF + SKIN
+
+
+def brute_force(x: np.ndarray, side: float | None, half: bool) -> list[list[int]]:
+    """Row i: every j (j > i when ``half``) with |x_j - x_i| < REACH, minimum image when
+    ``side``, ascending."""
+    d = x[None, :, :] - x[:, None, :]
+    if side is not None:
+        d -= side * np.round(d / side)
+    near = (d * d).sum(-1) < REACH ** 2
+    np.fill_diagonal(near, False)
+    if half:
+        near = np.triu(near)
+    return [np.flatnonzero(row).tolist() for row in near]
+
+
+def build(x: np.ndarray, side: float | None, half: bool = True,
+          capacity: int | None = None, spare: list[int] | None = None) -> NeighborList:
+    """A bounds-checked (debug) build of the list for positions ``x`` (``spare`` gets the
+    room a row had past its capacity before the build)."""
+    n, dim = x.shape
+    ti.init(arch=ti.cpu, default_fp=ti.f64, debug=True)
+    boundary = SimpleNamespace(type="none" if side is None else "periodic",
+                               low=[0.0] * dim, high=[side or 0.0] * dim)
+    positions = ti.Vector.field(dim, dtype=ti.f64, shape=n)
+    positions.from_numpy(x)
+    nl = NeighborList(CUTOFF, SKIN, x, boundary, ti.f64, box_values(ti, boundary, dim, ti.f64),
+                      capacity, half)
+    if spare is not None:
+        spare.append(nl.unsorted.shape[1] - nl.capacity)
+    nl.build(positions)
+    return nl
+
+
+def rows_of(nl: NeighborList) -> list[list[int]]:
+    table = nl.neighbors.to_numpy()
+    return [table[i, 1:table[i, 0] + 1].tolist() for i in range(len(table))]
+
+
+def random_positions(rng: np.random.Generator, n: int, dim: int, side: float) -> np.ndarray:
+    """Uniform in the box, a fifth of them an image or two away (the build wraps them)."""
+    x = rng.uniform(0.0, side, (n, dim))
+    moved = rng.random(n) < 0.2
+    x[moved] += side * rng.integers(-2, 3, (int(moved.sum()), dim))
+    return x
+
+
+# box sides in units of cutoff + skin: 1 cell a side (a box narrower than 2 reaches, which
+# scenes refuse; the library folds each pair to its nearest image), 2 cells, just below and just above 3 cells (where the search
+# stops folding and shifts whole cells), and 3 and 4 cells
+SIDES = [1.3, 2.2, 2.9999, 3.0001, 3.6, 4.3]
+
+
+@pytest.mark.parametrize("dim", [2, 3])
+@pytest.mark.parametrize("sides", SIDES)
+def test_periodic_list_equals_brute_force(dim, sides):
+    rng = np.random.default_rng(int(sides * 1e4) + dim)
+    side = sides * REACH
+    n = int(0.6 * side ** dim) if dim == 3 else int(2.0 * side ** dim)
+    x = random_positions(rng, max(n, 12), dim, side)
+    nl = build(x, side)
+    expected = brute_force(x, side, half=True)
+    assert rows_of(nl) == expected
+    assert nl.grid.to_numpy().tolist() == [max(int(sides), 1)] * dim  # the threshold side
+    assert int(nl.longest[None]) == max(len(row) for row in expected)
+
+
+@pytest.mark.parametrize("dim", [2, 3])
+def test_open_list_equals_brute_force_with_a_crowded_cell(dim):
+    """Spread particles, a far cluster, and one cell holding more particles than a row's
+    spare room at first (the build grows it)."""
+    rng = np.random.default_rng(dim)
+    spread = rng.uniform(-6.0, 9.0, (120, dim))
+    far = rng.uniform(30.0, 34.0, (30, dim))
+    crowd = rng.uniform(2.0, 2.3, (70, dim))
+    x = np.concatenate([spread, crowd, far])[rng.permutation(220)]
+    spare: list[int] = []
+    nl = build(x, None, capacity=219, spare=spare)
+    assert rows_of(nl) == brute_force(x, None, half=True)
+    assert int(nl.fullest[None]) > spare[0]  # the crowded cell did not fit at first
+    assert nl.unsorted.shape[1] >= nl.capacity + int(nl.fullest[None])
+
+
+@pytest.mark.parametrize("dim,side", [(2, None), (3, None), (2, 2.2 * REACH), (3, 3.6 * REACH)])
+def test_full_list_equals_brute_force(dim, side):
+    """half=False (bench/lj_neighbors.py's full list): every j != i, ascending."""
+    rng = np.random.default_rng(7 + dim)
+    x = random_positions(rng, 150, dim, side or 9.0)
+    assert rows_of(build(x, side, half=False, capacity=149)) == brute_force(x, side, half=False)
+
+
+def test_overflow_names_the_longest_row_and_what_to_set():
+    rng = np.random.default_rng(3)
+    side = 3.6 * REACH
+    x = random_positions(rng, 200, 3, side)
+    longest = max(len(row) for row in brute_force(x, side, half=True))
+    with pytest.raises(NeighborListOverflow) as caught:
+        build(x, side, capacity=longest - 1)
+    assert str(caught.value) == (
+        f"a particle has {longest} neighbours within cutoff + skin = {REACH:g} but the "
+        f"neighbour list holds {longest - 1} per particle (the particles crowded together). "
+        f"Set 'neighbors: {{max_neighbors: {2 * longest}}}' in the scene, or check for a "
+        "collapse (dt too large, attraction too strong).")
+    assert rows_of(build(x, side, capacity=longest)) == brute_force(x, side, half=True)
+
+
+def test_overflow_from_the_cli_is_one_paragraph_exit_2(tmp_path):
+    lj = Path(__file__).resolve().parents[1] / "kernels" / "lj.py"
+    scene = tmp_path / "crowded.yaml"
+    scene.write_text(f"""version: 1
+name: crowded
+precision: f64
+particles: {{count: 216, dim: 3, mass: 1.0}}
+initial: {{type: lattice, shape: [6, 6, 6], spacing: [1.0, 1.0, 1.0]}}
+boundary: {{type: periodic, low: [0, 0, 0], high: [6.0, 6.0, 6.0]}}
+neighbors: {{cutoff: 2.5, skin: 0.3, max_neighbors: 4}}
+energy:
+  - kernel: {lj}:lj
+integrator: velocity_verlet
+dt: 0.001
+steps: 2
+""")
+    env = {**os.environ, "MPLBACKEND": "Agg", "COLUMNS": "120"}
+    done = subprocess.run([sys.executable, "-m", "simrun.cli", "run", str(scene), "--allow-outside", "--out",
+                           str(tmp_path / "out")], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "neighbours within cutoff + skin = 2.8" in done.stderr
+    assert "max_neighbors" in done.stderr
