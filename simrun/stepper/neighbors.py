@@ -168,7 +168,7 @@ def _around(home, s, box, grid: ti.template(), periodic: ti.template(), dim: ti.
 
 
 @ti.func
-def _gather(cell, shift, home_first, home_last, fold, box_low: ti.template(),
+def _gather(cell, shift, home_first, home_last, fold: ti.template(), box_low: ti.template(),
             box_high: ti.template(), periodic: ti.template(), cell_start: ti.template(),
             cell_particles: ti.template(), cell_x: ti.template(), unsorted: ti.template(),
             neighbors: ti.template(), reach2, half: ti.template()):
@@ -190,9 +190,8 @@ def _gather(cell, shift, home_first, home_last, fold, box_low: ti.template(),
         for slot in range(first, last):
             j = cell_particles[slot]
             r = cell_x[slot] - origin
-            if ti.static(periodic):
-                if fold == 1:
-                    r = min_image(r, box_low, box_high, periodic)
+            if ti.static(fold):
+                r = min_image(r, box_low, box_high, periodic)
             # no branch on the pair: j goes to the next free place (a row has room for
             # capacity + the fullest cell), and counts when within reach
             unsorted[i, count] = j
@@ -222,21 +221,19 @@ def _sort_row(i, unsorted: ti.template(), neighbors: ti.template(), longest: ti.
 def _search(box_low: ti.template(), box_high: ti.template(), periodic: ti.template(),
             grid: ti.template(), cell_start: ti.template(), cell_particles: ti.template(),
             cell_x: ti.template(), unsorted: ti.template(), neighbors: ti.template(),
-            reach2: float, longest: ti.template(), dim: ti.template(), half: ti.template()):
+            reach2: float, longest: ti.template(), dim: ti.template(), half: ti.template(),
+            fold: ti.template()):
     """Row i: every j > i (every j != i unless ``half``) within sqrt(reach2), ascending.
 
     Periodic with at least 3 cells a side, a neighbour cell across the box is one image
     away: its positions are shifted by the box length once per cell, not folded pair by
-    pair (the minimum image is unique within reach: the box is at least twice as wide)."""
+    pair (the minimum image is unique within reach: the box is at least twice as wide).
+    With fewer than 3 cells on a periodic side (``fold``), each pair is folded instead."""
     longest[None] = 0
     box = box_high[None] - box_low[None]
-    fold = 0  # a periodic side of fewer than 3 cells: fold each pair (min_image)
     ncells = 1
     for d in ti.static(range(dim)):
         ncells *= grid[None][d]
-        if ti.static(periodic):
-            if grid[None][d] < 3:
-                fold = 1
     for home_cell in range(ncells):
         home = _coords(home_cell, grid, dim)
         home_first, home_last = cell_start[home_cell], cell_start[home_cell + 1]
@@ -276,9 +273,11 @@ class NeighborList:
         self.capacity = max(1, min(capacity, n - 1))
         self.max_cells = max(1, int(math.ceil(n ** (1.0 / self.dim))) + 2)
         ncells = self.max_cells ** self.dim
+        self.fold = False  # a periodic side of fewer than 3 cells: the search folds each pair
         if self.periodic:
             cells = np.maximum(np.floor(extent / self.reach).astype(int), 1)
             ncells = int(np.prod(cells))
+            self.fold = bool((cells < 3).any())
         self.neighbors = ti.field(ti.i32, shape=(n, self.capacity + 1))
         self.x_ref = ti.Vector.field(self.dim, dtype=fp, shape=n)
         self.grid = ti.Vector.field(self.dim, dtype=ti.i32, shape=())
@@ -331,7 +330,7 @@ class NeighborList:
         b = self.box
         _search(b["box_low"], b["box_high"], b["periodic"], self.grid, self.cell_start,
                 self.cell_particles, self.cell_x, self.unsorted, self.neighbors,
-                self.reach ** 2, self.longest, self.dim, self.half)
+                self.reach ** 2, self.longest, self.dim, self.half, self.fold)
 
     def build(self, x: Any) -> None:
         self.bin(x)
