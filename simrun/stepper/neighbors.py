@@ -35,6 +35,7 @@ import simrun.lang as ti
 from simrun.md import min_image
 
 HEADROOM = 1.5  # row capacity over the mean count in the densest expected state
+LANES = 256  # the search's parallel tasks, each walking a run of cells with its own scratch
 
 
 @ti.func
@@ -168,12 +169,13 @@ def _around(home, s, box, grid: ti.template(), periodic: ti.template(), dim: ti.
 
 
 @ti.func
-def _gather(cell, shift, home_first, home_last, fold: ti.template(), box_low: ti.template(),
-            box_high: ti.template(), periodic: ti.template(), cell_start: ti.template(),
-            cell_particles: ti.template(), cell_x: ti.template(), unsorted: ti.template(),
-            neighbors: ti.template(), reach2, half: ti.template()):
-    """Append to the rows of the home cell's particles their partners in ``cell``;
-    ``neighbors[i, 0]`` counts each row's partners found so far (past capacity too)."""
+def _gather(lane, cell, shift, home_first, home_last, fold: ti.template(),
+            box_low: ti.template(), box_high: ti.template(), periodic: ti.template(),
+            cell_start: ti.template(), cell_particles: ti.template(), cell_x: ti.template(),
+            unsorted: ti.template(), neighbors: ti.template(), reach2, half: ti.template()):
+    """Append to the rows of the home cell's particles (the lane's scratch rows) their
+    partners in ``cell``; ``neighbors[i, 0]`` counts each row's partners found so far (past
+    capacity too)."""
     capacity = neighbors.shape[1] - 1
     top = cell_particles.shape[0] - 1
     first, last = cell_start[cell], cell_start[cell + 1]
@@ -194,7 +196,7 @@ def _gather(cell, shift, home_first, home_last, fold: ti.template(), box_low: ti
                 r = min_image(r, box_low, box_high, periodic)
             # no branch on the pair: j goes to the next free place (a row has room for
             # capacity + the fullest cell), and counts when within reach
-            unsorted[i, count] = j
+            unsorted[lane, home_slot - home_first, count] = j
             within = ti.cast(r.dot(r) < reach2, ti.i32)
             if ti.static(not half):
                 within = within & ti.cast(j != i, ti.i32)
@@ -203,17 +205,19 @@ def _gather(cell, shift, home_first, home_last, fold: ti.template(), box_low: ti
 
 
 @ti.func
-def _sort_row(i, unsorted: ti.template(), neighbors: ti.template(), longest: ti.template()):
-    """Row i in ascending order: each entry goes to its rank (entries are distinct)."""
+def _sort_row(i, lane, row, unsorted: ti.template(), neighbors: ti.template(),
+              longest: ti.template()):
+    """Row i (the lane's scratch row ``row``) in ascending order: each entry goes to its
+    rank (entries are distinct)."""
     found = neighbors[i, 0]
     ti.atomic_max(longest[None], found)
     filled = ti.min(found, neighbors.shape[1] - 1)
     neighbors[i, 0] = filled
     for a in range(filled):
-        key = unsorted[i, a]
+        key = unsorted[lane, row, a]
         rank = 0
         for b in range(filled):
-            rank += ti.cast(unsorted[i, b] < key, ti.i32)
+            rank += ti.cast(unsorted[lane, row, b] < key, ti.i32)
         neighbors[i, rank + 1] = key
 
 
@@ -228,24 +232,30 @@ def _search(box_low: ti.template(), box_high: ti.template(), periodic: ti.templa
     Periodic with at least 3 cells a side, a neighbour cell across the box is one image
     away: its positions are shifted by the box length once per cell, not folded pair by
     pair (the minimum image is unique within reach: the box is at least twice as wide).
-    With fewer than 3 cells on a periodic side (``fold``), each pair is folded instead."""
+    With fewer than 3 cells on a periodic side (``fold``), each pair is folded instead.
+    Each of the ``unsorted.shape[0]`` lanes walks its own run of cells with its own scratch
+    rows, one per particle of the home cell (they stay in cache from cell to cell)."""
     longest[None] = 0
     box = box_high[None] - box_low[None]
     ncells = 1
     for d in ti.static(range(dim)):
         ncells *= grid[None][d]
-    for home_cell in range(ncells):
-        home = _coords(home_cell, grid, dim)
-        home_first, home_last = cell_start[home_cell], cell_start[home_cell + 1]
-        for slot in range(home_first, home_last):
-            neighbors[cell_particles[slot], 0] = 0
-        for s in range(3 ** dim):
-            cell, shift, inside = _around(home, s, box, grid, periodic, dim)
-            if inside == 1:
-                _gather(cell, shift, home_first, home_last, fold, box_low, box_high, periodic,
-                        cell_start, cell_particles, cell_x, unsorted, neighbors, reach2, half)
-        for slot in range(home_first, home_last):
-            _sort_row(cell_particles[slot], unsorted, neighbors, longest)
+    lanes = unsorted.shape[0]
+    for lane in range(lanes):
+        for home_cell in range(lane * ncells // lanes, (lane + 1) * ncells // lanes):
+            home = _coords(home_cell, grid, dim)
+            home_first, home_last = cell_start[home_cell], cell_start[home_cell + 1]
+            for slot in range(home_first, home_last):
+                neighbors[cell_particles[slot], 0] = 0
+            for s in range(3 ** dim):
+                cell, shift, inside = _around(home, s, box, grid, periodic, dim)
+                if inside == 1:
+                    _gather(lane, cell, shift, home_first, home_last, fold, box_low, box_high,
+                            periodic, cell_start, cell_particles, cell_x, unsorted, neighbors,
+                            reach2, half)
+            for slot in range(home_first, home_last):
+                _sort_row(cell_particles[slot], lane, slot - home_first, unsorted, neighbors,
+                          longest)
 
 
 class NeighborListOverflow(Exception):
@@ -288,9 +298,8 @@ class NeighborList:
         self.cell_particles = ti.field(ti.i32, shape=n)
         self.cell_x = ti.Vector.field(self.dim, dtype=fp, shape=n)
         self.fullest = ti.field(ti.i32, shape=())
-        # room for a row's gathering: its capacity plus one cell's particles (grown in
-        # search() when a cell holds more than this)
-        self.unsorted = ti.field(ti.i32, shape=(n, self.capacity + max(16, 2 * -(-n // ncells))))
+        self.lanes = max(1, min(LANES, ncells))
+        self.unsorted = self._scratch(max(16, 2 * -(-n // ncells)))
         self.moved = ti.field(fp, shape=())
         self.longest = ti.field(ti.i32, shape=())
         if self.periodic:
@@ -322,11 +331,16 @@ class NeighborList:
              self.grid_low, self.grid_width, self.cell_start, self.cell_fill,
              self.cell_particles, self.cell_x, self.fullest, self.dim)
 
+    def _scratch(self, fullest: int) -> Any:
+        """Each lane's rows for gathering a home cell's rows unsorted: one per particle of
+        a cell holding up to ``fullest``, with room for the capacity plus one more cell."""
+        return ti.field(ti.i32, shape=(self.lanes, fullest, self.capacity + fullest))
+
     def search(self) -> None:
         """Fill the rows from the cells ``bin`` made (the second half of a build)."""
-        n, room = self.unsorted.shape
-        if room < self.capacity + int(self.fullest[None]):
-            self.unsorted = ti.field(ti.i32, shape=(n, self.capacity + 2 * int(self.fullest[None])))
+        fullest = int(self.fullest[None])
+        if self.unsorted.shape[1] < fullest:
+            self.unsorted = self._scratch(2 * fullest)
         b = self.box
         _search(b["box_low"], b["box_high"], b["periodic"], self.grid, self.cell_start,
                 self.cell_particles, self.cell_x, self.unsorted, self.neighbors,
