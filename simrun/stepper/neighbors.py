@@ -9,11 +9,13 @@ since the last build (one reduction kernel) and rebuilds only when that exceeds 
 A build bins the particles into cells at least ``cutoff + skin`` wide (a counting sort, each
 cell's particles in index order), then walks the cells: the rows of a cell's particles are
 filled together from the 3^dim cells around it, so a neighbour cell's bounds and periodic
-shift are worked out once per cell rather than once per particle, and (half list) where j > i
-starts in a neighbour cell only moves on as i rises through the home cell. Each row is
-gathered unsorted into ``unsorted`` (one store per candidate, no branch on the pair) and put
-in order by rank (for each entry, how many entries are smaller: compares without branches,
-which measured ~3x cheaper than an insertion sort that mispredicts once per entry).
+shift are worked out once per pair of cells rather than once per particle, and (half list)
+where j > i starts in a neighbour cell only moves on as i rises through the home cell. Each
+row is gathered unsorted into a scratch row (one store per candidate, no branch on the pair)
+and put in order by rank (for each entry, how many entries are smaller: compares without
+branches, 2-3x cheaper than an insertion sort that mispredicts about once per entry). Cells
+of half the reach with a stencil (LAMMPS's bins) visit fewer candidates but cost more per
+particle here: bench/README.md, "The list build, round 2".
 
 Rows are sorted, so every valid list gives the same pairs within the cutoff in the same
 order: forces do not depend on when the list was last built, to rounding (fast math lets
