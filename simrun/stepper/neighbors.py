@@ -207,12 +207,10 @@ def _gather(lane, cell, shift, home_first, home_last, fold: ti.template(),
 
 
 @ti.func
-def _sort_row(i, lane, row, unsorted: ti.template(), neighbors: ti.template(),
-              longest: ti.template()):
+def _sort_row(i, lane, row, unsorted: ti.template(), neighbors: ti.template()):
     """Row i (the lane's scratch row ``row``) in ascending order: each entry goes to its
-    rank (entries are distinct)."""
+    rank (entries are distinct). Returns how many partners i has (past capacity too)."""
     found = neighbors[i, 0]
-    ti.atomic_max(longest[None], found)
     filled = ti.min(found, neighbors.shape[1] - 1)
     neighbors[i, 0] = filled
     for a in range(filled):
@@ -221,6 +219,7 @@ def _sort_row(i, lane, row, unsorted: ti.template(), neighbors: ti.template(),
         for b in range(filled):
             rank += ti.cast(unsorted[lane, row, b] < key, ti.i32)
         neighbors[i, rank + 1] = key
+    return found
 
 
 @ti.kernel
@@ -244,6 +243,7 @@ def _search(box_low: ti.template(), box_high: ti.template(), periodic: ti.templa
         ncells *= grid[None][d]
     lanes = unsorted.shape[0]
     for lane in range(lanes):
+        most = 0  # the lane's longest row: one atomic a lane, not one a particle
         for home_cell in range(lane * ncells // lanes, (lane + 1) * ncells // lanes):
             home = _coords(home_cell, grid, dim)
             home_first, home_last = cell_start[home_cell], cell_start[home_cell + 1]
@@ -256,8 +256,9 @@ def _search(box_low: ti.template(), box_high: ti.template(), periodic: ti.templa
                             periodic, cell_start, cell_particles, cell_x, unsorted, neighbors,
                             reach2, half)
             for slot in range(home_first, home_last):
-                _sort_row(cell_particles[slot], lane, slot - home_first, unsorted, neighbors,
-                          longest)
+                most = ti.max(most, _sort_row(cell_particles[slot], lane, slot - home_first,
+                                              unsorted, neighbors))
+        ti.atomic_max(longest[None], most)
 
 
 class NeighborListOverflow(Exception):
