@@ -244,7 +244,9 @@ def _search(box_low: ti.template(), box_high: ti.template(), periodic: ti.templa
     lanes = unsorted.shape[0]
     for lane in range(lanes):
         most = 0  # the lane's longest row: one atomic a lane, not one a particle
-        for home_cell in range(lane * ncells // lanes, (lane + 1) * ncells // lanes):
+        start = lane * (ncells // lanes) + ti.min(lane, ncells % lanes)  # no i32 overflow
+        for home_cell in range(start, start + ncells // lanes + ti.cast(lane < ncells % lanes,
+                                                                          ti.i32)):
             home = _coords(home_cell, grid, dim)
             home_first, home_last = cell_start[home_cell], cell_start[home_cell + 1]
             for slot in range(home_first, home_last):
