@@ -70,3 +70,51 @@ def test_time_stepped_gradient_is_exact(threads):
     np.testing.assert_allclose(y.grad.to_numpy()[1], np.cos(y0[1]), rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(y.grad.to_numpy()[0], 2 * x1 * np.cos(y0[0]), rtol=1e-13,
                                atol=1e-13)
+
+
+v = ti.Vector.field(3, dtype=ti.f64, shape=P)
+w = ti.Vector.field(3, dtype=ti.f64, shape=P)
+
+
+@ti.func
+def wrap(v: ti.template(), k):  # the func's `k` is a copy of the loop's index
+    for c in ti.static(range(3)):
+        v[k][c] = v[k][c] - ti.floor(v[k][c])
+
+
+@ti.func
+def bump(w: ti.template(), k):
+    j = k + 1  # not the own index: another iteration's element
+    w[j % P] += 1.0
+
+
+@ti.kernel
+def drift_and_wrap(dt: ti.f64):
+    for i in v:
+        v[i] += dt * w[i]
+        wrap(v, i)
+
+
+@ti.kernel
+def bump_neighbour():
+    for i in w:
+        bump(w, i)
+
+
+def test_a_funcs_copy_of_the_own_index_is_owned():
+    """A ti.func gets the loop index as a parameter, a local copy of it: its accesses are
+    still at the iteration's own index (the stepper's periodic wall after its drift: 2
+    threads made compare-and-swap adds of it, 2.2x slower than one thread); an index
+    computed from it is not."""
+    ti.init(arch=ti.cpu, cpu_max_num_threads=2)
+    assert _fields(drift_and_wrap, 0.1) == {id(v), id(w)}
+    assert _fields(bump_neighbour) == set()
+    rng = np.random.default_rng(0)
+    V, W = rng.uniform(-3, 3, (P, 3)), rng.uniform(-1, 1, (P, 3))
+    v.from_numpy(V)
+    w.from_numpy(W)
+    drift_and_wrap(0.1)
+    got, a = v.to_numpy(), V + 0.1 * W  # (fast math may fuse the drift: a few ulps, and
+    assert ((got >= 0) & (got < 1)).all()  # a value on an integer may land either side)
+    off = got - (a - np.floor(a))
+    np.testing.assert_allclose(off - np.round(off), 0.0, atol=16 * np.finfo(float).eps)

@@ -307,9 +307,14 @@ def _own_positions(task):
     own = tuple(task.index_vars) or (task.var,)
     if any(assigned.get(v, 0) > 1 for v in own):
         return lambda s: None
+    alias = {v: v for v in own}  # locals that hold an own index: a ti.func's parameter copy
+    for s in walk(task.body):
+        if isinstance(s, Assign) and isinstance(s.value, VarRef) and s.value.var in alias \
+                and assigned.get(s.var, 0) == 1:
+            alias[s.var] = alias[s.value.var]
 
     def positions(s):
-        vars_ = [i.var if isinstance(i, VarRef) else None for i in s.indices]
+        vars_ = [alias.get(i.var) if isinstance(i, VarRef) else None for i in s.indices]
         found = tuple(vars_.index(v) if v in vars_ else None for v in own)
         return None if None in found else found
 
