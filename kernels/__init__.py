@@ -24,7 +24,8 @@ Arguments are bound by NAME (the stepper reads the kernel's signature):
     periodic   compile-time bool (use in ``ti.static``): the box is periodic
     neighbors  the scene's Verlet list (``neighbors: {cutoff, skin}``), an i32 field:
                ``for k in range(neighbor_count(neighbors, i)): j = neighbor(neighbors, i,
-               k)`` visits each partner j > i within cutoff + skin once, in ascending order
+               k)`` visits each partner j > i within cutoff + skin once (those within
+               the cutoff at the last build first, then the skin's, each ascending)
     cutoff     with a list: its cutoff, unless the params set one
 ``simrun.md`` has the ``ti.func`` helpers: ``min_image(d, box_low, box_high, periodic)``
 folds a separation to its nearest image (and is differentiable in the box, for the
