@@ -238,3 +238,45 @@ def test_mpm_strip_falls_inside_the_walls_and_dissipates(tmp_path: Path) -> None
     assert -0.2 < drift < 1e-4
     total = energies(tmp_path)["total"]
     assert (np.diff(total) < 1e-4 * abs(total[0])).all()
+
+
+@pytest.fixture
+def one_step_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loop's chunks one step long (as for 10^5-10^6 LJ atoms, whose steps take ~0.1 s):
+    most chunks then end between frames and thermo rows."""
+    from simrun.stepper import run as run_module
+
+    monkeypatch.setattr(run_module._ChunkSize, "__call__", lambda self, until: 1)
+
+
+@pytest.mark.parametrize("scene", ["gravity", "molecule"])
+def test_chunks_between_events_leave_the_outputs_as_they_were(
+        tmp_path: Path, scene: str, one_step_chunks: None) -> None:
+    """A chunk that ends between events skips U and the state's copies; frames, energies
+    and thermo rows are those of a run whose chunks end only at events, bit for bit."""
+    from simrun.stepper import run as run_module
+
+    overrides = ["steps=60", "outputs.every=20"]
+    run_scene(load_scene(SCENES / f"{scene}.yaml", overrides), tmp_path / "one")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(run_module._ChunkSize, "__call__", lambda self, until: until)
+        run_scene(load_scene(SCENES / f"{scene}.yaml", overrides), tmp_path / "whole")
+    with np.load(tmp_path / "one" / "frames.npz") as a, \
+            np.load(tmp_path / "whole" / "frames.npz") as b:
+        for key in a.files:
+            assert np.array_equal(a[key], b[key]), key
+    for name in ("energy.csv", "thermo.csv"):
+        assert (tmp_path / "one" / name).read_text() == (tmp_path / "whole" / name).read_text()
+
+
+def test_nan_between_events_is_caught_at_its_step(tmp_path: Path, one_step_chunks: None
+                                                  ) -> None:
+    steps = []
+    for every in (500, 1):  # between events, then at every step (an event each)
+        scene = load_scene(SCENES / "molecule.yaml",
+                           ["dt=0.5", "steps=2000", f"outputs.every={every}"])
+        with pytest.raises(SimulationError) as info:
+            run_scene(scene, tmp_path / str(every))
+        steps.append(info.value.step)
+        assert f"step {info.value.step} " in str(info.value)
+    assert 0 < steps[0] < 500 and steps[0] == steps[1]
