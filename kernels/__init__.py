@@ -25,7 +25,7 @@ Arguments are bound by NAME (the stepper reads the kernel's signature):
     neighbors  the scene's Verlet list (``neighbors: {cutoff, skin}``), an i32 field:
                ``for k in range(neighbor_count(neighbors, i)): j = neighbor(neighbors, i,
                k)`` visits each partner j > i within cutoff + skin once (those within
-               the cutoff at the last build first, then the skin's, each ascending)
+               the cutoff at the last build first, then the skin's)
     cutoff     with a list: its cutoff, unless the params set one
 ``simrun.md`` has the ``ti.func`` helpers: ``min_image(d, box_low, box_high, periodic)``
 folds a separation to its nearest image (and is differentiable in the box, for the

@@ -38,5 +38,5 @@ def neighbor_count(neighbors: ti.template(), i):
 @ti.func
 def neighbor(neighbors: ti.template(), i, k):
     """The ``k``-th partner ``j > i`` of particle ``i``: those within the cutoff at the
-    list's last build come first, then those in the skin, each part in ascending ``j``."""
+    list's last build come first, then those in the skin."""
     return neighbors[i, k + 1]

@@ -1,6 +1,6 @@
 """The neighbour-list build (simrun/stepper/neighbors.py) against a brute-force NumPy list:
-exactly the pairs within cutoff + skin, each row ascending within the cutoff and then
-ascending in the skin (the pair loop's cutoff branch is predictable), on random configurations in
+exactly the pairs within cutoff + skin, each row's partners within the cutoff first, then
+the skin's (the pair loop's cutoff branch is predictable), on random configurations in
 periodic boxes on both sides of every cell-count threshold, open boxes (a crowded cell
 included), 2-D and 3-D, half and full lists; the overflow error's numbers and message."""
 
@@ -57,9 +57,20 @@ def build(x: np.ndarray, side: float | None, half: bool = True,
     return nl
 
 
-def rows_of(nl: NeighborList) -> list[list[int]]:
+def rows_of(nl: NeighborList, x: np.ndarray, side: float | None) -> list[list[int]]:
+    """The list's rows, each checked to hold its partners within CUTOFF first, then sorted
+    part by part (the build leaves each part in the order it gathered it)."""
     table = nl.neighbors.to_numpy()
-    return [table[i, 1:table[i, 0] + 1].tolist() for i in range(len(table))]
+    rows = []
+    for i in range(len(table)):
+        row = table[i, 1:table[i, 0] + 1]
+        d = x[row] - x[i]
+        if side is not None:
+            d -= side * np.round(d / side)
+        inside = (d * d).sum(1) < CUTOFF ** 2
+        assert (np.diff(inside.astype(int)) <= 0).all(), f"row {i}: a skin partner first"
+        rows.append(sorted(row[inside].tolist()) + sorted(row[~inside].tolist()))
+    return rows
 
 
 def random_positions(rng: np.random.Generator, n: int, dim: int, side: float) -> np.ndarray:
@@ -85,7 +96,7 @@ def test_periodic_list_equals_brute_force(dim, sides):
     x = random_positions(rng, max(n, 12), dim, side)
     nl = build(x, side)
     expected = brute_force(x, side, half=True)
-    assert rows_of(nl) == expected
+    assert rows_of(nl, x, side) == expected
     assert nl.grid.to_numpy().tolist() == [max(int(sides), 1)] * dim  # the threshold side
     assert int(nl.longest[None]) == max(len(row) for row in expected)
 
@@ -101,7 +112,7 @@ def test_open_list_equals_brute_force_with_a_crowded_cell(dim):
     x = np.concatenate([spread, crowd, far])[rng.permutation(220)]
     spare: list[int] = []
     nl = build(x, None, capacity=219, spare=spare)
-    assert rows_of(nl) == brute_force(x, None, half=True)
+    assert rows_of(nl, x, None) == brute_force(x, None, half=True)
     assert int(nl.fullest[None]) > spare[0]  # the crowded cell did not fit at first
     assert nl.unsorted.shape[1] >= int(nl.fullest[None])
 
@@ -111,7 +122,8 @@ def test_full_list_equals_brute_force(dim, side):
     """half=False (bench/lj_neighbors.py's full list): every j != i, in the same order."""
     rng = np.random.default_rng(7 + dim)
     x = random_positions(rng, 150, dim, side or 9.0)
-    assert rows_of(build(x, side, half=False, capacity=149)) == brute_force(x, side, half=False)
+    assert rows_of(build(x, side, half=False, capacity=149), x, side) == \
+        brute_force(x, side, half=False)
 
 
 def test_overflow_names_the_longest_row_and_what_to_set():
@@ -126,7 +138,7 @@ def test_overflow_names_the_longest_row_and_what_to_set():
         f"neighbour list holds {longest - 1} per particle (the particles crowded together). "
         f"Set 'neighbors: {{max_neighbors: {2 * longest}}}' in the scene, or check for a "
         "collapse (dt too large, attraction too strong).")
-    assert rows_of(build(x, side, capacity=longest)) == brute_force(x, side, half=True)
+    assert rows_of(build(x, side, capacity=longest), x, side) == brute_force(x, side, half=True)
 
 
 def test_overflow_from_the_cli_is_one_paragraph_exit_2(tmp_path):

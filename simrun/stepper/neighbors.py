@@ -3,21 +3,23 @@
 A scene with ``neighbors: {cutoff, skin}`` gets one list, bound to energy kernels by the name
 ``neighbors``: an i32 field of shape (N, capacity + 1), row i = [count, j_1, j_2, ...], each
 pair within ``cutoff + skin`` listed once (half list: Newton's third law is the reverse pass's
-scatter to x[j]): first the partners within ``cutoff`` at the build, ascending, then those in
-the skin, ascending. A pair loop's `if r2 < cutoff^2` then goes one way for most of a row and
-the other way for the rest, which the CPU predicts: in plain ascending order (~30% of a
-row in the skin, scattered) the mispredictions made LJ's reverse pass 274 ns per atom
-instead of 152 (32,000 atoms, one thread). Before each force evaluation ``update`` measures how far any particle moved
-since the last build (one reduction kernel) and rebuilds only when that exceeds half the skin.
+scatter to x[j]): first the partners within ``cutoff`` at the build, then those in the skin,
+each part in the order the search met them. A pair loop's `if r2 < cutoff^2` then goes one
+way for most of a row and the other way for the rest, which the CPU predicts: in ascending
+order (~30% of a row in the skin, scattered) the mispredictions made LJ's reverse pass 274
+ns per atom instead of 152 (32,000 atoms, one thread). Before each force evaluation
+``update`` measures how far any particle moved since the last build (one reduction kernel)
+and rebuilds only when that exceeds half the skin.
 
 A build bins the particles into cells at least ``cutoff + skin`` wide (a counting sort, each
 cell's particles in index order), then walks the cells: the rows of a cell's particles are
 filled together from the 3^dim cells around it, so a neighbour cell's bounds and periodic
 shift are worked out once per pair of cells rather than once per particle, and (half list)
 where j > i starts in a neighbour cell only moves on as i rises through the home cell. Each
-row is gathered unsorted into a scratch row (one store per candidate, no branch on the pair)
-and put in order by rank (for each entry, how many entries are smaller: compares without
-branches, 2-3x cheaper than an insertion sort that mispredicts about once per entry). Cells
+row is gathered into a scratch row (one store per candidate, no branch on the pair, a skin
+partner marked) and copied out in two branch-free passes, the partners within the cutoff
+then the skin's (it was sorted by rank before: ~100 ns per atom more a build; rows need no
+order beyond the partition, and a build from the same positions repeats its order). Cells
 of half the reach with a stencil (LAMMPS's bins) visit fewer candidates but cost more per
 particle here: bench/README.md, "The list build, round 2".
 
@@ -182,8 +184,7 @@ def _gather(lane, cell, shift, home_first, home_last, fold: ti.template(),
             half: ti.template()):
     """Append to the rows of the home cell's particles (the lane's scratch rows) their
     partners in ``cell``; ``neighbors[i, 0]`` counts each row's partners found so far (past
-    capacity too). A partner beyond the cutoff (in the skin) is entered as j + N, so that
-    the sort puts it after those within."""
+    capacity too). A partner beyond the cutoff (in the skin) is entered as j + N."""
     capacity = neighbors.shape[1] - 1
     top = cell_particles.shape[0] - 1
     n = cell_particles.shape[0]
@@ -215,20 +216,24 @@ def _gather(lane, cell, shift, home_first, home_last, fold: ti.template(),
 
 
 @ti.func
-def _sort_row(i, lane, row, unsorted: ti.template(), neighbors: ti.template()):
-    """Row i (the lane's scratch row ``row``) in ascending order of its keys, those within
-    the cutoff (j) before those in the skin (j + N): each entry goes to its rank (keys are
-    distinct). Returns how many partners i has (past capacity too)."""
+def _partition_row(i, lane, row, unsorted: ti.template(), neighbors: ti.template()):
+    """Row i from the lane's scratch row ``row``: the partners within the cutoff (key j),
+    then those in the skin (key j + N), each in gathered order. Returns how many partners
+    i has (past capacity too)."""
     found = neighbors[i, 0]
     filled = ti.min(found, neighbors.shape[1] - 1)
     neighbors[i, 0] = filled
-    for a in range(filled):
-        key = unsorted[lane, row, a]
-        rank = 0
-        for b in range(filled):
-            rank += ti.cast(unsorted[lane, row, b] < key, ti.i32)
-        neighbors[i, rank + 1] = key - \
-            ti.cast(key >= neighbors.shape[0], ti.i32) * neighbors.shape[0]
+    n = neighbors.shape[0]
+    at = 1
+    for a in range(filled):  # within the cutoff (key j), in gathered order; the others'
+        key = unsorted[lane, row, a]  # writes land where the next entry goes
+        neighbors[i, at] = key
+        at += ti.cast(key < n, ti.i32)
+    for a in range(filled):  # then the skin's (key j + N); a write past the row's end
+        key = unsorted[lane, row, a]  # goes to the count, set again below
+        neighbors[i, at * ti.cast(at <= filled, ti.i32)] = key - n
+        at += ti.cast(key >= n, ti.i32)
+    neighbors[i, 0] = filled
     return found
 
 
@@ -240,7 +245,7 @@ def _search(box_low: ti.template(), box_high: ti.template(), periodic: ti.templa
             half: ti.template(),
             fold: ti.template()):
     """Row i: every j > i (every j != i unless ``half``) within sqrt(reach2): those within
-    sqrt(cut2) ascending, then the others ascending.
+    sqrt(cut2) first, then the others.
 
     Periodic with at least 3 cells a side, a neighbour cell across the box is one image
     away: its positions are shifted by the box length once per cell, not folded pair by
@@ -270,8 +275,8 @@ def _search(box_low: ti.template(), box_high: ti.template(), periodic: ti.templa
                             periodic, cell_start, cell_particles, cell_x, unsorted, neighbors,
                             reach2, cut2, half)
             for slot in range(home_first, home_last):
-                most = ti.max(most, _sort_row(cell_particles[slot], lane, slot - home_first,
-                                              unsorted, neighbors))
+                most = ti.max(most, _partition_row(cell_particles[slot], lane,
+                                                   slot - home_first, unsorted, neighbors))
         ti.atomic_max(longest[None], most)
 
 
