@@ -45,7 +45,7 @@ velocity all create 1.44 87287 loop geom
 pair_style lj/cut 2.5
 pair_coeff 1 1 1.0 1.0 2.5
 neighbor 0.3 bin
-neigh_modify delay 0 every 20 check no
+{neigh_modify}
 fix 1 all nve
 thermo {steps}
 run {steps}
@@ -96,6 +96,7 @@ JAX_MD = textwrap.dedent("""
 # LAMMPS's default neighbour policy (check every step, rebuild once an atom has moved half the
 # skin), which simrun also uses: in.lj's `every 20 check no` misses up to ~100 pairs within the
 # cutoff per step late in each 20 steps (bench/lj_missed_pairs.py)
+PUBLISHED = "neigh_modify delay 0 every 20 check no"
 CHECKED = "neigh_modify delay 0 every 1 check yes"
 
 
@@ -107,10 +108,8 @@ def lammps(cells: int, steps: int, ranks: int, checked: bool = False) -> float:
            "OMP_NUM_THREADS": "1"}
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "in.lj"
-        text = IN_LJ.format(n=cells, steps=steps)
-        if checked:
-            text = text.replace("neigh_modify delay 0 every 20 check no", CHECKED)
-        script.write_text(text)
+        script.write_text(IN_LJ.format(n=cells, steps=steps,
+                                       neigh_modify=CHECKED if checked else PUBLISHED))
         cmd = [str(Path(sys.prefix) / "bin" / "lmp"), "-in", str(script), "-log", "none"]
         if ranks > 1:
             cmd = [str(Path(sys.prefix) / "bin" / "mpirun"), "-np", str(ranks), *cmd]

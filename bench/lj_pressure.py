@@ -25,11 +25,11 @@ from simrun.stepper.system import System
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lj_melt import CELL, IN_LJ  # noqa: E402
+from lj_melt import CELL, IN_LJ, PUBLISHED  # noqa: E402
 
 
 def lammps_state(cells: int, steps: int, tmp: Path) -> tuple[dict[str, float], np.ndarray]:
-    script = IN_LJ.format(n=cells, steps=steps).replace(
+    script = IN_LJ.format(n=cells, steps=steps, neigh_modify=PUBLISHED).replace(
         f"thermo {steps}\n", f"thermo {steps}\nthermo_modify format float %.15g\n"
         f"dump 1 all custom {steps} dump.txt id x y z vx vy vz\ndump_modify 1 sort id format float %.17g\n")
     (tmp / "in.lj").write_text(script)

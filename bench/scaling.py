@@ -43,7 +43,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from programs import SCALING_BENCHMARKS  # noqa: E402
-from timing import ForeignLoad, wait_for_quiet  # noqa: E402
+from timing import ForeignLoad, median_wall, wait_for_quiet  # noqa: E402
 
 SAXPY_N = 1 << 24
 
@@ -101,14 +101,9 @@ def bandwidth(threads: int, reps: int = 15) -> float:
         for t in pool:
             t.join()
 
-    for _ in range(3):
-        once()
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        once()
-        times.append(time.perf_counter() - start)
-    return 3 * 4 * SAXPY_N / statistics.median(times) / 1e9
+    once()
+    once()  # median_wall makes the third warm-up call
+    return 3 * 4 * SAXPY_N / median_wall(once, reps) / 1e9
 
 
 def fmt_time(s: float) -> str:

@@ -54,6 +54,15 @@ def run(G, X0, record=False):
     return total[None], tape
 
 
+
+def _matches_central_differences(run, grad_g, G, X0, h=1e-6):
+    """d loss / d gain against central differences of run(gain, x0)[0] (f64, h = 1e-6)."""
+    for k in range(P):
+        d = np.zeros(P)
+        d[k] = h
+        fd = (run(G + d, X0)[0] - run(G - d, X0)[0]) / (2 * h)
+        assert grad_g[k] == pytest.approx(fd, rel=1e-6, abs=1e-9)
+
 def test_time_slice_snapshots_and_exact_gradient():
     rng = np.random.default_rng(0)
     G, X0 = rng.uniform(-0.5, 0.5, P), rng.uniform(-1, 1, P)
@@ -68,12 +77,7 @@ def test_time_slice_snapshots_and_exact_gradient():
     for rec in tape.records:
         for f, (_index, saved) in rec.snapshot.items():
             assert saved.shape[:2] == (1, P), (rec.kernel.name, f.name, saved.shape)
-    h = 1e-6
-    for k in range(P):
-        d = np.zeros(P)
-        d[k] = h
-        fd = (run(G + d, X0)[0] - run(G - d, X0)[0]) / (2 * h)
-        assert grad_g[k] == pytest.approx(fd, rel=1e-6, abs=1e-9)
+    _matches_central_differences(run, grad_g, G, X0)
 
 
 @ti.kernel
@@ -127,12 +131,7 @@ def test_a_slice_read_before_it_is_overwritten_is_saved():
     grad_g = gain.grad.to_numpy()
     saved = [sorted(f.name for f in rec.snapshot) for rec in tape.records]
     assert saved == [["vel"], ["pos"], ["pos", "vel"], []]
-    h = 1e-6
-    for k in range(P):
-        d = np.zeros(P)
-        d[k] = h
-        fd = (run_twice(G + d, X0)[0] - run_twice(G - d, X0)[0]) / (2 * h)
-        assert grad_g[k] == pytest.approx(fd, rel=1e-6, abs=1e-9)
+    _matches_central_differences(run_twice, grad_g, G, X0)
 
 
 def test_region_set_answers_overlaps_of_partly_pinned_regions():

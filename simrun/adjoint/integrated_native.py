@@ -14,8 +14,13 @@ The forward steps are the trajectory's own (`run`'s stepper)."""
 from __future__ import annotations
 
 import simrun.lang as ti
-from simrun.adjoint.kernel_native import KernelNative, _resolve, _Unchainable, accumulate
-from simrun.adjoint.kernel_native import assign as assign_cast
+from simrun.adjoint.kernel_native import (
+    KernelNative,
+    _resolve,
+    _Unchainable,
+    accumulate,
+    assign,
+)
 from simrun.adjoint.reverse import adjoint_watch
 from simrun.lang.api import runtime
 from simrun.lang.fields import Field
@@ -41,16 +46,10 @@ class IntegratedNative(KernelNative):
         self.system, self.fp = system, system.fp
         self.floats = traj.floats
         self.energy = bool(system.energy)
+        self.forward = None
         with updates.ieee():  # the update kernels as `run` compiles them
             self._resolve_launches(traj, model, system)
             self.backward = Chain(runtime(), self._reverse_plan())
-
-    def prepare(self) -> None:
-        self.backward.set_args()
-        for f, value in self.field_values:
-            f.data[()] = value
-        if self.energy:
-            self.hvp.set_field_args()
 
     def advance(self, state, k: int):
         return self.traj.advance(state, k)
@@ -66,12 +65,9 @@ class IntegratedNative(KernelNative):
         stages = [(self.twins[0], self.twin_snaps[0], self.twin_grads[0], traj.G)]
         if traj.second is not None:
             stages.append((self.twins[1], self.twin_snaps[1], self.twin_grads[1], traj.G2))
-        plan = []
-        for launch, snaps in zip(self.ctrl, self.ctrl_snaps):
-            plan += [R(assign_cast, (f, s, f.dtype)) for f, s in snaps] + [launch]
+        plan = self._replay(self.ctrl, self.ctrl_snaps)
         for launch, snaps, _, G in stages:
-            plan += self._forces_into(G)
-            plan += [R(assign_cast, (f, s, f.dtype)) for f, s in snaps] + [launch]
+            plan += self._forces_into(G) + self._replay([launch], [snaps])
         zeroed = [system.m.grad] + [G.grad for *_, G in stages] + \
             [f.grad for _, f, _, _ in self.step_params]
         plan += [R(updates.zero, (g,)) for g in zeroed]
@@ -91,4 +87,4 @@ class IntegratedNative(KernelNative):
         """The force launches (U, x.grad = dU/dx), x.grad copied into G."""
         if not self.energy:
             return []
-        return self.forces[:-1] + [_resolve(assign_cast, (self.system.x.grad, G, self.fp))]
+        return self.forces[:-1] + [_resolve(assign, (self.system.x.grad, G, self.fp))]

@@ -205,12 +205,8 @@ class KernelNative:
         state = [(system.x.grad, self.ax), (system.v.grad, self.av)] + \
             [(f.grad, self.af[n]) for n, f in self.floats.items()]
         R = _resolve
-        plan = []
-        for launch, snaps in zip(self.ctrl, self.ctrl_snaps):
-            plan += [R(assign, (f, s, f.dtype)) for f, s in snaps] + [launch]
-        plan += self.forces
-        for launch, snaps in zip(self.twins, self.twin_snaps):
-            plan += [R(assign, (f, s, f.dtype)) for f, s in snaps] + [launch]
+        plan = self._replay(self.ctrl, self.ctrl_snaps) + self.forces + \
+            self._replay(self.twins, self.twin_snaps)
         # the grads the seeds below do not overwrite
         zeroed = [system.m.grad, traj.G.grad] + [f.grad for _, f, _, _ in self.step_params]
         plan += [R(updates.zero, (g,)) for g in zeroed]
@@ -226,6 +222,14 @@ class KernelNative:
         # the step kernels' and the controller's (dt) parameter adjoints of this step
         plan += [R(accumulate, (f.grad, acc, f64)) for _, f, acc, _ in self.step_params]
         plan.append(R(adjoint_watch, (self.ax, self.av, self.bad)))
+        return plan
+
+    @staticmethod
+    def _replay(launches: list, snaps: list) -> list:
+        """Each launch after saving the fields it overwrites (its snapshots)."""
+        plan = []
+        for launch, saves in zip(launches, snaps):
+            plan += [_resolve(assign, (f, s, f.dtype)) for f, s in saves] + [launch]
         return plan
 
     def _seed_and_reverse(self, state: list, grads: list, snaps: list) -> list:
@@ -263,7 +267,8 @@ class KernelNative:
         """Before a gradient's steps: the launches' scalar arguments into their contexts and
         the parameters read from 0-D fields into those fields. Between two steps only the
         controller's `step` changes, and nothing else launches these kernels."""
-        self.forward.set_args()
+        if self.forward is not None:  # IntegratedNative steps with `run`'s stepper
+            self.forward.set_args()
         self.backward.set_args()
         for f, value in self.field_values:
             f.data[()] = value

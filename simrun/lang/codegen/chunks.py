@@ -174,7 +174,7 @@ class RangeTask:
                          kind))
         for v in var_reductions(task, lay.var_slot):
             acc = self.eb.alloca(llvm_type(v.dtype), name=f"{v.name}_acc")
-            self.reductions[("var", v)] = acc
+            self.reductions[("var", v)] = (acc, Op.ADD)
             reds.append((v.dtype, acc, lambda s, v=v: self.atomic_update(
                 self.var_ptr(v), Op.ADD, s, v.dtype, atomic=True), Op.ADD))
         assert len(reds) <= lay.n_partials

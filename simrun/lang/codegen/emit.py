@@ -49,7 +49,7 @@ class TaskEmitter(Statements, RangeTask, PrivateCopies):
         self.field_bases: dict = {}
         self.loop_targets: list = []
         self.parallel = task.kind == "range"
-        self.reductions: dict = {}
+        self.reductions: dict = {}  # key -> (chunk partial's alloca, kind: ADD, MAX or MIN)
         self.index_values: dict = {}  # id(index expression) -> its value (_grid_loop)
         self.row_sums: dict = {}      # id(atomic) -> (per-row sum, statement) (_grid_loop)
         # ids of fields whose atomics need no atomicity: each iteration touches its own

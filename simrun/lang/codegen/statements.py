@@ -48,7 +48,7 @@ class Statements:
             delta = accumulation(s)
             if delta is not None:  # `total += ...` on a top-level local: atomic / reduction
                 value = self.expr(delta)
-                acc = self.reductions.get(("var", s.var))
+                acc, _ = self.reductions.get(("var", s.var), (None, None))
                 if acc is not None:
                     old = self.b.load(acc, typ=value.type)
                     self.b.store(self.combine(Op.ADD, old, value, s.var.dtype), acc)
