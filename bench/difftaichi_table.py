@@ -55,6 +55,8 @@ EXAMPLES: dict[str, tuple[list[str], str]] = {
     "diffmpm_checkpointing": (["--iters", "6"], "tape"),
     "diffmpm3d": (["--iters", "6"], "print"),
     "liquid": ([], "print"),
+    "misc/rigid_body_toi": ([], "tape"),
+    "misc/rigid_body_discountinuity": ([], "tape"),
 }
 
 HEAVY = {"diffmpm3d", "liquid"}  # tens of seconds per iteration: three losses, two gaps
@@ -165,7 +167,7 @@ def run_example(module: str, name: str, examples: Path, shim: Path, losses: int,
     """One example under one module: {losses, seconds_per_iteration, status, tail}."""
     argv, source = EXAMPLES[name]
     losses = min(losses, 3) if name in HEAVY else losses
-    log = examples / f"{module}-{name}.json"
+    log = examples / f"{module}-{name.replace('/', '-')}.json"
     env = {**os.environ, "TI_LOG_LEVEL": "error", "MPLBACKEND": "Agg", "TI_ARCH": "x64",
            "SIMRUN_GUI_HEADLESS": "1", "SIMRUN_GUI_DIR": str(examples / "frames"),
            "PYTHONUNBUFFERED": "1"}

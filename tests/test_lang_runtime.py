@@ -89,9 +89,9 @@ CACHE_SCRIPT = textwrap.dedent('''
 
     compiles = []
     _orig = jit.compile_module
-    def counting(key, text, settings):
+    def counting(key, text, settings, *kernel):
         compiles.append(key)
-        return _orig(key, text, settings)
+        return _orig(key, text, settings, *kernel)
     jit.compile_module = counting
 
     ti.init(arch=ti.cpu, default_fp=ti.f64)
@@ -195,3 +195,16 @@ def test_reference_gravity_init_and_advance():
     v_exp = np.float32(dt) * -g
     np.testing.assert_allclose(v.to_numpy(), v_exp, rtol=1e-6)
     np.testing.assert_allclose(x.to_numpy(), x0 + np.float32(dt) * v_exp, rtol=1e-6)
+
+
+def test_invalid_llvm_module_is_an_internal_error_naming_the_kernel():
+    """The verifier runs before LLVM's optimiser: a codegen bug must not reach the optimiser
+    (where an invalid module can crash the process) and must say which kernel it was."""
+    from simrun.lang.errors import InternalCompilerError
+    from simrun.lang.runtime import jit
+    from simrun.lang.settings import Settings
+
+    bad = "define i64 @broken_t0() {\nentry:\n  ret i32 0\n}\n"  # returns i32 from an i64
+    with pytest.raises(InternalCompilerError, match=r"(?s)kernel 'my_kernel'.*ret i32 0") as err:
+        jit.compile_module("invalid-module-test", bad, Settings(), "my_kernel")
+    assert "bug in simrun" in str(err.value)

@@ -189,3 +189,107 @@ def test_zero_offset_still_works(offset):
 def test_vector_and_matrix_field_offset_is_refused(make):
     with pytest.raises(ti.SimrunError, match="offset=1"):
         make()
+
+
+# ---------------------------------------------------------------- indices past an axis
+# Without debug, Taichi 1.7.4 does not check indices: it adds index x stride in its memory
+# order (dense levels outermost first, axes sorted within a level). These are the cells
+# taichi 1.7.4 wrote for each out-of-range write (build, index, logical cell it landed in).
+TAICHI_CELLS = [
+    pytest.param(lambda: ti.root.dense(ti.axes(1, 0), (2, 3)), (0, 3), (1, 1), id="ji23"),
+    pytest.param(lambda: ti.root.dense(ti.j, 3).dense(ti.i, 4), (5, 0), (1, 1), id="j3.i4"),
+    pytest.param(lambda: ti.root.dense(ti.k, 2).dense(ti.ij, (2, 3)), (0, 4, 0), (1, 1, 0),
+                 id="k2.ij23-j"),
+    pytest.param(lambda: ti.root.dense(ti.k, 2).dense(ti.ij, (2, 3)), (2, 0, 0), (0, 0, 1),
+                 id="k2.ij23-i"),
+]
+
+
+@pytest.mark.parametrize("build,index,cell", TAICHI_CELLS)
+def test_index_past_its_axis_lands_where_taichi_puts_it(build, index, cell):
+    g = ti.field(ti.i32)
+    build().place(g)
+    after = ti.field(ti.i32, shape=64)  # storage a write past g's end could land in
+
+    @ti.kernel
+    def poke(a: ti.i32, b: ti.i32, c: ti.i32):
+        if ti.static(len(g.shape) == 2):
+            g[a, b] = 1
+        else:
+            g[a, b, c] = 1
+
+    poke(*index, *[0] * (3 - len(index)))
+    assert list(zip(*np.nonzero(g.to_numpy()))) == [cell]
+    assert not after.to_numpy().any()
+    if build().cell_order is not None:  # Python scope reads the same cell, as Taichi's does
+        assert g[index] == 1
+
+
+def test_index_past_the_whole_field_is_refused_in_python_scope():
+    g = ti.field(ti.i32)
+    ti.root.dense(ti.j, 3).dense(ti.i, 4).place(g)
+    with pytest.raises(IndexError, match=r"index 12 out of range for axis 0 of field 'g'"):
+        g[12, 0]
+    with pytest.raises(IndexError, match=r"index -1 out of range for axis 1"):
+        g[0, -1]
+
+
+def _bouncing_point(T, dt, ground, debug=False):
+    """DiffTaichi's misc/rigid_body_toi in brief: `dense(ti.l, T).dense(ti.i, 1)` gives x the
+    shape (1, T), and the program indexes x[t, 0]: index t past axis 0, which Taichi's nesting
+    puts in cell t. simrun wrote t * T cells past x's end (a later crash inside LLVM)."""
+    ti.init(arch=ti.cpu, default_fp=ti.f64, debug=debug)
+    x, v = ti.Vector.field(2, ti.f64), ti.Vector.field(2, ti.f64)
+    loss = ti.field(ti.f64)
+    ti.root.dense(ti.l, T).dense(ti.i, 1).place(x, v)
+    ti.root.place(loss)
+    ti.root.lazy_grad()
+
+    @ti.kernel
+    def advance(t: ti.i32):
+        for i in range(1):
+            new_v = v[t - 1, i]
+            if x[t - 1, i][1] < ground and new_v[1] < 0:
+                new_v[1] = -new_v[1]
+            v[t, i] = new_v
+            x[t, i] = x[t - 1, i] + dt * new_v
+
+    @ti.kernel
+    def compute_loss(t: ti.i32):
+        loss[None] = x[t, 0][1]
+
+    def run(y0):
+        x[0, 0], v[0, 0] = [0.7, y0], [-1.0, -2.0]
+        with ti.ad.Tape(loss):
+            for t in range(1, T):
+                advance(t)
+            compute_loss(T - 1)
+        return loss[None], x.grad[0, 0][1], x
+
+    return run
+
+
+def _bounce_numpy(y0, T, dt, ground):
+    y, vy = y0, -2.0
+    for _ in range(1, T):
+        vy = -vy if y < ground and vy < 0 else vy
+        y += dt * vy
+    return y
+
+
+def test_time_major_field_indexed_past_its_axis_runs_as_under_taichi():
+    T, dt, ground, y0 = 48, 0.01, 0.1, 0.505
+    run = _bouncing_point(T, dt, ground)
+    value, grad, x = run(y0)
+    assert value == pytest.approx(_bounce_numpy(y0, T, dt, ground), rel=1e-12)
+    h = 1e-6  # no bounce changes step within +-h: the loss is linear there
+    fd = (_bounce_numpy(y0 + h, T, dt, ground) - _bounce_numpy(y0 - h, T, dt, ground)) / (2 * h)
+    assert grad == pytest.approx(fd, rel=1e-6)
+    assert x.shape == (1, T) and x.to_numpy()[0, T - 1, 1] == value  # x[t, 0] is cell t
+
+
+def test_time_major_field_indexed_past_its_axis_is_reported_under_debug():
+    run = _bouncing_point(8, 0.01, 0.1, debug=True)
+    with pytest.raises(IndexError, match=r"in kernel 'advance': index \(1, 0\) is out of "
+                                           r"range for field '\w+' of shape \(1, 8\)"):
+        run(0.5)

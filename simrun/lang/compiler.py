@@ -40,7 +40,7 @@ def compile_kernel(kir, runtime, config, arg_specs, ndarray_slots) -> CompiledKe
     if not cached or config.debug:
         module_text, names = build_module(kir, layout, key, config.debug, config.fast_math)
         if not cached:
-            jit.compile_module(key, module_text, settings)
+            jit.compile_module(key, module_text, settings, kir.name)
     addresses = [jit.function_address(n) for n in names]
     slots = [(layout.var_slot[v], v.dtype) for v in kir.arg_vars]
     compiled = CompiledKernel(kir.name, layout, addresses, slots, kir.ret_types, runtime,

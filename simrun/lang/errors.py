@@ -50,6 +50,12 @@ class AutodiffError(CompileError, RuntimeError):
     """A gradient simrun cannot compute correctly; raised instead of returning a wrong one."""
 
 
+class InternalCompilerError(SimrunError, RuntimeError):
+    """simrun's code generator wrote an LLVM module the verifier rejects: a bug in simrun,
+    reported with the kernel's name instead of handing LLVM's optimiser a module it may
+    crash on."""
+
+
 # Taichi's exception names, for programs and tests that catch them (`except
 # ti.TaichiCompilationError`): every compile-time refusal is a CompileError, a failing kernel
 # a RuntimeError (an assertion an AssertionError), as Taichi raises them.

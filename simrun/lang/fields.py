@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import weakref
 
 import numpy as np
@@ -100,6 +101,7 @@ class ElementShape:
     `elem_shape` is () for scalars, (n,) for vectors, (n, m) for matrices."""
 
     elem_shape: tuple = ()
+    cell_strides: tuple | None = None  # elements per step of each index; None: row-major
 
     @property
     def ncomp(self) -> int:
@@ -137,6 +139,7 @@ class Field(ElementShape):
         self._dual: Field | None = None
         self.data: np.ndarray | None = None
         self.shape: tuple | None = None
+        self.order: tuple | None = None
         self._wants = (needs_grad, needs_dual)
         _reject_offset(self.name, offset, _norm_shape(shape))
         registry[self.id] = self
@@ -144,12 +147,21 @@ class Field(ElementShape):
             self._place(_norm_shape(shape))
 
     # ------------------------------------------------------------ layout
-    def _place(self, shape: tuple) -> None:
+    def _place(self, shape: tuple, order: tuple | None = None) -> None:
+        """Allocate; `order` (SNode.cell_order) stores the axes in Taichi's nesting order."""
         if self.shape is not None:
             raise RuntimeError(f"field '{self.name}' is already placed with shape {self.shape}")
         self.shape = shape
         self.generation = _generation[0]  # placed after a later ti.init: that program's
-        self.data = np.zeros(shape + self.elem_shape, dtype=self.dtype.np)
+        if order is None:
+            self.data = np.zeros(shape + self.elem_shape, dtype=self.dtype.np)
+        else:  # data stays indexed logically: a transposed view of storage in nesting order
+            store = np.zeros(tuple(shape[a] for a in order) + self.elem_shape, self.dtype.np)
+            tail = tuple(range(len(shape), len(shape) + len(self.elem_shape)))
+            self.data = store.transpose(tuple(order.index(a) for a in range(len(shape))) + tail)
+            self.cell_strides = tuple(math.prod(shape[b] for b in order[order.index(a) + 1:])
+                                      for a in range(len(shape)))
+        self.order = order
         needs_grad, needs_dual = self._wants
         if needs_grad:
             self._make_grad()
@@ -159,7 +171,7 @@ class Field(ElementShape):
     def _companion(self, role: str) -> Field:
         f = Field(self.dtype, None, name=f"{self.name}.{role}", elem_shape=self.elem_shape,
                   role=role, primal=self)
-        f._place(self.shape)
+        f._place(self.shape, self.order)
         return f
 
     def _make_grad(self) -> None:
@@ -239,14 +251,23 @@ class Field(ElementShape):
         for axis, (k, n) in enumerate(zip(key, self.shape)):
             if isinstance(k, builder.elementwise):  # a ti.Vector
                 raise IndexError("index a field with integers, or unpack the vector: f[v[0], v[1]]")
-            k = int(k)
-            if not 0 <= k < n:
-                raise IndexError(
-                    f"index {k} out of range for axis {axis} of field '{self.name}' (size {n})"
-                )
-            out.append(k)
+            out.append(int(k))
         del data
+        for axis, (k, n) in enumerate(zip(out, self.shape)):
+            if not 0 <= k < n:
+                return self._cell_of(tuple(out), axis)
         return tuple(out)
+
+    def _cell_of(self, key: tuple, axis: int) -> tuple:
+        """Where an index past its axis lands in a field stored in Taichi's nesting order
+        (Taichi's Python scope does not check it either), as a logical index; elsewhere (and
+        past the whole field) an IndexError."""
+        cell = sum(k * s for k, s in zip(key, self.cell_strides or ()))
+        if self.cell_strides is None or not 0 <= cell < math.prod(self.shape):
+            raise IndexError(f"index {key[axis]} out of range for axis {axis} of field "
+                             f"'{self.name}' (size {self.shape[axis]})")
+        stored = np.unravel_index(cell, tuple(self.shape[a] for a in self.order))
+        return tuple(int(stored[self.order.index(a)]) for a in range(len(self.shape)))
 
     def __getitem__(self, key):
         idx = self._key(key)
@@ -460,12 +481,24 @@ class SNode:
 
     As in Taichi, shape[a] is the product of the sizes given for axis a along the chain and
     unused axes are dropped (`dense(ti.j, 3).dense(ti.i, 4)` is (4, 3); `dense(ti.i, 2)
-    .dense(ti.i, 3)` is (6,)). Taichi's nesting only changes its memory layout; simrun stores
-    every field row-major in its logical shape, which indexes identically.
+    .dense(ti.i, 3)` is (6,)). Taichi's nesting orders its memory: simrun follows that order
+    where each axis is divided once (`cell_order`), so that an index past its axis lands in
+    the cell it lands in under Taichi (DiffTaichi's misc examples index x[t, 0] in a field of
+    shape (1, steps)); elsewhere row-major in the logical shape, which indexes identically.
     """
 
-    def __init__(self, sizes: dict[int, int] | None = None):
+    def __init__(self, sizes: dict[int, int] | None = None, levels: tuple = ()):
         self._sizes = dict(sizes or {})
+        self._levels = levels  # each dense() level's axes, outermost first
+
+    @property
+    def cell_order(self) -> tuple[int, ...] | None:
+        """Logical axes in Taichi's memory order (levels outermost first, axes sorted within
+        a level), or None where that is row-major or an axis is divided more than once."""
+        flat = [a for level in self._levels for a in level]
+        if len(set(flat)) != len(flat) or flat == sorted(flat):
+            return None
+        return tuple(sorted(flat).index(a) for a in flat)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -488,7 +521,7 @@ class SNode:
         sizes = dict(self._sizes)
         for a, d in zip(axes.axes, dims):
             sizes[a] = sizes.get(a, 1) * int(d)
-        return SNode(sizes)
+        return SNode(sizes, self._levels + (tuple(sorted(axes.axes)),))
 
     pointer = bitmasked = dense
 
@@ -506,7 +539,7 @@ class SNode:
             if not isinstance(f, Field):
                 raise TypeError(f"place() takes fields, got {f!r}")
             _reject_offset(f.name, offset, self.shape)
-            f._place(self.shape)
+            f._place(self.shape, self.cell_order)
         for f in fields:  # x.grad after x, as in place(x, x.grad)
             if isinstance(f, Unplaced):
                 f.place_after()

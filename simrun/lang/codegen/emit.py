@@ -134,8 +134,12 @@ class TaskEmitter(Statements, RangeTask, PrivateCopies):
         if self.debug:
             self.bounds_check(s, idx)
         offset = ir.Constant(I64, 0)
-        for k, (i, n) in enumerate(zip(idx, f.shape)):
-            offset = b.add(b.mul(offset, ir.Constant(I64, n)), i) if k else i
+        for k, i in enumerate(idx):
+            if f.cell_strides is not None:  # stored in Taichi's nesting order (fields.SNode)
+                term = b.mul(i, ir.Constant(I64, f.cell_strides[k]))
+                offset = b.add(offset, term) if k else term
+            else:
+                offset = b.add(b.mul(offset, ir.Constant(I64, f.shape[k])), i) if k else i
         if id(f) in self.by_component:
             offset = b.add(offset, i64c(s.comp * math.prod(f.shape)))
         elif f.ncomp > 1:

@@ -41,7 +41,8 @@ class Printer:
 
     def field(self, f) -> str:
         name = self.field_names.get(id(f), f.name)
-        return f"{name}<{f.dtype},{f.shape},{f.elem_shape}>"
+        cells = "" if f.cell_strides is None else f",cells{f.cell_strides}"  # part of the key
+        return f"{name}<{f.dtype},{f.shape},{f.elem_shape}{cells}>"
 
     def expr(self, e) -> str:
         if isinstance(e, Const):

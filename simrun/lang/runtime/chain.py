@@ -125,7 +125,7 @@ def build_module() -> str:
 def _chain_function(settings) -> object:
     key = jit.cache_key("simrun launch chain, serial tasks, programs", settings)
     if not jit.load_cached(key, settings):
-        jit.compile_module(key, build_module(), settings)
+        jit.compile_module(key, build_module(), settings, "(native chain)")
     return _CHAIN(jit.function_address(CHAIN_FN))
 
 

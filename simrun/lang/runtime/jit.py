@@ -15,6 +15,7 @@ from pathlib import Path
 import llvmlite
 
 from ..codegen.libm import libm_symbols
+from ..errors import InternalCompilerError
 from ..settings import Settings
 from . import objload
 
@@ -167,14 +168,23 @@ def _load_object(obj: bytes, mcjit: bool) -> None:
     st["engine"].finalize_object()
 
 
-def compile_module(key: str, module_text: str, settings: Settings) -> None:
-    """Verify, optimise and JIT an LLVM module; store its object code for the next process."""
+def compile_module(key: str, module_text: str, settings: Settings, kernel: str = "?") -> None:
+    """Verify, optimise and JIT an LLVM module; store its object code for the next process.
+    Every module is verified before LLVM's optimiser sees it: an invalid one is an
+    InternalCompilerError naming the kernel, never a crash inside the optimiser."""
     st = _init()
     llvm = st["llvm"]
-    mod = llvm.parse_assembly(module_text)
-    mod.triple = llvm.get_process_triple()
-    mod.data_layout = str(st["tm"].target_data)
-    mod.verify()
+    try:
+        mod = llvm.parse_assembly(module_text)
+        mod.triple = llvm.get_process_triple()
+        mod.data_layout = str(st["tm"].target_data)
+        mod.verify()
+    except RuntimeError as err:
+        detail = "\n".join(str(err).strip().splitlines()[:6])
+        raise InternalCompilerError(
+            f"simrun's code generator wrote an invalid LLVM module for kernel '{kernel}' (a "
+            f"bug in simrun; SIMRUN_PRINT_IR=1 prints the kernel's IR for a report):\n"
+            f"{detail}") from None
     _optimize(mod)
     if settings.print_llvm:
         print(str(mod))

@@ -131,7 +131,7 @@ def _native_functions(settings: Settings) -> tuple:
     if not jit.load_cached(key, settings):
         from . import pool  # builds LLVM IR: a warm start never imports llvmlite.ir
 
-        jit.compile_module(key, pool.build_module(), settings)
+        jit.compile_module(key, pool.build_module(), settings, "(thread pool)")
     return (_RUN(jit.function_address(ps.RUN_FN)), _WORKER(jit.function_address(ps.WORKER_FN)),
             _STOP(jit.function_address(ps.STOP_FN)))
 
