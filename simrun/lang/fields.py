@@ -248,7 +248,7 @@ class Field(ElementShape):
                 f"got {len(key)}: use f[None] for a 0-D field"
             )
         out = []
-        for axis, (k, n) in enumerate(zip(key, self.shape)):
+        for k in key:
             if isinstance(k, builder.elementwise):  # a ti.Vector
                 raise IndexError("index a field with integers, or unpack the vector: f[v[0], v[1]]")
             out.append(int(k))
