@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from ..errors import AutodiffError
 from ..fields import grad_of
 from ..ir import builder
-from ..ir.access import stmt_reads
+from ..ir.access import stmt_reads, task_locals
 from ..ir.nodes import (
     AssertStmt,
     Assign,
@@ -366,7 +366,7 @@ def reverse_kernel(kir: KernelIR) -> KernelIR:
         rv.adj = adj_slots
         rv.write_stmts = write_stmts
         tasks.append(rv.run())
-    zero = [Assign(a, builder.const(0, a.dtype)) for v, a in adj_slots.items() if v in slot_vars]
+    zero = _zero_adjoints(tasks, [a for v, a in adj_slots.items() if v in slot_vars])
     if zero:
         prologue.append(Task("serial", zero, span=kir.span))
     extra = dict(kir.extra)
@@ -376,6 +376,27 @@ def reverse_kernel(kir: KernelIR) -> KernelIR:
     extra["n_prologue"] = len(prologue)
     extra["cross_task_locals"] = crosses
     return KernelIR(kir.name + "_grad", prologue + tasks, kir.arg_vars, [], kir.span, extra)
+
+
+def _zero_adjoints(tasks: list, adjoints: list) -> list:
+    """Kernel-level adjoints start at 0: in the serial task that first touches one (so a
+    local of that task alone needs no context slot, see codegen/layout.py), else in a
+    prologue task (returned: their assignments)."""
+    first: dict = {}
+    for k, task in enumerate(tasks):
+        for v in task_locals(task):
+            first.setdefault(v, k)
+    prologue, at_start = [], {}
+    for a in adjoints:
+        zero = Assign(a, builder.const(0, a.dtype))
+        k = first.get(a)
+        if k is not None and tasks[k].kind == "serial":
+            at_start.setdefault(k, []).append(zero)
+        else:
+            prologue.append(zero)
+    for k, zeros in at_start.items():
+        tasks[k] = dataclasses.replace(tasks[k], body=zeros + tasks[k].body)
+    return prologue
 
 
 def _replay_top_level(kir, slot_vars) -> tuple[list, dict, bool]:

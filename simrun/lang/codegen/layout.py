@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir.access import stmt_fields
+from ..ir.access import stmt_fields, task_locals
 from ..ir.nodes import (
     Random,
     walk,
@@ -61,7 +61,7 @@ def build_layout(kernel) -> Layout:
     for v in kernel.arg_vars:
         lay.var_slot[v] = slot
         slot += 1
-    for v in kernel.extra.get("top_level_vars", []):
+    for v in shared_top_level(kernel):
         if v not in lay.var_slot:
             lay.var_slot[v] = slot
             slot += 1
@@ -83,4 +83,17 @@ def build_layout(kernel) -> Layout:
     return lay
 
 
-__all__ = ["MERGE_STRIDE", "Layout", "build_layout"]
+def shared_top_level(kernel) -> list:
+    """The kernel's top-level locals that need a context slot: those a range task touches
+    (Taichi's global temporaries, shared by the loop's iterations) or more than one task
+    does. A local of one serial task alone lives in a register: a top level with thousands
+    of them in slots (a 2,000-term sum) made LLVM's optimiser take half a minute."""
+    users: dict = {}
+    for task in kernel.tasks:
+        for v in task_locals(task):
+            users.setdefault(v, []).append(task.kind)
+    return [v for v in kernel.extra.get("top_level_vars", [])
+            if len(users.get(v, ())) > 1 or "range" in users.get(v, ())]
+
+
+__all__ = ["MERGE_STRIDE", "Layout", "build_layout", "shared_top_level"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import operator
+import sys
 
 from .. import builtins as B
 from ..errors import CompileError
@@ -86,6 +87,16 @@ def _huge_python_int(op, a, b) -> bool:
 _PYTHON_INT_BITS = 1 << 16
 
 
+# The frontend follows nested expressions by recursion; this bound keeps it far from Python's
+# recursion limit (a chain of binary operators, however long, is one level: expr_BinOp).
+MAX_NESTING = 100
+NESTING_MESSAGE = (
+    f"this expression nests more than {MAX_NESTING} levels deep (operators, calls, subscripts "
+    f"or conditional expressions inside one another); simrun's frontend follows at most "
+    f"{MAX_NESTING}. A chain such as a long sum `a + b + c + ...` counts as one level; assign "
+    "inner parts to local variables to split the rest")
+
+
 class Lowerer:
     """Lowers one function body (a kernel's or an inlined ti.func's) into the emitter's blocks."""
 
@@ -97,6 +108,7 @@ class Lowerer:
         self.return_vars: list | None = None
         self.return_type = None
         self.returned = False  # a `return` runs on every path lowered so far
+        self.nesting = 0  # expressions being lowered, one inside the other
 
     # ------------------------------------------------------------ scoping
     def lookup(self, name: str, node):
@@ -148,8 +160,11 @@ class Lowerer:
             return fn(*args)
         except CompileError:
             raise
+        except RecursionError:  # nesting through ti.funcs and Python helpers, past the bound
+            raise self.error(f"{NESTING_MESSAGE} (here Python's recursion limit, "
+                             f"{sys.getrecursionlimit()} calls, came first)", node) from None
         except (TypeError, ValueError, IndexError, ZeroDivisionError, AttributeError,
-                KeyError, NotImplementedError, RecursionError, ArithmeticError) as exc:
+                KeyError, NotImplementedError, ArithmeticError) as exc:
             raise self.error(str(exc), node) from None
 
     def body(self, stmts) -> None:
@@ -415,7 +430,13 @@ class Lowerer:
         if visit is None:
             raise self.error(f"'{type(node).__name__}' expressions are not supported in kernels",
                              node)
-        return visit(node)
+        if self.nesting >= MAX_NESTING:
+            raise self.error(NESTING_MESSAGE, node)
+        self.nesting += 1
+        try:
+            return visit(node)
+        finally:
+            self.nesting -= 1
 
     def expr_Constant(self, node):
         return node.value
@@ -433,7 +454,18 @@ class Lowerer:
         return {self.expr(k): self.expr(v) for k, v in zip(node.keys, node.values)}
 
     def expr_BinOp(self, node):
-        a, b = self.expr(node.left), self.expr(node.right)
+        """A chain `t0 + t1 + ... + tn` nests on the left: followed in a loop, not by
+        recursion, so a sum of any length compiles (Python evaluates left to right too)."""
+        chain = []
+        while isinstance(node, ast.BinOp):
+            chain.append(node)
+            node = node.left
+        value = self.expr(node)
+        for link in reversed(chain):
+            value = self.guarded(link, self.binop, link, value, self.expr(link.right))
+        return value
+
+    def binop(self, node, a, b):
         if isinstance(a, list) and is_dynamic(Matrix(a)):
             a = Matrix(a)
         if isinstance(b, list) and is_dynamic(Matrix(b)):

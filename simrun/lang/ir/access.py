@@ -66,3 +66,16 @@ def write_counts(body) -> dict:
         for v in stmt_writes(s):
             counts[v] = counts.get(v, 0) + 1
     return counts
+
+
+def task_locals(task) -> set:
+    """Every local a task reads or writes, its loop variables, bounds and index expressions
+    included."""
+    out = set(task.index_vars) | ({task.var} if task.var is not None else set())
+    for s in walk(task.body):
+        out.update(stmt_reads(s))
+        out.update(stmt_writes(s))
+    for e in (task.begin, task.end, *task.index_exprs):
+        if e is not None:
+            out.update(expr_vars(e))
+    return out

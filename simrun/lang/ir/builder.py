@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..types import DType, defaults, i64, literal_dtype, promote, u64
+from . import emitter
 from .nodes import Const, Expr, OpExpr
 from .ops import OPS, Op, operand_type, result_type
 
@@ -105,7 +106,18 @@ def make(op: Op, *args) -> Expr:
             return const(value, rtype)
         except (ArithmeticError, ValueError, OverflowError):
             pass
-    return OpExpr(op, tuple(exprs), rtype)
+    return _shallow(OpExpr(op, tuple(exprs), rtype))
+
+
+# Deeper expressions are split (a temporary per SPILL_DEPTH levels) while a kernel is lowered:
+# a 2,000-term sum or a 500-entry vector's sum is then a chain of short assignments.
+SPILL_DEPTH = 32
+
+
+def _shallow(e: OpExpr) -> Expr:
+    if e.depth <= SPILL_DEPTH or not emitter.active() or not emitter.current().blocks:
+        return e
+    return emitter.current().spill(e)
 
 
 def binary(op: Op, a, b) -> Expr:

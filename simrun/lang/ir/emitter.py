@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..errors import CompileError, Span
 from ..types import DType
-from .nodes import Load, Var, walk
+from .nodes import Assign, Expr, Load, Var, VarRef, walk
 
 
 class Emitter:
@@ -58,6 +58,12 @@ class Emitter:
         if not self.loop_kinds:
             self.top_level_vars.append(var)
         return var
+
+    def spill(self, value: Expr) -> VarRef:
+        """A temporary holding `value`, assigned here (builder keeps expressions shallow)."""
+        var = self.fresh("t", value.dtype)
+        self.emit(Assign(var, value))
+        return VarRef(var)
 
     def error(self, message: str) -> CompileError:
         return CompileError(message, self.span, self.kernel_name)

@@ -123,9 +123,17 @@ class VarRef(Expr):
 
 @dataclass(eq=False, repr=False)
 class OpExpr(Expr):
+    """`depth`: the longest chain of operations below and including this one. The frontend
+    keeps it under builder.SPILL_DEPTH (deeper sub-expressions go to temporaries), so the
+    recursive walks of passes, autodiff and codegen stay far from Python's recursion limit
+    however long a kernel's sums and literals are."""
+
     op: Op
     args: tuple
     dtype: DType
+
+    def __post_init__(self) -> None:
+        self.depth = 1 + max((a.depth for a in self.args if isinstance(a, OpExpr)), default=0)
 
 
 # ---------------------------------------------------------------- statements
