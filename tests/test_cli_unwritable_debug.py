@@ -99,3 +99,31 @@ def test_debug_finds_an_out_of_range_read_in_a_scene_kernel(tmp_path: Path,
                             "out of range for field 'x' of shape (4,)"), first
     assert "x[i + 1]" in source
     assert not (tmp_path / "o").exists()  # found before anything was written
+
+
+SHIFT = """import simrun.lang as ti
+
+
+@ti.kernel
+def shift(x: ti.template(), v: ti.template(), dt: float):
+    for i in x:
+        x[i] += dt * v[i]
+        v[i + 2] = v[i]
+"""
+
+
+def test_debug_finds_an_out_of_range_write_in_a_step_kernel(tmp_path: Path) -> None:
+    # v[i + 2] writes past the last particle from i = 2: unchecked, that is other memory
+    # (another field's values, or the heap); with --debug, exit 2 at the kernel's line
+    (tmp_path / "k.py").write_text(SHIFT)
+    (tmp_path / "e.py").write_text(CHAIN.replace("x[i + 1]", "x[i]"))  # in range
+    (tmp_path / "s.yaml").write_text(
+        "version: 1\nparticles: {count: 4}\ndt: 1e-3\nsteps: 20\n"
+        "energy: [{kernel: e.py:chain}]\nstep_kernels: {kernels: [k.py:shift]}\n")
+    done = simrun("run", "s.yaml", "--debug", "--out", "o", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    first, source = done.stderr.strip().splitlines()[-2:]  # after the progress bar
+    assert first.startswith(f"error: {tmp_path / 'k.py'}:8: in kernel 'shift': index (4,) "), first
+    assert "is out of range for field 'v' of shape (4,)" in first
+    assert "v[i + 2] = v[i]" in source

@@ -17,10 +17,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from kernel_gen import kernel_source
+from kernel_gen import kernel_source, long_literal_source
 
 TESTS = Path(__file__).resolve().parent
 _names = itertools.count()
@@ -76,7 +77,7 @@ def test_generated_kernels_compile_or_raise_compile_error_at_their_line(ti, tmp_
 RUNNER = """
 import json, sys, traceback
 sys.path.insert(0, sys.argv[1])
-from kernel_gen import kernel_source
+from kernel_gen import kernel_source, long_literal_source
 import simrun.lang as ti
 from simrun.lang.errors import SimrunError
 
@@ -119,3 +120,48 @@ def test_generated_kernels_run_without_a_crash(tmp_path: Path) -> None:
     internal = [r for r in ends if r["outcome"] not in ("ok", "SimrunError", "IndexError")]
     assert not internal, internal[:3]
     assert sum(r["outcome"] == "ok" for r in ends) >= len(ends) // 2  # mostly valid kernels
+
+
+def long_literal_numpy(spec: list, x: np.ndarray) -> tuple[float, np.ndarray, float]:
+    """Value, gradient and the sum of |terms| (for the rounding bound) of a
+    long_literal_source kernel, in NumPy."""
+    shape, terms = spec[0], spec[1:]
+    values, grads = [], []
+    for kind, c, j, k in terms:
+        g = np.zeros_like(x)
+        if kind == "lin":
+            values.append(c * x[j])
+            g[j] += c
+        elif kind == "prod":
+            values.append(c * x[j] * x[k])
+            g[j] += c * x[k]
+            g[k] += c * x[j]
+        else:
+            values.append(np.sin(x[j]) * c)
+            g[j] += c * np.cos(x[j])
+        grads.append(g)
+    values, grads = np.array(values), np.array(grads)
+    if shape == "vector_dot":
+        return float(values @ values), 2 * values @ grads, float(values @ values)
+    return float(values.sum()), grads.sum(axis=0), float(np.abs(values).sum())
+
+
+@settings(max_examples=4, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1))
+def test_long_literals_and_sums_match_numpy(ti, tmp_path_factory, seed: int) -> None:
+    """Issue 29's "long literals": sums of up to 1,000 terms and vector literals of up to
+    500 entries compile (no RecursionError, no LLVM abort: see compiler.py's `slp`) and
+    give NumPy's value and gradient."""
+    source, spec = long_literal_source(seed)
+    module, _ = load(tmp_path_factory.getbasetemp(), source)
+    x = np.random.default_rng(seed).uniform(-1, 1, module.x.shape[0])
+    module.x.from_numpy(x)
+    with ti.ad.Tape(loss=module.out):
+        module.k()
+    value, grad, scale = long_literal_numpy(spec, x)
+    n = len(spec) - 1
+    # summed in another order than NumPy's: n eps of the sum of |terms| (plus sin's ulps)
+    assert abs(module.out[None] - value) <= 4 * n * 2.3e-16 * max(scale, 1.0)
+    np.testing.assert_allclose(module.x.grad.to_numpy(), grad, rtol=0,
+                               atol=4 * n * 2.3e-16 * max(np.abs(grad).max(), 1.0) * 4)

@@ -402,7 +402,8 @@ class Kernel:
             _stack.pop()
         kir = KernelIR(self.name, tasks, arg_vars, rets, span=src.span(src.tree),
                        extra={"top_level_vars": em.top_level_vars,
-                              "stop_grad": em.stopped_everywhere})
+                              "stop_grad": em.stopped_everywhere,
+                              "split_expressions": em.spills})
         return kir, ndarrays
 
     def compile(self, args, mode: str):

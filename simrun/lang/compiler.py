@@ -34,13 +34,18 @@ def compile_kernel(kir, runtime, config, arg_specs, ndarray_slots) -> CompiledKe
     settings = runtime.settings
     if settings.print_ir:
         print(text)
-    key = jit.cache_key(f"{text}\ndebug={config.debug} fast_math={config.fast_math}", settings)
+    # LLVM's SLP vectorizer turns a long fast-math sum (a kernel whose expressions the
+    # frontend split) into reductions 100s of lanes wide that its X86 backend can abort on
+    # ("Illegal shuffle mask"): such kernels are compiled without it
+    slp = not kir.extra.get("split_expressions")
+    key = jit.cache_key(f"{text}\ndebug={config.debug} fast_math={config.fast_math} slp={slp}",
+                        settings)
     names = [f"{kir.name}_{key}_t{k}" for k in range(len(kir.tasks))]
     cached = jit.load_cached(key, settings, use_disk=config.offline_cache)
     if not cached or config.debug:
         module_text, names = build_module(kir, layout, key, config.debug, config.fast_math)
         if not cached:
-            jit.compile_module(key, module_text, settings, kir.name)
+            jit.compile_module(key, module_text, settings, kir.name, slp)
     addresses = [jit.function_address(n) for n in names]
     slots = [(layout.var_slot[v], v.dtype) for v in kir.arg_vars]
     compiled = CompiledKernel(kir.name, layout, addresses, slots, kir.ret_types, runtime,

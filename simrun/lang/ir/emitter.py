@@ -27,6 +27,7 @@ class Emitter:
         self.stopped_everywhere: set = set()  # ti.stop_grad outside loops: kernel-wide
         self._stopped: dict[int, tuple[list, set]] = {}  # id(block) -> (block, fields)
         self.grad_reads: dict[int, object] = {}  # id(field) -> the field `field.grad` reads
+        self.spills = 0  # expressions split by spill(): compiler.py compiles without SLP
 
     def next_random_site(self) -> int:
         self.random_sites += 1
@@ -61,6 +62,7 @@ class Emitter:
 
     def spill(self, value: Expr) -> VarRef:
         """A temporary holding `value`, assigned here (builder keeps expressions shallow)."""
+        self.spills += 1
         var = self.fresh("t", value.dtype)
         self.emit(Assign(var, value))
         return VarRef(var)

@@ -129,12 +129,12 @@ def cache_key(text: str, settings: Settings) -> str:
     return h.hexdigest()[:24]
 
 
-def _optimize(mod) -> None:
+def _optimize(mod, slp: bool = True) -> None:
     st = _init()
     llvm = st["llvm"]
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pto.loop_vectorization = True
-    pto.slp_vectorization = True
+    pto.slp_vectorization = slp
     pto.loop_unrolling = True
     pb = llvm.create_pass_builder(st["tm"], pto)
     pb.getModulePassManager().run(mod, pb)
@@ -168,7 +168,8 @@ def _load_object(obj: bytes, mcjit: bool) -> None:
     st["engine"].finalize_object()
 
 
-def compile_module(key: str, module_text: str, settings: Settings, kernel: str = "?") -> None:
+def compile_module(key: str, module_text: str, settings: Settings, kernel: str = "?",
+                   slp: bool = True) -> None:
     """Verify, optimise and JIT an LLVM module; store its object code for the next process.
     Every module is verified before LLVM's optimiser sees it: an invalid one is an
     InternalCompilerError naming the kernel, never a crash inside the optimiser."""
@@ -185,7 +186,7 @@ def compile_module(key: str, module_text: str, settings: Settings, kernel: str =
             f"simrun's code generator wrote an invalid LLVM module for kernel '{kernel}' (a "
             f"bug in simrun; SIMRUN_PRINT_IR=1 prints the kernel's IR for a report):\n"
             f"{detail}") from None
-    _optimize(mod)
+    _optimize(mod, slp)
     if settings.print_llvm:
         print(str(mod))
     obj = st["tm"].emit_object(mod)
