@@ -141,20 +141,22 @@ def k():
 """
 
 
-def long_literal_source(seed: int, n_x: int = 16) -> tuple[str, list]:
+def long_literal_source(seed: int, n_x: int = 16, longest: tuple = (1000, 500)
+                        ) -> tuple[str, list]:
     """A module whose kernel `k` sets out[None] from one long expression (issue 29's "long
-    literals"): a sum of 100 to 1,000 terms written out, or a ti.Vector literal of 50 to 500
-    of them, summed or dotted with itself. Returns the source and its terms, each
+    literals"): a sum of 100 to `longest[0]` terms written out, or a ti.Vector literal of 50
+    to `longest[1]` of them, summed or dotted with itself. Returns the source and its terms, each
     (kind, c, j, k) for c x_j, c x_j x_k or c sin(x_j), so a test can compute the value and
     gradient with NumPy; `squared` when the vector is dotted with itself."""
     rng = random.Random(seed)
     terms = []
-    for _ in range(rng.randint(100, 1000) if rng.random() < 0.5 else rng.randint(50, 500)):
+    n_sum, n_vector = longest
+    for _ in range(rng.randint(100, n_sum) if rng.random() < 0.5 else rng.randint(50, n_vector)):
         kind = rng.choice(["lin", "prod", "sin"])
         terms.append((kind, round(rng.uniform(-2, 2), 4), rng.randrange(n_x), rng.randrange(n_x)))
     text = {"lin": "{c} * x[{j}]", "prod": "{c} * x[{j}] * x[{k}]", "sin": "ti.sin(x[{j}]) * {c}"}
     written = [text[kind].format(c=c, j=j, k=k) for kind, c, j, k in terms]
-    shape = rng.choice(["sum", "vector_sum", "vector_dot"]) if len(terms) <= 500 else "sum"
+    shape = rng.choice(["sum", "vector_sum", "vector_dot"]) if len(terms) <= n_vector else "sum"
     if shape == "sum":
         body = "out[None] = " + " + ".join(written)
     else:

@@ -165,3 +165,37 @@ def test_long_literals_and_sums_match_numpy(ti, tmp_path_factory, seed: int) -> 
     assert abs(module.out[None] - value) <= 4 * n * 2.3e-16 * max(scale, 1.0)
     np.testing.assert_allclose(module.x.grad.to_numpy(), grad, rtol=0,
                                atol=4 * n * 2.3e-16 * max(np.abs(grad).max(), 1.0) * 4)
+
+
+LONG_RUNNER = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+from kernel_gen import long_literal_source
+import simrun.lang as ti
+
+ti.init(arch=ti.cpu, cpu_max_num_threads=1)
+source, spec = long_literal_source(0, longest=(1500, 600))
+path = sys.argv[2] + "/long_literal.py"
+open(path, "w").write(source)
+scope = {"__name__": "long_literal"}
+exec(compile(source, path, "exec"), scope)
+x = np.random.default_rng(0).uniform(-1, 1, scope["x"].shape[0])
+scope["x"].from_numpy(x)
+scope["k"]()
+print(json.dumps({"x": x.tolist(), "value": scope["out"][None]}))
+"""
+
+
+def test_long_vector_literal_dotted_does_not_abort_llvm(tmp_path: Path) -> None:
+    """Seed 0 of the first version of this fuzz kind: a vector literal dotted with itself, which LLVM's SLP vectorizer
+    made a 256-lane reduction that aborted X86 instruction selection (a signal, in a child
+    process so that it fails this test alone)."""
+    done = subprocess.run([sys.executable, "-c", LONG_RUNNER, str(TESTS), str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-1500:]}"
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    source, spec = long_literal_source(0, longest=(1500, 600))
+    assert spec[0] == "vector_dot" and "w.dot(w)" in source
+    value, _, scale = long_literal_numpy(spec, np.array(result["x"]))
+    assert abs(result["value"] - value) <= 4 * (len(spec) - 1) * 2.3e-16 * scale
