@@ -156,3 +156,15 @@ def test_scene_kernel_with_long_literal_and_sum_through_the_cli(tmp_path: Path):
     t = 0.5
     np.testing.assert_allclose(x_end, [2.0 * t, 3.0 * t - 9.8 * t * t / 2], rtol=1e-12)
     assert json.loads((tmp_path / "out" / "run.json").read_text())["status"] == "ok"
+
+
+def test_scene_kernel_nested_past_the_limit_is_exit_2_at_its_line(tmp_path: Path):
+    deep = "-" * (MAX_NESTING + 10) + "x[p][1]"
+    (tmp_path / "k.py").write_text(ENERGY.split("    for p in x:")[0]
+                                   + f"    for p in x:\n        U[None] += m[p] * g * {deep}\n")
+    (tmp_path / "deep.yaml").write_text(SCENE)
+    done = simrun("check", "deep.yaml", cwd=tmp_path, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and "RecursionError" not in done.stderr
+    assert f"{tmp_path / 'k.py'}:7:" in done.stderr
+    assert f"more than {MAX_NESTING} levels" in done.stderr
