@@ -166,7 +166,7 @@ def batch_job(arguments: dict[str, Any], engine: Callable[[], Any], quiet: bool)
                  "run the same command again to continue")
         return f"finished jobs and {where or 'the summary'} are kept; {again}"
 
-    with exit_codes(interrupted):
+    with exit_codes(interrupted, lambda: reporter.out_dir):
         try:
             result = run_batch(**arguments, engine=engine(), on_event=reporter)
         finally:
