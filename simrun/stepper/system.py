@@ -19,6 +19,7 @@ from simrun.stepper.binding import (
     bind,
     box_values,
     check_limits,
+    check_param_types,
     check_params,
     find_kernel,
     load_module,
@@ -186,6 +187,7 @@ class System:
             defaults = getattr(module, "DEFAULTS", {}).get(term.kernel.name, {})
             check_limits(term.kernel, module, {**defaults, **term.params}, term.where,
                          term.param_where, context)
+            check_param_types(term.kernel, kernel, term.params, term.where, term.param_where)
         for sk in (self.scene.step_kernels, self.scene.controller):
             if sk is not None:
                 self._validate_kernel_list(sk, context)
@@ -200,6 +202,7 @@ class System:
             defaults = getattr(module, "DEFAULTS", {}).get(ref.name, {})
             own = {n: v for n, v in sk.params.items() if n in parameter_names(k)}
             check_limits(ref, module, {**defaults, **own}, ref.where, sk.param_where, context)
+            check_param_types(ref, k, own, ref.where, sk.param_where)
 
     def _bind_term(self, term, box: dict[str, Any] | None = None) -> BoundKernel:
         module = load_module(term.kernel.path)
