@@ -4,6 +4,7 @@ bombs, built in a few milliseconds (the data a bomb claims is never written)."""
 from __future__ import annotations
 
 import io
+import math
 import struct
 import zipfile
 from pathlib import Path
@@ -39,7 +40,7 @@ def forged_npz(path: Path, shape: tuple[int, ...], stored: int, declared: int | 
 
 def claimed_size(shape: tuple[int, ...]) -> int:
     """The member size an honest .npy of ``shape`` float64 values has."""
-    return len(npy_header(shape)) + 8 * int(np.prod(shape))
+    return len(npy_header(shape)) + 8 * math.prod(shape)
 
 
 def deflate_bomb(path: Path, rows: int) -> Path:

@@ -147,7 +147,11 @@ def _function(name: str, args: list[str], key: str, where: str) -> Axis:
             nums[2] < 1 or not all(math.isfinite(v) for v in nums[:2]):
         raise SceneError(f"{where}: {name} takes (a, b, n) with finite a and b and n >= 1 "
                          "points")
-    return Axis(key, (), (float(nums[0]), float(nums[1])), log=name == "logspace",
+    if name == "logspace" and max(nums[:2]) > 308:
+        raise SceneError(f"{where}: logspace(a, b, n) spans 10**a to 10**b, and 10**"
+                         f"{max(nums[:2]):g} is beyond the largest float (1.8e308)")
+    interval = (float(min(nums[:2])), float(max(nums[:2])))  # for samples: a > b is allowed
+    return Axis(key, (), interval, log=name == "logspace",
                 function=(name, (nums[0], nums[1], int(nums[2]))))
 
 
