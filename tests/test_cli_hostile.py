@@ -42,8 +42,8 @@ PRECISION = {
                         "--set particles.mass=[1, 1e39, 1] (command line): 'particles.mass.1'"
                         " is 1e+39"),
     "subnormal_mass": (["precision=f32", "particles.mass=1e-40"], "--set particles.mass=1e-40 "
-                       "(command line): 'particles.mass' is 1e-40, outside the sizes f32 "
-                       "divides by safely"),
+                       "(command line): 'particles.mass' is 1e-40, outside the range f32 "
+                       "holds for a size"),
     "box_underflows_f32": (["precision=f32", PERIODIC], f"--set {PERIODIC} (command line): "
                            "'boundary.high.0' is 1e-300, which the scene's precision f32 "
                            "rounds to 0"),
@@ -53,6 +53,10 @@ PRECISION = {
     "initial_box_overflows": (["initial={low: [-1e308, 0], high: [1e308, 1]}"],
                               "--set initial={low: [-1e308, 0], high: [1e308, 1]} (command "
                               "line): the initial positions reach inf"),
+    "neighbor_reach_squared_beyond_f32": (["precision=f32", "neighbors={cutoff: 1e20}"],
+                                          "--set neighbors={cutoff: 1e20} (command line): "
+                                          "(cutoff + skin)^2 = (1e+20)^2 is 1e+40, outside "
+                                          "the range f32 holds for a size"),
     "temperature_beyond_f32": (["precision=f32", "initial.temperature=1e39"],
                                "--set initial.temperature=1e39 (command line): "
                                "'initial.temperature' is 1e+39"),

@@ -94,8 +94,9 @@ def _size(root: Node, precision: str, key: str, value: float, what: str) -> None
     """A size something is divided by: a normal number of the scene's precision."""
     tiny, largest = float_range(precision)
     if not tiny <= value <= largest:
-        raise error_at(node_at(root, key), f"{what} is {value:g}, outside the sizes "
-                       f"{precision} divides by safely ({tiny:.3g} to {largest:.3g})",
+        raise error_at(node_at(root, key), f"{what} is {value:g}, outside the range "
+                       f"{precision} holds for a size ({tiny:.3g} to {largest:.3g}), which "
+                       "kernels divide by or square",
                        "Use a size in range (and the units that make it one)")
 
 
@@ -140,6 +141,9 @@ def check_ranges(scene: Scene, root: Node) -> None:
             break
     if scene.integrator.tau is not None:
         _size(root, p, "integrator.tau", scene.integrator.tau, "'integrator.tau'")
+    if scene.neighbors is not None:  # the neighbour search compares squared distances
+        reach = scene.neighbors.cutoff + scene.neighbors.skin
+        _size(root, p, "neighbors.cutoff", reach * reach, f"(cutoff + skin)^2 = ({reach:g})^2")
     check_boxes(scene, root)
     _check_extent(scene, root)
 
