@@ -20,15 +20,15 @@ def npy_header(shape: tuple[int, ...], descr: str = "<f8") -> bytes:
 
 
 def forged_npz(path: Path, shape: tuple[int, ...], stored: int, declared: int | None = None,
-               deflate: bool = True) -> Path:
-    """An .npz whose x.npy header claims ``shape`` but which holds ``stored`` bytes of data;
+               deflate: bool = True, name: str = "x") -> Path:
+    """An .npz whose ``name``.npy header claims ``shape`` but which holds ``stored`` bytes of data;
     the zip directory declares ``declared`` bytes for the member (default: the honest size
     of what it holds). ``declared`` = header + the claimed data is a bomb that names its
     size honestly but whose data would inflate past the end of the stream."""
     header = npy_header(shape)
     compression = zipfile.ZIP_DEFLATED if deflate else zipfile.ZIP_STORED
     with zipfile.ZipFile(path, "w", compression=compression) as archive:
-        archive.writestr("x.npy", header + b"\0" * stored)
+        archive.writestr(f"{name}.npy", header + b"\0" * stored)
     if declared is not None:  # patch the uncompressed size in both zip headers
         data = bytearray(path.read_bytes())
         local, central = data.find(b"PK\x03\x04"), data.find(b"PK\x01\x02")

@@ -146,6 +146,27 @@ def test_a_frame_the_file_does_not_hold_exits_2(scene_dir: Path, shape, frame: i
     assert message.startswith(f"error: s.yaml:6:47: {expected}"), message
 
 
+@pytest.mark.parametrize(("declared", "expected"), [
+    (True, "'fields.cue_v' has shape (100000000,) but the module allocates shape (2,)"),
+    (False, "cannot read 'cue.npz': its array 'cue_v.npy' claims shape (100000000,)"),
+])
+def test_a_fields_file_is_read_header_first(tmp_path: Path, declared: bool,
+                                            expected: str) -> None:
+    """The billiards cue's start velocity from a bomb (honest about the 800 MB it claims,
+    holding 8 bytes) or a lying file: refused from the header, naming the scene's line."""
+    shape = (10**8,)
+    forged_npz(tmp_path / "cue.npz", shape, stored=8, name="cue_v",
+               declared=claimed_size(shape) if declared else None)
+    scenes = REPO / "scenes"
+    text = (scenes / "billiards.yaml").read_text().replace(
+        "initial: {type: file, path: billiards_rack.xyz}",
+        f"initial: {{type: file, path: {scenes}/billiards_rack.xyz}}\nfields: {{cue_v: cue.npz}}")
+    (tmp_path / "b.yaml").write_text(text.replace("kernels/billiards.py",
+                                                  f"{REPO}/kernels/billiards.py"))
+    message = one_paragraph(simrun("check", "b.yaml", "--allow-outside", cwd=tmp_path))
+    assert message.startswith("error: b.yaml:13:") and expected in message, message
+
+
 def test_a_device_is_not_a_regular_file(scene_dir: Path) -> None:
     (scene_dir / "s.yaml").write_text(SCENE.replace("k.py:k}", "k.py:k, params: {s: 1.0}}")
                                       + "initial: {type: file, path: /dev/zero}\n")

@@ -12,6 +12,7 @@ import numpy as np
 
 from simrun.lang.autodiff.tape import access_of
 from simrun.scene import Scene, SceneError
+from simrun.scene.npz import npz_headers
 from simrun.stepper.binding import (
     BOX_NAMES,
     BoundKernel,
@@ -55,8 +56,8 @@ class System:
         self.extra: dict[str, Any] = {}
         self._validate_params()
         self._allocate_module_fields()
-        self.load_fields({name: _read_field(path, name) for name, path in scene.fields.items()},
-                         scene.fields_where)
+        self.load_fields({name: self._read_field(path, name, scene.fields_where.get(name))
+                          for name, path in scene.fields.items()}, scene.fields_where)
         self.energy = [self._bind_term(term) for term in scene.energy]
         self._grads: list | None = None
         self._direct: DirectForces | None = None
@@ -309,7 +310,13 @@ class System:
             self.x.from_numpy(np.ascontiguousarray(built_at, dtype=self.np_dtype))
             self.refresh_neighbors()
 
-
-def _read_field(path, name: str) -> np.ndarray:
-    with np.load(path) as data:
-        return data[name]
+    def _read_field(self, path, name: str, at: str | None) -> np.ndarray:
+        """A `fields:` array, its shape checked against the allocated field from the .npz
+        header first, so a file that would inflate to more than the field is never read."""
+        f, header = self.extra.get(name), npz_headers(path).get(name)
+        if f is not None and header is not None and header.shape != f.to_numpy().shape:
+            raise SceneError(f"{at or self.scene.source}: 'fields.{name}' has shape "
+                             f"{header.shape} but the module allocates shape "
+                             f"{f.to_numpy().shape}. Save values of that shape.")
+        with np.load(path) as data:
+            return data[name]
