@@ -20,8 +20,11 @@ DEFAULTS = {
     "soft_sphere": {"epsilon": 1.0, "sigma": 1.0, "exponent": 2.0},
 }
 _REACH = ["cutoff > 0", "cutoff <= list_cutoff"]  # list_cutoff: the scene's neighbors.cutoff
-LIMITS = {"lj": ["sigma > 0", *_REACH], "lj_shifted": ["sigma > 0", *_REACH],
-          "lj_smooth": ["sigma > 0", *_REACH], "lj_all_pairs": ["sigma > 0", "cutoff > 0"],
+# sigma < cutoff: a cut inside the repulsive core is no Lennard-Jones potential at all (and
+# sigma = 2**31 threw every atom into one neighbour cell)
+_LJ = ["sigma > 0", "sigma < cutoff"]
+LIMITS = {"lj": [*_LJ, *_REACH], "lj_shifted": [*_LJ, *_REACH],
+          "lj_smooth": [*_LJ, *_REACH], "lj_all_pairs": [*_LJ, "cutoff > 0"],
           "wca": ["sigma > 0", "sigma * 2 ** (1 / 6) <= list_cutoff"],
           "morse": ["alpha > 0", *_REACH],
           "soft_sphere": ["sigma > 0", "exponent >= 2", "sigma <= list_cutoff"]}

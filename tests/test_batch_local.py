@@ -56,10 +56,11 @@ def test_sweep_skip_done_and_edited_kernel(tmp_path):
 def test_failures_reported_as_they_happen_and_retried(tmp_path):
     scene = scene_copy(tmp_path, steps=200)
     out = tmp_path / "b"
-    # a velocity past f32's range is infinite at step 0: a failure with its message,
-    # retried, then failed for good
+    # a strength within f32's range whose forces are not (a velocity past the range is bad
+    # input now, refused before submitting): a failure with its message, retried, then
+    # failed for good
     seen = []
-    result = run_batch(scene, ["initial.velocity=[0,0],[1e300,0]"], out_dir=out, engine=Engine(workers=1),
+    result = run_batch(scene, ["energy.0.params.strength=1,3e38"], out_dir=out, engine=Engine(workers=1),
                        retries=1, options={"no_render": True},
                        on_event=lambda kind, row, res: seen.append(
                            (kind, row.folder, res.count("done") + res.count("running"))))
@@ -68,16 +69,16 @@ def test_failures_reported_as_they_happen_and_retried(tmp_path):
     assert rows["run-000"]["status"] == "done"
     bad = rows["run-001"]
     assert bad["status"] == "failed" and bad["attempts"] == "2"
-    assert "velocities became NaN or infinite" in bad["error"]
+    assert "forces became NaN or infinite" in bad["error"]
     kinds = [k for k, f, _ in seen if f == "run-001" and k != "start"]
     assert kinds == ["retry", "failed"]
     # the CLI: exit 1, the failure on stderr, fail-fast stops at the first failure
-    proc = simrun("batch", str(scene), "--sweep", "initial.velocity=[1e300,0],[0,0],[1,0]",
+    proc = simrun("batch", str(scene), "--sweep", "energy.0.params.strength=3e38,1,2",
                   "--workers", "1",
                   "--fail-fast", "--no-render", "--out", str(tmp_path / "c"), "-q")
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 1, stderr
-    assert "job run-000 {'initial.velocity': '[1e300,0]'} failed: step 0" in stderr
+    assert "job run-000 {'energy.0.params.strength': '3e38'} failed: step 0" in stderr
     assert summary(tmp_path / "c")[0]["status"] == "failed"
 
 

@@ -7,15 +7,22 @@ Deterministic (derandomize=True) and bounded (max_examples); each test takes a f
 
 from __future__ import annotations
 
+import functools
+import math
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hostile_files import claimed_size, forged_npz
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_cli import simrun
 
+from simrun.adjoint.keys import parse_key
+from simrun.batch.sweep import MAX_JOBS, grid, parse_sweep, sample
 from simrun.scene import SceneError, load_scene
+from simrun.scene.ranges import kernel_numbers
 
 KERNEL = ("import simrun.lang as ti\n\n\n@ti.kernel\n"
           "def k(x: ti.template(), U: ti.template(), s: float):\n"
@@ -53,7 +60,12 @@ NASTY = ["", "~", "null", "-1", "0", "1e400", "-1e400", "9" * 120, "9" * 5000, "
          "<<: {a: 1}", "? [a]\n: b", "- - -", "|\n  a", "1.5", "-0", "1e-320", "true",
          "[1, 2, 3]", "[0, 0, 0]", "{type: file, path: nowhere.npz}", "{generate: grid}",
          "k.py:k", "../../x.py:k", "/etc/passwd.py:k", "k.py:nope", "[" * 200 + "]" * 200,
-         "{type: lattice, shape: [99999999999, 99999999999]}", "2", "3", "100000000000"]
+         "{type: lattice, shape: [99999999999, 99999999999]}", "2", "3", "100000000000",
+         # issue 29: beyond f32, underflowing sizes, hostile .npz headers
+         "1e39", "-1e39", "3.5e38", "1e-50", "1e-300", "1e308", "-1e308", "5e-324", "f32",
+         "{type: periodic, low: [0, 0], high: [1e-300, 1e-300]}", "[1e308, 1e308]",
+         "{type: file, path: lying.npz}", "{type: file, path: bomb.npz}", "lying.npz",
+         "bomb.npz", "{type: file, path: bomb.npz, frame: 5}", "/dev/zero"]
 LIMIT = 800  # characters of a message: one short paragraph
 
 
@@ -72,6 +84,8 @@ def _check_load(path: Path, overrides: list[str] = ()) -> None:
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("fuzz")
     (path / "k.py").write_text(KERNEL)
+    forged_npz(path / "lying.npz", (10**12, 2), stored=64)
+    forged_npz(path / "bomb.npz", (10**8, 2), stored=16, declared=claimed_size((10**8, 2)))
     return path
 
 
@@ -102,6 +116,7 @@ mutations = st.lists(st.tuples(st.integers(0, 5), st.integers(0, 10_000),
 FUZZ = settings(max_examples=200, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture,
                                        HealthCheck.too_slow])
+FUZZ_FEW = settings(FUZZ, max_examples=60)  # the issue-29 kinds: each example loads a scene
 
 
 @FUZZ
@@ -123,7 +138,8 @@ KEYS = ["version", "name", "precision", "seed", "particles", "particles.count",
         "energy.0.params.s", "energy.5.kernel", "integrator", "integrator.type",
         "integrator.damping", "step_kernels", "dt", "steps", "boundary", "boundary.type",
         "boundary.low", "outputs", "outputs.every", "outputs.xyz", "nope.deeper", "x" * 5000,
-        "energy.-1.kernel", "energy." + "9" * 50, "", ".", "a..b"]
+        "energy.-1.kernel", "energy." + "9" * 50, "", ".", "a..b", "boundary.high",
+        "initial.temperature", "initial.velocity", "integrator.damping", "neighbors.cutoff"]
 
 
 @FUZZ
@@ -148,3 +164,104 @@ def test_mutated_scenes_through_the_cli_never_show_a_traceback(folder: Path, ste
     assert "Traceback" not in done.stderr
     if done.returncode:
         assert len(done.stderr.strip().splitlines()) <= 3 and len(done.stderr) < LIMIT
+
+
+# --- issue 29: numbers beyond the precision, underflowing sizes, hostile headers, sweeps ----
+
+EXTREMES = [1e39, -1e39, 3.5e38, 3.3e38, -3.3e38, 1e-39, 1e-46, 1e-50, 1e-300, 5e-324, 1e308,
+            -1e308, 0.0, 1.0, 2.5]
+RANGE_KEYS = ["dt", "particles.mass", "particles.mass.1", "initial.velocity",
+              "initial.temperature", "initial.low", "initial.high", "boundary.low",
+              "boundary.high", "boundary.high.0", "integrator.damping"]
+
+
+def _fits(value: float, precision: str) -> bool:
+    kind = np.float32 if precision == "f32" else np.float64
+    with np.errstate(over="ignore"):
+        rounded = float(kind(value))
+    return math.isfinite(rounded) and (rounded != 0 or value == 0)
+
+
+@FUZZ_FEW
+@given(st.sampled_from(["f32", "f64"]),
+       st.lists(st.tuples(st.sampled_from(RANGE_KEYS), st.sampled_from(EXTREMES)),
+                min_size=1, max_size=3))
+def test_a_loaded_scene_holds_only_numbers_its_precision_holds(folder: Path, precision: str,
+                                                               sets) -> None:
+    """Either the override is refused in one line, or every number bound for a kernel fits
+    the precision and the box divides safely: the invariant the stepper relies on."""
+    path = folder / "base.yaml"
+    path.write_text(BASE)
+    overrides = [f"precision={precision}", *(f"{key}={value!r}" for key, value in sets)]
+    try:
+        scene = load_scene(path, overrides)
+    except SceneError as exc:
+        assert "\n" not in str(exc) and len(str(exc)) < LIMIT, str(exc)[:2000]
+        return
+    for key, value in kernel_numbers(scene):
+        assert _fits(value, precision), (key, value)
+    assert all(_fits(1.0 / m, precision) for m in scene.particles.masses)
+    sides = np.subtract(scene.boundary.high, scene.boundary.low)
+    assert np.all(np.isfinite(sides)) and 0 < np.prod(sides) < np.inf
+    assert all(_fits(float(s), precision) for s in sides)
+
+
+@FUZZ_FEW
+@given(st.lists(st.one_of(st.integers(0, 8), st.integers(9, 10**13)), min_size=1,
+                max_size=4), st.integers(0, 256), st.booleans())
+def test_hostile_npz_headers_are_refused_before_inflating(folder: Path, shape, stored: int,
+                                                          honest: bool) -> None:
+    """Any header (shapes up to 10**13 values, the zip declaring the claimed size or what is
+    stored) loads or is one short SceneError, fast: nothing is inflated on its word."""
+    declared = claimed_size(tuple(shape)) if honest else None
+    if declared is not None and declared >= 2**32:  # beyond a plain zip's size field
+        declared = None
+    forged_npz(folder / "h.npz", tuple(shape), stored, declared)
+    path = folder / "npz.yaml"
+    path.write_text(BASE.replace("  type: random\n  low: [0, 0]\n  high: [1, 1]\n",
+                                 "  type: file\n  path: h.npz\n"))
+    _check_load(path)
+
+
+def _sweep_text(function: str, a: float, b: float, n: int) -> str:
+    return f"dt={function}({a},{b},{n})"
+
+
+@FUZZ_FEW
+@given(st.sampled_from(["range", "linspace", "logspace"]),
+       st.sampled_from([0, 1, -3, 1e-9, 0.5, 1e300]),
+       st.sampled_from([1, 2, 1e-9, -1, 1e308]),
+       st.one_of(st.integers(1, 40), st.integers(100_001, 10**15)),
+       st.one_of(st.none(), st.integers(1, 30), st.integers(100_001, 10**12)),
+       st.booleans())
+def test_huge_sweeps_are_counted_before_they_are_made(function: str, a: float, b: float,
+                                                      n: int, samples, second: bool) -> None:
+    started = time.perf_counter()
+    try:
+        axes = [parse_sweep(_sweep_text(function, a, b, n))]
+        if second:
+            axes.append(parse_sweep(f"seed=range({n})"))
+        points = sample(axes, samples, 0) if samples else grid(axes)
+        assert len(points) <= MAX_JOBS
+    except SceneError as exc:
+        assert "\n" not in str(exc) and len(str(exc)) < LIMIT, str(exc)[:2000]
+    assert time.perf_counter() - started < 5, "a sweep was expanded before it was counted"
+
+
+@settings(max_examples=20, deadline=None, derandomize=True, database=None)
+@given(st.sampled_from(["energy.0.params.", "fields.", "", "initial.velocity.", "x."]),
+       st.integers(100, 20_000))
+def test_long_wrt_keys_are_one_short_line(prefix: str, length: int) -> None:
+    scene = _projectile()
+    try:
+        parse_key(scene, prefix + "y" * length)
+    except SceneError as exc:
+        assert "\n" not in str(exc) and len(str(exc)) < LIMIT, str(exc)[:2000]
+        assert f"({len(prefix) + length:,} characters)" in str(exc)
+    else:
+        raise AssertionError("a key of 100+ characters was accepted")
+
+
+@functools.cache
+def _projectile():
+    return load_scene(Path(__file__).resolve().parents[1] / "scenes" / "projectile.yaml")

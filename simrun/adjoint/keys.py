@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from simrun.scene import Scene, SceneError, initial_state
+from simrun.scene.errors import MAX_SHOWN, shorten
 from simrun.stepper.binding import find_kernel, load_module, parameter_names
 
 FIXED_KEYS = ("state.x0", "state.v0", "initial.velocity", "dt", "integrator.damping",
@@ -70,7 +71,7 @@ def parse_key(scene: Scene, text: str) -> Key:
     once the kernel modules have run."""
     parts = text.split(".")
     if scene.integrator.thermostat:
-        raise SceneError(f"--wrt {text}: the '{scene.integrator.type}' thermostat is not "
+        raise SceneError(f"--wrt {shorten(text)}: the '{scene.integrator.type}' thermostat is not "
                          "differentiated by `simrun grad` (its noise and chain are not part of "
                          "the adjoint); use integrator: velocity_verlet or symplectic_euler.")
     if scene.objective is None:
@@ -78,18 +79,18 @@ def parse_key(scene: Scene, text: str) -> Key:
                          "differentiate. Add e.g. 'objective: {builtin: kinetic, at: end}'.")
     if parts[0] == "fields" and len(parts) == 2 and parts[1]:
         if scene.step_kernels is None and scene.controller is None:
-            raise SceneError(f"--wrt {text}: fields are differentiated in scenes with "
+            raise SceneError(f"--wrt {shorten(text)}: fields are differentiated in scenes with "
                              "step_kernels or a controller only (their kernels carry the "
                              "fields from step to step); this scene has neither. Its keys: "
                              f"{', '.join(known_keys(scene))}.")
         return Key(text, "field", name=parts[1])
     known = known_keys(scene)
     if text not in known:
-        close = difflib.get_close_matches(text, known, n=3)
+        close = difflib.get_close_matches(text, known, n=3) if len(text) <= MAX_SHOWN else []
         hint = f" Did you mean {' or '.join(close)}?" if close else ""
         more = f", {FIELDS_HINT}" if scene.step_kernels is not None or \
             scene.controller is not None else ""
-        raise SceneError(f"--wrt {text}: not a differentiable key of this scene.{hint} Its "
+        raise SceneError(f"--wrt {shorten(text)}: not a differentiable key of this scene.{hint} Its "
                          f"keys: {', '.join(known)}{more}.")
     kinds = {"state.x0": "x0", "state.v0": "v0", "initial.velocity": "velocity", "dt": "dt",
              "integrator.damping": "damping", "particles.mass": "mass"}
@@ -111,10 +112,11 @@ def check_field_keys(keys: list[Key], fields: dict) -> None:
     names = sorted(n for n, f in fields.items() if f.dtype.is_float)
     for key in keys:
         if key.kind == "field" and key.name not in names:
-            close = difflib.get_close_matches(key.name, names, n=3)
+            close = difflib.get_close_matches(key.name, names, n=3) \
+                if len(key.name) <= MAX_SHOWN else []
             hint = f" Did you mean {' or '.join('fields.' + c for c in close)}?" if close else ""
-            raise SceneError(f"--wrt {key.text}: no kernel module of this scene allocates a "
-                             f"float field '{key.name}'.{hint} Its fields: "
+            raise SceneError(f"--wrt {shorten(key.text)}: no kernel module of this scene allocates a "
+                             f"float field '{shorten(key.name)}'.{hint} Its fields: "
                              f"{', '.join('fields.' + n for n in names) or 'none'}.")
 
 

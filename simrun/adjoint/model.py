@@ -15,6 +15,7 @@ from simrun.stepper.binding import (
     BoundKernel,
     KernelContext,
     bind,
+    check_param_types,
     find_kernel,
     load_module,
     parameter_names,
@@ -154,6 +155,7 @@ class DiffModel:
             kernel = kernel.with_field_args(list(keys.values()))
             self.objective_fields = {k: kernel.field_args[n] for k, n in keys.items()}
         defaults = getattr(module, "DEFAULTS", {}).get(obj.kernel.name, {})
+        check_param_types(obj.kernel, kernel, obj.params, obj.where, {})
         names = parameter_names(kernel)
         self._step_arg = names.index("step") if "step" in names else None
         return bind(obj.kernel, kernel, {**system.values(), **self._allocate(module),

@@ -24,14 +24,44 @@ _FUNC = re.compile(r"^\s*(range|linspace|logspace)\s*\((.*)\)\s*$", re.S)
 _OPEN, _CLOSE = "[{(", "]})"
 
 
+MAX_JOBS = 100_000  # each job is a folder, a Dask task and a summary row
+
+
 @dataclass(frozen=True)
 class Axis:
-    """One swept KEY: its values (YAML texts) and, for a function, the interval to sample."""
+    """One swept KEY: its values (YAML texts) and, for a function, the interval to sample.
+
+    A function's values are made only when asked for (``values``), after its ``size`` was
+    checked, so ``logspace(0,1,100000000)`` is refused at once instead of filling memory."""
 
     key: str
-    values: tuple[str, ...]
+    listed: tuple[str, ...] = ()
     interval: tuple[float, float] | None = None  # range / linspace: [a, b]
     log: bool = False  # logspace: sample 10**U(a, b)
+    function: tuple[str, tuple[float | int, ...]] | None = None  # (name, its numbers)
+
+    @property
+    def size(self) -> int:
+        if self.function is None:
+            return len(self.listed)
+        name, nums = self.function
+        return _range_count(*nums) if name == "range" else int(nums[2])
+
+    @property
+    def values(self) -> tuple[str, ...]:
+        if self.function is None:
+            return self.listed
+        check_count(self.size, f"--sweep {shorten(self.key)}")
+        return tuple(yaml_text(v) for v in _expand(*self.function))
+
+
+def check_count(count: int, where: str) -> None:
+    """SceneError (exit 2, before anything is made) for more jobs than a batch can run."""
+    if count > MAX_JOBS:
+        raise SceneError(f"{where}: the sweep makes {count:,} jobs, more than a batch runs "
+                         f"(at most {MAX_JOBS:,}: each is a folder, a Dask task and a summary "
+                         "row). Use fewer points, or --samples N for a random sample of the "
+                         "ranges.")
 
 
 def split_values(text: str) -> list[str]:
@@ -89,6 +119,19 @@ def _tidy(x: float) -> float | int:
     return int(x) if x.is_integer() and abs(x) < 2**53 else x
 
 
+def _range_count(start: float, stop: float, step: float) -> int:
+    return max(0, math.ceil((stop - start) / step - 1e-12))
+
+
+def _expand(name: str, nums: tuple) -> list[float | int]:
+    if name == "range":
+        start, stop, step = nums
+        values = [_tidy(start + i * step) for i in range(_range_count(start, stop, step))]
+        return [int(v) for v in values] if all(isinstance(v, int) for v in nums) else values
+    grid = np.linspace(nums[0], nums[1], int(nums[2]))
+    return [_tidy(10.0 ** v if name == "logspace" else v) for v in grid]
+
+
 def _function(name: str, args: list[str], key: str, where: str) -> Axis:
     nums = [_number(a, where) for a in args if a]
     if name == "range":
@@ -97,23 +140,29 @@ def _function(name: str, args: list[str], key: str, where: str) -> Axis:
         start, stop, step = ([0] + nums + [1])[:3] if len(nums) == 1 else (nums + [1])[:3]
         if step == 0 or not all(math.isfinite(v) for v in (start, stop, step)):
             raise SceneError(f"{where}: range needs a non-zero, finite step")
-        count = max(0, math.ceil((stop - start) / step - 1e-12))
-        values = [_tidy(start + i * step) for i in range(count)]
-        if all(isinstance(v, int) for v in (start, stop, step)):
-            values = [int(v) for v in values]
         interval = (float(min(start, stop)), float(max(start, stop)))
-        return _axis(key, values, where, interval)
-    if len(nums) != 3 or not float(nums[2]).is_integer() or nums[2] < 1:
-        raise SceneError(f"{where}: {name} takes (a, b, n) with n >= 1 points")
-    grid = np.linspace(nums[0], nums[1], int(nums[2]))
-    values = [_tidy(10.0 ** v if name == "logspace" else v) for v in grid]
-    return _axis(key, values, where, (float(nums[0]), float(nums[1])), log=name == "logspace")
+        return _checked_axis(Axis(key, (), interval, function=(name, (start, stop, step))),
+                             where)
+    if len(nums) != 3 or not math.isfinite(nums[2]) or not float(nums[2]).is_integer() or \
+            nums[2] < 1 or not all(math.isfinite(v) for v in nums[:2]):
+        raise SceneError(f"{where}: {name} takes (a, b, n) with finite a and b and n >= 1 "
+                         "points")
+    if name == "logspace" and max(nums[:2]) > 308:
+        raise SceneError(f"{where}: logspace(a, b, n) spans 10**a to 10**b, and 10**"
+                         f"{max(nums[:2]):g} is beyond the largest float (1.8e308)")
+    interval = (float(min(nums[:2])), float(max(nums[:2])))  # for samples: a > b is allowed
+    return Axis(key, (), interval, log=name == "logspace",
+                function=(name, (nums[0], nums[1], int(nums[2]))))
 
 
-def _axis(key: str, values: list, where: str, interval=None, log: bool = False) -> Axis:
-    if not values:
-        raise SceneError(f"{where}: the sweep of '{shorten(key)}' has no values")
-    return Axis(key, tuple(yaml_text(v) for v in values), interval, log)
+def _checked_axis(axis: Axis, where: str) -> Axis:
+    if axis.size == 0:
+        raise SceneError(f"{where}: the sweep of '{shorten(axis.key)}' has no values")
+    return axis
+
+
+def _axis(key: str, values: list, where: str) -> Axis:
+    return _checked_axis(Axis(key, tuple(yaml_text(v) for v in values)), where)
 
 
 def parse_sweep(text: str) -> Axis:
@@ -164,8 +213,9 @@ def check_axes(axes: list[Axis]) -> None:
 
 
 def grid(axes: list[Axis]) -> list[Point]:
-    """The Cartesian product of the axes, the first axis varying slowest."""
+    """The Cartesian product of the axes, the first axis varying slowest (counted first)."""
     check_axes(axes)
+    check_count(math.prod(a.size for a in axes), "--sweep")
     return [dict(zip([a.key for a in axes], combo))
             for combo in itertools.product(*(a.values for a in axes))]
 
@@ -174,6 +224,7 @@ def sample(axes: list[Axis], count: int, seed: int) -> list[Point]:
     """``count`` random points: uniform in a range/linspace interval, log-uniform for
     logspace, one of the listed values otherwise; the same seed gives the same points."""
     check_axes(axes)
+    check_count(count, f"--samples {count}")
     rng = np.random.default_rng(seed)
     points: list[Point] = []
     for _ in range(count):

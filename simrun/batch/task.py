@@ -23,6 +23,7 @@ from typing import Any
 
 from simrun.batch.jobs import get_job
 from simrun.outputs.atomic import atomic_write_text
+from simrun.outputs.resumable import is_no_room, no_room_message
 from simrun.scene import load_scene
 
 STATE = ".batch"  # DIR/.batch/: records and locks, so job folders hold only what jobs write
@@ -98,8 +99,8 @@ def execute(spec: JobSpec) -> dict[str, Any]:
             "index": spec.index, "digest": spec.digest, "status": "running",
             "folder": spec.folder.name, "host": socket.gethostname(), "pid": os.getpid(),
             "attempts": int((old or {}).get("attempts", 0)) + 1, "resumed": resume}
-        write_record(spec.record_path, record)
         try:
+            write_record(spec.record_path, record)
             scene = load_scene(spec.scene_path, list(spec.overrides),
                                allow_outside=spec.allow_outside)
             options = {**spec.options, "threads": job_threads(spec)}
@@ -112,11 +113,25 @@ def execute(spec: JobSpec) -> dict[str, Any]:
             record["status"], record["error"] = "failed", _message(exc)
         finally:
             record["seconds"] = round(time.time() - started, 3)
-            write_record(spec.record_path, record)
+            _write_last_record(spec, record)
     return record
 
 
+def _write_last_record(spec: JobSpec, record: dict[str, Any]) -> None:
+    """The outcome on disk; a full disk is then the job's failure (the batch reports it in
+    one line), not a traceback on the worker."""
+    try:
+        write_record(spec.record_path, record)
+    except OSError as exc:
+        if not is_no_room(exc):
+            raise
+        if record["status"] != "failed":
+            record["status"], record["error"] = "failed", _message(exc)
+
+
 def _message(exc: BaseException) -> str:
+    if is_no_room(exc):
+        return no_room_message(exc, None)  # the batch, not this folder, is what resumes
     text = " ".join(str(exc).split()) or type(exc).__name__
     if type(exc).__name__ in ("SceneError", "SimulationError", "OutputError", "CompileError"):
         return text

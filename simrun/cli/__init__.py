@@ -16,11 +16,13 @@ def main() -> None:
     """Console-script entry point (``simrun``)."""
     try:
         from simrun.cli.app import app
+        from simrun.cli.usage import run_app
 
-        app()
+        code = run_app(app)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         sys.exit(EXIT_INTERRUPTED)
+    sys.exit(code)
 
 
 def __getattr__(name: str) -> Any:  # ``from simrun.cli import app`` still works

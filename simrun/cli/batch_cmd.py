@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from shlex import quote
 from typing import Annotated, Any
 
 import typer
 
 from simrun.cli import common
 from simrun.cli.common import EXIT_FAILED, SceneArg, SetOpt, ThreadsOpt, err, exit_codes, out
+from simrun.outputs.resumable import how_to_continue
 
 Opt = typer.Option
 
@@ -162,11 +162,12 @@ def batch_job(arguments: dict[str, Any], engine: Callable[[], Any], quiet: bool)
 
     def interrupted() -> str:
         where = reporter.out_dir
-        again = (f"continue with 'simrun resume {quote(str(where))}'" if where else
-                 "run the same command again to continue")
-        return f"finished jobs and {where or 'the summary'} are kept; {again}"
+        if where is None or not (where / "summary.csv").is_file():
+            return "no job had finished; run the same command again to start the batch"
+        return (f"the finished jobs and {where / 'summary.csv'} are kept; "
+                f"{how_to_continue(where)}")
 
-    with exit_codes(interrupted):
+    with exit_codes(interrupted, lambda: reporter.out_dir):
         try:
             result = run_batch(**arguments, engine=engine(), on_event=reporter)
         finally:

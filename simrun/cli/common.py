@@ -104,15 +104,18 @@ def _on_sigterm(_signum: int, _frame: Any) -> None:
 
 
 @contextmanager
-def exit_codes(on_interrupt: Callable[[], str] | None = None) -> Iterator[None]:
+def exit_codes(on_interrupt: Callable[[], str] | None = None,
+               folder: Callable[[], Path | None] | None = None) -> Iterator[None]:
     """Map errors to exit codes: 2 bad input, 1 the run failed, 130 interrupted.
 
     Bad input (an output folder that cannot be written and a field index out of range that
     --debug found included) prints its one-paragraph message and no traceback; so do a
-    kernel that fails while it runs, outputs that cannot be written (a full disk) and
-    running out of memory (exit 1). Anything else is a bug in simrun and keeps its traceback.
+    kernel that fails while it runs, outputs that cannot be written (a full disk, by any
+    writer of any job: ``folder()`` is the job's folder, for the advice) and running out of
+    memory (exit 1). Anything else is a bug in simrun and keeps its traceback.
     """
     from simrun.outputs import OutputError, UnwritableError
+    from simrun.outputs.resumable import is_no_room, no_room_message
     from simrun.stepper import SimulationError
 
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
@@ -134,6 +137,9 @@ def exit_codes(on_interrupt: Callable[[], str] | None = None) -> Iterator[None]:
         note = on_interrupt() if on_interrupt else ""
         raise fail(f"interrupted{': ' + note if note else ''}", EXIT_INTERRUPTED) from None
     except Exception as exc:
+        if is_no_room(exc):
+            raise fail(f"error: {no_room_message(exc, folder() if folder else None)}",
+                       EXIT_FAILED) from None
         if is_compile_error(exc):
             raise fail(compile_message(exc), EXIT_BAD_INPUT) from None
         if is_bad_index(exc):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
-from shlex import quote
 from typing import Annotated, Any
 
 import typer
@@ -13,6 +12,7 @@ import typer
 from simrun.cli import common
 from simrun.cli.common import EXIT_FAILED, SceneArg, SetOpt, ThreadsOpt, err, exit_codes, out
 from simrun.cli.progress import step_bar
+from simrun.outputs.resumable import how_to_continue
 from simrun.outputs.rundir import check_writable, new_run_dir
 from simrun.scene import Scene, SceneError, load_scene
 
@@ -87,7 +87,7 @@ def grad_job(load: Callable[[], Scene], out_dir: Path | None, options: dict[str,
 
     state: dict[str, Path] = {}
     mode, memory, checkpoints = options["mode"], options.get("memory"), options.get("checkpoints")
-    with exit_codes(lambda: _interrupted(state.get("dir"))):
+    with exit_codes(lambda: _interrupted(state.get("dir")), lambda: state.get("dir")):
         scene = load()
         budget = parse_size(memory) if memory is not None else None
         n = options.get("steps") or scene.steps
@@ -101,8 +101,8 @@ def grad_job(load: Callable[[], Scene], out_dir: Path | None, options: dict[str,
                 check_writable(out_dir)
         target = out_dir or new_run_dir(Path("outputs") / scene.name, "grad")
         target.mkdir(parents=True, exist_ok=True)
-        start_outputs(target, scene, options)
         state["dir"] = target
+        start_outputs(target, scene, options)
 
         # a controller before velocity Verlet's two force evaluations: no folding of the two
         hvps = "two Hessian-vector products" if scene.controller is not None and \
@@ -137,7 +137,7 @@ def grad_job(load: Callable[[], Scene], out_dir: Path | None, options: dict[str,
 def _interrupted(target: Path | None) -> str:
     if target is None:
         return "nothing was written"
-    return f"continue with 'simrun resume {quote(str(target))}'"
+    return how_to_continue(target)
 
 
 def _print_result(scene: Scene, result: Any, target: Path) -> None:

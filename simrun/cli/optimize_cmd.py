@@ -23,6 +23,7 @@ from simrun.cli.common import (
 )
 from simrun.cli.progress import iteration_bar
 from simrun.outputs.provenance import scene_differences
+from simrun.outputs.resumable import how_to_continue, resumable
 from simrun.outputs.rundir import check_writable, new_run_dir, run_ids
 from simrun.scene import Scene, SceneError, load_scene
 
@@ -70,10 +71,11 @@ def optimize_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: boo
     def interrupted() -> str:
         if target is None:
             return "nothing was written"
-        return (f"{target} is valid up to its last iteration; continue with 'simrun resume "
-                f"{quote(str(target))}'")
+        if not resumable(target):
+            return how_to_continue(target)
+        return f"{target} is valid up to its last iteration; {how_to_continue(target)}"
 
-    with exit_codes(interrupted):
+    with exit_codes(interrupted, lambda: target):
         scene = load()
         if scene.optimize is None:
             raise SceneError(f"{scene.source}: the scene has no 'optimize' section. Add e.g. "

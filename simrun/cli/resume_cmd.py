@@ -22,12 +22,11 @@ from simrun.cli.common import (
     fail,
     out,
 )
+from simrun.outputs.resumable import JOB_RECORDS as RECORDS
 from simrun.scene import Scene, SceneError, load_scene
 
 BATCH_ARGUMENTS = ("scene", "sweeps", "sweep_file", "samples", "sample_seed", "job", "sets",
                    "options", "retries", "fail_fast", "allow_outside")
-RECORDS = {"run.json": "run", "gradients.json": "grad", "optimize.json": "optimize",
-           "batch.json": "batch"}
 
 
 def job_of(folder: Path) -> tuple[str, dict[str, Any]]:

@@ -7,8 +7,8 @@ wait on the disk.
 
 from __future__ import annotations
 
-import io
 import errno
+import io
 import os
 import tempfile
 from collections.abc import Callable

@@ -13,9 +13,9 @@ import ast
 import difflib
 import hashlib
 import shutil
-from shlex import quote
 from dataclasses import dataclass
 from pathlib import Path
+from shlex import quote
 from typing import Any
 
 from simrun.outputs.writer import write_scene

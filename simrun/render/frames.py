@@ -47,6 +47,9 @@ def atomic_path(path: Path) -> Iterator[Path]:
     try:
         yield tmp
         os.replace(tmp, path)
+    except OSError as exc:  # e.g. a full disk: name the picture meant, not the temporary
+        exc.filename = str(path)
+        raise
     finally:
         tmp.unlink(missing_ok=True)
 

@@ -104,6 +104,10 @@ def read_state_file(path: Path, frame: int) -> tuple[np.ndarray, np.ndarray | No
     frames = read_xyz(path)
     if not frames:
         raise ValueError("it holds no frames")
+    if not -len(frames) <= frame < len(frames):
+        raise ValueError(f"it holds {len(frames)} frame{'s' * (len(frames) != 1)}, so "
+                         f"'initial.frame' must be 0 to {len(frames) - 1} (or -1 for the "
+                         f"last), not {frame}")
     chosen = frames[frame]
     return chosen["pos"], velocities_of(chosen)  # read_xyz gives both the same number of rows
 

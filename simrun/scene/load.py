@@ -19,6 +19,7 @@ from simrun.scene import (
     load_optimize,
     load_state,
     load_terms,
+    ranges,
 )
 from simrun.scene.errors import SceneError, error_at, shorten
 from simrun.scene.nodes import (
@@ -242,7 +243,7 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
                        "nothing moves the particles",
                        "Add 'energy: [{kernel: kernels/gravity.py:gravity}]'")
     boundary = _boundary(r.get("boundary"), particles.dim)
-    return Scene(
+    scene = Scene(
         source=path.resolve(), version=version,
         name=_name(name_node, path),
         precision=precision,
@@ -256,6 +257,8 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
         step_kernels=stepk, controller=control, fields=field_files, fields_where=field_where,
         objective=objective,
         optimize=load_optimize.optimize(r.get("optimize"), objective is not None))
+    ranges.check_ranges(scene, root)  # every kernel-bound number fits the precision
+    return scene
 
 
 def load_scene(path: str | os.PathLike[str], overrides: Iterable[str] = (), *,

@@ -6,13 +6,15 @@ Whether the module allocates such a field, and its shape, is checked once it has
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
-import numpy as np
 from yaml.nodes import Node
 
+from simrun.scene import limits
 from simrun.scene.errors import error_at, shorten, where
 from simrun.scene.nodes import MapReader, as_str
+from simrun.scene.npz import npz_headers
 
 
 def fields(node: Node | None, scene_dir: Path) -> tuple[dict[str, Path], dict[str, str]]:
@@ -28,11 +30,17 @@ def fields(node: Node | None, scene_dir: Path) -> tuple[dict[str, Path], dict[st
             raise error_at(value, f"'fields.{shorten(name)}' names '{shorten(str(path))}', "
                            "which is not an .npz file", "Give an .npz file relative to the "
                            f"scene, holding an array named '{shorten(name)}'")
-        with np.load(path) as data:
-            if name not in data.files:
-                raise error_at(value, f"'{path.name}' has no array named '{shorten(name)}' (it "
-                               f"has {shorten(', '.join(data.files), 200)})",
-                               "Save the field's values under its own name")
+        try:
+            headers = npz_headers(path)  # the arrays' shapes, nothing inflated
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+            raise error_at(value, f"cannot read '{shorten(path.name)}': "
+                           f"{shorten(str(exc), 200)}", "Save it with NumPy's np.savez") from None
+        if name not in headers:
+            raise error_at(value, f"'{path.name}' has no array named '{shorten(name)}' (it "
+                           f"has {shorten(', '.join(headers), 200)})",
+                           "Save the field's values under its own name")
+        limits.check_memory(value, headers[name].nbytes, f"'fields.{shorten(name)}' "
+                            f"({headers[name].shape})", "Save values of the field's shape")
         paths[name] = path
         places[name] = where(key_node)
     return paths, places

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from simrun.lang.api import _checked as checked_argument
 from simrun.scene import SceneError
 from simrun.scene.errors import did_you_mean, shorten
 from simrun.scene.schema import TOPOLOGY_KINDS, KernelRef
@@ -159,6 +160,27 @@ def check_limits(ref: KernelRef, module: ModuleType, values: Mapping[str, Any], 
         raise SceneError(f"{at}: {what} of kernel '{ref.name}' ({ref.path.name}) must satisfy "
                          f"{condition} (here {shown}). Change the value in the scene's "
                          "params.")
+
+
+def check_param_types(ref: KernelRef, kernel: Any, values: Mapping[str, Any], where: str,
+                      places: Mapping[str, tuple[str, str]]) -> None:
+    """Each scene parameter fits its kernel argument's type (an f32 holds at most 3.4e38, an
+    i32 2**31 - 1): refused at the parameter's key before any launch, instead of an
+    OverflowError naming only the kernel argument in the middle of a run."""
+    params = getattr(kernel, "params", None)
+    if not callable(params):  # a grad_replaced energy: its own Python takes the values
+        return
+    for arg in params()[0]:
+        if arg.kind != "scalar" or arg.name not in values:
+            continue
+        try:
+            checked_argument(ref.name, arg.name, arg.dtype, values[arg.name])
+        except (OverflowError, ValueError, TypeError) as exc:
+            at = places[arg.name][1] if arg.name in places else where
+            raise SceneError(f"{at}: parameter '{arg.name}' does not fit its kernel argument: "
+                             f"{shorten(str(exc), 300)}. Change the value in the scene's "
+                             "params (with 'precision: f64' a float argument holds up to "
+                             "1.8e308).") from None
 
 
 def bind(ref: KernelRef, kernel: Any, values: Mapping[str, Any], defaults: Mapping[str, Any]

@@ -28,6 +28,7 @@ from simrun.outputs.provenance import (
     scene_differences,
     write_job_scene,
 )
+from simrun.outputs.resumable import how_to_continue
 from simrun.outputs.runinfo import now
 from simrun.outputs.xyz import cell_for, pbc_flags
 from simrun.scene import Scene, SceneError, initial_state
@@ -156,9 +157,7 @@ def output_error(exc: OSError, problem: str, out_dir: Path, recorded: bool = Tru
     the run has one) and how to go on. A folder that cannot be written at all (permissions,
     a read-only file system) is bad input (UnwritableError); anything else, e.g. a full
     disk, a failed run."""
-    resume = f"'simrun resume {quote(str(out_dir))}'"
-    again = (f"continue with {resume}" if (out_dir / "scene.yaml").is_file()
-             else "run the scene again")
+    again = how_to_continue(out_dir)
     note = " run.json records this." if recorded else ""
     if exc.errno in UNWRITABLE:
         return UnwritableError(f"{out_dir}: {problem}.{note} The folder is not writable: "

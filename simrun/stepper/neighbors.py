@@ -41,6 +41,7 @@ import numpy as np
 
 import simrun.lang as ti
 from simrun.md import min_image
+from simrun.scene.limits import machine_memory
 
 HEADROOM = 1.5  # row capacity over the mean count in the densest expected state
 LANES = 256  # the search's parallel tasks, each walking a run of cells with its own scratch
@@ -361,6 +362,14 @@ class NeighborList:
     def search(self) -> None:
         """Fill the rows from the cells ``bin`` made (the second half of a build)."""
         fullest = int(self.fullest[None])
+        needed = 4 * self.lanes * 2 * fullest * (self.capacity + 2 * fullest)
+        if self.unsorted.shape[1] < fullest and needed > (machine_memory() or needed):
+            raise NeighborListOverflow(
+                f"{fullest:,} of the particles crowded into one cell of side about "
+                f"cutoff + skin = {self.reach:g} (sorting it needs {needed / 1e9:,.0f} GB): "
+                "check the initial state (particles outside a periodic box, or on top of "
+                "each other) and whether the scene collapses (dt too large, attraction too "
+                "strong).")
         if self.unsorted.shape[1] < fullest:
             self.unsorted = self._scratch(2 * fullest)
         b = self.box

@@ -12,6 +12,7 @@ import numpy as np
 
 from simrun.lang.autodiff.tape import access_of
 from simrun.scene import Scene, SceneError
+from simrun.scene.npz import npz_headers
 from simrun.stepper.binding import (
     BOX_NAMES,
     BoundKernel,
@@ -19,6 +20,7 @@ from simrun.stepper.binding import (
     bind,
     box_values,
     check_limits,
+    check_param_types,
     check_params,
     find_kernel,
     load_module,
@@ -54,8 +56,8 @@ class System:
         self.extra: dict[str, Any] = {}
         self._validate_params()
         self._allocate_module_fields()
-        self.load_fields({name: _read_field(path, name) for name, path in scene.fields.items()},
-                         scene.fields_where)
+        self.load_fields({name: self._read_field(path, name, scene.fields_where.get(name))
+                          for name, path in scene.fields.items()}, scene.fields_where)
         self.energy = [self._bind_term(term) for term in scene.energy]
         self._grads: list | None = None
         self._direct: DirectForces | None = None
@@ -186,6 +188,7 @@ class System:
             defaults = getattr(module, "DEFAULTS", {}).get(term.kernel.name, {})
             check_limits(term.kernel, module, {**defaults, **term.params}, term.where,
                          term.param_where, context)
+            check_param_types(term.kernel, kernel, term.params, term.where, term.param_where)
         for sk in (self.scene.step_kernels, self.scene.controller):
             if sk is not None:
                 self._validate_kernel_list(sk, context)
@@ -200,6 +203,7 @@ class System:
             defaults = getattr(module, "DEFAULTS", {}).get(ref.name, {})
             own = {n: v for n, v in sk.params.items() if n in parameter_names(k)}
             check_limits(ref, module, {**defaults, **own}, ref.where, sk.param_where, context)
+            check_param_types(ref, k, own, ref.where, sk.param_where)
 
     def _bind_term(self, term, box: dict[str, Any] | None = None) -> BoundKernel:
         module = load_module(term.kernel.path)
@@ -306,7 +310,13 @@ class System:
             self.x.from_numpy(np.ascontiguousarray(built_at, dtype=self.np_dtype))
             self.refresh_neighbors()
 
-
-def _read_field(path, name: str) -> np.ndarray:
-    with np.load(path) as data:
-        return data[name]
+    def _read_field(self, path, name: str, at: str | None) -> np.ndarray:
+        """A `fields:` array, its shape checked against the allocated field from the .npz
+        header first, so a file that would inflate to more than the field is never read."""
+        f, header = self.extra.get(name), npz_headers(path).get(name)
+        if f is not None and header is not None and header.shape != f.to_numpy().shape:
+            raise SceneError(f"{at or self.scene.source}: 'fields.{name}' has shape "
+                             f"{header.shape} but the module allocates shape "
+                             f"{f.to_numpy().shape}. Save values of that shape.")
+        with np.load(path) as data:
+            return data[name]

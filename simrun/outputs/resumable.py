@@ -1,0 +1,62 @@
+"""What a job folder can still do after a write failed: be resumed, or be started again.
+
+Every job (run, grad, optimize, batch) writes its files atomically, so a full disk leaves
+each file either old or new; whether ``simrun resume`` can continue depends only on whether
+the folder got as far as its json record (and scene.yaml, which the record's job reloads).
+The advice a full disk prints is built here, once, so it is never one that then fails.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+from pathlib import Path
+from shlex import quote
+
+JOB_RECORDS = {"run.json": "run", "gradients.json": "grad", "optimize.json": "optimize",
+               "batch.json": "batch"}
+NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # the disk (or the user's quota) is full
+
+
+def is_no_room(exc: BaseException) -> bool:
+    """An OSError that says the disk or quota is full (any writer, pictures included)."""
+    return isinstance(exc, OSError) and exc.errno in NO_ROOM
+
+
+def job_record(folder: Path) -> tuple[str, dict] | None:
+    """The job a folder holds and its json record; None when it has no readable one."""
+    for name, job in JOB_RECORDS.items():
+        try:
+            record = json.loads((folder / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict):
+            return job, record
+    return None
+
+
+def resumable(folder: Path) -> bool:
+    """Whether ``simrun resume folder`` has what it needs: a record, and the scene.yaml a
+    run, grad or optimize reloads (a batch's record names its scene itself)."""
+    found = job_record(folder)
+    return found is not None and (found[0] == "batch" or (folder / "scene.yaml").is_file())
+
+
+def how_to_continue(folder: Path | None) -> str:
+    """``continue with 'simrun resume DIR'`` where that works, else how to start again."""
+    if folder is None:
+        return "run the same command again"
+    if resumable(folder):
+        return f"continue with 'simrun resume {quote(str(folder))}'"
+    if folder.exists():
+        return (f"delete {quote(str(folder))} (it holds no job that can be resumed) and run "
+                "the same command again")
+    return "run the same command again"
+
+
+def no_room_message(exc: OSError, folder: Path | None) -> str:
+    """One paragraph for a write that found the disk full: which file, why, what next."""
+    name = Path(exc.filename).name if exc.filename else "an output file"
+    where = f"{folder}: " if folder is not None else ""
+    return (f"{where}cannot write {name} ({exc.strerror or exc}). The files already written "
+            f"are valid. Free some space, then {how_to_continue(folder)}.")
