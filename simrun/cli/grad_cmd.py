@@ -41,7 +41,8 @@ def grad(
     ] = "reverse",
     check: Annotated[bool, typer.Option(
         "--check", help="Also compare with central differences and a Taylor test; exit 1 "
-        "if they disagree.")] = False,
+        "if they disagree, or if J's rounding hides the gradient at every step tried "
+        "('inconclusive', never 'ok').")] = False,
     checkpoints: Annotated[int | None, typer.Option(
         "--checkpoints", min=0, metavar="N", help="Store at most N states during the reverse "
         "sweep (binomial checkpointing; default: what --memory holds).")] = None,
@@ -74,8 +75,8 @@ def grad_job(load: Callable[[], Scene], out_dir: Path | None, options: dict[str,
     kernel copies and a 'running' gradients.json with ``options`` first, so that Ctrl-C
     leaves a folder 'simrun resume' computes again; ``recorded``: the sources a resumed
     folder recorded (edited since: refused unless ``allow_changed``)."""
+    from simrun.adjoint.check import check_gradient
     from simrun.adjoint.job import (
-        check_gradient,
         forward_gradient,
         scene_gradient,
         start_outputs,
@@ -155,7 +156,7 @@ def _print_result(scene: Scene, result: Any, target: Path) -> None:
     out.print(f"  wrote {target}")
     if result.check is not None:
         _print_check(result.check)
-        if not result.check["ok"]:
+        if result.check.get("verdict", "ok" if result.check["ok"] else "failed") != "ok":
             raise typer.Exit(EXIT_FAILED)
 
 
@@ -167,14 +168,26 @@ def _failed(message: str) -> int:
 def _print_check(check: dict) -> None:
     out.print(f"  check (central differences; relative tolerance {check['tolerance']:g}, or "
               "within 3x FD's own error, its change from step h to 2h):")
-    out.print(f"    {'KEY':32s} {'AD':>18s} {'FD':>18s} {'rel. error':>10s} {'FD error':>9s}")
+    out.print(f"    {'KEY':32s} {'AD':>18s} {'FD':>18s} {'rel. error':>10s} {'FD error':>9s}"
+              f" {'step':>8s}")
+    marks = {"ok": "", "failed": "  <- disagrees", "inconclusive": "  <- inconclusive"}
     for row in check["rows"]:
-        mark = "" if row["ok"] else "  <- disagrees"
         out.print(f"    {row['key']:32s} {row['ad']:18.10g} {row['fd']:18.10g} "
-                  f"{row['rel_error']:10.2e} {row['fd_error']:9.1e}{mark}", markup=False)
+                  f"{row['rel_error']:10.2e} {row['fd_error']:9.1e} {row['step']:8.1e}"
+                  f"{marks[row['verdict']]}", markup=False)
     t = check["taylor"]
-    out.print(f"    Taylor remainders {', '.join(f'{r:.3g}' for r in t['residuals'])}; "
-              f"orders {', '.join(f'{o:.2f}' for o in t['orders'])} (2 expected; inf: "
-              f"below J's rounding, {t.get('rounding', 0.0):.1g})")
-    out.print("  check: [bold green]ok[/]" if check["ok"] else
-              "  check: [bold red]FAILED[/]: the gradient disagrees with finite differences")
+    out.print(f"    Taylor remainders at h = {t['h']:g}, /2, /4, /8: "
+              f"{', '.join(f'{r:.3g}' for r in t['residuals'])}; orders "
+              f"{', '.join(f'{o:.2f}' for o in t['orders'])} (2 expected; inf: below J's "
+              f"rounding, {t.get('rounding', 0.0):.1g})", markup=False)
+    whys = [f"{row['key']}: {row['why']}" for row in check["rows"] if "why" in row]
+    whys += [f"Taylor test: {t['why']}"] if "why" in t else []
+    if check["verdict"] == "ok":
+        out.print("  check: [bold green]ok[/]")
+    elif check["verdict"] == "failed":
+        out.print("  check: [bold red]FAILED[/]: the gradient disagrees with finite differences")
+    else:
+        out.print("  check: [bold yellow]inconclusive[/]: finite differences cannot test "
+                  "this gradient (not a pass):")
+        for why in whys:
+            out.print(f"    {why}.", markup=False)
