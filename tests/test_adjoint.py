@@ -153,7 +153,12 @@ def test_shipped_scenes_against_central_differences(name, keys):
                         "integrator.damping=0.05"])
     res = scene_gradient(scene, keys, checkpoints=3)
     check = check_gradient(scene, res)
-    assert all(r["ok"] for r in check["rows"]), check["rows"]
+    for r in check["rows"]:
+        if r["key"] == "initial.velocity":  # dJ/dV = sum m v = 0 at a start at rest on
+            # average: no step tells that from a tiny gradient, so never 'ok'
+            assert r["verdict"] == "inconclusive" and abs(r["ad"]) <= 3 * r["fd_error"], r
+        else:
+            assert r["ok"], r
     assert check["taylor"]["order"] > 1.9, check["taylor"]
 
 

@@ -98,7 +98,9 @@ def _row(scene: Scene, result: GradResult, key: Key, base, d, ad: float, tol: fl
         row["why"] = (f"FD's own error ({3 * fd_error:.1e}, J's rounding over the step "
                       f"included) is more than {RESOLVED:.0%} of the gradient at every step "
                       f"up to {eps:.1e}, the largest tried: J is too insensitive to "
-                      f"{key.text} for finite differences to test it")
+                      f"{key.text} for finite differences to test "
+                      + ("a gradient this small or zero" if abs(ad) <= 3 * fd_error else
+                         "it"))
     return row
 
 
