@@ -113,9 +113,11 @@ def batch(
                        "to R more times (it resumes from its saved state).")] = 0,
     fail_fast: Annotated[bool, Opt("--fail-fast", help="Stop at the first job that fails "
                          "after its retries.")] = False,
-    steps: Annotated[int | None, Opt("--steps", min=1, metavar="N", help="grad: steps to "
-                     "take.")] = None,
-    checkpoints: Annotated[int | None, Opt("--checkpoints", min=0, metavar="N")] = None,
+    steps: Annotated[int | None, Opt("--steps", min=1, metavar="N", help="Steps of every "
+                     "job (the scene's 'steps'; run, grad and optimize); not with --set or "
+                     "--sweep steps=.")] = None,
+    checkpoints: Annotated[int | None, Opt("--checkpoints", min=0, metavar="N", help="grad: "
+                           "store at most N states (binomial checkpointing).")] = None,
     memory: Annotated[str | None, Opt("--memory", metavar="SIZE", help="grad: memory for "
                       "stored states.")] = None,
     iterations: Annotated[int | None, Opt("--iterations", min=1, metavar="N", help="optimize: "
