@@ -13,14 +13,16 @@ from rich.console import Console
 
 from simrun.scene import SceneError
 from simrun.scene.errors import shorten
+from simrun.scene.schema import SCHEMA_VERSION
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
-SceneArg = Annotated[Path, typer.Argument(metavar="SCENE", help="Scene file (YAML, schema version 1), e.g. "
-                                                "scenes/gravity.yaml.", show_default=False)]
+SceneArg = Annotated[Path, typer.Argument(
+    metavar="SCENE", show_default=False, help=f"Scene file (YAML, schema version "
+    f"{SCHEMA_VERSION}; keys in scenes/README.md), e.g. scenes/gravity.yaml.")]
 SetOpt = Annotated[list[str] | None, typer.Option(
     "--set", metavar="KEY.PATH=VALUE",
     help="Override a scene value before validation; repeatable. Values are YAML, e.g. "
@@ -37,6 +39,8 @@ AllowChangedOpt = Annotated[bool, typer.Option(
     "--allow-changed", help="Resume even though a kernel module (or the initial state file) "
     "changed since the job ran; the record notes what changed. Without it such a resume is "
     "refused (exit 2), naming the change.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar (the result "
+                                      "is still printed).")]
 ThreadsOpt = Annotated[int | None, typer.Option(
     "--threads", min=1, metavar="N", help="CPU threads for kernels (default: all cores). Use 1 for runs "
                              "that must repeat bit for bit across machines.")]

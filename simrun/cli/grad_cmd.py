@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from simrun.adjoint.keys import KEY_KINDS
 from simrun.cli import common
 from simrun.cli.common import EXIT_FAILED, SceneArg, SetOpt, ThreadsOpt, err, exit_codes, out
 from simrun.cli.progress import step_bar
@@ -32,8 +33,7 @@ def grad(
     scene_path: SceneArg,
     wrt: Annotated[list[str], typer.Option(
         "--wrt", metavar="KEY", help="Differentiate with respect to KEY (repeatable): "
-        "state.x0, state.v0, initial.velocity, dt, integrator.damping, particles.mass, "
-        "energy.<i>.params.<name>, objective.params.<name>.")],
+        f"{', '.join(KEY_KINDS)} (scenes/README.md).")],
     mode: Annotated[str, typer.Option(
         "--mode", metavar="reverse|forward", help="reverse: all KEYs in one backward sweep "
         "(checkpointed); forward: one tangent sweep per scalar KEY (and per component of "
@@ -49,11 +49,12 @@ def grad(
     memory: Annotated[str | None, typer.Option(
         "--memory", metavar="SIZE", help="Memory for stored states, e.g. 256M (default: a "
         "quarter of the free memory).")] = None,
-    steps: Annotated[int | None, typer.Option("--steps", min=1, help="Steps to take (default: "
-                                              "the scene's).")] = None,
+    steps: Annotated[int | None, typer.Option("--steps", min=1, metavar="N", help="Steps to "
+                                              "take (default: the scene's).")] = None,
     out_dir: Annotated[Path | None, typer.Option(
         "--out", metavar="DIR", help="Output folder (default: outputs/<scene>/grad-NNN).")] = None,
     sets: SetOpt = None, threads: ThreadsOpt = None, allow_outside: common.AllowOutsideOpt = False,
+    quiet: common.QuietOpt = False,
 ) -> None:
     """Gradient of the scene's `objective:` with respect to each --wrt KEY, by reverse mode
     through the whole trajectory (the exact adjoint of the integrator's steps, Hessian-vector
@@ -66,11 +67,12 @@ def grad(
     grad_job(lambda: load_scene(scene_path, list(sets or []), allow_outside=allow_outside),
              out_dir, {"wrt": list(wrt), "mode": mode, "check": check,
                        "checkpoints": checkpoints, "memory": memory, "steps": steps,
-                       "threads": threads})
+                       "threads": threads}, quiet=quiet)
 
 
 def grad_job(load: Callable[[], Scene], out_dir: Path | None, options: dict[str, Any],
-             recorded: list | None = None, allow_changed: bool = False) -> None:
+             recorded: list | None = None, allow_changed: bool = False,
+             quiet: bool = False) -> None:
     """`simrun grad` and `simrun resume` of a grad folder. The folder gets the scene, the
     kernel copies and a 'running' gradients.json with ``options`` first, so that Ctrl-C
     leaves a folder 'simrun resume' computes again; ``recorded``: the sources a resumed
@@ -111,13 +113,15 @@ def grad_job(load: Callable[[], Scene], out_dir: Path | None, options: dict[str,
             else "one Hessian-vector product"
 
         def announce(snaps: int) -> None:
-            err.print(f"reverse mode: {n} steps, {snaps} stored states; each step is advanced "
-                      f"{(forward_steps(n, snaps) + 1) / n:.2f} times (the forward sweep "
-                      f"included) and reversed once ({hvps})", highlight=False)
+            if not quiet:
+                err.print(f"reverse mode: {n} steps, {snaps} stored states; each step is "
+                          f"advanced {(forward_steps(n, snaps) + 1) / n:.2f} times (the "
+                          f"forward sweep included) and reversed once ({hvps})",
+                          highlight=False)
 
         threads = options.get("threads")
         try:
-            with step_bar(f"grad {scene.name}", err.is_terminal,
+            with step_bar(f"grad {scene.name}", err.is_terminal and not quiet,
                           folder=lambda: target) as bar:
                 report = (lambda phase, done, total: bar(done, total, phase)) if bar else None
                 result = scene_gradient(scene, options["wrt"], steps=n,
