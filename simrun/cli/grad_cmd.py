@@ -62,8 +62,8 @@ def grad(
 
     Writes DIR/gradients.json (objective, gradients, schedule, timings), DIR/gradients.npz,
     DIR/scene.yaml and DIR/sensitivities.png (d ln J / d ln p for scalar keys); with
-    state.x0, DIR/x0_gradient.png. Exit 0 ok, 1 the check failed or the gradient is not
-    finite, 2 bad input (unknown KEY, no objective), 130 interrupted."""
+    state.x0, DIR/x0_gradient.png. Exit 0 ok, 1 the check failed or was inconclusive or
+    the gradient is not finite, 2 bad input (unknown KEY, no objective), 130 interrupted."""
     grad_job(lambda: load_scene(scene_path, list(sets or []), allow_outside=allow_outside),
              out_dir, {"wrt": list(wrt), "mode": mode, "check": check,
                        "checkpoints": checkpoints, "memory": memory, "steps": steps,
