@@ -73,19 +73,38 @@ def is_bad_index(exc: BaseException) -> bool:
     return isinstance(exc, KernelIndexError)
 
 
-def compile_message(exc: BaseException) -> str:
+def compile_message(exc: BaseException, folder: Path | None = None) -> str:
     """``file:line:col: kernel 'k' does not compile: why.`` then the source line and a caret.
 
-    A huge message or source line is cut (the line to a window around the caret)."""
+    A huge message or source line is cut (the line to a window around the caret); the whole
+    message then goes to ``folder``/error.log (the job's folder, where there is one yet) or
+    a file in the temporary folder, and the cut one says where."""
     span, kernel = getattr(exc, "span", None), getattr(exc, "kernel", None)
-    bare = shorten(str(getattr(exc, "bare", exc)).strip(), 400)
+    whole = str(getattr(exc, "bare", exc)).strip()
+    bare = shorten(whole, 400)
+    kept = "" if bare == whole else f" The whole message: {_keep_whole(exc, folder)}."
     if span is None:
-        return f"error: a kernel does not compile: {bare}"
+        return f"error: a kernel does not compile: {bare}{kept}"
     col = f":{span.col + 1}" if span.text else ""
     who = f"kernel '{kernel}'" if kernel else "a kernel"
     text = f"error: {span.file}:{span.line}{col}: {who} does not compile: {bare}"
     text = text if text.endswith((".", "?", "!")) else text + "."
-    return text + " Fix the kernel module." + _excerpt(span.text.rstrip(), span.col)
+    return text + kept + " Fix the kernel module." + _excerpt(span.text.rstrip(), span.col)
+
+
+def _keep_whole(exc: BaseException, folder: Path | None) -> Path:
+    """Write the uncut error to folder/error.log, or to a new file in the temporary folder."""
+    import tempfile
+
+    text = f"{exc}\n"
+    if folder is not None and folder.is_dir():
+        path = folder / "error.log"
+        path.write_text(text, encoding="utf-8")
+        return path
+    fd, name = tempfile.mkstemp(prefix="simrun-error-", suffix=".log")
+    with open(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    return Path(name)
 
 
 def _excerpt(line: str, col: int, width: int = 100) -> str:
@@ -108,13 +127,15 @@ def _on_sigterm(_signum: int, _frame: Any) -> None:
 
 
 @contextmanager
-def exit_codes(on_interrupt: Callable[[], str] | None = None) -> Iterator[None]:
+def exit_codes(on_interrupt: Callable[[], str] | None = None,
+               folder: Callable[[], Path | None] | None = None) -> Iterator[None]:
     """Map errors to exit codes: 2 bad input, 1 the run failed, 130 interrupted.
 
     Bad input (an output folder that cannot be written and a field index out of range that
     --debug found included) prints its one-paragraph message and no traceback; so do a
     kernel that fails while it runs, outputs that cannot be written (a full disk) and
     running out of memory (exit 1). Anything else is a bug in simrun and keeps its traceback.
+    ``folder``: the job's folder once known (where a cut compile error is kept whole).
     """
     from simrun.outputs import OutputError, UnwritableError
     from simrun.stepper import SimulationError
@@ -139,7 +160,8 @@ def exit_codes(on_interrupt: Callable[[], str] | None = None) -> Iterator[None]:
         raise fail(f"interrupted{': ' + note if note else ''}", EXIT_INTERRUPTED) from None
     except Exception as exc:
         if is_compile_error(exc):
-            raise fail(compile_message(exc), EXIT_BAD_INPUT) from None
+            raise fail(compile_message(exc, folder() if folder else None),
+                       EXIT_BAD_INPUT) from None
         if is_bad_index(exc):
             first, _, excerpt = str(exc).partition("\n")
             raise fail(f"error: {first}. Fix the kernel: without --debug this access reads or "

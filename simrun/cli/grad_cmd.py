@@ -90,7 +90,7 @@ def grad_job(load: Callable[[], Scene], out_dir: Path | None, options: dict[str,
 
     state: dict[str, Path] = {}
     mode, memory, checkpoints = options["mode"], options.get("memory"), options.get("checkpoints")
-    with exit_codes(lambda: _interrupted(state.get("dir"))):
+    with exit_codes(lambda: _interrupted(state.get("dir")), folder=lambda: state.get("dir")):
         scene = load()
         budget = parse_size(memory) if memory is not None else None
         n = options.get("steps") or scene.steps

@@ -76,7 +76,7 @@ def optimize_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: boo
         return (f"{target} is valid up to its last iteration; continue with 'simrun resume "
                 f"{quote(str(target))}'")
 
-    with exit_codes(interrupted):
+    with exit_codes(interrupted, folder=lambda: target):
         scene = load()
         if scene.optimize is None:
             raise SceneError(f"{scene.source}: the scene has no 'optimize' section. Add e.g. "

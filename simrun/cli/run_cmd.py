@@ -176,7 +176,7 @@ def run_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: bool = F
 
     options = {"no_render": no_render, "threads": threads, "debug": debug,
                "max_drift": max_drift}
-    with exit_codes(interrupted):
+    with exit_codes(interrupted, folder=lambda: state.get("dir")):
         scene = load()
         if resume:
             state["dir"] = choose_run_dir(scene.name, out_dir, resume=True, overwrite=False)
