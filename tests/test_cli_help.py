@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 import pytest
 import typer
-from cli_helpers import REPO
+from cli_helpers import REPO, simrun
 from typer.testing import CliRunner
 
 from simrun.adjoint.keys import FIXED_KEYS, KEY_KINDS, parse_key
@@ -61,3 +61,10 @@ def test_grad_help_lists_every_kind_of_key_and_each_parses() -> None:
     gravity = load_scene(REPO / "scenes" / "gravity.yaml", ["objective={builtin: total}"])
     for key in FIXED_KEYS:
         assert parse_key(gravity, key).text == key
+
+
+def test_run_summary_says_every_step(tmp_path) -> None:
+    done = simrun("run", str(REPO / "scenes" / "gravity.yaml"), "--steps", "2", "--set",
+                  "outputs.every=1", "--no-render", "--out", "r", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "frames    every step, to step 2" in done.stdout and "every 1 steps" not in done.stdout
