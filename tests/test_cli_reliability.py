@@ -151,12 +151,12 @@ def small_disk(tmp_path: Path):
     subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
-@pytest.mark.parametrize("size", ["12k", "28k"])  # full at the first flush; at a later one
+@pytest.mark.parametrize("size", ["16k", "28k"])  # full at the first flush; at a later one
 def test_disk_full_exits_1_and_resumes_once_there_is_room(tmp_path: Path, small_disk,
                                                           size: str) -> None:
     mnt, resize = small_disk
-    resize(size)  # tmpfs counts whole 4 KB pages: 12k holds scene.yaml, run.json and the
-    # kernel copy only
+    resize(size)  # tmpfs counts whole 4 KB pages: 16k holds scene.yaml, run.json and the
+    # kernel copy with its twin in .sources/ only
     out = mnt / "o"
     args = ["run", GRAVITY, "--steps", "600", "--set", "outputs.every=1", "--threads", "1",
             "--out", str(out)]
