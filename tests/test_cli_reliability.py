@@ -298,7 +298,7 @@ def test_kernel_errors_do_not_echo_huge_source_lines(scene_dir: Path, module: st
 
 
 def test_objective_kernel_outside_the_scene_folder_is_refused(tmp_path: Path) -> None:
-    (tmp_path / "loss.py").write_text(MARKING_KERNEL)
+    (tmp_path / "loss.py").write_text(MARKING_KERNEL.replace("U", "L"))  # adds to L
     scenes = tmp_path / "scenes"
     scenes.mkdir()
     (scenes / "k.py").write_text(KERNEL)
