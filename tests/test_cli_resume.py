@@ -114,7 +114,8 @@ def test_ctrl_c_prints_a_resume_command_that_works_with_steps_and_set(project: P
 def test_grad_stopped_by_ctrl_c_resumes_from_its_folder(project: Path) -> None:
     scene = str(project / "slow.yaml")
     options = ["--wrt", "dt", "--wrt", "state.x0", "--steps", "2000", "--set", "dt=2e-3",
-               "--set", "energy.0.params.work=40000"]  # ~3 s of sweeps: going at Ctrl-C
+               "--set", "energy.0.params.work=10000"]  # ~1 s of sweeps (unloaded): still
+    # going at Ctrl-C, sent within 10 ms of the first progress line
     err = _interrupt(["grad", scene, *options, "--out", "g"], project,
                      project / "g" / "progress.log")  # written once the sweeps began
     assert json.loads((project / "g" / "gradients.json").read_text())["status"] == "running"
