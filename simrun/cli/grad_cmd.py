@@ -183,7 +183,8 @@ def _print_check(check: dict) -> None:
     out.print(f"    Taylor remainders at h = {t['h']:g}, /2, /4, /8: "
               f"{', '.join(f'{r:.3g}' for r in t['residuals'])}; orders "
               f"{', '.join(f'{o:.2f}' for o in t['orders'])} (2 expected; inf: below J's "
-              f"rounding, {t.get('rounding', 0.0):.1g})", markup=False)
+              f"rounding, {t.get('rounding', 0.0):.1g})"
+              + (f"; {t['note']}" if "note" in t else ""), markup=False)
     whys = [f"{row['key']}: {row['why']}" for row in check["rows"] if "why" in row]
     whys += [f"Taylor test: {t['why']}"] if "why" in t else []
     if check["verdict"] == "ok":
