@@ -82,7 +82,8 @@ def compile_message(exc: BaseException, folder: Path | None = None) -> str:
     span, kernel = getattr(exc, "span", None), getattr(exc, "kernel", None)
     whole = str(getattr(exc, "bare", exc)).strip()
     bare = shorten(whole, 400)
-    kept = "" if bare == whole else f" The whole message: {_keep_whole(exc, folder)}."
+    where = None if bare == whole else _keep_whole(exc, folder)
+    kept = f" The whole message: {where}." if where else ""
     if span is None:
         return f"error: a kernel does not compile: {bare}{kept}"
     col = f":{span.col + 1}" if span.text else ""
@@ -92,18 +93,24 @@ def compile_message(exc: BaseException, folder: Path | None = None) -> str:
     return text + kept + " Fix the kernel module." + _excerpt(span.text.rstrip(), span.col)
 
 
-def _keep_whole(exc: BaseException, folder: Path | None) -> Path:
-    """Write the uncut error to folder/error.log, or to a new file in the temporary folder."""
+def _keep_whole(exc: BaseException, folder: Path | None) -> Path | None:
+    """Write the uncut error to folder/error.log, or to a new file in the temporary folder
+    (None where neither can be written: the cut message is then all there is)."""
     import tempfile
 
     text = f"{exc}\n"
     if folder is not None and folder.is_dir():
-        path = folder / "error.log"
-        path.write_text(text, encoding="utf-8")
-        return path
-    fd, name = tempfile.mkstemp(prefix="simrun-error-", suffix=".log")
-    with open(fd, "w", encoding="utf-8") as f:
-        f.write(text)
+        try:
+            (folder / "error.log").write_text(text, encoding="utf-8")
+            return folder / "error.log"
+        except OSError:
+            pass
+    try:
+        fd, name = tempfile.mkstemp(prefix="simrun-error-", suffix=".log")
+        with open(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError:
+        return None
     return Path(name)
 
 
