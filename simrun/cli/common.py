@@ -94,24 +94,22 @@ def compile_message(exc: BaseException, folder: Path | None = None) -> str:
 
 
 def _keep_whole(exc: BaseException, folder: Path | None) -> Path | None:
-    """Write the uncut error to folder/error.log, or to a new file in the temporary folder
-    (None where neither can be written: the cut message is then all there is)."""
+    """Write the uncut error to folder/error.log, or else to the temporary folder, named by
+    its hash (the same error again reuses the file); None where neither can be written."""
+    import hashlib
     import tempfile
 
     text = f"{exc}\n"
-    if folder is not None and folder.is_dir():
+    digest = hashlib.sha1(text.encode()).hexdigest()[:12]
+    places = [folder / "error.log"] if folder is not None and folder.is_dir() else []
+    places.append(Path(tempfile.gettempdir()) / f"simrun-error-{digest}.log")
+    for path in places:
         try:
-            (folder / "error.log").write_text(text, encoding="utf-8")
-            return folder / "error.log"
+            path.write_text(text, encoding="utf-8")
+            return path
         except OSError:
-            pass
-    try:
-        fd, name = tempfile.mkstemp(prefix="simrun-error-", suffix=".log")
-        with open(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-    except OSError:
-        return None
-    return Path(name)
+            continue
+    return None
 
 
 def _excerpt(line: str, col: int, width: int = 100) -> str:
