@@ -27,13 +27,17 @@ Arguments are bound by NAME (the stepper reads the kernel's signature):
                k)`` visits each partner j > i within cutoff + skin once (those within
                the cutoff at the last build first, then the skin's)
     cutoff     with a list: its cutoff, unless the params set one
-``simrun.md`` has the ``ti.func`` helpers: ``min_image(d, box_low, box_high, periodic)``
-folds a separation to its nearest image (and is differentiable in the box, for the
-pressure), ``neighbor_count`` and ``neighbor``. ``kernels/lj.py`` shows them in use.
     <other>    a field returned by the module's ``allocate`` hook, or else a scalar parameter
                taken from the scene's ``params:`` or from the module's ``DEFAULTS[kernel]``
 Template arguments are annotated ``ti.template()``, scalars ``float`` (the scene's precision)
-or ``ti.i32``. Taichi kernels cannot have default values, hence ``DEFAULTS``.
+or ``ti.i32``. Taichi kernels cannot have default values, hence ``DEFAULTS``. An energy
+kernel that never writes ``U`` is refused at its ``def`` line (it would add nothing).
+scenes/README.md walks through a new one (a Morse chain) from module to run.
+
+The Python module ``simrun/md.py`` (``from simrun.md import min_image, neighbor_count,
+neighbor``) has the ``ti.func`` helpers: ``min_image(d, box_low, box_high, periodic)`` folds
+a separation to its nearest image (and is differentiable in the box, for the pressure),
+``neighbor_count`` and ``neighbor``. ``kernels/lj.py`` shows them in use.
 
 Optional module hooks
     DEFAULTS = {"kernel_name": {"param": value, ...}}
@@ -55,16 +59,19 @@ Step kernels
     Scenes whose dynamics is not "particles + energy" (MPM) list ``step_kernels`` that replace
     the integrator. They are bound the same way and called in order once per step, after the
     forces of the energy terms have been computed (so ``x.grad`` holds dU/dx). ``simrun grad``
-    differentiates them (reading ``x.grad`` included; no other gradient field).
+    differentiates them (reading ``x.grad`` included; no other gradient field). A step
+    kernel must write the state (x, v or a field of its module), else it is refused.
 
 Controller kernels
     A scene's ``controller:`` kernels run each step before the forces, on the state at the
     step's start, bound like step kernels; an argument named ``step`` (``ti.i32``) gets the
     step index. They write fields of their module (a network's actuations) that energy terms
-    and step kernels read (``kernels/mass_spring.py``). ``simrun grad`` differentiates them in
+    and step kernels read (``kernels/mass_spring.py``); a controller kernel whose outputs no
+    other kernel (nor the objective) reads is refused. ``simrun grad`` differentiates them in
     scenes with ``step_kernels``; ``fields.<name>`` KEYs tune what they read (weights).
 
 Objective kernels
-    Like energy kernels, accumulating into the 0-D field ``L``; an argument named ``step``
+    Like energy kernels, accumulating into the 0-D field ``L`` (one that never writes it is
+    refused); an argument named ``step``
     (``ti.i32``) gets the index of the step whose state the objective sees.
 """

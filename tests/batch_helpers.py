@@ -14,14 +14,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def scene_copy(tmp: Path, steps: int = 2000) -> Path:
+def scene_copy(tmp: Path, steps: int = 2000, every: int = 100) -> Path:
     """scenes/gravity.yaml and kernels/gravity.py copied under ``tmp`` (so a test may edit
-    the kernel), with ``steps`` steps and no pictures to draw."""
+    the kernel), with ``steps`` steps, a frame every ``every`` and no pictures to draw."""
     (tmp / "scenes").mkdir(parents=True, exist_ok=True)
     (tmp / "kernels").mkdir(exist_ok=True)
     shutil.copy(ROOT / "kernels" / "gravity.py", tmp / "kernels" / "gravity.py")
-    text = (ROOT / "scenes" / "gravity.yaml").read_text().replace("steps: 20000",
-                                                                  f"steps: {steps}")
+    text = (ROOT / "scenes" / "gravity.yaml").read_text().replace(
+        "steps: 20000", f"steps: {steps}").replace("every: 100", f"every: {every}")
     path = tmp / "scenes" / "gravity.yaml"
     path.write_text(text)
     return path

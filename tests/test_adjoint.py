@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from simrun.adjoint import schedule
-from simrun.adjoint.job import check_gradient, forward_gradient, objective_value, scene_gradient
+from simrun.adjoint.check import check_gradient
+from simrun.adjoint.job import forward_gradient, objective_value, scene_gradient
 from simrun.scene import SceneError
 from simrun.scene import load_scene as _load_scene
 
@@ -152,7 +153,12 @@ def test_shipped_scenes_against_central_differences(name, keys):
                         "integrator.damping=0.05"])
     res = scene_gradient(scene, keys, checkpoints=3)
     check = check_gradient(scene, res)
-    assert all(r["ok"] for r in check["rows"]), check["rows"]
+    for r in check["rows"]:
+        if r["key"] == "initial.velocity":  # dJ/dV = sum m v = 0 at a start at rest on
+            # average: no step tells that from a tiny gradient, so never 'ok'
+            assert r["verdict"] == "inconclusive" and abs(r["ad"]) <= 3 * r["fd_error"], r
+        else:
+            assert r["ok"], r
     assert check["taylor"]["order"] > 1.9, check["taylor"]
 
 

@@ -126,6 +126,23 @@ def squeue() -> list[str]:
                           check=True).stdout.split("\n")
 
 
+def slurm_job_of(pid: int) -> str | None:
+    """The Slurm job a process runs in (its SLURM_JOB_ID), or None (gone, or not Slurm's)."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    found = [v.split(b"=", 1)[1].decode() for v in environ if v.startswith(b"SLURM_JOB_ID=")]
+    return found[0] if found else None
+
+
+def running_slurm_jobs(out: Path) -> dict[str, str]:
+    """Slurm job id -> job folder, for each job a worker is running now (by the pid in its
+    record: the worker process, which the Slurm job started)."""
+    return {job: folder for pid, folder in running_pids(out).items()
+            if (job := slurm_job_of(pid)) is not None}
+
+
 def test_slurm_sweep_with_a_worker_job_cancelled(tmp_path, slurm):
     scene = scene_copy(tmp_path, steps=STEPS)
     out = tmp_path / "b"
@@ -133,17 +150,19 @@ def test_slurm_sweep_with_a_worker_job_cancelled(tmp_path, slurm):
                   "--cluster-jobs", "2", "--cluster-cores", "1", "--cluster-memory", "1GB",
                   "--walltime", "00:10:00", "--cluster-host", "127.0.0.1", "--no-render",
                   "--out", str(out), cwd=tmp_path)
-    wait_for(lambda: count(out, "done") >= 1 and running_pids(out) or proc.poll() is not None,
-             240, "a finished job and a running one")
-    jobs = [line.split()[0] for line in squeue() if line.strip().endswith("RUNNING")]
-    assert jobs, squeue()
-    subprocess.run(["scancel", jobs[0]], check=True)
+    wait_for(lambda: count(out, "done") >= 1 and running_slurm_jobs(out)
+             or proc.poll() is not None, 240, "a finished job and one running on a worker")
+    # the victim is the Slurm job whose worker runs a task now, not whichever job squeue
+    # lists first (that may be a worker between tasks, whose loss retries nothing)
+    victim, folder = next(iter(running_slurm_jobs(out).items()))
+    assert f"{victim} RUNNING" in squeue(), squeue()
+    subprocess.run(["scancel", victim], check=True)
     stdout, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 0, stderr
     assert "6 of 6 jobs done" in stdout and "slurm cluster" in stdout
     run_ok(out)
-    attempts = [json.loads(p.read_text())["attempts"] for p in (out / ".batch").glob("*.json")]
-    assert max(attempts) >= 2  # the cancelled worker's job ran again elsewhere
+    record = json.loads((out / ".batch" / f"{folder}.json").read_text())
+    assert record["attempts"] >= 2  # the cancelled worker's task ran again elsewhere
     wait_for(lambda: not [x for x in squeue() if x.strip()], 60, "the batch jobs to end")
     logs = list((out / ".batch" / "logs").glob("*"))
     assert logs  # the workers' batch-job output

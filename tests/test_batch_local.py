@@ -83,11 +83,14 @@ def test_failures_reported_as_they_happen_and_retried(tmp_path):
 
 
 def test_ctrl_c_keeps_summary_and_finished_folders(tmp_path):
-    scene = scene_copy(tmp_path, steps=30000)
+    # a frame every 10^4 steps: the long runs' cost is their steps, not 10^4 frames and an
+    # energy evaluation each (3x the CPU time at a frame every 100)
+    scene = scene_copy(tmp_path, steps=30000, every=10000)
     out = tmp_path / "b"
-    # two short jobs finish first; the four long ones (~3 s each at 1-5 us a step) are still
-    # going at Ctrl-C however fast the stepper or however loaded the machine
-    args = ("batch", str(scene), "--sweep", "steps=30000,30000,2000000,2000000,2000000,2000000",
+    # two short jobs finish first; the four long ones (>= 1.2 s each at 0.3 us a step, the
+    # chained stepper unloaded) are still going at Ctrl-C however loaded the machine, and two
+    # of them cannot even start before two others end
+    args = ("batch", str(scene), "--sweep", "steps=30000,30000,4000000,4000000,4000000,4000000",
             "--workers", "2", "--threads", "1", "--no-render", "--out", str(out))
     proc = simrun(*args)
     wait_for(lambda: count(out, "done") >= 1 or proc.poll() is not None, 120, "a finished job")
@@ -116,8 +119,10 @@ def test_an_interrupted_job_resumes_from_its_saved_state(tmp_path):
     from simrun.batch.plan import make_plan, make_points
     from simrun.batch.task import execute, write_record
 
-    # long enough not to end before the signal: the chained stepper makes 1-5 us steps
-    scene = scene_copy(tmp_path, steps=5_000_000)
+    # long enough not to end before the signal, which comes after the first flush (1 s):
+    # >= 3 s at the chained stepper's 0.3 us a step with a frame every 10^4 steps (a frame
+    # every 100 would cost 3x the CPU time in frames and their energies)
+    scene = scene_copy(tmp_path, steps=10_000_000, every=10_000)
     plan = make_plan(scene, make_points(["dt=1e-6"], None, None, None), job="run", sets=[],
                      options={"no_render": True}, out_dir=tmp_path / "b", allow_outside=False)
     spec = plan.specs[0]
@@ -138,7 +143,7 @@ def test_an_interrupted_job_resumes_from_its_saved_state(tmp_path):
     record = execute(spec)
     assert record["status"] == "done" and record["resumed"] and record["attempts"] == 2
     info = json.loads((spec.folder / "run.json").read_text())
-    assert info["status"] == "ok" and info["saved_step"] == 5_000_000
+    assert info["status"] == "ok" and info["saved_step"] == 10_000_000
     assert info.get("resumed_from_step", 0) > 0
 
 

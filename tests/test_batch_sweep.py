@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from simrun.batch.plan import make_plan, make_points
 from simrun.batch.sweep import grid, parse_sweep, sample, split_values
 from simrun.cli.app import app
-from simrun.scene import SceneError
+from simrun.scene import SceneError, load_scene
 from tests.batch_helpers import scene_copy
 
 
@@ -76,12 +76,26 @@ def test_plan_validates_every_point_and_names_folders(tmp_path):
                   options={}, out_dir=tmp_path / "b", allow_outside=False)
 
 
+@pytest.mark.parametrize("job", ["run", "grad", "optimize"])
+def test_steps_option_is_every_jobs_steps(tmp_path, job):
+    """`batch --steps N` sets the scene's steps of every job, whatever it runs."""
+    scene = scene_copy(tmp_path)
+    sets = ["objective={builtin: kinetic, at: end}", "optimize={parameters: [dt]}"]
+    plan = make_plan(scene, make_points(["dt=1e-5,2e-5"], None, None, None), job=job,
+                     sets=sets, options={"steps": 7, "wrt": ["dt"]}, out_dir=tmp_path / "b",
+                     allow_outside=False)
+    assert [load_scene(s.scene_path, list(s.overrides)).steps for s in plan.specs] == [7, 7]
+
+
 @pytest.mark.parametrize("args, expect", [
     (["--sweep", "energy.0.parms.softening=0.1,0.2"], "--sweep energy.0.parms.softening=0.1 (command line): unknown key 'parms' in 'energy[0]'. Did you mean 'params'?"),
     (["--sweep", "dtt=1e-5,2e-5"], "Did you mean 'dt'?"),
     (["--sweep", "dt=1e-5,zero"], "dt"),
     (["--sweep", "dt=1e-5", "--job", "grad", "--wrt", "dt"], "objective"),
     (["--sweep", "dt=1e-5", "--job", "nope"], "--job"),
+    (["--sweep", "dt=1e-5", "--steps", "1", "--set", "steps=1500"],
+     "--steps 1 and --set steps=1500 both set the steps of every job. Give one of them."),
+    (["--sweep", "steps=5,10", "--steps", "1"], "--steps 1 and the sweep over steps"),
 ])
 def test_cli_bad_input_is_exit_2_before_submitting(tmp_path, args, expect):
     scene = scene_copy(tmp_path)

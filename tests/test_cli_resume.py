@@ -114,7 +114,8 @@ def test_ctrl_c_prints_a_resume_command_that_works_with_steps_and_set(project: P
 def test_grad_stopped_by_ctrl_c_resumes_from_its_folder(project: Path) -> None:
     scene = str(project / "slow.yaml")
     options = ["--wrt", "dt", "--wrt", "state.x0", "--steps", "2000", "--set", "dt=2e-3",
-               "--set", "energy.0.params.work=40000"]  # ~3 s of sweeps: going at Ctrl-C
+               "--set", "energy.0.params.work=10000"]  # ~1 s of sweeps (unloaded): still
+    # going at Ctrl-C, sent within 10 ms of the first progress line
     err = _interrupt(["grad", scene, *options, "--out", "g"], project,
                      project / "g" / "progress.log")  # written once the sweeps began
     assert json.loads((project / "g" / "gradients.json").read_text())["status"] == "running"
@@ -132,7 +133,9 @@ def test_grad_stopped_by_ctrl_c_resumes_from_its_folder(project: Path) -> None:
     copy = project / "g" / "kernels" / "slow.py"
     copy.write_text(copy.read_text().replace("0.5 * x[i]", "0.6 * x[i]"))
     edited = simrun("resume", "g", "--steps", "2000", cwd=project)
-    assert edited.returncode == 2 and "not the file the job ran" in edited.stderr, edited.stderr
+    assert edited.returncode == 2, edited.stderr
+    assert "g/kernels/slow.py: line 10 changed (in kernel 'trap')" in edited.stderr
+    assert "'simrun resume g --allow-changed'" in edited.stderr
 
 
 def test_optimize_and_batch_folders_resume(project: Path, tmp_path: Path) -> None:
@@ -158,7 +161,7 @@ def test_optimize_and_batch_folders_resume(project: Path, tmp_path: Path) -> Non
     targets.write_text(targets.read_text().replace("0.5 * ((x[p][0]", "0.7 * ((x[p][0]"))
     changed = simrun("optimize", scene, "--iterations", "7", *common, "--out", "o", "--resume",
                      cwd=tmp_path)
-    assert changed.returncode == 2 and "targets.py: line 14 changed (in 'miss')" in \
+    assert changed.returncode == 2 and "targets.py: line 14 changed (in kernel 'miss')" in \
         changed.stderr, changed.stderr
 
     batch = simrun("batch", str(project / "slow.yaml"), "--sweep", "dt=1e-3,2e-3", "--set",
@@ -188,7 +191,7 @@ def test_resume_refuses_edited_physics_and_says_what_changed(project: Path) -> N
     more = ["--steps", "100", "--set", "energy.0.params.work=10", "--out", "r", "--no-render"]
     refused = simrun("run", scene, *more, "--resume", cwd=project)
     assert refused.returncode == 2, refused.stderr
-    assert "physics changed" in refused.stderr and "slow.py: line 10 changed (in 'trap')" \
+    assert "physics changed" in refused.stderr and "slow.py: line 10 changed (in kernel 'trap')" \
         in refused.stderr and "--allow-changed" in refused.stderr
     assert "Traceback" not in refused.stderr
     assert json.loads((run / "run.json").read_text())["steps_done"] == 50  # untouched
@@ -204,11 +207,19 @@ def test_resume_refuses_edited_physics_and_says_what_changed(project: Path) -> N
     assert "line 10 changed" in info["resumes"][-1]["changed"][0]
     assert info["sources"][0]["sha256"] == hashlib.sha256(module.read_bytes()).hexdigest()
     assert (run / "kernels" / "slow.py").read_text() == module.read_text()
-    # an edited copy in the folder is refused too
+    # an edited copy in the folder is refused too, naming its line and kernel (the text
+    # that ran is kept in .sources/) and the way on, not the command that was refused
     copy = project / "keep" / "r" / "kernels" / "slow.py"
-    copy.write_text(copy.read_text() + "\n# edited\n")
+    copy.write_text(copy.read_text().replace("0.5 * x[i]", "0.7 * x[i]"))
     edited = simrun("resume", "keep/r", "--steps", "150", cwd=project)
-    assert edited.returncode == 2 and "not the file the job ran" in edited.stderr
+    assert edited.returncode == 2, edited.stderr
+    assert "keep/r/kernels/slow.py: line 10 changed (in kernel 'trap')" in edited.stderr
+    assert "'simrun resume keep/r --allow-changed'" in edited.stderr
+    assert "('simrun resume keep/r')" not in edited.stderr
+    onward = simrun("resume", "keep/r", "--steps", "150", "--allow-changed", "-q", cwd=project)
+    assert onward.returncode == 0, onward.stderr
+    info = json.loads((project / "keep" / "r" / "run.json").read_text())
+    assert "line 10 changed (in kernel 'trap')" in info["resumes"][-1]["changed"][0]
 
 
 def test_a_moved_folder_resumes_and_renders_without_its_checkout(project: Path,

@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simrun.adjoint.job import check_gradient, scene_gradient
+from simrun.adjoint.check import check_gradient
+from simrun.adjoint.job import scene_gradient
 from simrun.scene import initial_state
 from simrun.scene import load_scene as _load_scene
 from simrun.stepper.fieldstep import FieldStepper

@@ -15,7 +15,7 @@ import numpy as np
 from simrun.adjoint.controlled import ControlledTrajectory
 from simrun.adjoint.integrated import IntegratedTrajectory
 from simrun.adjoint.kernel_sweep import KernelTrajectory, kernel_tangent_sweep
-from simrun.adjoint.keys import Key, check_field_keys, parse_key, value_of, with_value
+from simrun.adjoint.keys import Key, check_field_keys, parse_key, value_of
 from simrun.adjoint.model import DiffModel
 from simrun.adjoint.reuse import TrajectoryCache
 from simrun.adjoint.sweep import Tangent, Trajectory, tangent_sweep
@@ -312,89 +312,6 @@ def _gradient_of(key: Key, adj, scene: Scene):
     if key.kind == "field":
         return adj.fields[key.name]
     return adj.params.get(key.text, 0.0)
-
-
-# ---------------------------------------------------------------------- the check
-def _perturbed(scene: Scene, key: Key, base, delta) -> tuple[Scene, dict]:
-    """The scene with KEY moved by delta, and the start's shifts (state.x0 / state.v0)."""
-    if key.kind in ("x0", "v0", "field"):
-        return scene, {key.text: np.asarray(delta, float)}
-    value = np.asarray(base, float) + delta
-    return with_value(scene, key, value if np.ndim(value) else float(value)), {}
-
-
-def check_gradient(scene: Scene, result: GradResult, *, threads: int | None = None,
-                   seed: int = 0) -> dict[str, Any]:
-    """Central differences along one direction per KEY (the unit for scalars, a random unit
-    vector for arrays) and a Taylor test along all KEYs at once: the first-order remainder
-    |J(p + h d) - J(p) - h dJ.d| must fall as h^2. A KEY agrees when AD and FD differ by
-    at most the tolerance, or by at most three times FD's own error (the difference between
-    its values at steps h and 2h: a parameter that barely moves J drowns in rounding)."""
-    rng = np.random.default_rng(seed)
-    steps, keys = result.steps, [parse_key(scene, k) for k in result.gradients]
-    rel_step = 1e-6 if scene.precision == "f64" else 1e-3
-    tol = 1e-5 if scene.precision == "f64" else 3e-2
-    rows, directions = [], {}
-    for key in keys:
-        base = result.field_values[key.text] if key.kind == "field" else value_of(scene, key)
-        grad = np.asarray(result.gradients[key.text], float)
-        d = rng.normal(size=np.shape(base)) if np.ndim(base) else np.array(1.0)
-        d = d / max(float(np.linalg.norm(d)), 1e-300)
-        directions[key.text] = (key, base, d)
-        size = float(np.max(np.abs(base))) if np.size(base) else 0.0
-        eps = rel_step * (size or 1.0)
-        fd, fd2 = (_central(scene, key, base, h * d, steps, threads) / h
-                   for h in (eps, 2 * eps))
-        ad = float(np.sum(grad * d))
-        # FD's own error: its change from h to 2h, and never less than J's rounding over h
-        fd_error = max(abs(fd - fd2), 100 * np.finfo(float).eps * abs(result.objective) / eps)
-        rows.append({"key": key.text, "ad": ad, "fd": fd, "step": eps, "fd_error": fd_error,
-                     "rel_error": abs(ad - fd) / max(abs(fd), abs(ad), 1e-300),
-                     "ok": bool(abs(ad - fd) <= max(tol * max(abs(fd), abs(ad)), 3 * fd_error))})
-    taylor = _taylor(scene, result, directions, steps, threads)
-    ok = bool(all(r["ok"] for r in rows) and taylor["order"] >= 1.8)
-    return {"rows": rows, "taylor": taylor, "tolerance": tol, "ok": ok}
-
-
-def _central(scene: Scene, key: Key, base, delta, steps: int, threads) -> float:
-    """(J(p + delta) - J(p - delta)) / 2."""
-    plus = objective_value(*_args(scene, key, base, delta, steps, threads))
-    minus = objective_value(*_args(scene, key, base, -delta, steps, threads))
-    return (plus - minus) / 2
-
-
-def _args(scene: Scene, key: Key, base, delta, steps: int, threads):
-    moved, overrides = _perturbed(scene, key, base, delta)
-    return moved, steps, threads, overrides
-
-
-def _taylor(scene: Scene, result: GradResult, directions: dict, steps: int, threads
-            ) -> dict[str, Any]:
-    """pyadjoint's taylor_test: remainders at h, h/2, h/4 and their convergence orders."""
-    # each KEY moves by the same fraction of its own size (dt and positions differ by 1000x);
-    # a KEY that is 0 (MPM's grid gravity, the start of fields.C) has no size: its own unit
-    scaled = {t: (k, b, d * (float(np.max(np.abs(b))) or 1.0))
-              for t, (k, b, d) in directions.items()}
-    slope = sum(float(np.sum(np.asarray(result.gradients[t], float) * d))
-                for t, (_k, _b, d) in scaled.items())
-    h0 = 1e-4 if scene.precision == "f64" else 3e-2
-    residuals = []
-    for h in (h0, h0 / 2, h0 / 4, h0 / 8):
-        moved, shifts = scene, {}
-        for _t, (key, base, d) in scaled.items():
-            moved, extra = _perturbed(moved, key, base, h * d)
-            shifts.update(extra)
-        residuals.append(abs(objective_value(moved, steps, threads, shifts)
-                             - result.objective - h * slope))
-    # a remainder within J's rounding (a few thousand rounded terms) is noise, not an order:
-    # where every one is, the gradient predicts J to rounding at these steps
-    eps = np.finfo(np.float64 if scene.precision == "f64" else np.float32).eps
-    floor = 1e3 * eps * abs(result.objective)
-    orders = [float(np.log2(a / b)) if a > 10 * floor and b > 0 else float("inf")
-              for a, b in zip(residuals, residuals[1:])]
-    return {"h": h0, "residuals": residuals, "orders": orders, "order": min(orders),
-            "rounding": floor}
-
 
 
 # ---------------------------------------------------------------------- the folder

@@ -15,6 +15,8 @@ from simrun.stepper.binding import find_kernel, load_module, parameter_names
 
 FIXED_KEYS = ("state.x0", "state.v0", "initial.velocity", "dt", "integrator.damping",
               "particles.mass")
+KEY_KINDS = (*FIXED_KEYS, "energy.<i>.params.<name>", "step_kernels.params.<name>",
+             "objective.params.<name>", "fields.<name>")  # what parse_key takes (`grad --help`)
 FIELDS_HINT = "fields.<name> (a float field a kernel module's allocate hook makes)"
 
 

@@ -21,6 +21,7 @@ from simrun.stepper.binding import (
     parameter_names,
 )
 from simrun.stepper.fieldstep import FieldStepper
+from simrun.stepper.roles import require_accumulator
 from simrun.stepper.system import System
 
 
@@ -158,8 +159,11 @@ class DiffModel:
         check_param_types(obj.kernel, kernel, obj.params, obj.where, {})
         names = parameter_names(kernel)
         self._step_arg = names.index("step") if "step" in names else None
-        return bind(obj.kernel, kernel, {**system.values(), **self._allocate(module),
-                                         "L": self.loss, "step": 0, **obj.params}, defaults)
+        bound = bind(obj.kernel, kernel, {**system.values(), **self._allocate(module),
+                                          "L": self.loss, "step": 0, **obj.params}, defaults)
+        require_accumulator(bound, self.loss, "objective", "L",
+                            "J would be 0 and every gradient 0")
+        return bound
 
     def _objective_at(self, step: int) -> None:
         """Launch the objective kernel; an argument named `step` gets the step index (so an

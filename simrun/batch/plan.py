@@ -63,6 +63,20 @@ def _check_job(scene: Scene, job: str, options: dict[str, Any]) -> None:
             parse_key(scene, key)
 
 
+def _steps_override(steps: int | None, sets: list[str], points: list[Point]) -> list[str]:
+    """``--steps N`` is every job's ``steps`` (run, grad and optimize alike); with a
+    ``--set steps=`` or ``--sweep steps=`` as well, which one is meant is unclear: refused."""
+    if steps is None:
+        return []
+    given = [f"--set {item.strip()}" for item in sets if item.split("=", 1)[0].strip() == "steps"]
+    if any("steps" in point for point in points):
+        given.append("the sweep over steps")
+    if given:
+        raise SceneError(f"--steps {steps} and {given[0]} both set the steps of every job. "
+                         "Give one of them.")
+    return [f"steps={steps}"]
+
+
 def default_out(scene: Scene, job: str, sets: list[str], points: list[Point]) -> Path:
     """outputs/<scene>/batch-<job>-<hash of the command>: the same command finds its folder
     again (and skips what is done), a different sweep gets its own."""
@@ -84,6 +98,7 @@ def _load_point(scene_path: str | Path, overrides: tuple[str, ...], point: Point
 
 def make_plan(scene_path: str | Path, points: list[Point], *, job: str, sets: list[str],
               options: dict[str, Any], out_dir: Path | None, allow_outside: bool) -> Plan:
+    sets = [*sets, *_steps_override(options.get("steps"), sets, points)]
     base = load_scene(scene_path, sets, allow_outside=allow_outside)
     _check_job(base, job, options)
     out = Path(out_dir) if out_dir is not None else default_out(base, job, sets, points)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -31,10 +32,7 @@ hand), an integrator, dt, steps and what to save.
   simrun batch SCENE --sweep dt=1e-5,2e-5 a parameter sweep on Dask (one folder per job)
   simrun run --help                       all options, and what a run folder holds
 
-\b
-Shipped scenes: gravity (the reference N-body example, N = 8), gravity_1024, molecule
-(bonds, angles, dihedrals), fem (neo-Hookean beam), mpm (strip over an obstacle),
-projectile and fit_spring (optimize).
+Shipped scenes (scenes/README.md says what each shows): {scenes}.
 
 Scenes are code: a scene runs the Python of its kernel modules (as a Python config file
 would), and so do 'run', 'check', 'grad' and
@@ -49,7 +47,16 @@ Exit status: 0 ok, 1 the run failed (e.g. NaN, disk full), 2 bad input (an unwri
 output folder included), 130 interrupted.
 """
 
-app = typer.Typer(help=HELP, no_args_is_help=True, pretty_exceptions_enable=False,
+
+
+def shipped_scenes() -> str:
+    """The scenes/*.yaml beside the package, by name (read when the help is built)."""
+    folder = Path(__file__).resolve().parents[2] / "scenes"
+    names = sorted(p.stem for p in folder.glob("*.yaml"))
+    return ", ".join(names) or "none found beside this installation (see the repository)"
+
+
+app = typer.Typer(help=HELP.format(scenes=shipped_scenes()), no_args_is_help=True, pretty_exceptions_enable=False,
                   add_completion=False, rich_markup_mode=None)
 app.command(no_args_is_help=True)(run)
 app.command(no_args_is_help=True)(check)

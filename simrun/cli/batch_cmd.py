@@ -105,23 +105,27 @@ def batch(
                               "batch job, e.g. 4GB.")] = "2GB",
     walltime: Annotated[str, Opt("--walltime", metavar="HH:MM:SS", help="Per batch job; "
                         "workers retire (staggered) before it ends.")] = "01:00:00",
-    queue: Annotated[str | None, Opt("--queue", metavar="Q")] = None,
-    account: Annotated[str | None, Opt("--account", metavar="A")] = None,
+    queue: Annotated[str | None, Opt("--queue", metavar="Q", help="Batch queue (partition) "
+                     "of the worker jobs (default: the batch system's).")] = None,
+    account: Annotated[str | None, Opt("--account", metavar="A", help="Account the worker "
+                       "jobs are charged to.")] = None,
     cluster_host: Annotated[str | None, Opt("--cluster-host", metavar="HOST", help="Address "
                             "the scheduler listens on for batch-job workers.")] = None,
     retries: Annotated[int, Opt("--retries", min=0, metavar="R", help="Run a failed job up "
                        "to R more times (it resumes from its saved state).")] = 0,
     fail_fast: Annotated[bool, Opt("--fail-fast", help="Stop at the first job that fails "
                          "after its retries.")] = False,
-    steps: Annotated[int | None, Opt("--steps", min=1, metavar="N", help="grad: steps to "
-                     "take.")] = None,
-    checkpoints: Annotated[int | None, Opt("--checkpoints", min=0, metavar="N")] = None,
+    steps: Annotated[int | None, Opt("--steps", min=1, metavar="N", help="Steps of every "
+                     "job (the scene's 'steps'; run, grad and optimize); not with --set or "
+                     "--sweep steps=.")] = None,
+    checkpoints: Annotated[int | None, Opt("--checkpoints", min=0, metavar="N", help="grad: "
+                           "store at most N states (binomial checkpointing).")] = None,
     memory: Annotated[str | None, Opt("--memory", metavar="SIZE", help="grad: memory for "
                       "stored states.")] = None,
     iterations: Annotated[int | None, Opt("--iterations", min=1, metavar="N", help="optimize: "
                           "iterations (default: the scene's).")] = None,
     no_render: Annotated[bool, Opt("--no-render", help="run: skip the pictures.")] = False,
-    quiet: Annotated[bool, Opt("--quiet", "-q", help="No progress bar.")] = False,
+    quiet: common.QuietOpt = False,
     threads: ThreadsOpt = None,
     allow_outside: common.AllowOutsideOpt = False,
 ) -> None:

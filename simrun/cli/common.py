@@ -13,14 +13,16 @@ from rich.console import Console
 
 from simrun.scene import SceneError
 from simrun.scene.errors import shorten
+from simrun.scene.schema import SCHEMA_VERSION
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
-SceneArg = Annotated[Path, typer.Argument(metavar="SCENE", help="Scene file (YAML, schema version 1), e.g. "
-                                                "scenes/gravity.yaml.", show_default=False)]
+SceneArg = Annotated[Path, typer.Argument(
+    metavar="SCENE", show_default=False, help=f"Scene file (YAML, schema version "
+    f"{SCHEMA_VERSION}; keys in scenes/README.md), e.g. scenes/gravity.yaml.")]
 SetOpt = Annotated[list[str] | None, typer.Option(
     "--set", metavar="KEY.PATH=VALUE",
     help="Override a scene value before validation; repeatable. Values are YAML, e.g. "
@@ -37,6 +39,8 @@ AllowChangedOpt = Annotated[bool, typer.Option(
     "--allow-changed", help="Resume even though a kernel module (or the initial state file) "
     "changed since the job ran; the record notes what changed. Without it such a resume is "
     "refused (exit 2), naming the change.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar (the result "
+                                      "is still printed).")]
 ThreadsOpt = Annotated[int | None, typer.Option(
     "--threads", min=1, metavar="N", help="CPU threads for kernels (default: all cores). Use 1 for runs "
                              "that must repeat bit for bit across machines.")]
@@ -69,19 +73,43 @@ def is_bad_index(exc: BaseException) -> bool:
     return isinstance(exc, KernelIndexError)
 
 
-def compile_message(exc: BaseException) -> str:
+def compile_message(exc: BaseException, folder: Path | None = None) -> str:
     """``file:line:col: kernel 'k' does not compile: why.`` then the source line and a caret.
 
-    A huge message or source line is cut (the line to a window around the caret)."""
+    A huge message or source line is cut (the line to a window around the caret); the whole
+    message then goes to ``folder``/error.log (the job's folder, where there is one yet) or
+    a file in the temporary folder, and the cut one says where."""
     span, kernel = getattr(exc, "span", None), getattr(exc, "kernel", None)
-    bare = shorten(str(getattr(exc, "bare", exc)).strip(), 400)
+    whole = str(getattr(exc, "bare", exc)).strip()
+    bare = shorten(whole, 400)
+    where = None if bare == whole else _keep_whole(exc, folder)
+    kept = f" The whole message: {where}." if where else ""
     if span is None:
-        return f"error: a kernel does not compile: {bare}"
+        return f"error: a kernel does not compile: {bare}{kept}"
     col = f":{span.col + 1}" if span.text else ""
     who = f"kernel '{kernel}'" if kernel else "a kernel"
     text = f"error: {span.file}:{span.line}{col}: {who} does not compile: {bare}"
     text = text if text.endswith((".", "?", "!")) else text + "."
-    return text + " Fix the kernel module." + _excerpt(span.text.rstrip(), span.col)
+    return text + kept + " Fix the kernel module." + _excerpt(span.text.rstrip(), span.col)
+
+
+def _keep_whole(exc: BaseException, folder: Path | None) -> Path | None:
+    """Write the uncut error to folder/error.log, or else to the temporary folder, named by
+    its hash (the same error again reuses the file); None where neither can be written."""
+    import hashlib
+    import tempfile
+
+    text = f"{exc}\n"
+    digest = hashlib.sha1(text.encode()).hexdigest()[:12]
+    places = [folder / "error.log"] if folder is not None and folder.is_dir() else []
+    places.append(Path(tempfile.gettempdir()) / f"simrun-error-{digest}.log")
+    for path in places:
+        try:
+            path.write_text(text, encoding="utf-8")
+            return path
+        except OSError:
+            continue
+    return None
 
 
 def _excerpt(line: str, col: int, width: int = 100) -> str:
@@ -111,8 +139,9 @@ def exit_codes(on_interrupt: Callable[[], str] | None = None,
     Bad input (an output folder that cannot be written and a field index out of range that
     --debug found included) prints its one-paragraph message and no traceback; so do a
     kernel that fails while it runs, outputs that cannot be written (a full disk, by any
-    writer of any job: ``folder()`` is the job's folder, for the advice) and running out of
-    memory (exit 1). Anything else is a bug in simrun and keeps its traceback.
+    writer of any job) and running out of memory (exit 1). Anything else is a bug in
+    simrun and keeps its traceback. ``folder``: the job's folder once known (for the
+    full-disk advice, and where a cut compile error is kept whole).
     """
     from simrun.outputs import OutputError, UnwritableError
     from simrun.outputs.resumable import is_no_room, no_room_message
@@ -141,7 +170,8 @@ def exit_codes(on_interrupt: Callable[[], str] | None = None,
             raise fail(f"error: {no_room_message(exc, folder() if folder else None)}",
                        EXIT_FAILED) from None
         if is_compile_error(exc):
-            raise fail(compile_message(exc), EXIT_BAD_INPUT) from None
+            raise fail(compile_message(exc, folder() if folder else None),
+                       EXIT_BAD_INPUT) from None
         if is_bad_index(exc):
             first, _, excerpt = str(exc).partition("\n")
             raise fail(f"error: {first}. Fix the kernel: without --debug this access reads or "

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from simrun.adjoint.keys import KEY_KINDS
 from simrun.cli import common
 from simrun.cli.common import EXIT_FAILED, SceneArg, SetOpt, ThreadsOpt, err, exit_codes, out
 from simrun.cli.progress import step_bar
@@ -32,8 +33,7 @@ def grad(
     scene_path: SceneArg,
     wrt: Annotated[list[str], typer.Option(
         "--wrt", metavar="KEY", help="Differentiate with respect to KEY (repeatable): "
-        "state.x0, state.v0, initial.velocity, dt, integrator.damping, particles.mass, "
-        "energy.<i>.params.<name>, objective.params.<name>.")],
+        f"{', '.join(KEY_KINDS)} (scenes/README.md).")],
     mode: Annotated[str, typer.Option(
         "--mode", metavar="reverse|forward", help="reverse: all KEYs in one backward sweep "
         "(checkpointed); forward: one tangent sweep per scalar KEY (and per component of "
@@ -41,18 +41,20 @@ def grad(
     ] = "reverse",
     check: Annotated[bool, typer.Option(
         "--check", help="Also compare with central differences and a Taylor test; exit 1 "
-        "if they disagree.")] = False,
+        "if they disagree, or if J's rounding hides the gradient at every step tried "
+        "('inconclusive', never 'ok').")] = False,
     checkpoints: Annotated[int | None, typer.Option(
         "--checkpoints", min=0, metavar="N", help="Store at most N states during the reverse "
         "sweep (binomial checkpointing; default: what --memory holds).")] = None,
     memory: Annotated[str | None, typer.Option(
         "--memory", metavar="SIZE", help="Memory for stored states, e.g. 256M (default: a "
         "quarter of the free memory).")] = None,
-    steps: Annotated[int | None, typer.Option("--steps", min=1, help="Steps to take (default: "
-                                              "the scene's).")] = None,
+    steps: Annotated[int | None, typer.Option("--steps", min=1, metavar="N", help="Steps to "
+                                              "take (default: the scene's).")] = None,
     out_dir: Annotated[Path | None, typer.Option(
         "--out", metavar="DIR", help="Output folder (default: outputs/<scene>/grad-NNN).")] = None,
     sets: SetOpt = None, threads: ThreadsOpt = None, allow_outside: common.AllowOutsideOpt = False,
+    quiet: common.QuietOpt = False,
 ) -> None:
     """Gradient of the scene's `objective:` with respect to each --wrt KEY, by reverse mode
     through the whole trajectory (the exact adjoint of the integrator's steps, Hessian-vector
@@ -60,22 +62,23 @@ def grad(
 
     Writes DIR/gradients.json (objective, gradients, schedule, timings), DIR/gradients.npz,
     DIR/scene.yaml and DIR/sensitivities.png (d ln J / d ln p for scalar keys); with
-    state.x0, DIR/x0_gradient.png. Exit 0 ok, 1 the check failed or the gradient is not
-    finite, 2 bad input (unknown KEY, no objective), 130 interrupted."""
+    state.x0, DIR/x0_gradient.png. Exit 0 ok, 1 the check failed or was inconclusive or
+    the gradient is not finite, 2 bad input (unknown KEY, no objective), 130 interrupted."""
     grad_job(lambda: load_scene(scene_path, list(sets or []), allow_outside=allow_outside),
              out_dir, {"wrt": list(wrt), "mode": mode, "check": check,
                        "checkpoints": checkpoints, "memory": memory, "steps": steps,
-                       "threads": threads})
+                       "threads": threads}, quiet=quiet)
 
 
 def grad_job(load: Callable[[], Scene], out_dir: Path | None, options: dict[str, Any],
-             recorded: list | None = None, allow_changed: bool = False) -> None:
+             recorded: list | None = None, allow_changed: bool = False,
+             quiet: bool = False) -> None:
     """`simrun grad` and `simrun resume` of a grad folder. The folder gets the scene, the
     kernel copies and a 'running' gradients.json with ``options`` first, so that Ctrl-C
     leaves a folder 'simrun resume' computes again; ``recorded``: the sources a resumed
     folder recorded (edited since: refused unless ``allow_changed``)."""
+    from simrun.adjoint.check import check_gradient
     from simrun.adjoint.job import (
-        check_gradient,
         forward_gradient,
         scene_gradient,
         start_outputs,
@@ -87,7 +90,7 @@ def grad_job(load: Callable[[], Scene], out_dir: Path | None, options: dict[str,
 
     state: dict[str, Path] = {}
     mode, memory, checkpoints = options["mode"], options.get("memory"), options.get("checkpoints")
-    with exit_codes(lambda: _interrupted(state.get("dir")), lambda: state.get("dir")):
+    with exit_codes(lambda: _interrupted(state.get("dir")), folder=lambda: state.get("dir")):
         scene = load()
         budget = parse_size(memory) if memory is not None else None
         n = options.get("steps") or scene.steps
@@ -110,13 +113,15 @@ def grad_job(load: Callable[[], Scene], out_dir: Path | None, options: dict[str,
             else "one Hessian-vector product"
 
         def announce(snaps: int) -> None:
-            err.print(f"reverse mode: {n} steps, {snaps} stored states; each step is advanced "
-                      f"{(forward_steps(n, snaps) + 1) / n:.2f} times (the forward sweep "
-                      f"included) and reversed once ({hvps})", highlight=False)
+            if not quiet:
+                err.print(f"reverse mode: {n} steps, {snaps} stored states; each step is "
+                          f"advanced {(forward_steps(n, snaps) + 1) / n:.2f} times (the "
+                          f"forward sweep included) and reversed once ({hvps})",
+                          highlight=False)
 
         threads = options.get("threads")
         try:
-            with step_bar(f"grad {scene.name}", err.is_terminal,
+            with step_bar(f"grad {scene.name}", err.is_terminal and not quiet,
                           folder=lambda: target) as bar:
                 report = (lambda phase, done, total: bar(done, total, phase)) if bar else None
                 result = scene_gradient(scene, options["wrt"], steps=n,
@@ -155,7 +160,7 @@ def _print_result(scene: Scene, result: Any, target: Path) -> None:
     out.print(f"  wrote {target}")
     if result.check is not None:
         _print_check(result.check)
-        if not result.check["ok"]:
+        if result.check.get("verdict", "ok" if result.check["ok"] else "failed") != "ok":
             raise typer.Exit(EXIT_FAILED)
 
 
@@ -167,14 +172,27 @@ def _failed(message: str) -> int:
 def _print_check(check: dict) -> None:
     out.print(f"  check (central differences; relative tolerance {check['tolerance']:g}, or "
               "within 3x FD's own error, its change from step h to 2h):")
-    out.print(f"    {'KEY':32s} {'AD':>18s} {'FD':>18s} {'rel. error':>10s} {'FD error':>9s}")
+    out.print(f"    {'KEY':32s} {'AD':>18s} {'FD':>18s} {'rel. error':>10s} {'FD error':>9s}"
+              f" {'step':>8s}")
+    marks = {"ok": "", "failed": "  <- disagrees", "inconclusive": "  <- inconclusive"}
     for row in check["rows"]:
-        mark = "" if row["ok"] else "  <- disagrees"
         out.print(f"    {row['key']:32s} {row['ad']:18.10g} {row['fd']:18.10g} "
-                  f"{row['rel_error']:10.2e} {row['fd_error']:9.1e}{mark}", markup=False)
+                  f"{row['rel_error']:10.2e} {row['fd_error']:9.1e} {row['step']:8.1e}"
+                  f"{marks[row['verdict']]}", markup=False)
     t = check["taylor"]
-    out.print(f"    Taylor remainders {', '.join(f'{r:.3g}' for r in t['residuals'])}; "
-              f"orders {', '.join(f'{o:.2f}' for o in t['orders'])} (2 expected; inf: "
-              f"below J's rounding, {t.get('rounding', 0.0):.1g})")
-    out.print("  check: [bold green]ok[/]" if check["ok"] else
-              "  check: [bold red]FAILED[/]: the gradient disagrees with finite differences")
+    out.print(f"    Taylor remainders at h = {t['h']:g}, /2, /4, /8: "
+              f"{', '.join(f'{r:.3g}' for r in t['residuals'])}; orders "
+              f"{', '.join(f'{o:.2f}' for o in t['orders'])} (2 expected; inf: below J's "
+              f"rounding, {t.get('rounding', 0.0):.1g})"
+              + (f"; {t['note']}" if "note" in t else ""), markup=False)
+    whys = [f"{row['key']}: {row['why']}" for row in check["rows"] if "why" in row]
+    whys += [f"Taylor test: {t['why']}"] if "why" in t else []
+    if check["verdict"] == "ok":
+        out.print("  check: [bold green]ok[/]")
+    elif check["verdict"] == "failed":
+        out.print("  check: [bold red]FAILED[/]: the gradient disagrees with finite differences")
+    else:
+        out.print("  check: [bold yellow]inconclusive[/]: finite differences cannot test "
+                  "this gradient (not a pass):")
+        for why in whys:
+            out.print(f"    {why}.", markup=False)

@@ -14,6 +14,7 @@ from simrun.cli.common import (
     EXIT_FAILED,
     AllowChangedOpt,
     AllowOutsideOpt,
+    QuietOpt,
     SceneArg,
     SetOpt,
     ThreadsOpt,
@@ -42,7 +43,7 @@ def optimize(
         "--no-render", help="Skip the optimised episode (DIR/episode: best.yaml run, with its "
         "pictures).")] = False,
     sets: SetOpt = None, threads: ThreadsOpt = None, allow_outside: AllowOutsideOpt = False,
-    allow_changed: AllowChangedOpt = False,
+    allow_changed: AllowChangedOpt = False, quiet: QuietOpt = False,
 ) -> None:
     """Minimise the scene's `objective:` over the KEYs of its `optimize:` section (Adam, SGD
     with momentum, or L-BFGS-B), one exact trajectory gradient per evaluation.
@@ -56,11 +57,13 @@ def optimize(
     (the best parameters so far are kept), 2 bad input, 130 interrupted (--resume goes on)."""
     optimize_job(lambda: load_scene(scene_path, list(sets or []), allow_outside=allow_outside),
                  out_dir, resume=resume, allow_changed=allow_changed,
-                 options={"iterations": iterations, "no_render": no_render, "threads": threads})
+                 options={"iterations": iterations, "no_render": no_render, "threads": threads},
+                 quiet=quiet)
 
 
 def optimize_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: bool,
-                 options: dict[str, Any], allow_changed: bool = False) -> None:
+                 options: dict[str, Any], allow_changed: bool = False,
+                 quiet: bool = False) -> None:
     """`simrun optimize` and `simrun resume` of an optimize folder."""
     from simrun.optimize import OptimizeError, optimize_scene
     from simrun.render.loss import render_loss
@@ -75,7 +78,7 @@ def optimize_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: boo
             return how_to_continue(target)
         return f"{target} is valid up to its last iteration; {how_to_continue(target)}"
 
-    with exit_codes(interrupted, lambda: target):
+    with exit_codes(interrupted, folder=lambda: target):
         scene = load()
         if scene.optimize is None:
             raise SceneError(f"{scene.source}: the scene has no 'optimize' section. Add e.g. "
@@ -83,7 +86,7 @@ def optimize_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: boo
                              "(scenes/README.md).")
         target = _target(scene, out_dir, resume)
         try:
-            with iteration_bar(f"optimize {scene.name}", err.is_terminal,
+            with iteration_bar(f"optimize {scene.name}", err.is_terminal and not quiet,
                                folder=target) as bar:
                 result = optimize_scene(scene, target, iterations=options.get("iterations"),
                                         resume=resume, threads=threads, progress=bar,

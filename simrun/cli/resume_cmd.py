@@ -60,7 +60,7 @@ def resume(
     threads: ThreadsOpt = None,
     workers: Annotated[int | None, typer.Option("--workers", min=1, metavar="N", help="batch: "
                        "local worker processes (default: the usable CPUs).")] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar (run: no summary either, only the folder).")
                      ] = False,
     allow_changed: AllowChangedOpt = False,
     allow_outside: AllowOutsideOpt = False,
@@ -116,13 +116,14 @@ def resume(
         options.setdefault("mode", "reverse")
         if steps is not None:
             options["steps"] = steps
-        grad_job(load, folder, options, record.get("sources"), allow_changed)
+        grad_job(load, folder, options, record.get("sources"), allow_changed, quiet=quiet)
     else:
         from simrun.cli.optimize_cmd import optimize_job
 
         if iterations is not None:
             options["iterations"] = iterations
-        optimize_job(load, folder, resume=True, options=options, allow_changed=allow_changed)
+        optimize_job(load, folder, resume=True, options=options, allow_changed=allow_changed,
+                     quiet=quiet)
     return None
 
 

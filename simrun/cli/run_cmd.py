@@ -65,7 +65,8 @@ def summary(scene: Scene, result: RunResult, render_error: str | None,
         out.print(f"  energy    total {result.energy_first:.9g} -> {result.energy_last:.9g} "
                   f"({change}{note})")
     first_t, last_t = 0.0, result.steps_done * scene.dt
-    out.print(f"  frames    one every {scene.outputs.every} steps, to step {result.steps_done} "
+    every = "every step" if scene.outputs.every == 1 else f"one every {scene.outputs.every} steps"
+    out.print(f"  frames    {every}, to step {result.steps_done} "
               f"(t = {first_t:g} to {last_t:.6g})")
     if result.neighbor_builds is not None and steps > 0:
         out.print(f"  lists     {result.neighbor_builds} neighbour-list builds in {steps} steps "
@@ -176,7 +177,7 @@ def run_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: bool = F
 
     options = {"no_render": no_render, "threads": threads, "debug": debug,
                "max_drift": max_drift}
-    with exit_codes(interrupted, lambda: state.get("dir")):
+    with exit_codes(interrupted, folder=lambda: state.get("dir")):
         scene = load()
         if resume:
             state["dir"] = choose_run_dir(scene.name, out_dir, resume=True, overwrite=False)

@@ -22,6 +22,7 @@ from simrun.outputs.writer import write_scene
 from simrun.scene import Scene, SceneError, scene_modules
 
 KERNELS, INPUTS = "kernels", "inputs"  # the folders of the copies inside a job folder
+RAN = ".sources"  # DIR/.sources/<copy>: the text that ran, to name the lines of a later edit
 
 
 def content_hash(path: str | Path) -> str:
@@ -79,6 +80,9 @@ def save_sources(out_dir: Path, scene: Scene) -> list[Source]:
         target.parent.mkdir(parents=True, exist_ok=True)
         if not (target.exists() and target.samefile(source.original)):
             shutil.copyfile(source.original, target)
+        ran = out_dir / RAN / source.copy
+        ran.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source.original, ran)
     return sources
 
 
@@ -166,14 +170,25 @@ def physics_changes(out_dir: Path, recorded: list[dict[str, str]] | None, scene:
         old = by_copy.get(source.copy)
         if old is None or old.get("sha256") == source.sha256:
             continue
-        copy = out_dir / source.copy
-        same_file = copy.exists() and copy.samefile(source.original)
-        if same_file or content_hash(copy) != old.get("sha256"):
-            changes.append(f"{copy} is not the file the job ran (its sha256 differs from the "
-                           "one recorded)")
+        ran = _text_that_ran(out_dir, source, old)
+        if ran is None:
+            changes.append(f"{out_dir / source.copy} is not the file the job ran (its sha256 "
+                           "differs from the one recorded)")
         else:
-            changes.append(f"{source.original}: {_what_changed(copy, source.original)}")
+            changes.append(f"{source.original}: {_what_changed(ran, source.original)}")
     return changes
+
+
+def _text_that_ran(out_dir: Path, source: Source, old: dict[str, str]) -> Path | None:
+    """A file with the content the job ran (its sha256 as recorded): the folder's copy
+    unless that is the file edited, else the copy saved under .sources/, else the recorded
+    original; None when none is left."""
+    copy = out_dir / source.copy
+    candidates = [out_dir / RAN / source.copy, Path(old.get("original", ""))]
+    if not (copy.exists() and copy.samefile(source.original)):
+        candidates.insert(0, copy)
+    return next((c for c in candidates if c.is_file() and
+                 content_hash(c) == old.get("sha256")), None)
 
 
 def _what_changed(before: Path, after: Path) -> str:
@@ -192,11 +207,12 @@ def _what_changed(before: Path, after: Path) -> str:
         return "its content changed"
     shown = f"line {lines[0]}" if len(set(lines)) == 1 else f"lines {lines[0]}-{lines[-1]}"
     names = _functions_at("\n".join(new), lines)
-    where = f" (in {', '.join(repr(n) for n in names)})" if names else ""
+    where = f" (in {', '.join(names)})" if names else ""
     return f"{shown} changed{where}"
 
 
 def _functions_at(text: str, lines: list[int]) -> list[str]:
+    """``kernel 'gravity'`` (or ``function 'helper'``) for each def holding one of lines."""
     try:
         tree = ast.parse(text)
     except SyntaxError:
@@ -206,7 +222,8 @@ def _functions_at(text: str, lines: list[int]) -> list[str]:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             span = range(node.lineno, (node.end_lineno or node.lineno) + 1)
             if any(line in span for line in lines):
-                found.append(node.name)
+                kernel = any(ast.unparse(d).endswith("kernel") for d in node.decorator_list)
+                found.append(f"{'kernel' if kernel else 'function'} '{node.name}'")
     return found
 
 
@@ -218,8 +235,12 @@ def refuse_changed(out_dir: Path, recorded: list[dict[str, str]] | None, scene: 
     if changes and not allow_changed:
         shown = "; ".join(changes[:3]) + (f"; and {len(changes) - 3} more" if
                                            len(changes) > 3 else "")
+        folder = quote(str(out_dir))
+        own = Path(scene.source).resolve().parent == out_dir.resolve()  # DIR/scene.yaml
+        ways = (f"Undo the edit, or continue with the edited code: 'simrun resume {folder} "
+                "--allow-changed'" if own else
+                f"Resume with the folder's own copies ('simrun resume {folder}'), undo the "
+                "edit, or add --allow-changed to continue with the new code")
         raise SceneError(f"{out_dir}: cannot resume: the physics changed since this job ran: "
-                         f"{shown}. Resume with the folder's own copies ('simrun resume "
-                         f"{quote(str(out_dir))}'), undo the edit, or add --allow-changed to continue with "
-                         "the new code (the record notes the change).")
+                         f"{shown}. {ways} (the record notes the change).")
     return changes

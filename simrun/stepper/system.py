@@ -28,6 +28,7 @@ from simrun.stepper.binding import (
 )
 from simrun.stepper.forces import DirectForces
 from simrun.stepper.neighbors import NeighborList, NeighborListOverflow
+from simrun.stepper.roles import check_roles
 
 BASE_NAMES = ("x", "v", "m", "x0", "U", "dt", "step", "bonds", "angles", "dihedrals",
               "triangles", "neighbors", *BOX_NAMES)  # `step`: the step index, for controller
@@ -67,6 +68,13 @@ class System:
         self._step_at = [parameter_names(k.kernel).index("step")
                          if "step" in parameter_names(k.kernel) else None
                          for k in self.controller]
+        check_roles(self, self._objective_args())
+
+    def _objective_args(self) -> list[str]:
+        obj = self.scene.objective
+        if obj is None or obj.kernel is None:
+            return []
+        return parameter_names(find_kernel(obj.kernel, load_module(obj.kernel.path)))
 
     def _make_fields(self, x0: np.ndarray) -> None:
         ti, p = self.ti, self.scene.particles
