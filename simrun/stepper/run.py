@@ -294,7 +294,7 @@ def _open(target: Path, scene: Scene, system: System, step: int, checkpoint: dic
           options: dict | None, stepping: Stepping) -> tuple[RunWriter, dict]:
     """The run's writer (holding a resumed run's frames) and its run.json info, once the
     resolved scene and a 'running' run.json are written."""
-    writing = files.writer_options(scene, system.x0_np)
+    writing = files.writer_options(scene)
     writing.thermo_every = scene.thermo_every
     writing.thermo_columns = stepping.thermostat.extra_columns if stepping.thermostat else ()
     if measurable(system):
