@@ -28,6 +28,8 @@ from matplotlib.patches import Circle, PathPatch, Rectangle
 from matplotlib.path import Path as MplPath
 from PIL import Image, ImageDraw, ImageFont
 
+from simrun.outputs.units import SYSTEMS, Units
+
 Box = Any  # ((xmin, ymin[, zmin]), (xmax, ymax[, zmax])): lower and upper corners
 _CMAP, _MESH_CMAP = colormaps["viridis"], colormaps["bone"]  # particles stand out of the mesh
 _PALETTE = colormaps["tab10"]  # a few free particles: one colour each, to follow them
@@ -190,6 +192,7 @@ class FramePlot:
         dim: int = 2,
         size_in: float = 5.0,
         dpi: int = 100,
+        units: Units = SYSTEMS["reduced"],
     ) -> None:
         self.fig = Figure(figsize=(size_in, size_in), dpi=dpi)
         FigureCanvasAgg(self.fig)
@@ -198,8 +201,8 @@ class FramePlot:
         self.ax.set_ylim(*limits[1])
         self.ax.set_aspect("equal", adjustable="box")
         self.ax.set_autoscale_on(False)
-        self.ax.set_xlabel("x")
-        self.ax.set_ylabel("y")
+        self.ax.set_xlabel(units.label("x", "x") + " (reduced units)" * units.reduced)
+        self.ax.set_ylabel(units.label("y", "y"))
         self.depth_range = depth_range
         self.is_3d = dim >= 3
         self.bonds = None if bonds is None else np.asarray(bonds, dtype=np.int64).reshape(-1, 2)
@@ -237,7 +240,8 @@ class FramePlot:
                                           color=colour, mec="none", zorder=3)
         self.title = self.ax.set_title("", fontsize="medium")
         if self.is_3d:
-            self.ax.set_xlabel("x    (3-D seen along z: bright = near, large z)")
+            self.ax.set_xlabel(units.label("x", "x") + " (reduced units)" * units.reduced
+                               + "    (3-D seen along z: bright = near, large z)")
 
     def _to_points(self, spacing: float | None, limits: np.ndarray, size_in: float
                    ) -> float | None:
@@ -376,6 +380,7 @@ def render_frame(
     spacing: float | None = None,
     depth: tuple[float, float] | None = None,
     trails: np.ndarray | None = None,
+    units: Units = SYSTEMS["reduced"],
 ) -> Path:
     """Render one frame of positions `x` (N, D) to the PNG at `path`; returns the path.
 
@@ -393,6 +398,7 @@ def render_frame(
         spacing=typical_spacing(x) if spacing is None else spacing,
         shapes=shapes,
         dim=x.shape[1],
+        units=units,
     )
     if trails is not None:
         plot.add_trails(trails)

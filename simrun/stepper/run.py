@@ -67,6 +67,8 @@ def dissipation(scene: Scene) -> str | None:
     MPM's grid damping) or ``damping``; None when the dynamics should conserve it."""
     if scene.step_kernels is not None:
         return "step kernels"
+    if scene.controller is not None:
+        return "a controller"
     if scene.integrator.thermostat:
         return f"{scene.integrator.type} thermostat"
     return "damping" if scene.integrator.damping != 0 else None
