@@ -28,7 +28,7 @@ from simrun.render.frames import atomic_path
 _SERIES = (("kinetic", "#1f77b4"), ("potential", "#ff7f0e"), ("total", "#2ca02c"),
            ("conserved", "#9467bd"))
 BLOW_UP = 10.0  # a drift beyond it over more decades than it: the panel shows log10 |drift|
-_MARGINS = {"left": 0.13, "right": 0.97, "top": 0.94, "bottom": 0.08, "hspace": 0.38}
+_MARGINS = {"left": 0.13, "right": 0.97, "hspace": 0.38}
 
 
 @dataclass
@@ -173,10 +173,12 @@ def energy_figure(cols: dict[str, np.ndarray], title: str = "",
     temperature = "temperature" in cols and plot.temperature
     pressure = "pressure" in cols and bool(np.any(np.isfinite(cols["pressure"])))
     panels = 1 + temperature + pressure + (drift is not None)
-    fig = Figure(figsize=(7, 3.4 + 1.6 * (panels - 1)), dpi=100)  # fixed margins: fast
+    height = 3.4 + 1.6 * (panels - 1)
+    fig = Figure(figsize=(7, height), dpi=100)  # fixed margins (in inches): fast
     FigureCanvasAgg(fig)
+    margins = {**_MARGINS, "bottom": 0.55 / height, "top": 1 - 0.3 / height}
     axes = fig.subplots(panels, 1, sharex=True, height_ratios=(3,) + (1,) * (panels - 1),
-                        gridspec_kw=_MARGINS, squeeze=False)[:, 0]
+                        gridspec_kw=margins, squeeze=False)[:, 0]
     axes[0].set_title(f"{title}: energy" if title else "energy", fontsize="medium")
     style = {"marker": "o", "markersize": 4} if n < 3 else {}
     _energies(axes[0], t, cols, style, plot)
