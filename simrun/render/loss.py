@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from simrun.render.energy import read_energy
 from simrun.render.frames import atomic_path
@@ -43,6 +44,7 @@ def render_loss(csv_path: str | os.PathLike, png_path: str | os.PathLike, *,
                     label=f"best {cols['loss'][best]:.3g} (iteration {int(it[best])})")
             ax.legend(loc="upper right", fontsize="small")
     gax.set_xlabel("iteration")
+    gax.xaxis.set_major_locator(MaxNLocator(integer=True))  # no iteration 2.5
     with atomic_path(Path(png_path)) as tmp:
         fig.savefig(tmp, format="png")
     return Path(png_path)
