@@ -95,7 +95,8 @@ class Run:
     def atoms(self, frame: int | None = None) -> Any:
         """ASE ``Atoms`` of one frame (``frame`` index, negative from the end) or a list of
         all of them: positions and velocities padded to 3-D, masses, species ``X``, and the
-        boundary box as the cell (periodic along the scene's dimensions only)."""
+        cell that trajectory.xyz has: the boundary box (periodic along the scene's dimensions
+        only; a 2-D box's z vector has length 1), none without a boundary."""
         try:
             from ase import Atoms
         except ImportError:
@@ -107,18 +108,19 @@ class Run:
         return made if frame is None else made[0]
 
     def _atoms(self, atoms_type: Any, i: int) -> Any:
+        from simrun.outputs.xyz import cell_for, pbc_flags
+
         n, dim = self.x.shape[1:]
         pad = np.zeros((n, 3))
         positions = pad.copy()
         positions[:, :dim] = self.x[i]
         box = self.scene.get("boundary", {})
-        cell, pbc, origin = np.zeros(3), [False] * 3, np.zeros(3)
-        if box.get("type", "none") != "none":
-            low, high = np.asarray(box["low"], float), np.asarray(box["high"], float)
-            cell[:dim], origin[:dim] = high - low, low
-            pbc = [box["type"] == "periodic" and d < dim for d in range(3)]
+        cell, pbc, origin = np.zeros((3, 3)), [False] * 3, np.zeros(3)
+        if box.get("type", "none") != "none":  # the cell trajectory.xyz writes
+            cell, origin = cell_for(box["low"], box["high"])
+            pbc = list(pbc_flags(dim, box["type"] == "periodic"))
         made = atoms_type(["X"] * n, positions=positions, masses=self.masses,
-                          cell=np.diag(cell), pbc=pbc, celldisp=origin)
+                          cell=cell, pbc=pbc, celldisp=origin)
         if self.v is not None:
             velocities = pad.copy()
             velocities[:, :dim] = self.v[i]

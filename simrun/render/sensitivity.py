@@ -58,6 +58,16 @@ def render_position_gradient(x0: np.ndarray, grad: np.ndarray, png_path: str | o
                              *, title: str = "", units: Units = SYSTEMS["reduced"]) -> Path:
     """-dJ/dx0 as arrows at the start positions (x-y plane): where moving a particle at the
     start lowers the objective most."""
+    fig = position_gradient_figure(x0, grad, title=title, units=units)
+    png_path = Path(png_path)
+    with atomic_path(png_path) as tmp:
+        fig.savefig(tmp, format="png")
+    return png_path
+
+
+def position_gradient_figure(x0: np.ndarray, grad: np.ndarray, *, title: str = "",
+                             units: Units = SYSTEMS["reduced"]) -> Figure:
+    """The figure of ``render_position_gradient``."""
     fig = Figure(figsize=(6, 6), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.add_axes((0.12, 0.1, 0.83, 0.82))
@@ -73,10 +83,7 @@ def render_position_gradient(x0: np.ndarray, grad: np.ndarray, png_path: str | o
     ax.set_title(f"{title}: -dJ/dx0 at the start (longest arrow |dJ/dx| = {scale:.3g})"
                  if title else f"-dJ/dx0 (longest |dJ/dx| = {scale:.3g})", fontsize="medium")
     ax.grid(alpha=0.3)
-    png_path = Path(png_path)
-    with atomic_path(png_path) as tmp:
-        fig.savefig(tmp, format="png")
-    return png_path
+    return fig
 
 
 def render_horizon(times: np.ndarray, series: dict[str, np.ndarray], png_path, *,
