@@ -60,10 +60,10 @@ def test_unit_systems_follow_from_their_constants() -> None:
     assert SYSTEMS["reduced"].label("energy", "total") == "energy"
 
 
-def _folder(tmp_path: Path, scene: dict, info: dict | None) -> Path:
+def _folder(tmp_path: Path, resolved: dict, info: dict | None) -> Path:
     folder = tmp_path / "run"
     folder.mkdir(exist_ok=True)
-    (folder / "scene.yaml").write_text(yaml.safe_dump(scene))
+    (folder / "scene.yaml").write_text(yaml.safe_dump(resolved))
     if info is not None:
         (folder / "run.json").write_text(json.dumps(info))
     return folder
