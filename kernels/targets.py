@@ -7,6 +7,12 @@ import simrun.lang as ti
 DEFAULTS = {"miss": {"tx": 0.0, "ty": 0.0}}
 
 
+def render_shapes(params) -> dict:
+    """The target (tx, ty) the objective aims at, drawn in the pictures."""
+    p = {**DEFAULTS["miss"], **params}
+    return {"targets": [[p["tx"], p["ty"]]]}
+
+
 @ti.kernel
 def miss(x: ti.template(), L: ti.template(), tx: float, ty: float):
     """L += |x_p - (tx, ty)|^2 / 2 for every particle (the x-y plane)."""

@@ -17,10 +17,14 @@ from test_cli import simrun
 from simrun.batch.plots import _colour_scale
 from simrun.outputs.thermo import read_thermo_csv
 from simrun.outputs.units import SYSTEMS, units_of
-from simrun.render import energy_plot
+from simrun.render import energy_plot, run_meta
 from simrun.render.energy import energy_figure
+from simrun.render.frames import FramePlot
 from simrun.render.loss import loss_figure
 from simrun.render.sensitivity import position_gradient_figure
+from simrun.render.view import MAX_ASPECT, Shapes, fit_limits, layout
+
+SCENES = Path(__file__).resolve().parent.parent / "scenes"
 
 
 def _labels(fig) -> list[str]:
@@ -164,3 +168,41 @@ def test_render_says_not_found_and_redraws_a_grad_folder(scene: Path, tmp_path: 
     assert again.returncode == 0, again.stderr
     assert {Path(line).name for line in again.stdout.split()} == pictures
     assert all((tmp_path / "g" / name).stat().st_size > 1000 for name in pictures)
+
+
+def test_a_long_lattice_gets_a_wide_figure_with_equal_axes() -> None:
+    x = np.stack(np.meshgrid(np.arange(16) * 3.0, [0.0, 1.0], indexing="ij"), -1).reshape(-1, 2)
+    limits = fit_limits(x)
+    spans = limits[:, 1] - limits[:, 0]
+    assert spans[0] / spans[1] == pytest.approx(MAX_ASPECT)  # not a 45 x 45 square
+    frame = layout(limits, 5.0)
+    width, height = frame.axes_in
+    assert width / height == pytest.approx(MAX_ASPECT) and width * height == pytest.approx(16)
+    square = layout(np.array([[0.0, 1.0], [0.0, 1.0]]), 5.0)
+    assert square.figsize == pytest.approx((5.0, 5.0))  # a square view: the old figure
+
+
+def test_targets_radius_and_markers_inside_the_frame() -> None:
+    shapes = Shapes.from_dict({"targets": [[4.0, 1.0]], "particle_radius": 0.25,
+                               "circles": [["bad"]]})
+    assert shapes.targets == [(4.0, 1.0)] and shapes.particle_radius == 0.25
+    assert shapes.circles == [] and np.asarray(shapes.extent()).tolist() == [[4.0, 1.0]]
+    x = np.array([[0.0, 0.0], [2.0, -2.9]])
+    limits = fit_limits(x, shapes=shapes)
+    plot = FramePlot(limits, 2, shapes=shapes)
+    target = [line for line in plot.ax.lines if line.get_label() == "target (objective)"]
+    assert target and target[0].get_xdata().tolist() == [4.0]
+    (low_x, high_x), (low_y, high_y) = plot.ax.get_xlim(), plot.ax.get_ylim()
+    # the ball at y = -2.9 lies a full radius inside the view (drawn at its physical size)
+    assert plot.ax.collections[0].get_sizes()[0] == pytest.approx(
+        plot._to_points(0.5, limits) ** 2)
+    assert low_y <= -2.9 - 0.25 and low_x <= -0.25 and high_x >= 4.0 and high_y >= 1.0
+
+
+def test_run_json_carries_the_objectives_target_and_render_draws_it(tmp_path: Path) -> None:
+    done = simrun("run", str(SCENES / "projectile.yaml"), "--out", "p", "-q", "--no-render",
+                  cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    info = json.loads((tmp_path / "p" / "run.json").read_text())
+    assert info["shapes"]["targets"] == [[4.0, 1.0]]  # the objective's tx, ty
+    assert run_meta(tmp_path / "p")[1].targets == [(4.0, 1.0)]

@@ -70,9 +70,8 @@ def run_meta(run_dir: Path) -> tuple[str, Shapes]:
     if isinstance(boundary, dict) and boundary.get("type") in ("reflect", "periodic"):
         shapes = Shapes.from_dict({"boxes": [[boundary.get("low"), boundary.get("high")]]})
     extra = Shapes.from_dict(info.get("shapes"))
-    shapes.boxes += extra.boxes
-    shapes.circles += extra.circles
-    return name, shapes
+    extra.boxes = shapes.boxes + extra.boxes
+    return name, extra
 
 
 def units(run_dir: Path) -> Units:
