@@ -87,7 +87,7 @@ def position_gradient_figure(x0: np.ndarray, grad: np.ndarray, *, title: str = "
 
 
 def render_horizon(times: np.ndarray, series: dict[str, np.ndarray], png_path, *,
-                   title: str = "") -> Path:
+                   title: str = "", units: Units = SYSTEMS["reduced"]) -> Path:
     """|dJ(t)/dp| against the horizon t, log scale: linear growth is a regular system,
     exponential growth (a straight rising line) is chaos eating the gradient's meaning."""
     fig = Figure(figsize=(7, 4.5), dpi=100)
@@ -96,7 +96,8 @@ def render_horizon(times: np.ndarray, series: dict[str, np.ndarray], png_path, *
     for name, values in series.items():
         ax.plot(times, np.abs(values), lw=1.2, label=name)
     ax.set_yscale("log")
-    ax.set_xlabel("horizon t (the objective taken at time t)")
+    ax.set_xlabel(units.label("horizon t", "time") + " (reduced units)" * units.reduced
+                  + ": the objective taken at time t")
     ax.set_ylabel("|dJ(t) / dp|")
     ax.set_title(f"{title}: sensitivity against horizon" if title else
                  "sensitivity against horizon", fontsize="medium")
@@ -115,7 +116,8 @@ def draw_gradient_pictures(folder: str | os.PathLike, values: dict[str, float],
     horizon.png, and x0_gradient.png at the start positions ``x0`` (reverse mode)."""
     folder = Path(folder)
     record = json.loads((folder / "gradients.json").read_text(encoding="utf-8"))
-    title = _scene_name(folder)
+    scene = _scene(folder)
+    title, units = str(scene.get("name") or ""), units_of(scene.get("units"))
     objective = float(record["objective"]["value"])
     directions = record.get("directions") or {}
     scalars = {k: float(g) for k, g in record["gradients"].items()
@@ -129,14 +131,13 @@ def draw_gradient_pictures(folder: str | os.PathLike, values: dict[str, float],
         cols = read_thermo_csv(folder / "horizon.csv")
         series = {k[3:]: v for k, v in cols.items() if k.startswith("d/d")}
         pictures.append(render_horizon(cols["time"], series, folder / "horizon.png",
-                                       title=title))
+                                       title=title, units=units))
     if x0 is not None and "state.x0" in record["gradients"] and \
             record.get("mode", "reverse") == "reverse":
         with np.load(folder / "gradients.npz") as npz:
             grad = npz["state.x0"]
         pictures.append(render_position_gradient(x0, grad, folder / "x0_gradient.png",
-                                                 title=title, units=units_of(
-                                                     _scene(folder).get("units"))))
+                                                 title=title, units=units))
     return pictures
 
 
@@ -147,6 +148,3 @@ def _scene(folder: Path) -> dict:
         return {}
     return scene if isinstance(scene, dict) else {}
 
-
-def _scene_name(folder: Path) -> str:
-    return str(_scene(folder).get("name") or "")
