@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 from pathlib import Path
 
@@ -42,7 +43,7 @@ def _topology(run_dir: Path) -> tuple[np.ndarray | None, np.ndarray | None]:
         )
 
 
-def _scene(run_dir: Path) -> dict:
+def scene_of(run_dir: Path) -> dict:
     """The run's scene.yaml as a dict ({} when missing or unreadable)."""
     with contextlib.suppress(OSError, ValueError, yaml.YAMLError):
         scene = yaml.safe_load((run_dir / "scene.yaml").read_text(encoding="utf-8"))
@@ -64,7 +65,7 @@ def run_meta(run_dir: Path) -> tuple[str, Shapes]:
 
     Either file may be missing or unreadable (pictures of bare frames are still drawn).
     """
-    scene, info = _scene(run_dir), _info(run_dir) or {}
+    scene, info = scene_of(run_dir), _info(run_dir) or {}
     name, shapes = str(scene.get("name") or ""), Shapes()
     boundary = scene.get("boundary")
     if isinstance(boundary, dict) and boundary.get("type") in ("reflect", "periodic"):
@@ -76,12 +77,12 @@ def run_meta(run_dir: Path) -> tuple[str, Shapes]:
 
 def units(run_dir: Path) -> Units:
     """The unit labels of the run's scene (``units:``; reduced when it says none)."""
-    return units_of(_scene(run_dir).get("units"))
+    return units_of(scene_of(run_dir).get("units"))
 
 
 def _number(value: object, default: float) -> float:
     try:
-        return float(value)  # type: ignore[arg-type]
+        return float(value)  # type: ignore[arg-type]  # anything else: the default
     except (TypeError, ValueError):
         return default
 
@@ -91,7 +92,7 @@ def energy_plot(run_dir: Path) -> EnergyPlot:
     something (a thermostat, a thermal start, or a periodic box, and more than one body),
     energies per particle for a periodic many-particle system, and the drift panel of the
     quantity the run checked (run.json's ``energy_drift``: none when it conserves nothing)."""
-    scene, info = _scene(run_dir), _info(run_dir)
+    scene, info = scene_of(run_dir), _info(run_dir)
     particles = scene.get("particles") if isinstance(scene.get("particles"), dict) else {}
     integrator = scene.get("integrator")
     integrator = integrator if isinstance(integrator, dict) else {}
@@ -99,8 +100,8 @@ def energy_plot(run_dir: Path) -> EnergyPlot:
     boundary = scene.get("boundary") if isinstance(scene.get("boundary"), dict) else {}
     count = int(_number(particles.get("count"), 0))
     periodic = boundary.get("type") == "periodic"
-    target = integrator.get("temperature")
-    target = None if target is None else _number(target, None)  # type: ignore[arg-type]
+    target: float | None = _number(integrator.get("temperature"), math.nan)
+    target = None if math.isnan(target) else target
     thermal = target is not None or _number(initial.get("temperature"), 0.0) > 0 or periodic
     drift: str | None = "auto"
     if info is not None and info.get("status") in ("ok", "failed", "interrupted"):

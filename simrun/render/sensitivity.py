@@ -8,12 +8,12 @@ import os
 from pathlib import Path
 
 import numpy as np
-import yaml
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from simrun.outputs.thermo import read_thermo_csv
 from simrun.outputs.units import SYSTEMS, Units, units_of
+from simrun.render import scene_of
 from simrun.render.frames import atomic_path
 
 
@@ -116,7 +116,7 @@ def draw_gradient_pictures(folder: str | os.PathLike, values: dict[str, float],
     horizon.png, and x0_gradient.png at the start positions ``x0`` (reverse mode)."""
     folder = Path(folder)
     record = json.loads((folder / "gradients.json").read_text(encoding="utf-8"))
-    scene = _scene(folder)
+    scene = scene_of(folder)
     title, units = str(scene.get("name") or ""), units_of(scene.get("units"))
     objective = float(record["objective"]["value"])
     directions = record.get("directions") or {}
@@ -139,12 +139,3 @@ def draw_gradient_pictures(folder: str | os.PathLike, values: dict[str, float],
         pictures.append(render_position_gradient(x0, grad, folder / "x0_gradient.png",
                                                  title=title, units=units))
     return pictures
-
-
-def _scene(folder: Path) -> dict:
-    try:
-        scene = yaml.safe_load((folder / "scene.yaml").read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
-        return {}
-    return scene if isinstance(scene, dict) else {}
-
