@@ -206,3 +206,17 @@ def test_run_json_carries_the_objectives_target_and_render_draws_it(tmp_path: Pa
     info = json.loads((tmp_path / "p" / "run.json").read_text())
     assert info["shapes"]["targets"] == [[4.0, 1.0]]  # the objective's tx, ty
     assert run_meta(tmp_path / "p")[1].targets == [(4.0, 1.0)]
+
+
+def test_a_controller_makes_a_run_not_conservative() -> None:
+    from dataclasses import replace
+
+    from simrun.scene import load_scene
+    from simrun.stepper.run import dissipation
+    from simrun.stepper.thermo import checked_quantity
+
+    driven = replace(load_scene(SCENES / "billiards.yaml"), step_kernels=None)
+    assert driven.controller is not None and driven.integrator.damping == 0
+    # a controller does work: no drift check, so energy.png has no drift panel
+    assert checked_quantity(driven) is None and dissipation(driven) == "a controller"
+    assert checked_quantity(replace(driven, controller=None)) == "total"
