@@ -52,8 +52,11 @@ Optional module hooks
 
     def render_shapes(params) -> dict
         scenery for the pictures (not the physics): ``{"boxes": [[low, high], ...],
-        "circles": [[x, y, r], ...]}`` in the x-y plane, e.g. the MPM walls and obstacle;
-        ``params`` are the module's merged scene params. Stored in run.json as ``shapes``.
+        "circles": [[x, y, r], ...], "targets": [[x, y], ...], "particle_radius": r}`` in
+        the x-y plane, e.g. the MPM walls and obstacle, an objective's goal (drawn as a
+        cross), the balls' radius (drawn at that size); ``params`` are the module's merged
+        scene params, and the objective's when the module holds the scene's objective kernel.
+        Stored in run.json as ``shapes``.
 
 Step kernels
     Scenes whose dynamics is not "particles + energy" (MPM) list ``step_kernels`` that replace

@@ -39,9 +39,9 @@ def allocate(ctx) -> dict:
 
 
 def render_shapes(params) -> dict:
-    """The goal, as a small circle."""
-    p = {**DEFAULTS["miss"], **params}
-    return {"circles": [[p["gx"], p["gy"], 0.01]]}
+    """The goal (the objective's gx, gy) as a target, and the balls at their radius."""
+    p = {**DEFAULTS["miss"], **DEFAULTS["collide"], **params}
+    return {"targets": [[p["gx"], p["gy"]]], "particle_radius": p["radius"]}
 
 
 @ti.kernel

@@ -27,9 +27,10 @@ import yaml
 PathLike = str | os.PathLike[str]
 
 
-@dataclass
+@dataclass(repr=False)
 class Run:
-    """A run folder's results as NumPy arrays (one row per saved frame)."""
+    """A run folder's results as NumPy arrays (one row per saved frame); ``print(run)`` gives
+    a short summary, as pandas and xarray do, not every array."""
 
     path: Path
     step: np.ndarray  # (F,)
@@ -41,6 +42,38 @@ class Run:
     masses: np.ndarray  # (N,)
     scene: dict[str, Any]  # the resolved scene (scene.yaml)
     info: dict[str, Any] = field(default_factory=dict)  # run.json: status, versions, sources
+
+    def __repr__(self) -> str:
+        return "\n".join(self._summary_lines())
+
+    def _summary_lines(self) -> list[str]:
+        particles = self.scene.get("particles", {})
+        shape = f"N={particles.get('count', '?')}, dim={particles.get('dim', 2)}"
+        units = self.scene.get("units", "reduced")
+        lines = [f"<simrun.Run {self.path}>",
+                 f"  scene:  {self.scene.get('name', '?')} ({shape}, units: {units}), "
+                 f"status {self.status or 'unknown'}"]
+        if len(self.step):
+            lines.append(f"  frames: {len(self.step)}, steps {int(self.step[0])}..."
+                         f"{int(self.step[-1])}, t = {float(self.time[0]):.6g}..."
+                         f"{float(self.time[-1]):.6g}")
+        else:
+            lines.append("  frames: 0")
+        if self.energy is not None and len(np.atleast_1d(self.energy)):
+            last = np.atleast_1d(self.energy)[-1]
+            lines.append(f"  energy (last frame): kinetic {float(last['kinetic']):.6g}, "
+                         f"potential {float(last['potential']):.6g}, total "
+                         f"{float(last['total']):.6g}")
+        drift = self.info.get("energy_drift")
+        if isinstance(drift, dict) and "relative_largest" in drift:
+            lines.append(f"  drift of the {drift.get('quantity', 'total')} energy: final "
+                         f"{drift['relative_final']:+.3g}, largest "
+                         f"{drift['relative_largest']:+.3g} (relative to "
+                         f"{drift.get('relative_to', '|E0|')})")
+        arrays = [n for n in ("x", "v", "f") if getattr(self, n) is not None]
+        lines.append(f"  arrays: step, time, {', '.join(arrays + ['energy'] * (self.energy is not None))}"
+                     "; .scene, .info (run.json), .atoms()")
+        return lines
 
     @property
     def status(self) -> str | None:
@@ -62,7 +95,8 @@ class Run:
     def atoms(self, frame: int | None = None) -> Any:
         """ASE ``Atoms`` of one frame (``frame`` index, negative from the end) or a list of
         all of them: positions and velocities padded to 3-D, masses, species ``X``, and the
-        boundary box as the cell (periodic along the scene's dimensions only)."""
+        cell that trajectory.xyz has: the boundary box (periodic along the scene's dimensions
+        only; a 2-D box's z vector has length 1), none without a boundary."""
         try:
             from ase import Atoms
         except ImportError:
@@ -74,18 +108,19 @@ class Run:
         return made if frame is None else made[0]
 
     def _atoms(self, atoms_type: Any, i: int) -> Any:
+        from simrun.outputs.xyz import cell_for, pbc_flags
+
         n, dim = self.x.shape[1:]
         pad = np.zeros((n, 3))
         positions = pad.copy()
         positions[:, :dim] = self.x[i]
         box = self.scene.get("boundary", {})
-        cell, pbc, origin = np.zeros(3), [False] * 3, np.zeros(3)
-        if box.get("type", "none") != "none":
-            low, high = np.asarray(box["low"], float), np.asarray(box["high"], float)
-            cell[:dim], origin[:dim] = high - low, low
-            pbc = [box["type"] == "periodic" and d < dim for d in range(3)]
+        cell, pbc, origin = np.zeros((3, 3)), [False] * 3, np.zeros(3)
+        if box.get("type", "none") != "none":  # the cell trajectory.xyz writes
+            cell, origin = cell_for(box["low"], box["high"])
+            pbc = list(pbc_flags(dim, box["type"] == "periodic"))
         made = atoms_type(["X"] * n, positions=positions, masses=self.masses,
-                          cell=np.diag(cell), pbc=pbc, celldisp=origin)
+                          cell=cell, pbc=pbc, celldisp=origin)
         if self.v is not None:
             velocities = pad.copy()
             velocities[:, :dim] = self.v[i]
@@ -121,15 +156,18 @@ def load_run(path: PathLike) -> Run:
 
 def run_scene(scene: PathLike, out_dir: PathLike | None = None, *, steps: int | None = None,
               sets: Iterable[str] = (), seed: int | None = None, threads: int | None = None,
-              resume: bool = False, render: bool = False, allow_outside: bool = False,
-              debug: bool = False) -> Run:
+              resume: bool = False, overwrite: bool = False, render: bool = True,
+              allow_outside: bool = False, debug: bool = False) -> Run:
     """Run a scene file (``steps``, ``sets`` and ``seed`` as on the command line) into
     ``out_dir`` (default: ``outputs/<scene>/run-NNN``), or continue the run there with
     ``resume``; returns the folder read back by ``load_run``.
 
+    The folder is what ``simrun run`` writes, pictures included (``render=False``: none, as
+    ``--no-render``); ``overwrite`` replaces a run already in ``out_dir``.
+
     Errors are exceptions: ``simrun.scene.SceneError`` for bad input (one paragraph, with
     file:line:col), ``simrun.stepper.SimulationError`` when the run fails (e.g. NaN)."""
-    from simrun.outputs.rundir import choose_run_dir
+    from simrun.outputs.rundir import API_WORDING, check_out_dir, choose_run_dir
     from simrun.scene import load_scene
     from simrun.stepper import run_scene as step_scene
 
@@ -138,9 +176,13 @@ def run_scene(scene: PathLike, out_dir: PathLike | None = None, *, steps: int | 
     loaded = load_scene(scene, list(sets) + extra, allow_outside=allow_outside)
     out = Path(out_dir) if out_dir is not None else None
     if resume:
-        target: Any = choose_run_dir(loaded.name, out, resume=True, overwrite=False)
+        target: Any = choose_run_dir(loaded.name, out, resume=True, overwrite=False,
+                                     wording=API_WORDING)
     else:  # made once the kernels compiled: a scene with a bad kernel writes nothing
-        target = lambda: choose_run_dir(loaded.name, out, resume=False, overwrite=False)  # noqa: E731
+        if out is not None:  # refused before anything compiles, as the CLI does
+            check_out_dir(out, overwrite=overwrite, wording=API_WORDING)
+        target = lambda: choose_run_dir(loaded.name, out, resume=False,  # noqa: E731
+                                        overwrite=overwrite, wording=API_WORDING)
     result = step_scene(loaded, target, resume=resume, threads=threads, debug=debug,
                         options={"no_render": not render, "threads": threads, "debug": debug})
     if render:

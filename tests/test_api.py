@@ -82,7 +82,7 @@ def test_atoms_carry_positions_velocities_masses_and_the_periodic_cell(scene: Pa
     np.testing.assert_allclose(last.get_velocities()[:, :2], run.v[-1], rtol=1e-12)
     np.testing.assert_array_equal(last.get_masses(), [2.0, 2.0])
     assert last.pbc.tolist() == [True, True, False]
-    np.testing.assert_array_equal(last.cell.lengths(), [10.0, 10.0, 0.0])
+    np.testing.assert_array_equal(last.cell.lengths(), [10.0, 10.0, 1.0])  # as the xyz
     assert last.info["step"] == 200 and frames[0].get_chemical_symbols() == ["X", "X"]
 
 
@@ -104,3 +104,60 @@ def test_library_runs_resume_with_the_cli_in_a_fresh_interpreter(scene: Path,
     with np.load(tmp_path / "lib" / "frames.npz") as a, \
             np.load(tmp_path / "whole" / "frames.npz") as b:
         assert np.array_equal(a["x"], b["x"]) and a["step"].tolist() == [0, 100, 200, 300]
+
+
+def test_run_scene_writes_what_simrun_run_writes_and_names_its_own_arguments(
+        scene: Path, tmp_path: Path) -> None:
+    import simrun
+    from simrun.scene import SceneError
+
+    run = simrun.run_scene(scene, tmp_path / "out", steps=200, threads=1)
+    for name in ("first.png", "last.png", "energy.png", "animation.gif"):
+        assert (tmp_path / "out" / name).is_file(), name
+    assert run.info["pictures"] == "done"
+    with pytest.raises(SceneError) as refused:
+        simrun.run_scene(scene, tmp_path / "out", steps=200)
+    message = str(refused.value)
+    assert "overwrite=True" in message and "resume=True" in message and "out_dir" in message
+    assert "--" not in message  # no CLI option the API does not have
+    again = simrun.run_scene(scene, tmp_path / "out", steps=100, overwrite=True, render=False)
+    assert again.step[-1] == 100 and not (tmp_path / "out" / "first.png").exists()
+
+
+def test_print_run_gives_a_short_summary(scene: Path, tmp_path: Path) -> None:
+    import simrun
+
+    run = simrun.run_scene(scene, tmp_path / "out", steps=STEPS, render=False)
+    text = repr(run)
+    lines = text.splitlines()
+    assert len(lines) <= 7 and len(text) < 800  # not every energy row, scene and run.json
+    assert str(tmp_path / "out") in lines[0] and "N=2, dim=2" in text
+    assert f"frames: {len(run.step)}, steps 0...{STEPS}" in text
+    assert f"t = 0...{run.time[-1]:.6g}" in text
+    assert f"total {run.total[-1]:.6g}" in text
+    drift = run.info["energy_drift"]
+    assert f"final {drift['relative_final']:+.3g}" in text and "units: reduced" in text
+
+
+@pytest.mark.parametrize("boundary", ["{type: none}", "{type: reflect, low: [-5, -5], "
+                                                      "high: [5, 5]}", None])
+def test_trajectory_xyz_and_atoms_agree_on_the_cell(scene: Path, tmp_path: Path,
+                                                    boundary: str | None) -> None:
+    ase_io = pytest.importorskip("ase.io")
+    import simrun
+
+    if boundary is not None:  # None: the fixture's periodic box
+        text = scene.read_text().splitlines()
+        scene.write_text("\n".join(f"boundary: {boundary}" if line.startswith("boundary:")
+                                   else line for line in text) + "\n")
+    run = simrun.run_scene(scene, tmp_path / "out", steps=200, render=False)
+    read = ase_io.read(tmp_path / "out" / "trajectory.xyz", index=":")
+    ours = run.atoms()
+    assert len(read) == len(ours) == 3
+    for a, b in zip(read, ours):
+        np.testing.assert_array_equal(a.cell.array, b.cell.array)
+        assert a.pbc.tolist() == b.pbc.tolist()
+        np.testing.assert_allclose(a.get_positions(), b.get_positions(), rtol=1e-15)
+    if boundary == "{type: none}":  # no box made up from the particles' extent
+        assert not read[0].cell.any() and read[0].pbc.tolist() == [False] * 3
+        assert "Lattice" not in (tmp_path / "out" / "trajectory.xyz").read_text()

@@ -31,10 +31,12 @@ def test_sweep_skip_done_and_edited_kernel(tmp_path):
     for r in rows:  # the job folder is what simrun run writes, and the row its numbers
         info = json.loads((out / r["folder"] / "run.json").read_text())
         assert float(r["steps"]) == 300 and info["saved_step"] == 300
-        drift = float(r["energy_drift"])
+        drift = float(r["energy_drift_final"])
         assert abs(drift) < 1e-3 and drift == (float(r["energy_last"]) - float(
             r["energy_first"])) / abs(float(r["energy_first"]))
-    assert {p.name for p in result.plots} == {"energy_drift_vs_values.png", "heatmap.png"}
+    assert {p.name for p in result.plots} == {"energy_drift_largest_vs_values.png", "heatmap.png"}
+    for line in (out / "batch.log").read_text().splitlines():  # only what 2 workers run
+        assert int(line.split(" running")[0].rsplit(" ", 1)[1]) <= 2, line
     assert sorted(k for k, _ in events).count("done") == 4
     # the same command again reruns nothing
     again = run_batch(scene, ["dt=1e-5,2e-5", "energy.0.params.softening=0.001,0.01"],

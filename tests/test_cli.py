@@ -200,7 +200,7 @@ def test_ctrl_c_exits_130_and_resume_matches_an_uninterrupted_run(tmp_path: Path
 
 def test_render_command(tmp_path: Path) -> None:
     missing = simrun("render", "nowhere", cwd=tmp_path)
-    assert missing.returncode == 2 and "no frames.npz" in missing.stderr
+    assert missing.returncode == 2 and "nowhere: not found" in missing.stderr
     assert simrun("run", GRAVITY, "--steps", "200", "--out", "r", "--no-render",
                   cwd=tmp_path).returncode == 0
     assert not PICTURES & {p.name for p in (tmp_path / "r").iterdir()}

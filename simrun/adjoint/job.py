@@ -338,11 +338,10 @@ def write_outputs(out_dir, scene: Scene, result: GradResult,
 
     from simrun.outputs import atomic_savez, atomic_write_text, versions
     from simrun.outputs.provenance import write_job_scene
-    from simrun.render.sensitivity import render_position_gradient, render_sensitivities
+    from simrun.render.sensitivity import draw_gradient_pictures
 
     out_dir = Path(out_dir)
     sources = write_job_scene(out_dir, scene)
-    keys = {k: parse_key(scene, k) for k in result.gradients}
     plain = {k: (np.asarray(g).tolist() if np.ndim(g) else float(g))
              for k, g in result.gradients.items()}
     record = {
@@ -370,28 +369,29 @@ def write_outputs(out_dir, scene: Scene, result: GradResult,
     atomic_savez(out_dir / "gradients.npz", **{k: np.asarray(g, float)
                                                for k, g in result.gradients.items()},
                  **{f"direction:{k}": d for k, d in result.directions.items()})
-    pictures = []
-    scalars = {k: float(g) for k, g in result.gradients.items()
-               if np.ndim(g) == 0 and k not in result.directions}
-    if scalars:
-        values = {k: float(value_of(scene, keys[k])) for k in scalars}
-        pictures.append(render_sensitivities(values, scalars, result.objective,
-                                             out_dir / "sensitivities.png", title=scene.name))
     if result.horizon:
-        pictures += _write_horizon(out_dir, scene, result)
-    if "state.x0" in result.gradients and result.mode == "reverse":
-        pictures.append(render_position_gradient(initial_state(scene)[0],
-                                                 np.asarray(result.gradients["state.x0"]),
-                                                 out_dir / "x0_gradient.png", title=scene.name))
-    return pictures
+        _write_horizon(out_dir, scene, result)
+    return draw_gradient_pictures(out_dir, *picture_inputs(scene, result.gradients))
 
 
-def _write_horizon(out_dir, scene: Scene, result: GradResult) -> list:
-    """horizon.csv (step, time, J(t), dJ(t)/dKEY...) and horizon.png: how the sensitivity
+def picture_inputs(scene: Scene, gradients: dict[str, Any]) -> tuple[dict[str, float], np.ndarray | None]:
+    """What a grad folder's pictures need beside its files: the value of each scalar KEY
+    (for d ln J / d ln p) and the start positions (for -dJ/dx0); ``simrun render`` calls
+    it with the folder's own scene."""
+    values = {}
+    for text, gradient in gradients.items():
+        value = value_of(scene, parse_key(scene, text)) if np.ndim(gradient) == 0 else None
+        if value is not None and np.ndim(value) == 0:  # not a random direction's dJ
+            values[text] = float(value)
+    x0 = initial_state(scene)[0] if "state.x0" in gradients else None
+    return values, x0
+
+
+def _write_horizon(out_dir, scene: Scene, result: GradResult) -> None:
+    """horizon.csv (step, time, J(t), dJ(t)/dKEY...), drawn as horizon.png: how the sensitivity
     grows with the horizon, which shows where a chaotic system's gradient stops meaning
     anything (it grows exponentially and central differences stop agreeing)."""
     from simrun.outputs import atomic_write_text
-    from simrun.render.sensitivity import render_horizon
 
     names = list(result.horizon)
     rows = list(zip(*[result.horizon[n] for n in names]))
@@ -401,6 +401,3 @@ def _write_horizon(out_dir, scene: Scene, result: GradResult) -> list:
         lines.append(f"{step},{step * scene.dt!r},{value!r},"
                      + ",".join(repr(r[2]) for r in row))
     atomic_write_text(out_dir / "horizon.csv", "\n".join(lines) + "\n")
-    times = np.array([r[0][0] for r in rows]) * scene.dt
-    series = {n: np.array([s[2] for s in result.horizon[n]]) for n in names}
-    return [render_horizon(times, series, out_dir / "horizon.png", title=scene.name)]

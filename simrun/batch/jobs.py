@@ -66,8 +66,11 @@ def _run(scene: Scene, folder: Path, options: dict[str, Any], resume: bool) -> d
             draw_pictures(folder)
         except Exception:  # noqa: BLE001 - pictures are not the job; run.json records it
             pass
+    # final: first to last frame; largest: what 'simrun run' warns on (conservative runs)
+    largest = result.drift_check.drift.worst if result.drift_check is not None else None
     values = {"energy_first": result.energy_first, "energy_last": result.energy_last,
-              "energy_drift": result.drift, "steps": result.steps_done}
+              "energy_drift_final": result.drift, "energy_drift_largest": largest,
+              "steps": result.steps_done}
     return {k: v for k, v in values.items() if v is not None}
 
 

@@ -1,5 +1,9 @@
 """Pictures of a sweep: the headline result against each swept value, and a heat map when
-exactly two values were swept on a grid."""
+exactly two values were swept on a grid.
+
+Why the heat map's scales: a signed result (an energy drift) on a linear colour scale makes
+every cell but the worst look alike; it gets a diverging map centred at 0 on a symmetric log
+scale (sign as colour, size as shade), a positive one spanning decades a log scale."""
 
 from __future__ import annotations
 
@@ -9,7 +13,9 @@ from pathlib import Path
 from simrun.batch.summary import Row
 from simrun.batch.sweep import as_number
 
-PREFERRED = ("objective", "best_loss", "loss", "energy_drift")
+# energy_drift: the final drift, as summaries before energy_drift_final named it
+PREFERRED = ("objective", "best_loss", "loss", "energy_drift_largest", "energy_drift_final",
+             "energy_drift")
 
 
 def metric(rows: list[Row]) -> str | None:
@@ -72,6 +78,32 @@ def _against_each(out_dir: Path, rows: list[Row], keys: list[str], name: str, pl
     return path
 
 
+def _colour_scale(values: list[float]) -> tuple[str, object | None, str]:
+    """(colour map, norm, what the scale is): diverging symmetric-log around 0 for signed values, log for
+    positive values spanning more than a decade, else linear."""
+    from matplotlib.colors import LogNorm, SymLogNorm
+
+    finite = [v for v in values if math.isfinite(v)]
+    nonzero = [abs(v) for v in finite if v != 0]
+    if not nonzero:
+        return "viridis", None, ""
+    if min(finite) < 0:
+        top = max(nonzero)
+        return ("RdBu_r", SymLogNorm(linthresh=min(nonzero), vmin=-top, vmax=top, base=10),
+                " (symmetric log scale, 0 white)")
+    if min(finite) > 0 and max(finite) / min(finite) > 10:
+        return "viridis", LogNorm(vmin=min(finite), vmax=max(finite)), " (log scale)"
+    return "viridis", None, ""
+
+
+def _decades(low: float, high: float) -> list[float]:
+    """Ticks of a symmetric log colour bar: 0 and the powers of ten above ``low``, both signs
+    (at most five each)."""
+    first, last = math.floor(math.log10(low)) + 1, math.floor(math.log10(high))
+    powers = [10.0 ** k for k in range(first, last + 1)][-5:] or [high]
+    return [-p for p in reversed(powers)] + [0.0] + powers
+
+
 def _heatmap(out_dir: Path, rows: list[Row], keys: list[str], name: str, plt) -> Path | None:
     a_vals = list(dict.fromkeys(r.point[keys[0]] for r in rows if keys[0] in r.point))
     b_vals = list(dict.fromkeys(r.point[keys[1]] for r in rows if keys[1] in r.point))
@@ -82,13 +114,22 @@ def _heatmap(out_dir: Path, rows: list[Row], keys: list[str], name: str, plt) ->
         grid[a_vals.index(r.point[keys[0]])][b_vals.index(r.point[keys[1]])] = \
             r.results.get(name, math.nan)
     fig, ax = plt.subplots(figsize=(1.2 + 0.7 * len(b_vals) + 2, 1.2 + 0.5 * len(a_vals) + 1))
-    image = ax.imshow(grid, aspect="auto", cmap="viridis", origin="lower")
+    cmap, norm, scale = _colour_scale([v for row in grid for v in row])
+    image = ax.imshow(grid, aspect="auto", cmap=cmap, norm=norm, origin="lower")
+    for i, row in enumerate(grid):  # the numbers themselves: colours only rank them
+        for j, value in enumerate(row):
+            if math.isfinite(value):
+                shade = float(image.norm(value))  # dark cells (either end) get white text
+                ax.text(j, i, f"{value:.2g}", ha="center", va="center", fontsize=7,
+                        color="white" if abs(shade - 0.5) > 0.3 else "black")
     ax.set_xticks(range(len(b_vals)), b_vals, rotation=30, fontsize=7)
     ax.set_yticks(range(len(a_vals)), a_vals, fontsize=7)
     ax.set_xlabel(keys[1])
     ax.set_ylabel(keys[0])
-    fig.colorbar(image, ax=ax, label=name)
-    ax.set_title(f"{name}", fontsize=10)
+    bar = fig.colorbar(image, ax=ax, label=name)
+    if norm is not None and type(norm).__name__ == "SymLogNorm":
+        bar.set_ticks(_decades(norm.linthresh, norm.vmax))
+    ax.set_title(f"{name}{scale}", fontsize=10)
     fig.tight_layout()
     path = out_dir / "heatmap.png"
     fig.savefig(path, dpi=110)

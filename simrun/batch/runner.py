@@ -106,7 +106,7 @@ def _settle(plan: Plan) -> None:
     their workers recorded (a job may have finished while the cluster shut down), else
     ``interrupted``."""
     for row, spec in zip(plan.rows, plan.specs):
-        if row.status not in ("running", "pending"):
+        if row.status not in ("running", "queued", "pending"):
             continue
         record = read_record(spec.record_path) or {}
         if record.get("status") == "done" and record.get("digest") == spec.digest:
@@ -126,7 +126,8 @@ class _Log:
     def event(self, kind: str, row: Row) -> None:
         n = len(self.result.rows)
         counts = (f"[{self.result.count('done')}/{n} done, {self.result.count('failed')} "
-                  f"failed, {self.result.count('running')} running]")
+                  f"failed, {self.result.count('running')} running, "
+                  f"{self.result.count('queued')} queued]")
         detail = f": {row.error}" if kind in ("failed", "retry") and row.error else ""
         self.file.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {kind:7s} {row.folder} "
                         f"{row.point} {counts}{detail}\n")
@@ -153,10 +154,12 @@ def _dispatch(plan: Plan, todo: list[int], engine: Engine, options: dict[str, An
         client.submit(warm_up, first, pure=False).result()
         futures = as_completed()
         owner: dict[str, tuple[int, Any]] = {}
+        before: dict[int, dict | None] = {}  # each queued job's record when it was submitted
 
         def submit(i: int) -> None:
             row = plan.rows[i]
-            row.status, row.attempts = "running", row.attempts + 1
+            row.status, row.attempts = "queued", row.attempts + 1
+            before[i] = read_record(plan.specs[i].record_path)
             future = client.submit(execute, specs[i], pure=False,
                                    key=f"simrun-{row.folder}-{row.attempts}-{time.time_ns()}")
             owner[future.key] = (i, future)
@@ -168,6 +171,7 @@ def _dispatch(plan: Plan, todo: list[int], engine: Engine, options: dict[str, An
         write_summary(plan.out_dir, plan.rows)
         for future in futures:
             i, _ = owner.pop(future.key)
+            _mark_started(plan, before)
             row = plan.rows[i]
             record = _outcome(future)
             row.seconds, row.error = record.get("seconds"), record.get("error", "")
@@ -176,7 +180,6 @@ def _dispatch(plan: Plan, todo: list[int], engine: Engine, options: dict[str, An
                 row.status = "done"
                 log.event("done", row)
             elif row.attempts <= retries:
-                row.status = "running"
                 log.event("retry", row)
                 submit(i)
             else:
@@ -186,6 +189,17 @@ def _dispatch(plan: Plan, todo: list[int], engine: Engine, options: dict[str, An
                     client.cancel([other for _j, other in owner.values()])
                     return
             write_summary(plan.out_dir, plan.rows)
+
+
+def _mark_started(plan: Plan, before: dict[int, dict | None]) -> None:
+    """Queued jobs whose worker has started them (their record, rewritten at the start of
+    the task, says running): what the log and summary count as running, never more jobs
+    than the workers run at once."""
+    for i, row in enumerate(plan.rows):
+        if row.status == "queued":
+            record = read_record(plan.specs[i].record_path)
+            if record and record != before.get(i) and record.get("status") == "running":
+                row.status = "running"
 
 
 def _with_threads(spec: JobSpec, threads: int | None, share: dict[str, int] | None

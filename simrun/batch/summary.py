@@ -19,7 +19,7 @@ class Row:
     index: int
     point: dict[str, str]  # swept KEY -> YAML text
     folder: str
-    status: str = "pending"  # pending | running | done | failed | interrupted
+    status: str = "pending"  # pending | queued | running | done | failed | interrupted
     attempts: int = 0
     seconds: float | None = None
     error: str = ""

@@ -63,7 +63,7 @@ class _Reporter:
             self.task = self.bar.add_task("jobs", total=len(result.rows), counts="")
         self.bar.update(self.task, completed=result.count("done") + result.count("failed"),
                         counts=f"{result.count('failed')} failed, {result.count('running')} "
-                               "running")
+                               f"running, {result.count('queued')} queued")
 
     def close(self) -> None:
         if self.bar is not None:

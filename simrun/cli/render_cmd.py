@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -14,35 +15,52 @@ from simrun.cli.common import EXIT_BAD_INPUT, exit_codes, fail, out
 def render(run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run folder holding frames.npz, "
                                                      "e.g. outputs/gravity/run-001.",
                                                 show_default=False)]) -> None:
-    """Redraw the pictures of a run from its saved frames (or of an optimize folder: its
+    """Redraw the pictures of a run from its saved frames (or of a grad folder: its
+    sensitivities.png, horizon.png and x0_gradient.png; or of an optimize folder: its
     loss.png, and the pictures of its episode/).
 
     Writes first.png, last.png, energy.png and animation.gif into RUN_DIR from its
     frames.npz, energy.csv, topology.npz, scene.yaml and run.json (a run saved without
     positions gets only energy.png), and records "pictures": "done" in run.json. Use it to
     finish the pictures of a run stopped while drawing them ("pictures": "drawing")."""
+    if not run_dir.is_dir():
+        raise fail(f"error: {run_dir}: not found{' (it is a file)' * run_dir.exists()}. Give "
+                   "the folder of a run, grad or optimize (e.g. outputs/gravity/run-001).",
+                   EXIT_BAD_INPUT)
     if (run_dir / "loss.csv").is_file() and not (run_dir / "frames.npz").is_file():
         return _render_optimize(run_dir)
+    if (run_dir / "gradients.json").is_file():
+        return _render_grad(run_dir)
     if not (run_dir / "frames.npz").is_file():
-        raise fail(f"error: {run_dir}: no frames.npz here, so there is nothing to render. Give "
-                   "the folder of a run (e.g. outputs/gravity/run-001).", EXIT_BAD_INPUT)
+        raise fail(f"error: {run_dir}: no frames.npz, gradients.json or loss.csv here, so "
+                   "there is nothing to render. Give the folder of a run, grad or optimize "
+                   "(e.g. outputs/gravity/run-001).", EXIT_BAD_INPUT)
+    from simrun.render.record import draw_pictures
+
+    _draw(run_dir, "run", "the scene", lambda: draw_pictures(run_dir).paths,
+          "no positions or energies were saved")
+
+
+def _draw(folder: Path, kind: str, again: str, draw: Callable[[], list[Path]],
+          empty: str) -> None:
+    """Call ``draw`` and print what it wrote; a folder that cannot take the pictures or
+    whose files are not what simrun writes is one clear error (exit 2)."""
     with exit_codes():
         from simrun.outputs.rundir import check_writable
-        from simrun.render.record import draw_pictures
 
-        check_writable(run_dir, "")  # the real cause, before any file is read
+        check_writable(folder, "")  # the real cause, before any file is read
         try:
-            written = draw_pictures(run_dir).paths
+            written = draw()
         except OSError as exc:
-            raise fail(f"error: {run_dir}: cannot render this run: {exc.strerror or exc} "
+            raise fail(f"error: {folder}: cannot render this {kind}: {exc.strerror or exc} "
                        f"({exc.filename or type(exc).__name__}). Check that the folder is "
                        "writable and has free space, then try again.", EXIT_BAD_INPUT) from None
-        except (ValueError, KeyError, IndexError, zipfile.BadZipFile) as exc:
-            raise fail(f"error: {run_dir}: cannot render this run: its saved files are not "
-                       f"what 'simrun run' writes ({type(exc).__name__}: {exc}). Run the scene "
+        except (ValueError, KeyError, IndexError, TypeError, zipfile.BadZipFile) as exc:
+            raise fail(f"error: {folder}: cannot render this {kind}: its saved files are not "
+                       f"what simrun writes ({type(exc).__name__}: {exc}). Run {again} "
                        "again to get fresh outputs.", EXIT_BAD_INPUT) from None
     if not written:
-        out.print(f"{run_dir}: nothing to draw (no positions or energies were saved)")
+        out.print(f"{folder}: nothing to draw ({empty})")
     for path in written:
         out.print(str(path))
 
@@ -61,3 +79,20 @@ def _render_optimize(opt_dir: Path) -> None:
         out.print(str(render_loss(opt_dir / "loss.csv", opt_dir / "loss.png", title=name)))
     if (opt_dir / "episode" / "frames.npz").is_file():
         render(opt_dir / "episode")
+
+
+def _render_grad(grad_dir: Path) -> None:
+    """sensitivities.png, horizon.png and x0_gradient.png from a grad folder's files and
+    its own resolved scene (for the KEYs' values and the start positions)."""
+    import json
+
+    from simrun.adjoint.job import picture_inputs
+    from simrun.render.sensitivity import draw_gradient_pictures
+    from simrun.scene import load_scene
+
+    def draw() -> list[Path]:
+        record = json.loads((grad_dir / "gradients.json").read_text(encoding="utf-8"))
+        scene = load_scene(grad_dir / "scene.yaml", allow_outside=True)
+        return draw_gradient_pictures(grad_dir, *picture_inputs(scene, record["gradients"]))
+
+    _draw(grad_dir, "grad folder", "'simrun grad'", draw, "no scalar KEY, horizon or state.x0")

@@ -7,7 +7,9 @@ a copy of every position.
 
 Columns: ``step,time,kinetic,potential,total,temperature`` and, for a Nosé-Hoover run,
 ``conserved`` (the extended energy that the thermostatted dynamics keeps constant), then,
-for a periodic box with an energy, ``pressure``.
+for a periodic box with an energy, ``pressure``. A scene with ``units:`` writes each
+column's unit in the header (``time[fs]``, see ``simrun.outputs.units``); readers here take
+the name before the bracket.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from simrun.outputs.units import SYSTEMS, Units, column_name
+
 THERMO_COLUMNS = ("step", "time", "kinetic", "potential", "total", "temperature")
 THERMO_FILE = "thermo.csv"
 LATER_COLUMNS = ("pressure",)  # added after folders were written: a resume fills them with nan
@@ -27,9 +31,11 @@ LATER_COLUMNS = ("pressure",)  # added after folders were written: a resume fill
 class ThermoLog:
     """The rows of thermo.csv, kept in memory and written whole (atomically) at each flush."""
 
-    def __init__(self, extra_columns: tuple[str, ...] = ()) -> None:
+    def __init__(self, extra_columns: tuple[str, ...] = (),
+                 units: Units = SYSTEMS["reduced"], dim: int = 3) -> None:
         self.columns = THERMO_COLUMNS + tuple(extra_columns)
         self.rows: list[tuple[float, ...]] = []
+        self.units, self.dim = units, dim
 
     def add(self, step: int, time: float, kinetic: float, potential: float,
             temperature: float, *extra: float) -> None:
@@ -37,7 +43,7 @@ class ThermoLog:
                           *extra))
 
     def csv_text(self) -> str:
-        lines = [",".join(self.columns)]
+        lines = [",".join(self.units.header(c, self.dim) for c in self.columns)]
         lines += [f"{int(r[0])}," + ",".join(repr(float(v)) for v in r[1:]) for r in self.rows]
         return "\n".join(lines) + "\n"
 
@@ -60,10 +66,11 @@ class ThermoLog:
 
 
 def read_thermo_csv(path: str | Path) -> dict[str, np.ndarray]:
-    """thermo.csv (or energy.csv) as 1-D float64 columns, also for a header-only file."""
+    """thermo.csv (or energy.csv) as 1-D float64 columns, also for a header-only file; the
+    names without their units."""
     text = Path(path).read_text(encoding="utf-8")
     header, _, body = text.partition("\n")
-    names = [n.strip() for n in header.split(",")]
+    names = [column_name(n) for n in header.split(",")]
     rows = np.loadtxt(io.StringIO(body), delimiter=",", ndmin=2, dtype=np.float64) \
         if body.strip() else np.zeros((0, len(names)))
     rows = rows.reshape(-1, len(names))

@@ -24,6 +24,7 @@ import yaml
 
 from simrun.outputs.atomic import atomic_savez, atomic_write_text
 from simrun.outputs.thermo import THERMO_FILE, ThermoLog
+from simrun.outputs.units import SYSTEMS, Units
 from simrun.outputs.xyz import format_frame, split_frames
 
 ENERGY_HEADER = "step,time,kinetic,potential,total"
@@ -50,14 +51,16 @@ class WriterOptions:
     forces: bool = False
     energies: bool = True
     xyz: bool = True
-    cell: np.ndarray = field(default_factory=lambda: np.eye(3))
-    origin: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    cell: np.ndarray | None = None  # None: no Lattice (a scene without a boundary)
+    origin: np.ndarray | None = None
     pbc: tuple[bool, bool, bool] = (False, False, False)
     masses: np.ndarray | None = None  # None: all 1
     species: list[str] | None = None  # None: all "X"
     digits: int = 17
     thermo_every: int = 1  # steps between thermo.csv rows
     thermo_columns: tuple[str, ...] = ()  # beyond THERMO_COLUMNS (e.g. "conserved")
+    units: Units = SYSTEMS["reduced"]  # thermo.csv's header labels
+    dim: int = 3
 
 
 def write_scene(path: Path, data: dict[str, Any]) -> None:
@@ -104,7 +107,8 @@ class RunWriter:
         self.xyz_blocks: list[str] = []
         self.last_state: dict[str, np.ndarray] | None = None
         self.saved_step: int | None = None  # the step of state.npz on disk (resume point)
-        self.thermo = ThermoLog(options.thermo_columns) if options.energies else None
+        self.thermo = ThermoLog(options.thermo_columns, options.units, options.dim) \
+            if options.energies else None
         self.dirty = False
 
     def add_thermo(self, step: int, time: float, kinetic: float, potential: float,

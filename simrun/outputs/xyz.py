@@ -7,7 +7,9 @@ the Atoms' own arrays (``get_velocities()`` is momenta / masses), ``forces`` and
 into its calculator's results; a ``velocities`` or ``vel`` column would only be kept as an
 unnamed extra array, and ``get_velocities()`` would return zeros. A 2-D system is periodic in
 x and y only: its third lattice vector (length 1) is not periodic, so no particle sees its own
-image through the thin z direction.
+image through the thin z direction. A scene without a boundary has no cell: its frames carry
+no ``Lattice`` and ``pbc="F F F"`` (ASE then reads a zero cell, as ``simrun.Run.atoms``
+gives), never a box made up from the particles' extent.
 """
 
 from __future__ import annotations
@@ -60,12 +62,13 @@ def _real(value: float, digits: int) -> str:
     return text if any(c in text for c in ".eninf") else text + ".0"
 
 
-def format_frame(x: np.ndarray, *, step: int, time: float, cell: np.ndarray,
-                 origin: np.ndarray, pbc: tuple[bool, bool, bool] = (False,) * 3,
+def format_frame(x: np.ndarray, *, step: int, time: float, cell: np.ndarray | None,
+                 origin: np.ndarray | None, pbc: tuple[bool, bool, bool] = (False,) * 3,
                  masses: np.ndarray | None = None, species: list[str] | None = None,
                  v: np.ndarray | None = None, f: np.ndarray | None = None,
                  energy: float | None = None, digits: int = 17) -> str:
-    """One frame as extended-XYZ text (``digits`` significant digits: exact for f64).
+    """One frame as extended-XYZ text (``digits`` significant digits: exact for f64); no
+    ``Lattice`` when ``cell`` is None.
 
     ``v`` is written as momenta (masses times v, as ASE reads them; masses default to 1)."""
     masses = np.ones(len(x)) if masses is None else np.asarray(masses, dtype=float)
@@ -78,10 +81,13 @@ def format_frame(x: np.ndarray, *, step: int, time: float, cell: np.ndarray,
         columns.append(pad3(f))
         props += ":forces:R:3"
     flags = " ".join("T" if p else "F" for p in pbc)
-    lattice = " ".join(f"{c:.{digits}g}" for c in np.asarray(cell).ravel())
-    org = " ".join(f"{c:.{digits}g}" for c in origin)
-    header = (f'Lattice="{lattice}" Origin="{org}" Properties={props} '
-              f'Time={_real(time, digits)} Step={step} pbc="{flags}"')
+    header = ""
+    if cell is not None:
+        lattice = " ".join(f"{c:.{digits}g}" for c in np.asarray(cell).ravel())
+        org = " ".join(f"{c:.{digits}g}" for c in (np.zeros(3) if origin is None else origin))
+        header = f'Lattice="{lattice}" Origin="{org}" '
+    header += f'Properties={props} Time={_real(time, digits)} Step={step} pbc="{flags}"'
+
     if energy is not None:
         header += f" energy={_real(energy, digits)}"
     buf = io.StringIO()

@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 from pathlib import Path
 
 import numpy as np
 import yaml
 
+from simrun.outputs.units import Units, units_of
 from simrun.render.animation import render_animation
-from simrun.render.energy import render_energy
+from simrun.render.energy import EnergyPlot, render_energy
 from simrun.render.frames import (
     Box,
     Shapes,
@@ -41,36 +43,74 @@ def _topology(run_dir: Path) -> tuple[np.ndarray | None, np.ndarray | None]:
         )
 
 
+def scene_of(run_dir: Path) -> dict:
+    """The run's scene.yaml as a dict ({} when missing or unreadable)."""
+    with contextlib.suppress(OSError, ValueError, yaml.YAMLError):
+        scene = yaml.safe_load((run_dir / "scene.yaml").read_text(encoding="utf-8"))
+        if isinstance(scene, dict):
+            return scene
+    return {}
+
+
+def _info(run_dir: Path) -> dict | None:
+    """The run's run.json (None when missing or unreadable)."""
+    with contextlib.suppress(OSError, ValueError):
+        info = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+        return info if isinstance(info, dict) else None
+    return None
+
+
 def run_meta(run_dir: Path) -> tuple[str, Shapes]:
     """The scene's name and the scenery to draw, from the run's scene.yaml and run.json.
 
     Either file may be missing or unreadable (pictures of bare frames are still drawn).
     """
-    name, shapes = "", Shapes()
-    with contextlib.suppress(OSError, ValueError, yaml.YAMLError):
-        scene = yaml.safe_load((run_dir / "scene.yaml").read_text(encoding="utf-8"))
-        if isinstance(scene, dict):
-            name = str(scene.get("name") or "")
-            boundary = scene.get("boundary")
-            if isinstance(boundary, dict) and boundary.get("type") in ("reflect", "periodic"):
-                shapes = Shapes.from_dict({"boxes": [[boundary.get("low"),
-                                                      boundary.get("high")]]})
-    with contextlib.suppress(OSError, ValueError):
-        info = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
-        if isinstance(info, dict):
-            extra = Shapes.from_dict(info.get("shapes"))
-            shapes.boxes += extra.boxes
-            shapes.circles += extra.circles
-    return name, shapes
+    scene, info = scene_of(run_dir), _info(run_dir) or {}
+    name, shapes = str(scene.get("name") or ""), Shapes()
+    boundary = scene.get("boundary")
+    if isinstance(boundary, dict) and boundary.get("type") in ("reflect", "periodic"):
+        shapes = Shapes.from_dict({"boxes": [[boundary.get("low"), boundary.get("high")]]})
+    extra = Shapes.from_dict(info.get("shapes"))
+    extra.boxes = shapes.boxes + extra.boxes
+    return name, extra
 
 
-def target_temperature(run_dir: Path) -> float | None:
-    """A thermostat's target temperature from the run's scene.yaml (None: no thermostat)."""
-    with contextlib.suppress(OSError, ValueError, yaml.YAMLError, TypeError, KeyError):
-        scene = yaml.safe_load((run_dir / "scene.yaml").read_text(encoding="utf-8"))
-        value = scene["integrator"]["temperature"]
-        return float(value) if value is not None else None
-    return None
+def units(run_dir: Path) -> Units:
+    """The unit labels of the run's scene (``units:``; reduced when it says none)."""
+    return units_of(scene_of(run_dir).get("units"))
+
+
+def _number(value: object, default: float) -> float:
+    try:
+        return float(value)  # type: ignore[arg-type]  # anything else: the default
+    except (TypeError, ValueError):
+        return default
+
+
+def energy_plot(run_dir: Path) -> EnergyPlot:
+    """What the run's energy plot shows: a temperature panel where a temperature means
+    something (a thermostat, a thermal start, or a periodic box, and more than one body),
+    energies per particle for a periodic many-particle system, and the drift panel of the
+    quantity the run checked (run.json's ``energy_drift``: none when it conserves nothing)."""
+    scene, info = scene_of(run_dir), _info(run_dir)
+    particles = scene.get("particles") if isinstance(scene.get("particles"), dict) else {}
+    integrator = scene.get("integrator")
+    integrator = integrator if isinstance(integrator, dict) else {}
+    initial = scene.get("initial") if isinstance(scene.get("initial"), dict) else {}
+    boundary = scene.get("boundary") if isinstance(scene.get("boundary"), dict) else {}
+    count = int(_number(particles.get("count"), 0))
+    periodic = boundary.get("type") == "periodic"
+    target: float | None = _number(integrator.get("temperature"), math.nan)
+    target = None if math.isnan(target) else target
+    thermal = target is not None or _number(initial.get("temperature"), 0.0) > 0 or periodic
+    drift: str | None = "auto"
+    if info is not None and info.get("status") in ("ok", "failed", "interrupted"):
+        checked = info.get("energy_drift")
+        drift = checked.get("quantity", "total") if isinstance(checked, dict) else None
+    return EnergyPlot(units=units_of(scene.get("units")),
+                      dim=int(_number(particles.get("dim"), 3)), count=count,
+                      per_particle=periodic and count > 1, temperature=thermal and count > 1,
+                      target_temperature=target, drift=drift)
 
 
 def render_run(
@@ -91,6 +131,7 @@ def render_run(
     if not frames.exists() and not energy.exists():
         raise FileNotFoundError(f"{run_dir}: no frames.npz or energy.csv to render")
     name, shapes = run_meta(run_dir)
+    labels = units(run_dir)
     written: list[Path] = []
     x = np.zeros((0, 0, 2))
     bonds = triangles = limits = spacing = None
@@ -124,11 +165,12 @@ def render_run(
                     spacing=spacing,
                     depth=depth,
                     trails=x[: i + 1] if free and label == "last" and i > 0 else None,
+                    units=labels,
                 )
             )
     if energy.exists():
         written.append(render_energy(energy, run_dir / "energy.png", title=name,
-                                     target_temperature=target_temperature(run_dir)))
+                                     plot=energy_plot(run_dir)))
     if len(x):
         written.append(
             render_animation(
@@ -142,6 +184,7 @@ def render_run(
                 name=name,
                 limits=limits,
                 spacing=spacing,
+                units=labels,
             )
         )
     return written

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from simrun.outputs.units import SYSTEMS, Units
 from simrun.render.frames import (
     Box,
     FramePlot,
@@ -74,6 +75,7 @@ def render_animation(
     name: str = "",
     limits: np.ndarray | None = None,
     spacing: float | None = None,
+    units: Units = SYSTEMS["reduced"],
 ) -> Path:
     """Write an animated GIF of `frames_npz` (arrays step, time, x (F, N, D)); returns the path.
 
@@ -95,6 +97,7 @@ def render_animation(
         dim=np.asarray(data["x"]).shape[-1] if np.asarray(data["x"]).ndim == 3 else 1,
         size_in=size_in,
         dpi=dpi,
+        units=units,
     )
     plot.update(as_positions(xs[picks[-1]]), frame_title(data, int(picks[-1]), name))
     plot.freeze()

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +27,14 @@ from matplotlib.patches import Circle, PathPatch, Rectangle
 from matplotlib.path import Path as MplPath
 from PIL import Image, ImageDraw, ImageFont
 
-Box = Any  # ((xmin, ymin[, zmin]), (xmax, ymax[, zmax])): lower and upper corners
+from simrun.outputs.units import SYSTEMS, Units
+from simrun.render.view import Box, Shapes, as_positions, fit_limits, layout
+
+__all__ = ["Box", "FramePlot", "Shapes", "as_positions", "fit_limits", "render_frame"]
+
 _CMAP, _MESH_CMAP = colormaps["viridis"], colormaps["bone"]  # particles stand out of the mesh
 _PALETTE = colormaps["tab10"]  # a few free particles: one colour each, to follow them
-_AXES_RECT = (0.15, 0.11, 0.80, 0.80)  # left, bottom, width, height (fixed: no layout engine)
+_AXES_RECT = (0.15, 0.11, 0.80, 0.80)  # of a square view (layout: no layout engine)
 PARTICLE_RED, NODE_BLUE = "#d62728", "#08306b"
 
 
@@ -52,80 +55,6 @@ def atomic_path(path: Path) -> Iterator[Path]:
         raise
     finally:
         tmp.unlink(missing_ok=True)
-
-
-def as_positions(x: Any) -> np.ndarray:
-    """Positions as float (N, D) with D >= 2 (1-D input gets y = 0)."""
-    x = np.asarray(x, dtype=np.float64)
-    if x.ndim == 1:
-        x = x[:, None]
-    if x.shape[-1] == 1:
-        x = np.concatenate([x, np.zeros_like(x)], axis=-1)
-    return x
-
-
-@dataclass
-class Shapes:
-    """Static scenery drawn behind the particles: walls (boxes) and round obstacles.
-
-    Comes from the scene (a reflecting or periodic boundary box) and from kernel modules'
-    ``render_shapes(params)`` hook (e.g. the MPM domain walls and obstacle), via run.json.
-    """
-
-    boxes: list[tuple[tuple[float, float], tuple[float, float]]] = field(default_factory=list)
-    circles: list[tuple[float, float, float]] = field(default_factory=list)
-
-    @classmethod
-    def from_dict(cls, data: Any) -> Shapes:
-        """Lenient reader: anything malformed is skipped (pictures must not fail a run)."""
-        shapes = cls()
-        if not isinstance(data, dict):
-            return shapes
-        boxes, circles = data.get("boxes"), data.get("circles")
-        for box in boxes if isinstance(boxes, list) else []:
-            with contextlib.suppress(TypeError, ValueError, IndexError):
-                b = np.asarray(box, dtype=np.float64)
-                if b.ndim == 2 and np.isfinite(b[:2, :2]).all():
-                    shapes.boxes.append(((float(b[0, 0]), float(b[0, 1])),
-                                         (float(b[1, 0]), float(b[1, 1]))))
-        for circle in circles if isinstance(circles, list) else []:
-            with contextlib.suppress(TypeError, ValueError, IndexError):
-                c = np.asarray(circle, dtype=np.float64)
-                if c.ndim == 1 and np.isfinite(c[:3]).all():
-                    shapes.circles.append((float(c[0]), float(c[1]), float(abs(c[2]))))
-        return shapes
-
-    def extent(self) -> np.ndarray | None:
-        """Corner points covering every shape (for the view limits), or None."""
-        pts = [p for lo, hi in self.boxes for p in (lo, hi)]
-        pts += [p for cx, cy, r in self.circles for p in ((cx - r, cy - r), (cx + r, cy + r))]
-        return np.asarray(pts, dtype=np.float64) if pts else None
-
-    def __bool__(self) -> bool:
-        return bool(self.boxes or self.circles)
-
-
-def fit_limits(x: np.ndarray, box: Box | None = None, margin: float = 0.05,
-               shapes: Shapes | None = None) -> np.ndarray:
-    """Axis limits [[xmin, xmax], [ymin, ymax]]: a square around `x` (any leading shape) and
-    the `shapes`, or exactly `box`.
-
-    Why: fixed limits from the whole run keep an animation from jumping around.
-    """
-    if box is not None:
-        b = np.asarray(box, dtype=np.float64)
-        return np.stack([b[0, :2], b[1, :2]], axis=1)
-    xy = as_positions(x)[..., :2].reshape(-1, 2)
-    extent = shapes.extent() if shapes else None
-    if extent is not None:
-        xy = np.concatenate([xy, extent])
-    xy = xy[np.isfinite(xy).all(axis=1)]
-    if len(xy) == 0:
-        return np.array([[0.0, 1.0], [0.0, 1.0]])
-    lo, hi = xy.min(axis=0), xy.max(axis=0)
-    centre, half = (lo + hi) / 2, (hi - lo).max() / 2
-    half = half * (1 + margin) if half > 0 else max(1.0, np.abs(centre).max() * 0.1)
-    return np.stack([centre - half, centre + half], axis=1)
 
 
 def typical_spacing(x: Any, max_queries: int = 512) -> float | None:
@@ -193,16 +122,17 @@ class FramePlot:
         dim: int = 2,
         size_in: float = 5.0,
         dpi: int = 100,
+        units: Units = SYSTEMS["reduced"],
     ) -> None:
-        self.fig = Figure(figsize=(size_in, size_in), dpi=dpi)
+        frame = layout(limits, size_in)
+        self.fig = Figure(figsize=frame.figsize, dpi=dpi)
         FigureCanvasAgg(self.fig)
-        self.ax = self.fig.add_axes(_AXES_RECT)
-        self.ax.set_xlim(*limits[0])
-        self.ax.set_ylim(*limits[1])
+        self.ax = self.fig.add_axes(frame.rect)
+        self.axes_pts = 72 * np.array(frame.axes_in)
         self.ax.set_aspect("equal", adjustable="box")
         self.ax.set_autoscale_on(False)
-        self.ax.set_xlabel("x")
-        self.ax.set_ylabel("y")
+        self.ax.set_xlabel(units.label("x", "x") + " (reduced units)" * units.reduced)
+        self.ax.set_ylabel(units.label("y", "y"))
         self.depth_range = depth_range
         self.is_3d = dim >= 3
         self.bonds = None if bonds is None else np.asarray(bonds, dtype=np.int64).reshape(-1, 2)
@@ -210,7 +140,14 @@ class FramePlot:
         has_mesh = self.tris is not None and len(self.tris) > 0
         has_bonds = self.bonds is not None and len(self.bonds) > 0
         kind = "mesh" if has_mesh else "bonds" if has_bonds else "free"
-        style = _style(kind, n, self._to_points(spacing, limits, size_in), size_in)
+        style = _style(kind, n, self._to_points(spacing, limits), size_in)
+        if shapes is not None and shapes.particle_radius and kind == "free":
+            style["diameter"] = self._to_points(2 * shapes.particle_radius, limits)
+        # room for a marker's radius beyond the outermost centre: no ball cut by the frame
+        marker = max(style["diameter"], 12.0 if shapes and shapes.targets else 0.0)
+        pad = 0.5 * marker / self._to_points(1.0, limits)
+        self.ax.set_xlim(limits[0, 0] - pad, limits[0, 1] + pad)
+        self.ax.set_ylim(limits[1, 0] - pad, limits[1, 1] + pad)
         self._draw_shapes(shapes)
         self.mesh = self.lines = None
         if has_mesh:
@@ -240,16 +177,15 @@ class FramePlot:
                                           color=colour, mec="none", zorder=3)
         self.title = self.ax.set_title("", fontsize="medium")
         if self.is_3d:
-            self.ax.set_xlabel("x    (3-D seen along z: bright = near, large z)")
+            self.ax.set_xlabel(units.label("x", "x") + " (reduced units)" * units.reduced
+                               + "    (3-D seen along z: bright = near, large z)")
 
-    def _to_points(self, spacing: float | None, limits: np.ndarray, size_in: float
-                   ) -> float | None:
+    def _to_points(self, spacing: float | None, limits: np.ndarray) -> float | None:
         """Length `spacing` in data units as typographic points on the (equal-aspect) axes."""
         if spacing is None:
             return None
         spans = np.maximum(limits[:, 1] - limits[:, 0], 1e-300)
-        width_pts = size_in * 72 * np.array(_AXES_RECT[2:])
-        return float(spacing * (width_pts / spans).min())
+        return float(spacing * (self.axes_pts / spans).min())
 
     def _draw_shapes(self, shapes: Shapes | None) -> None:
         for (x0, y0), (x1, y1) in (shapes.boxes if shapes else []):
@@ -257,6 +193,11 @@ class FramePlot:
                                         lw=1.0, ls="--", zorder=0.5))
         for cx, cy, r in (shapes.circles if shapes else []):
             self.ax.add_patch(Circle((cx, cy), r, fc="0.82", ec="0.45", lw=1.0, zorder=0.5))
+        if shapes and shapes.targets:
+            tx, ty = np.asarray(shapes.targets).T
+            self.ax.plot(tx, ty, marker="X", ms=11, color="#2ca02c", mec="white", mew=1.0,
+                         ls="none", zorder=4, label="target (objective)")
+            self.ax.legend(loc="best", fontsize="small", framealpha=0.8)
 
     def _shade(self, z: np.ndarray, cmap: Any = _CMAP) -> np.ndarray:
         """Depth colours: far particles dark, near (large z, facing the viewer) bright."""
@@ -379,6 +320,7 @@ def render_frame(
     spacing: float | None = None,
     depth: tuple[float, float] | None = None,
     trails: np.ndarray | None = None,
+    units: Units = SYSTEMS["reduced"],
 ) -> Path:
     """Render one frame of positions `x` (N, D) to the PNG at `path`; returns the path.
 
@@ -396,6 +338,7 @@ def render_frame(
         spacing=typical_spacing(x) if spacing is None else spacing,
         shapes=shapes,
         dim=x.shape[1],
+        units=units,
     )
     if trails is not None:
         plot.add_trails(trails)

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from simrun.render.energy import read_energy
 from simrun.render.frames import atomic_path
@@ -20,7 +21,14 @@ from simrun.render.frames import atomic_path
 def render_loss(csv_path: str | os.PathLike, png_path: str | os.PathLike, *,
                 title: str = "") -> Path:
     """Loss and gradient norm against the iteration, on log scales where they are positive."""
-    cols = read_energy(csv_path)  # any CSV of numbers with a header
+    fig = loss_figure(read_energy(csv_path), title)  # any CSV of numbers with a header
+    with atomic_path(Path(png_path)) as tmp:
+        fig.savefig(tmp, format="png")
+    return Path(png_path)
+
+
+def loss_figure(cols: dict[str, np.ndarray], title: str = "") -> Figure:
+    """The loss plot of loss.csv's columns (axes: loss, then |gradient|)."""
     it = cols.get("iteration", np.zeros(0))
     fig = Figure(figsize=(7, 5), dpi=100)
     FigureCanvasAgg(fig)
@@ -43,6 +51,5 @@ def render_loss(csv_path: str | os.PathLike, png_path: str | os.PathLike, *,
                     label=f"best {cols['loss'][best]:.3g} (iteration {int(it[best])})")
             ax.legend(loc="upper right", fontsize="small")
     gax.set_xlabel("iteration")
-    with atomic_path(Path(png_path)) as tmp:
-        fig.savefig(tmp, format="png")
-    return Path(png_path)
+    gax.xaxis.set_major_locator(MaxNLocator(integer=True))  # no iteration 2.5
+    return fig

@@ -3,6 +3,7 @@ respect to the start positions as arrows on the first frame."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -10,6 +11,9 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from simrun.outputs.thermo import read_thermo_csv
+from simrun.outputs.units import SYSTEMS, Units, units_of
+from simrun.render import scene_of
 from simrun.render.frames import atomic_path
 
 
@@ -51,29 +55,39 @@ def render_sensitivities(values: dict[str, float], gradients: dict[str, float],
 
 
 def render_position_gradient(x0: np.ndarray, grad: np.ndarray, png_path: str | os.PathLike,
-                             *, title: str = "") -> Path:
+                             *, title: str = "", units: Units = SYSTEMS["reduced"]) -> Path:
     """-dJ/dx0 as arrows at the start positions (x-y plane): where moving a particle at the
     start lowers the objective most."""
-    fig = Figure(figsize=(6, 6), dpi=100)
-    FigureCanvasAgg(fig)
-    ax = fig.add_axes((0.1, 0.1, 0.85, 0.82))
-    ax.scatter(x0[:, 0], x0[:, 1], s=12, color="0.3", zorder=3)
-    scale = float(np.max(np.linalg.norm(grad[:, :2], axis=1))) or 1.0
-    span = float(np.max(np.ptp(x0[:, :2], axis=0))) or 1.0
-    ax.quiver(x0[:, 0], x0[:, 1], -grad[:, 0], -grad[:, 1], color="#d62728", angles="xy",
-              scale_units="xy", scale=scale / (0.15 * span), width=0.004)
-    ax.set_aspect("equal", adjustable="datalim")
-    ax.set_title(f"{title}: -dJ/dx0 at the start (longest arrow |dJ/dx| = {scale:.3g})"
-                 if title else f"-dJ/dx0 (longest |dJ/dx| = {scale:.3g})", fontsize="medium")
-    ax.grid(alpha=0.3)
+    fig = position_gradient_figure(x0, grad, title=title, units=units)
     png_path = Path(png_path)
     with atomic_path(png_path) as tmp:
         fig.savefig(tmp, format="png")
     return png_path
 
 
+def position_gradient_figure(x0: np.ndarray, grad: np.ndarray, *, title: str = "",
+                             units: Units = SYSTEMS["reduced"]) -> Figure:
+    """The figure of ``render_position_gradient``."""
+    fig = Figure(figsize=(6, 6), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_axes((0.12, 0.1, 0.83, 0.82))
+    ax.scatter(x0[:, 0], x0[:, 1], s=12, color="0.3", zorder=3)
+    scale = float(np.max(np.linalg.norm(grad[:, :2], axis=1))) or 1.0
+    span = float(np.max(np.ptp(x0[:, :2], axis=0))) or 1.0
+    ax.quiver(x0[:, 0], x0[:, 1], -grad[:, 0], -grad[:, 1], color="#d62728", angles="xy",
+              scale_units="xy", scale=scale / (0.15 * span), width=0.004)
+    ax.set_aspect("equal", adjustable="datalim")
+    ax.set_xlabel(units.label("x", "x") + " (reduced units)" * units.reduced
+                  + "    arrows: -dJ/dx0, longest scaled to 15% of the span")
+    ax.set_ylabel(units.label("y", "y"))
+    ax.set_title(f"{title}: -dJ/dx0 at the start (longest arrow |dJ/dx| = {scale:.3g})"
+                 if title else f"-dJ/dx0 (longest |dJ/dx| = {scale:.3g})", fontsize="medium")
+    ax.grid(alpha=0.3)
+    return fig
+
+
 def render_horizon(times: np.ndarray, series: dict[str, np.ndarray], png_path, *,
-                   title: str = "") -> Path:
+                   title: str = "", units: Units = SYSTEMS["reduced"]) -> Path:
     """|dJ(t)/dp| against the horizon t, log scale: linear growth is a regular system,
     exponential growth (a straight rising line) is chaos eating the gradient's meaning."""
     fig = Figure(figsize=(7, 4.5), dpi=100)
@@ -82,7 +96,8 @@ def render_horizon(times: np.ndarray, series: dict[str, np.ndarray], png_path, *
     for name, values in series.items():
         ax.plot(times, np.abs(values), lw=1.2, label=name)
     ax.set_yscale("log")
-    ax.set_xlabel("horizon t (the objective taken at time t)")
+    ax.set_xlabel(units.label("horizon t", "time") + " (reduced units)" * units.reduced
+                  + ": the objective taken at time t")
     ax.set_ylabel("|dJ(t) / dp|")
     ax.set_title(f"{title}: sensitivity against horizon" if title else
                  "sensitivity against horizon", fontsize="medium")
@@ -92,3 +107,35 @@ def render_horizon(times: np.ndarray, series: dict[str, np.ndarray], png_path, *
     with atomic_path(png_path) as tmp:
         fig.savefig(tmp, format="png")
     return png_path
+
+
+def draw_gradient_pictures(folder: str | os.PathLike, values: dict[str, float],
+                           x0: np.ndarray | None) -> list[Path]:
+    """A grad folder's pictures from its files alone (gradients.json, gradients.npz,
+    horizon.csv): sensitivities.png of the scalar KEYs (``values``: each KEY's value p),
+    horizon.png, and x0_gradient.png at the start positions ``x0`` (reverse mode)."""
+    folder = Path(folder)
+    record = json.loads((folder / "gradients.json").read_text(encoding="utf-8"))
+    scene = scene_of(folder)
+    title, units = str(scene.get("name") or ""), units_of(scene.get("units"))
+    objective = float(record["objective"]["value"])
+    directions = record.get("directions") or {}
+    scalars = {k: float(g) for k, g in record["gradients"].items()
+               if not isinstance(g, list) and k not in directions}
+    pictures = []
+    if scalars:
+        pictures.append(render_sensitivities({k: values[k] for k in scalars}, scalars,
+                                             objective, folder / "sensitivities.png",
+                                             title=title))
+    if (folder / "horizon.csv").is_file():
+        cols = read_thermo_csv(folder / "horizon.csv")
+        series = {k[3:]: v for k, v in cols.items() if k.startswith("d/d")}
+        pictures.append(render_horizon(cols["time"], series, folder / "horizon.png",
+                                       title=title, units=units))
+    if x0 is not None and "state.x0" in record["gradients"] and \
+            record.get("mode", "reverse") == "reverse":
+        with np.load(folder / "gradients.npz") as npz:
+            grad = npz["state.x0"]
+        pictures.append(render_position_gradient(x0, grad, folder / "x0_gradient.png",
+                                                 title=title, units=units))
+    return pictures

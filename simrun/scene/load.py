@@ -38,6 +38,7 @@ from simrun.scene.schema import (
     PRECISIONS,
     READABLE_VERSIONS,
     SCHEMA_VERSION,
+    UNIT_SYSTEMS,
     Boundary,
     Neighbors,
     Outputs,
@@ -50,7 +51,8 @@ MAX_NAME = 100  # characters; file systems allow 255 in a folder name
 
 TOP_KEYS = ("version", "name", "description", "precision", "seed", "particles", "initial",
             "energy", "topology", "integrator", "step_kernels", "controller", "fields", "dt",
-            "steps", "boundary", "outputs", "thermo", "objective", "optimize", "neighbors")
+            "steps", "boundary", "outputs", "thermo", "objective", "optimize", "neighbors",
+            "units")
 
 
 def display_path(path: Path) -> str:
@@ -256,7 +258,8 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
         outputs=_outputs(r.get("outputs"), steps_node, steps, particles, precision),
         step_kernels=stepk, controller=control, fields=field_files, fields_where=field_where,
         objective=objective,
-        optimize=load_optimize.optimize(r.get("optimize"), objective is not None))
+        optimize=load_optimize.optimize(r.get("optimize"), objective is not None),
+        units=as_choice(r.get("units"), "units", UNIT_SYSTEMS) if r.get("units") else "reduced")
     ranges.check_ranges(scene, root)  # every kernel-bound number fits the precision
     return scene
 

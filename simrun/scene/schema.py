@@ -21,6 +21,8 @@ SCHEMA_VERSION = 2
 # folders keep `version: 1` in their scene.yaml and still render and resume).
 READABLE_VERSIONS = (1, 2)
 PRECISIONS = ("f32", "f64")
+# what the numbers are in, for labels only (simrun converts nothing: see scenes/README.md)
+UNIT_SYSTEMS = ("reduced", "lj", "real", "metal", "si")
 THERMOSTATS = ("langevin", "nose_hoover", "rescale")  # NVT: simrun/stepper/thermostats.py
 INTEGRATORS = ("symplectic_euler", "velocity_verlet") + THERMOSTATS
 BOUNDARIES = ("none", "reflect", "periodic")
@@ -305,6 +307,7 @@ class Scene:
     objective: Objective | None = None
     optimize: Optimize | None = None
     thermo: int | None = None  # steps between thermo.csv rows; None: the frame cadence
+    units: str = "reduced"  # one of UNIT_SYSTEMS: labels axes, thermo.csv and run.json
 
     @property
     def thermo_every(self) -> int:
@@ -342,6 +345,8 @@ class Scene:
                     outputs=self.outputs.to_dict())
         if self.thermo is not None:
             data["thermo"] = self.thermo
+        if self.units != "reduced":
+            data["units"] = self.units
         if self.neighbors is not None:
             data["neighbors"] = self.neighbors.to_dict()
         if self.objective is not None:

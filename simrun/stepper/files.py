@@ -30,32 +30,27 @@ from simrun.outputs.provenance import (
 )
 from simrun.outputs.resumable import how_to_continue
 from simrun.outputs.runinfo import now
+from simrun.outputs.units import units_of
 from simrun.outputs.xyz import cell_for, pbc_flags
-from simrun.scene import Scene, SceneError, initial_state
+from simrun.scene import Scene, SceneError
 from simrun.scene.errors import shorten
 from simrun.scene.initial import STATE_FILE_ERRORS
 
 
-def writer_options(scene: Scene, x0: np.ndarray | None) -> WriterOptions:
-    """Output switches from the scene; the XYZ cell is the boundary box or the start's extent."""
+def writer_options(scene: Scene) -> WriterOptions:
+    """Output switches from the scene; the XYZ cell is the boundary box, or none at all
+    without a boundary (as ``simrun.Run.atoms`` gives a zero cell)."""
     b = scene.boundary
-    if b.type != "none":
-        low, high = np.asarray(b.low), np.asarray(b.high)
-    else:
-        x0 = initial_state(scene)[0] if x0 is None else x0
-        x0 = np.asarray(x0, dtype=np.float32 if scene.precision == "f32" else np.float64)
-        x0 = x0.astype(np.float64)  # the same cell whether fresh or resumed
-        lo, hi = x0.min(axis=0), x0.max(axis=0)
-        pad = 0.1 * np.maximum(hi - lo, 1e-9)
-        low, high = lo - pad, hi + pad
-    cell, origin = cell_for(low, high)
+    cell, origin = cell_for(np.asarray(b.low), np.asarray(b.high)) if b.type != "none" \
+        else (None, None)
     o = scene.outputs
     return WriterOptions(positions=o.positions, velocities=o.velocities, forces=o.forces,
                          energies=o.energies, xyz=o.xyz, cell=cell, origin=origin,
                          pbc=pbc_flags(scene.particles.dim, b.type == "periodic"),
                          masses=np.asarray(scene.particles.masses, dtype=float),
                          species=list(scene.particles.species) or None,
-                         digits=9 if scene.precision == "f32" else 17)
+                         digits=9 if scene.precision == "f32" else 17,
+                         units=units_of(scene.units), dim=scene.particles.dim)
 
 
 def load_checkpoint(out_dir: Path, scene: Scene, allow_changed: bool = False
@@ -129,6 +124,7 @@ def start(out_dir: Path, scene: Scene, checkpoint: dict | None,
         write_topology(out_dir / "topology.npz", scene.topology.arrays)
     info = new_run_info(scene.source, scene.seed, scene.steps)
     info["sources"] = sources
+    info["units"] = units_of(scene.units).as_dict(scene.particles.dim)
     if options:
         info["options"] = options
     if checkpoint is not None and (out_dir / "run.json").is_file():

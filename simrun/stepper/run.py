@@ -67,6 +67,8 @@ def dissipation(scene: Scene) -> str | None:
     MPM's grid damping) or ``damping``; None when the dynamics should conserve it."""
     if scene.step_kernels is not None:
         return "step kernels"
+    if scene.controller is not None:
+        return "a controller"
     if scene.integrator.thermostat:
         return f"{scene.integrator.type} thermostat"
     return "damping" if scene.integrator.damping != 0 else None
@@ -294,7 +296,7 @@ def _open(target: Path, scene: Scene, system: System, step: int, checkpoint: dic
           options: dict | None, stepping: Stepping) -> tuple[RunWriter, dict]:
     """The run's writer (holding a resumed run's frames) and its run.json info, once the
     resolved scene and a 'running' run.json are written."""
-    writing = files.writer_options(scene, system.x0_np)
+    writing = files.writer_options(scene)
     writing.thermo_every = scene.thermo_every
     writing.thermo_columns = stepping.thermostat.extra_columns if stepping.thermostat else ()
     if measurable(system):

@@ -145,18 +145,28 @@ class System:
                                  f"module allocates shape {shape}. Save values of that shape.")
             f.from_numpy(np.ascontiguousarray(value, dtype=f.to_numpy().dtype))
 
-    def render_shapes(self) -> dict[str, list]:
+    def render_shapes(self) -> dict[str, Any]:
         """Scenery for the pictures from the modules' optional ``render_shapes(params)`` hook:
-        ``{"boxes": [[low, high], ...], "circles": [[x, y, r], ...]}`` (e.g. MPM walls)."""
-        merged: dict[str, list] = {"boxes": [], "circles": []}
-        for path in dict.fromkeys(ref.path for ref in self.scene.kernel_refs()):
+        ``{"boxes": [[low, high], ...], "circles": [[x, y, r], ...]}`` (e.g. MPM walls), and
+        ``"targets": [[x, y], ...]`` (an objective's goal), ``"particle_radius": r``; the
+        objective's module gets the objective's params."""
+        merged: dict[str, Any] = {"boxes": [], "circles": [], "targets": []}
+        objective = self.scene.objective
+        refs = self.scene.kernel_refs() + ([objective.kernel] if objective and
+                                           objective.kernel else [])
+        for path in dict.fromkeys(ref.path for ref in refs):
             hook = getattr(load_module(path), "render_shapes", None)
             if hook is None:
                 continue
+            params = dict(self._module_params(path))
+            if objective is not None and objective.kernel and objective.kernel.path == path:
+                params.update(objective.params)  # e.g. the target an objective aims at
             try:
-                found = hook(dict(self._module_params(path)))
-                for kind in merged:
+                found = hook(params)
+                for kind in ("boxes", "circles", "targets"):
                     merged[kind] += np.asarray(found.get(kind, []), dtype=float).tolist()
+                if found.get("particle_radius") is not None:
+                    merged["particle_radius"] = float(found["particle_radius"])
             except (AttributeError, KeyError, TypeError, ValueError) as exc:
                 raise SceneError(f"{path}: render_shapes() failed: {type(exc).__name__}: "
                                  f"{exc}. It must return {{'boxes': [[low, high], ...], "

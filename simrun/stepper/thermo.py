@@ -66,9 +66,10 @@ def thermo_due(step: int, every: int, total: int) -> bool:
 
 
 def conservative(scene: Scene) -> bool:
-    """Should the total energy stay constant? (not with damping, step kernels, thermostats)"""
-    return (scene.step_kernels is None and scene.integrator.damping == 0
-            and not scene.integrator.thermostat)
+    """Should the total energy stay constant? (not with damping, step kernels, thermostats,
+    or a controller, which does work on the system)"""
+    return (scene.step_kernels is None and scene.controller is None
+            and scene.integrator.damping == 0 and not scene.integrator.thermostat)
 
 
 def checked_quantity(scene: Scene) -> str | None:
