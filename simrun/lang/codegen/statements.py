@@ -182,7 +182,7 @@ class Statements:
         return seen
 
     def combine(self, op: Op, old, value, dtype):
-        return llvm_ops.EMITTERS[op](self, self.b, dtype, [old, value])
+        return llvm_ops.emit_op(self, self.b, op, dtype, [old, value])
 
     def s_Random(self, s):
         """Counter-based: a hash of (launch key, draw site, iteration, draw number).
