@@ -87,5 +87,36 @@ def ptx_of(module_text: str, kernels: list[str], sm: int) -> str:
     mod.verify()
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pb = llvm.create_pass_builder(tm, pto)
+    dce = llvm.create_new_module_pass_manager()
+    dce.add_global_dead_code_eliminate_pass()  # libdevice's unused functions, before O3
+    dce.run(mod, pb)
     pb.getModulePassManager().run(mod, pb)
     return tm.emit_assembly(mod)
+
+
+def find_ptxas() -> Path | None:
+    """ptxas from the `nvidia-cuda-nvcc` wheel, CUDA_HOME, or PATH."""
+    import shutil
+
+    found = find_nvidia_file("**/bin/ptxas")
+    if found is None and shutil.which("ptxas"):
+        found = Path(shutil.which("ptxas"))
+    return found
+
+
+def assemble(ptx: str, sm: int) -> bytes:
+    """ptxas's cubin for sm_<sm>; CudaToolError with ptxas's message if it rejects the PTX."""
+    import subprocess
+    import tempfile
+
+    ptxas = find_ptxas()
+    if ptxas is None:
+        raise CudaToolError("ptxas was not found: install the `nvidia-cuda-nvcc` wheel")
+    with tempfile.TemporaryDirectory(prefix="simrun-ptx-") as tmp:
+        src, out = Path(tmp) / "k.ptx", Path(tmp) / "k.cubin"
+        src.write_text(ptx)
+        done = subprocess.run([str(ptxas), f"-arch=sm_{sm}", str(src), "-o", str(out)],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            raise CudaToolError(f"ptxas -arch=sm_{sm} rejected the PTX:\n{done.stderr}")
+        return out.read_bytes()
