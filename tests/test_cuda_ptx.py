@@ -15,7 +15,8 @@ import pytest
 import simrun.lang as ti
 from simrun.lang import pipeline
 from simrun.lang.codegen.cuda.target import CudaToolError, assemble, find_ptxas, libdevice_bitcode
-from simrun.lang.ptx import kernel_ptx, lower_kernel
+from simrun.lang.compiler_cuda import kernel_ptx
+from simrun.lang.ptx import lower_kernel
 
 try:
     libdevice_bitcode()

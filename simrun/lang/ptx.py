@@ -11,31 +11,11 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from . import pipeline
 from .api import Kernel, init
-from .codegen.cuda.emit import CudaTaskEmitter
-from .codegen.cuda.target import ptx_of
-from .codegen.layout import Layout, build_layout
-from .compiler import build_module
-
-
-@dataclass
-class PtxModule:
-    """PTX text, its kernels' entry names in task order, and the context layout they share."""
-
-    text: str
-    kernels: list
-    layout: Layout
-
-
-def kernel_ptx(kir, sm: int = 90, debug: bool = False, fast_math: bool = True) -> PtxModule:
-    """PTX of a KernelIR that has been through the pass pipeline."""
-    layout = build_layout(kir)
-    text, names = build_module(kir, layout, f"sm{sm}", debug, fast_math, CudaTaskEmitter)
-    return PtxModule(ptx_of(text, names, sm), names, layout)
+from .compiler_cuda import kernel_ptx
 
 
 def lower_kernel(kernel, args: tuple = (), mode: str = "primal"):

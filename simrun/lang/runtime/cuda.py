@@ -1,0 +1,176 @@
+"""The CUDA driver through NVIDIA's `cuda-bindings`: device, PTX modules, memory, launches.
+
+A CudaKernel is a CompiledKernel whose tasks are PTX kernels (codegen/cuda) and whose
+context lives in device memory. Fields stay NumPy arrays on the host, mirrored on the device:
+a launch uploads every field it touches and downloads those it writes (and the context:
+returns, errors, top-level variables) before it returns, so Python-scope access always sees
+the device's results, as Taichi's synchronising accessors do. That is correct and simple,
+not yet fast: keeping state on the device between launches is the next step (issue 33).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..codegen.layout import STACK_BYTES
+from .launch import CompiledKernel, KernelRuntimeError
+
+BLOCK = 256  # threads per block of every launch
+BLOCKS_PER_SM = 8
+
+
+class CudaError(KernelRuntimeError):
+    """The CUDA driver refused something (no device, out of memory, a bad PTX module)."""
+
+
+def _driver():
+    try:
+        from cuda.bindings import driver
+    except ImportError:
+        from cuda import cuda as driver  # cuda-python before 12.6
+    return driver
+
+
+def device_status() -> str | None:
+    """None where a CUDA device can be used, else why not (one line)."""
+    try:
+        driver = _driver()
+    except ImportError:
+        return "the CUDA bindings are not installed (pip install 'simrun[cuda]')"
+    try:
+        err, = driver.cuInit(0)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            return f"the CUDA driver did not start ({_error_name(driver, err)})"
+        err, count = driver.cuDeviceGetCount()
+    except Exception as exc:  # noqa: BLE001 - no driver library: the bindings raise
+        return f"no NVIDIA driver ({type(exc).__name__}: {str(exc).splitlines()[0]})"
+    if err != driver.CUresult.CUDA_SUCCESS or count == 0:
+        return "no CUDA device found"
+    return None
+
+
+def _error_name(driver, err) -> str:
+    try:
+        return driver.cuGetErrorName(err)[1].decode()
+    except Exception:  # noqa: BLE001
+        return str(err)
+
+
+class Device:
+    """One GPU's primary context and what simrun keeps there."""
+
+    def __init__(self, ordinal: int = 0):
+        self.driver = d = _driver()
+        self._check(d.cuInit(0))
+        self.dev = self._check(d.cuDeviceGet(ordinal))
+        self.ctx = self._check(d.cuDevicePrimaryCtxRetain(self.dev))
+        self._check(d.cuCtxSetCurrent(self.ctx))
+        attr = d.CUdevice_attribute
+        self.sms = self._check(d.cuDeviceGetAttribute(
+            attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, self.dev))
+        major = self._check(d.cuDeviceGetAttribute(
+            attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self.dev))
+        minor = self._check(d.cuDeviceGetAttribute(
+            attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, self.dev))
+        self.sm = 10 * major + minor
+        self.blocks = self.sms * BLOCKS_PER_SM
+        self.threads = self.blocks * BLOCK
+        self.stacks = self.alloc(self.threads * STACK_BYTES)
+        self._check(d.cuMemsetD8(self.stacks, 0, self.threads * STACK_BYTES))
+        self.mirrors: dict = {}  # id(array) -> (device pointer, bytes, array kept alive)
+
+    def _check(self, result):
+        err, *rest = result if isinstance(result, tuple) else (result,)
+        if err != self.driver.CUresult.CUDA_SUCCESS:
+            raise CudaError(f"CUDA: {_error_name(self.driver, err)}")
+        return rest[0] if len(rest) == 1 else tuple(rest) or None
+
+    def alloc(self, nbytes: int) -> int:
+        return int(self._check(self.driver.cuMemAlloc(max(8, nbytes))))
+
+    def upload(self, dptr: int, arr: np.ndarray) -> None:
+        if arr.nbytes:
+            self._check(self.driver.cuMemcpyHtoD(dptr, arr.ctypes.data, arr.nbytes))
+
+    def download(self, arr: np.ndarray, dptr: int) -> None:
+        if arr.nbytes:
+            self._check(self.driver.cuMemcpyDtoH(arr.ctypes.data, dptr, arr.nbytes))
+
+    def mirror(self, arr: np.ndarray) -> int:
+        """The device copy of a host array (allocated on first use), uploaded now."""
+        key = id(arr)
+        entry = self.mirrors.get(key)
+        if entry is None or entry[2] is not arr:
+            entry = (self.alloc(arr.nbytes), arr.nbytes, arr)
+            self.mirrors[key] = entry
+        self.upload(entry[0], arr)
+        return entry[0]
+
+    def load(self, ptx: str):
+        return self._check(self.driver.cuModuleLoadData(ptx.encode() + b"\0"))
+
+    def function(self, module, name: str):
+        return self._check(self.driver.cuModuleGetFunction(module, name.encode()))
+
+    def launch(self, fn, dctx: int, serial: bool) -> None:
+        arg = np.array([dctx], dtype=np.uint64)
+        params = np.array([arg.ctypes.data], dtype=np.uint64)
+        blocks, block = (1, 1) if serial else (self.blocks, BLOCK)
+        self._check(self.driver.cuLaunchKernel(fn, blocks, 1, 1, block, 1, 1, 0, 0,
+                                               params.ctypes.data, 0))
+
+    def synchronize(self) -> None:
+        self._check(self.driver.cuCtxSynchronize())
+
+
+_devices: list = []
+
+
+def device() -> Device:
+    """The process's GPU (device 0), started on first use."""
+    if not _devices:
+        _devices.append(Device(0))
+    return _devices[0]
+
+
+class CudaKernel(CompiledKernel):
+    """A kernel variant on the GPU; the same interface as the CPU's CompiledKernel."""
+
+    def __init__(self, name: str, layout, ptx: str, entries: list, serial: list,
+                 arg_specs: list, ret_types: list, runtime, device: Device):
+        super().__init__(name, layout, [], arg_specs, ret_types, runtime, {})
+        self.device = device
+        self.module = device.load(ptx)
+        self.fns = [device.function(self.module, n) for n in entries]
+        self.serial = serial
+        self.dctx = device.alloc(layout.size * 8)
+
+    def launch(self, flat_args, arrays=(), tasks=None, rng_key=None):
+        dev, lay = self.device, self.layout
+        if flat_args:
+            self.set_args(flat_args)
+        if self.uses_random:
+            rng_key = self.runtime.next_rng_key() if rng_key is None else rng_key
+            self.ctx.view(np.uint64)[lay.rng_slot] = rng_key
+            self.last_rng_key = rng_key
+        by_slot = dict(arrays)
+        for slot, f in enumerate(lay.fields):
+            arr = by_slot.get(slot, None if getattr(f, "is_ndarray_arg", False) else f.data)
+            if arr is not None:
+                self.ctx[slot] = dev.mirror(arr)
+        self.ctx[lay.stack_slot] = dev.stacks
+        dev.upload(self.dctx, self.ctx)
+        for k in range(len(self.fns)) if tasks is None else tasks:
+            dev.launch(self.fns[k], self.dctx, self.serial[k])
+        dev.synchronize()
+        dev.download(self.ctx, self.dctx)
+        for f in self.written:
+            f.version += 1
+            entry = dev.mirrors.get(id(f.data))
+            if entry is not None:
+                dev.download(f.data, entry[0])
+        for _, arr in arrays:
+            dev.download(arr, dev.mirrors[id(arr)][0])
+        if self.ctx[lay.err_slot] != 0:
+            self.raise_error()
+        return self.read_returns() if self.ret_types else None
