@@ -11,3 +11,16 @@ def _verify_ir_after_each_pass():
     pipeline.checks.append(verify)
     yield
     pipeline.checks.remove(verify)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `gpu` need a CUDA device: skipped, with the reason, where none is found."""
+    gpu = [item for item in items if "gpu" in item.keywords]
+    if not gpu:
+        return
+    from simrun.lang.runtime.cuda import device_status
+
+    why = device_status()
+    if why is not None:
+        for item in gpu:
+            item.add_marker(pytest.mark.skip(reason=f"no GPU: {why}"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import numbers
+import os
 import sys
 
 import numpy as np
@@ -70,7 +71,9 @@ def init(arch=None, default_fp=None, default_ip=None, debug: bool = False, rando
 
 def _resolve_arch(arch) -> str:
     """"cuda" where arch asks for a GPU and a CUDA device can be used, else "cpu" (warning
-    on stderr unless the CPU was asked for)."""
+    on stderr unless the CPU was asked for). TI_ARCH in the environment overrides arch, as
+    in Taichi (`TI_ARCH=cuda pytest ...` runs a test suite on the GPU)."""
+    arch = os.environ.get("TI_ARCH") or arch
     wanted = list(arch) if isinstance(arch, (list, tuple)) else [arch]
     if any(a in (cuda, gpu) for a in wanted):
         why = cuda_runtime.device_status()

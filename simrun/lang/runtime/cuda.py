@@ -43,7 +43,7 @@ def device_status() -> str | None:
             return f"the CUDA driver did not start ({_error_name(driver, err)})"
         err, count = driver.cuDeviceGetCount()
     except Exception as exc:  # noqa: BLE001 - no driver library: the bindings raise
-        return f"no NVIDIA driver ({type(exc).__name__}: {str(exc).splitlines()[0]})"
+        return f"no NVIDIA driver was found ({type(exc).__name__})"
     if err != driver.CUresult.CUDA_SUCCESS or count == 0:
         return "no CUDA device found"
     return None
@@ -134,7 +134,10 @@ def device() -> Device:
 
 
 class CudaKernel(CompiledKernel):
-    """A kernel variant on the GPU; the same interface as the CPU's CompiledKernel."""
+    """A kernel variant on the GPU; the same interface as the CPU's CompiledKernel. Not
+    chainable: a step program runs launch by launch on the device (for now)."""
+
+    chainable = False
 
     def __init__(self, name: str, layout, ptx: str, entries: list, serial: list,
                  arg_specs: list, ret_types: list, runtime, device: Device):
