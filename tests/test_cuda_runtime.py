@@ -5,6 +5,7 @@ nothing written). On a machine with a GPU these cases cannot arise and are skipp
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -74,3 +75,15 @@ def test_a_chain_refuses_kernels_that_are_not_cpu_tasks():
     compiled.__class__ = gpu_like
     with pytest.raises(ValueError, match="runs on a GPU"):
         Chain(ti.api.runtime(), [(compiled, flat)])
+
+
+@no_gpu
+def test_gpu_check_script_skips_cleanly_without_a_gpu(tmp_path):
+    done = subprocess.run(["bash", str(ROOT / "bench" / "gpu_check.sh"), str(tmp_path / "o")],
+                          capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "PYTHON": sys.executable,
+                               "SIMRUN_WHEELS": str(tmp_path / "none")})
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = (tmp_path / "o" / "summary.txt").read_text()
+    assert f"SKIPPED: no usable GPU: {WHY}" in summary
+    assert not (tmp_path / "o" / "gpu-tests.log").exists()
