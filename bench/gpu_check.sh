@@ -23,9 +23,12 @@ say() { echo "$*" | tee -a "$OUT/summary.txt"; }
 : > "$OUT/summary.txt"
 say "gpu_check $(date -u +%FT%TZ) git $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 
-if [ -d "$WHEELS" ] && ls "$WHEELS"/*.whl > /dev/null 2>&1; then
+# every wheel there but JAX's own (the machine's JAX has CUDA; a downloaded jaxlib may not)
+wheels=$(ls "$WHEELS"/*.whl 2> /dev/null | grep -Ev '/(jax|jaxlib|jax_cuda[0-9]*_[a-z]+)-[0-9]')
+if [ -n "$wheels" ]; then
     "$PY" -m venv --system-site-packages "$OUT/venv" && PY=$OUT/venv/bin/python
-    "$PY" -m pip install -q --no-index --find-links "$WHEELS" "$WHEELS"/*.whl \
+    # shellcheck disable=SC2086
+    "$PY" -m pip install -q --no-index --find-links "$WHEELS" $wheels \
         > "$OUT/wheels.log" 2>&1 || say "some wheels did not install (see wheels.log)"
 fi
 

@@ -5,6 +5,8 @@ import pytest
 from simrun.lang import pipeline
 from simrun.lang.ir.verify import verify
 
+pytest_plugins = ["ptx_plugin"]  # pytest --ptx: every compiled kernel through ptxas too
+
 
 @pytest.fixture(autouse=True, scope="session")
 def _verify_ir_after_each_pass():
