@@ -38,6 +38,9 @@ class EmulatedDevice(Device):
         self.buffers[buf.ctypes.data] = buf
         return buf.ctypes.data
 
+    def free(self, dptr: int) -> None:
+        del self.buffers[dptr]
+
     def upload(self, dptr: int, arr: np.ndarray) -> None:
         ctypes.memmove(dptr, arr.ctypes.data, arr.nbytes)
 

@@ -17,6 +17,7 @@ from .launch import CompiledKernel, KernelRuntimeError
 
 BLOCK = 256  # threads per block of every launch
 BLOCKS_PER_SM = 8
+HEAP_BYTES = 1 << 30
 
 
 class CudaError(KernelRuntimeError):
@@ -73,6 +74,8 @@ class Device:
         minor = self._check(d.cuDeviceGetAttribute(
             attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, self.dev))
         self.sm = 10 * major + minor
+        # the autodiff stacks grow with device malloc (codegen/cuda/emit.py): 8 MiB by default
+        self._check(d.cuCtxSetLimit(d.CUlimit.CU_LIMIT_MALLOC_HEAP_SIZE, HEAP_BYTES))
         self.blocks = self.sms * BLOCKS_PER_SM
         self.threads = self.blocks * BLOCK
         self.stacks = self.alloc(self.threads * STACK_BYTES)
@@ -96,18 +99,25 @@ class Device:
         if arr.nbytes:
             self._check(self.driver.cuMemcpyDtoH(arr.ctypes.data, dptr, arr.nbytes))
 
+    def free(self, dptr: int) -> None:
+        self._check(self.driver.cuMemFree(dptr))
+
     def mirror(self, arr: np.ndarray) -> int:
-        """The device copy of a host array (allocated on first use), uploaded now."""
+        """The device copy of a field's array (allocated on first use), uploaded now."""
         key = id(arr)
         entry = self.mirrors.get(key)
         if entry is None or entry[2] is not arr:
+            if entry is not None:  # that array is gone and its id reused
+                self.free(entry[0])
             entry = (self.alloc(arr.nbytes), arr.nbytes, arr)
             self.mirrors[key] = entry
         self.upload(entry[0], arr)
         return entry[0]
 
     def load(self, ptx: str):
-        return self._check(self.driver.cuModuleLoadData(ptx.encode() + b"\0"))
+        """The driver's module of PTX text (it assembles it for this GPU)."""
+        image = np.frombuffer(ptx.encode() + b"\0", dtype=np.uint8)
+        return self._check(self.driver.cuModuleLoadData(image.ctypes.data))
 
     def function(self, module, name: str):
         return self._check(self.driver.cuModuleGetFunction(module, name.encode()))
@@ -156,11 +166,14 @@ class CudaKernel(CompiledKernel):
             rng_key = self.runtime.next_rng_key() if rng_key is None else rng_key
             self.ctx.view(np.uint64)[lay.rng_slot] = rng_key
             self.last_rng_key = rng_key
-        by_slot = dict(arrays)
         for slot, f in enumerate(lay.fields):
-            arr = by_slot.get(slot, None if getattr(f, "is_ndarray_arg", False) else f.data)
-            if arr is not None:
-                self.ctx[slot] = dev.mirror(arr)
+            if not getattr(f, "is_ndarray_arg", False):
+                self.ctx[slot] = dev.mirror(f.data)
+        scratch = []  # ndarray arguments: device copies for this launch only
+        for slot, arr in arrays:
+            self.ctx[slot] = dev.alloc(arr.nbytes)
+            dev.upload(int(self.ctx[slot]), arr)
+            scratch.append((arr, int(self.ctx[slot])))
         self.ctx[lay.stack_slot] = dev.stacks
         dev.upload(self.dctx, self.ctx)
         for k in range(len(self.fns)) if tasks is None else tasks:
@@ -172,8 +185,9 @@ class CudaKernel(CompiledKernel):
             entry = dev.mirrors.get(id(f.data))
             if entry is not None:
                 dev.download(f.data, entry[0])
-        for _, arr in arrays:
-            dev.download(arr, dev.mirrors[id(arr)][0])
+        for arr, dptr in scratch:
+            dev.download(arr, dptr)
+            dev.free(dptr)
         if self.ctx[lay.err_slot] != 0:
             self.raise_error()
         return self.read_returns() if self.ret_types else None
