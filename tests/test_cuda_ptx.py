@@ -101,7 +101,9 @@ def test_ptx_command_prints_the_reverse_kernel(tmp_path):
     src.write_text("import simrun.lang as ti\n"
                    "x = ti.field(ti.f32, 8, needs_grad=True)\n"
                    "y = ti.field(ti.f32, 8, needs_grad=True)\n\n\n"
-                   "@ti.kernel\ndef k():\n    for i in x:\n        y[i] = ti.erf(x[i])\n")
+                   "@ti.kernel\ndef k(y: ti.template(), s: ti.f32):\n"
+                   "    for i in x:\n        y[i] = ti.erf(x[i]) * s\n\n\n"
+                   "@ti.kernel\ndef bad():\n    x[0] = undefined\n")
     run = [sys.executable, "-m", "simrun.lang.ptx"]
     primal = subprocess.run(run + [f"{src}:k", "--sm", "80"], capture_output=True, text=True)
     grad = subprocess.run(run + [f"{src}:k", "--grad", "--sm", "90"], capture_output=True,
@@ -112,3 +114,6 @@ def test_ptx_command_prints_the_reverse_kernel(tmp_path):
     assemble(grad.stdout, 90)
     missing = subprocess.run(run + [f"{src}:nope"], capture_output=True, text=True)
     assert missing.returncode != 0 and "no @ti.kernel named 'nope'" in missing.stderr
+    bad = subprocess.run(run + [f"{src}:bad"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "undefined" in bad.stderr and "k.py:" in bad.stderr
+    assert "Traceback" not in bad.stderr
