@@ -1,7 +1,7 @@
 """A stand-in for the GPU, so that runtime/cuda.py's own logic runs in CI: its Device's
 memory is host memory and its PTX kernels are the CPU's compiled tasks of the same IR (the
-context layout is the same). What it checks: every field a launch reads is uploaded, every
-one it writes comes back before Python sees it, arguments, returns, errors and the autodiff
+context layout is the same). What it checks: a field a launch reads is uploaded where Python
+may have changed it, one it writes comes back when Python looks (and only then), arguments, returns, errors and the autodiff
 stack go through the device context, and a step program runs launch by launch. What it
 cannot check: the PTX itself (tests/test_cuda_ptx.py assembles it; tests/test_gpu.py runs it)."""
 
@@ -21,7 +21,8 @@ class EmulatedDevice(Device):
     def __init__(self) -> None:  # no driver: nothing of Device.__init__ applies
         self.sm, self.blocks = 90, 1
         self.buffers: dict = {}
-        self.mirrors: dict = {}
+        self.copies: dict = {}
+        self.moved = {"up": 0, "down": 0}  # bytes copied each way
         self.kirs: dict = {}  # kernel name -> its IR, as the pipeline last produced it
         self.cpu: dict = {}   # id(kir) -> its CPU CompiledKernel
         self.launches = 0
@@ -43,9 +44,11 @@ class EmulatedDevice(Device):
 
     def upload(self, dptr: int, arr: np.ndarray) -> None:
         ctypes.memmove(dptr, arr.ctypes.data, arr.nbytes)
+        self.moved["up"] += arr.nbytes
 
     def download(self, arr: np.ndarray, dptr: int) -> None:
         ctypes.memmove(arr.ctypes.data, dptr, arr.nbytes)
+        self.moved["down"] += arr.nbytes
 
     def load(self, ptx: str):
         assert ".entry" in ptx

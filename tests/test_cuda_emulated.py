@@ -61,6 +61,32 @@ def test_python_scope_sees_device_writes_and_kernels_see_host_writes(device):
     assert write(1.0) == (np.arange(16) * 11).sum() - 33 - 5
 
 
+def test_fields_stay_on_the_device_until_python_looks(device):
+    x = ti.field(ti.f64, 1000)
+    n = x.data.nbytes
+
+    @ti.kernel
+    def step():
+        for i in x:
+            x[i] = x[i] * 0.5 + i
+
+    step()
+    before = dict(device.moved)
+    for _ in range(5):
+        step()
+    down = device.moved["down"] - before["down"]
+    assert down < n and device.moved["up"] - before["up"] < n  # only the context moved
+    xs = x.to_numpy()
+    assert device.moved["down"] - before["down"] - down == n
+    want = np.zeros(1000)
+    for _ in range(6):
+        want = want * 0.5 + np.arange(1000)
+    assert np.array_equal(xs, want)
+    x[0] = 100.0  # Python's write reaches the next launch
+    step()
+    assert x[0] == 50.0 and x[1] == want[1] * 0.5 + 1
+
+
 def test_atomics_and_gradients_match_the_cpu(device):
     x = ti.field(ti.f64, 1000, needs_grad=True)
     loss = ti.field(ti.f64, (), needs_grad=True)

@@ -87,6 +87,7 @@ def _resolve_arch(arch) -> str:
 
 def reset() -> None:
     """Forget every compiled kernel (fields created before stay valid numpy storage)."""
+    cuda_runtime.release_fields()
     for k in list(Kernel.instances):
         k.variants.clear()
         k._sig = None  # `x: float` means the new default_fp (a kept f32 would round f64 args)

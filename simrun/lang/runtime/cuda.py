@@ -1,14 +1,18 @@
 """The CUDA driver through NVIDIA's `cuda-bindings`: device, PTX modules, memory, launches.
 
 A CudaKernel is a CompiledKernel whose tasks are PTX kernels (codegen/cuda) and whose
-context lives in device memory. Fields stay NumPy arrays on the host, mirrored on the device:
-a launch uploads every field it touches and downloads those it writes (and the context:
-returns, errors, top-level variables) before it returns, so Python-scope access always sees
-the device's results, as Taichi's synchronising accessors do. That is correct and simple,
-not yet fast: keeping state on the device between launches is the next step (issue 33).
+context lives in device memory. A field's values live on the host (NumPy, `Field.data`) and,
+once a launch touches it, on the device too; each copy knows whether it is the newer one.
+A launch uploads the fields whose host copy may have changed and marks those it writes as
+newer on the device; `Field.data` (every host access goes through it) brings a newer device
+copy back first and then counts the host copy as possibly changed, so Python always sees
+the device's results, as Taichi's synchronising accessors do, and the next launch sees
+Python's writes. Between launches that Python does not look at, nothing moves.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -57,6 +61,17 @@ def _error_name(driver, err) -> str:
         return str(err)
 
 
+@dataclass
+class _Copy:
+    """A field's device copy and which side is newer."""
+
+    field: object
+    dptr: int
+    array: np.ndarray  # the host array it copies (a field given a new array gets a new copy)
+    host_newer: bool = True
+    device_newer: bool = False
+
+
 class Device:
     """One GPU's primary context and what simrun keeps there."""
 
@@ -80,7 +95,7 @@ class Device:
         self.threads = self.blocks * BLOCK
         self.stacks = self.alloc(self.threads * STACK_BYTES)
         self._check(d.cuMemsetD8(self.stacks, 0, self.threads * STACK_BYTES))
-        self.mirrors: dict = {}  # id(array) -> (device pointer, bytes, array kept alive)
+        self.copies: dict = {}  # id(field) -> _Copy
 
     def _check(self, result):
         err, *rest = result if isinstance(result, tuple) else (result,)
@@ -102,17 +117,43 @@ class Device:
     def free(self, dptr: int) -> None:
         self._check(self.driver.cuMemFree(dptr))
 
-    def mirror(self, arr: np.ndarray) -> int:
-        """The device copy of a field's array (allocated on first use), uploaded now."""
-        key = id(arr)
-        entry = self.mirrors.get(key)
-        if entry is None or entry[2] is not arr:
-            if entry is not None:  # that array is gone and its id reused
-                self.free(entry[0])
-            entry = (self.alloc(arr.nbytes), arr.nbytes, arr)
-            self.mirrors[key] = entry
-        self.upload(entry[0], arr)
-        return entry[0]
+    def field_pointer(self, f) -> int:
+        """f's device copy, current: uploaded where the host's may have changed."""
+        arr = f._data
+        c = self.copies.get(id(f))
+        if c is None or c.array is not arr:
+            if c is not None:  # the field was given a new array
+                self.free(c.dptr)
+            c = self.copies[id(f)] = _Copy(f, self.alloc(arr.nbytes), arr)
+            f._sync = self.to_host
+        if c.host_newer:
+            self.upload(c.dptr, arr)
+            c.host_newer = False
+        return c.dptr
+
+    def wrote(self, f) -> None:
+        """A launch wrote f on the device."""
+        c = self.copies.get(id(f))
+        if c is not None:
+            c.device_newer = True
+
+    def to_host(self, f) -> None:
+        """Field.data's hook: bring a newer device copy back; the host may change it now."""
+        c = self.copies.get(id(f))
+        if c is None:
+            return
+        if c.device_newer:
+            self.download(c.array, c.dptr)
+            c.device_newer = False
+        c.host_newer = True
+
+    def release(self) -> None:
+        """Every field back on the host and its device copy freed (ti.init, ti.reset)."""
+        for c in list(self.copies.values()):
+            self.to_host(c.field)
+            c.field._sync = None
+            self.free(c.dptr)
+        self.copies.clear()
 
     def load(self, ptx: str):
         """The driver's module of PTX text (it assembles it for this GPU)."""
@@ -143,6 +184,12 @@ def device() -> Device:
     return _devices[0]
 
 
+def release_fields() -> None:
+    """Fields back on the host, device copies freed, where a GPU was started (ti.init)."""
+    for dev in _devices:
+        dev.release()
+
+
 class CudaKernel(CompiledKernel):
     """A kernel variant on the GPU; the same interface as the CPU's CompiledKernel. Not
     chainable: a step program runs launch by launch on the device (for now)."""
@@ -168,7 +215,7 @@ class CudaKernel(CompiledKernel):
             self.last_rng_key = rng_key
         for slot, f in enumerate(lay.fields):
             if not getattr(f, "is_ndarray_arg", False):
-                self.ctx[slot] = dev.mirror(f.data)
+                self.ctx[slot] = dev.field_pointer(f)
         scratch = []  # ndarray arguments: device copies for this launch only
         for slot, arr in arrays:
             self.ctx[slot] = dev.alloc(arr.nbytes)
@@ -182,9 +229,7 @@ class CudaKernel(CompiledKernel):
         dev.download(self.ctx, self.dctx)
         for f in self.written:
             f.version += 1
-            entry = dev.mirrors.get(id(f.data))
-            if entry is not None:
-                dev.download(f.data, entry[0])
+            dev.wrote(f)
         for arr, dptr in scratch:
             dev.download(arr, dptr)
             dev.free(dptr)
