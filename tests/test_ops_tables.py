@@ -81,7 +81,8 @@ def test_derivative_rules_build_one_partial_per_operand(op):
 @pytest.mark.parametrize("op", [op for op in Op if OPS[op].math is not None])
 def test_math_functions_name_a_cpu_and_a_libdevice_symbol(op):
     fn = OPS[op].math
-    assert isinstance(fn, MathFn) and fn.cpu and fn.libdevice.isidentifier()
+    assert isinstance(fn, MathFn) and fn.cpu
+    assert fn.libdevice.isidentifier() or fn.libdevice in ("llvm.sqrt",)  # NVPTX instructions
     assert fn.libm + "f" in libm_symbols() and fn.libm in libm_symbols()
 
 

@@ -84,7 +84,8 @@ class TypeRule(enum.Enum):
 class MathFn:
     """A float function every target calls by name: on the CPU an LLVM intrinsic ("llvm.sin",
     which LLVM may turn into a libm call) or a C function ("tan"); on NVIDIA GPUs libdevice's
-    `__nv_<libdevice>` (`f` appended for f32: `__nv_sinf`)."""
+    `__nv_<libdevice>` (`f` appended for f32: `__nv_sinf`), or an LLVM intrinsic that NVPTX
+    has an instruction for ("llvm.sqrt")."""
 
     cpu: str
     libdevice: str
@@ -208,7 +209,8 @@ OPS: dict[Op, OpInfo] = {
     Op.TANH: _fn(_U, math.tanh, 32, lambda m, a, o: [1.0 - o * o], np.tanh, "tanh"),
     Op.EXP: _fn(_U, math.exp, 20, lambda m, a, o: [o], np.exp, "llvm.exp"),
     Op.LOG: _fn(_U, math.log, 20, lambda m, a, o: [1.0 / a[0]], np.log, "llvm.log"),
-    Op.SQRT: _fn(_U, math.sqrt, 6, lambda m, a, o: [0.5 / o], np.sqrt, "llvm.sqrt"),
+    Op.SQRT: _fn(_U, math.sqrt, 6, lambda m, a, o: [0.5 / o], np.sqrt, "llvm.sqrt",
+                 "llvm.sqrt"),  # NVPTX's sqrt.rn: libdevice's __nv_sqrtf is approximate
     Op.ERF: _fn(_U, math.erf, 24, lambda m, a, o: [
         _TWO_OVER_SQRT_PI * m.exp(-(a[0] * a[0]))], None, "erf"),
     Op.RSQRT: OpInfo(_U, T.FLOAT, lambda a: 1.0 / math.sqrt(a), 8,

@@ -16,6 +16,7 @@ from llvmlite import ir
 
 from ...ir.ops import MathFn
 from ..emit import TaskEmitter
+from ..llvm_ops import cpu_math
 from ..llvm_types import I32, I64, PTR, i64c
 
 SREG = "llvm.nvvm.read.ptx.sreg."
@@ -25,7 +26,10 @@ class CudaTaskEmitter(TaskEmitter):
     """TaskEmitter for nvptx64-nvidia-cuda; build() adds the kernel that calls the body."""
 
     def math_call(self, b, fn: MathFn, args, t):
-        """libdevice's function: __nv_sinf for f32, __nv_sin for f64."""
+        """libdevice's function (__nv_sinf for f32, __nv_sin for f64), or the LLVM intrinsic
+        NVPTX has an instruction for (llvm.sqrt: sqrt.rn, IEEE-rounded as on the CPU)."""
+        if fn.libdevice.startswith("llvm."):
+            return cpu_math(b, MathFn(fn.libdevice, fn.libdevice), args, t)
         name = f"__nv_{fn.libdevice}{'f' if isinstance(t, ir.FloatType) else ''}"
         if isinstance(t, ir.HalfType):
             wide = [b.fpext(a, ir.FloatType()) for a in args]
@@ -52,10 +56,19 @@ class CudaTaskEmitter(TaskEmitter):
             with b.if_then(first):
                 b.call(body, [ctx, i64c(0), i64c(1)])
         b.ret_void()
+        self._reflect_flags()
         annotations = self.module.add_named_metadata("nvvm.annotations")
         annotations.add(self.module.add_metadata([kernel, ir.MetaDataString(self.module, "kernel"),
                                                   ir.Constant(I32, 1)]))
         return kernel
+
+    def _reflect_flags(self) -> None:
+        """libdevice's choice read by LLVM's NVVMReflect, once per module: denormals are kept
+        (no flush to zero), as on the CPU."""
+        m = self.module
+        if "llvm.module.flags" not in m.namedmetadata:
+            m.add_named_metadata("llvm.module.flags").add(m.add_metadata([
+                ir.Constant(I32, 4), ir.MetaDataString(m, "nvvm-reflect-ftz"), ir.Constant(I32, 0)]))
 
     def _sreg(self, b, name: str):
         """A PTX special register (tid.x, ntid.x, ctaid.x, nctaid.x) as i64."""
