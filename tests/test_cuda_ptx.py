@@ -117,3 +117,19 @@ def test_ptx_command_prints_the_reverse_kernel(tmp_path):
     bad = subprocess.run(run + [f"{src}:bad"], capture_output=True, text=True)
     assert bad.returncode == 2 and "undefined" in bad.stderr and "k.py:" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_ptx_is_cached_by_its_llvm_module(kernels, tmp_path, monkeypatch):
+    from simrun.lang import compiler_cuda
+
+    kir = lower_kernel(kernels.int_ops, (), "primal")
+    first = kernel_ptx(kir, 80, cache_dir=tmp_path)
+    assert len(list(tmp_path.glob("*.ptx"))) == 1
+
+    def no_backend(*args):
+        raise AssertionError("the cached PTX was not used")
+
+    monkeypatch.setattr(compiler_cuda, "ptx_of", no_backend)
+    assert kernel_ptx(kir, 80, cache_dir=tmp_path).text == first.text
+    with pytest.raises(AssertionError, match="not used"):
+        kernel_ptx(kir, 90, cache_dir=tmp_path)  # another SM: another module
