@@ -118,11 +118,12 @@ def lammps(cells: int, steps: int, ranks: int, checked: bool = False) -> float:
     return float(re.search(r"Loop time of ([0-9.eE+-]+)", out).group(1))
 
 
-def jax_md(cells: int, steps: int, threads: int) -> float:
+def jax_md(cells: int, steps: int, threads: int, platform: str = "cpu") -> float:
+    """JAX MD's compiled run (s); platform "cuda" runs it on the GPU (threads unused)."""
     flags = f"--xla_cpu_multi_thread_eigen={'true' if threads > 1 else 'false'} " \
             f"intra_op_parallelism_threads={threads}"
-    env = {**os.environ, "XLA_FLAGS": flags, "JAX_PLATFORMS": "cpu"}
-    pin = ["taskset", "-c", "0"] if threads == 1 else []  # XLA starts threads regardless
+    env = {**os.environ, "XLA_FLAGS": flags, "JAX_PLATFORMS": platform}
+    pin = ["taskset", "-c", "0"] if threads == 1 and platform == "cpu" else []
     out = subprocess.run([*pin, sys.executable, "-c", JAX_MD, str(cells), str(steps)], env=env,
                          capture_output=True, text=True, check=True).stdout
     record = json.loads(out.strip().splitlines()[-1])
@@ -131,8 +132,9 @@ def jax_md(cells: int, steps: int, threads: int) -> float:
     return record["wall_s"]
 
 
-def simrun(cells: int, steps: int, threads: int) -> tuple[float, float]:
-    """(stepping seconds, peak RSS in MiB) of ``simrun run lj_melt.yaml`` at 4 cells^3."""
+def simrun(cells: int, steps: int, threads: int, device: str = "cpu") -> tuple[float, float]:
+    """(stepping seconds, peak RSS in MiB) of ``simrun run lj_melt.yaml`` at 4 cells^3
+    (``device`` "cuda": ``--device cuda``, on the GPU)."""
     side = cells * CELL
     sets = [f"particles.count={4 * cells ** 3}", f"initial.shape=[{cells}, {cells}, {cells}]",
             f"boundary.high=[{side!r}, {side!r}, {side!r}]", f"steps={steps}",
@@ -142,7 +144,7 @@ def simrun(cells: int, steps: int, threads: int) -> tuple[float, float]:
                "import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True); "
                "print('RSS', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)",
                sys.executable, "-m", "simrun.cli", "run", str(SCENE), "--out", f"{tmp}/r", "--no-render", "--threads",
-               str(threads), *[a for s in sets for a in ("--set", s)]]
+               str(threads), "--device", device, *[a for s in sets for a in ("--set", s)]]
         out = subprocess.run(cmd, capture_output=True, text=True, check=True,
                              env={**os.environ, "MPLBACKEND": "Agg"}).stdout
         info = json.loads(Path(f"{tmp}/r/run.json").read_text())

@@ -5,9 +5,24 @@ import pytest
 from simrun.lang import pipeline
 from simrun.lang.ir.verify import verify
 
+pytest_plugins = ["ptx_plugin"]  # pytest --ptx: every compiled kernel through ptxas too
+
 
 @pytest.fixture(autouse=True, scope="session")
 def _verify_ir_after_each_pass():
     pipeline.checks.append(verify)
     yield
     pipeline.checks.remove(verify)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `gpu` need a CUDA device: skipped, with the reason, where none is found."""
+    gpu = [item for item in items if "gpu" in item.keywords]
+    if not gpu:
+        return
+    from simrun.lang.runtime.cuda import device_status
+
+    why = device_status()
+    if why is not None:
+        for item in gpu:
+            item.add_marker(pytest.mark.skip(reason=f"no GPU: {why}"))

@@ -88,6 +88,11 @@ def f_tanh(p, q, r):
 
 
 @ti.func
+def f_erf(p, q, r):
+    return ti.erf(p)
+
+
+@ti.func
 def f_exp(p, q, r):
     return ti.exp(p)
 
@@ -318,6 +323,7 @@ OPS = [
     ("acos", f_acos, unary(-0.9, 0.9), 1e-6, 1e-7),
     ("atan", f_atan, unary(-3, 3), 1e-6, 1e-7),
     ("tanh", f_tanh, unary(-3, 3), 1e-6, 1e-7),
+    ("erf", f_erf, unary(-3, 3), 1e-6, 1e-7),
     ("exp", f_exp, unary(-3, 3), 1e-6, 1e-6),
     ("log", f_log, unary(0.1, 5), 1e-6, 1e-6),
     ("sqrt", f_sqrt, unary(0.1, 5), 1e-6, 1e-7),

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from simrun.batch.jobs import get_job
+from simrun.lang.config import on_device
 from simrun.outputs.atomic import atomic_write_text
 from simrun.outputs.resumable import is_no_room, no_room_message
 from simrun.scene import load_scene
@@ -104,7 +105,8 @@ def execute(spec: JobSpec) -> dict[str, Any]:
             scene = load_scene(spec.scene_path, list(spec.overrides),
                                allow_outside=spec.allow_outside)
             options = {**spec.options, "threads": job_threads(spec)}
-            record["results"] = job.fn(scene, spec.folder, options, resume)
+            with on_device(options.get("device", "cpu")):  # simrun batch --device
+                record["results"] = job.fn(scene, spec.folder, options, resume)
             record["status"] = "done"
         except KeyboardInterrupt:
             record["status"] = "interrupted"

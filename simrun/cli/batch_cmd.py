@@ -128,6 +128,7 @@ def batch(
     quiet: common.QuietOpt = False,
     threads: ThreadsOpt = None,
     allow_outside: common.AllowOutsideOpt = False,
+    device: common.DeviceOpt = common.Device.cpu,
 ) -> None:
     """Run `run`, `grad` or `optimize` at every point of a sweep, on Dask.
 
@@ -145,10 +146,13 @@ def batch(
     Exit status: 0 every job done, 1 a job failed after its retries, 2 bad input (nothing
     was submitted), 130 interrupted (summary.csv and finished folders stay valid).
     """
+    common.require_device(device)  # before anything is submitted
+    options = _job_options(wrt, threads, no_render, steps, checkpoints, memory, iterations)
+    if device is common.Device.cuda:
+        options["device"] = "cuda"  # each job runs under it (batch/task.py)
     batch_job(dict(scene=scene_path, sweeps=list(sweep or []), sweep_file=sweep_file,
                    samples=samples, sample_seed=sample_seed, job=job, sets=list(sets or []),
-                   options=_job_options(wrt, threads, no_render, steps, checkpoints, memory,
-                                        iterations),
+                   options=options,
                    out_dir=out_dir, retries=retries, fail_fast=fail_fast,
                    allow_outside=allow_outside),
               lambda: _engine(workers, scheduler, cluster, dict(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -120,6 +121,39 @@ def _excerpt(line: str, col: int, width: int = 100) -> str:
     shown = line[start:start + width]
     left, right = ("..." if start else ""), ("..." if start + width < len(line) else "")
     return f"\n    {left}{shown}{right}\n    {' ' * (len(left) + col - start)}^"
+
+
+class Device(str, enum.Enum):
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+DeviceOpt = Annotated[Device, typer.Option(
+    "--device", help="Where the kernels run: cpu, or cuda (an NVIDIA GPU, through NVIDIA's "
+    "driver and its Python bindings: pip install 'simrun[cuda]').")]
+
+
+def require_device(device: Device) -> None:
+    """--device cuda without a usable GPU is bad input (exit 2), found before any work."""
+    if device is Device.cuda:
+        from simrun.lang.runtime.cuda import device_status
+
+        why = device_status()
+        if why is not None:
+            raise fail(f"error: --device cuda: {why}. The kernels run on an NVIDIA GPU through "
+                       "NVIDIA's driver and the cuda-bindings package (pip install "
+                       "'simrun[cuda]'); nothing was run. Use --device cpu (the default) on "
+                       "this machine: it computes the same results.", EXIT_BAD_INPUT)
+
+
+@contextmanager
+def on_device(device: Device) -> Iterator[None]:
+    """--device: the kernels inside run there (require_device first)."""
+    from simrun.lang.config import on_device as lang_on_device
+
+    require_device(device)
+    with lang_on_device(device.value):
+        yield
 
 
 def fail(message: str, code: int) -> typer.Exit:

@@ -54,7 +54,7 @@ def grad(
     out_dir: Annotated[Path | None, typer.Option(
         "--out", metavar="DIR", help="Output folder (default: outputs/<scene>/grad-NNN).")] = None,
     sets: SetOpt = None, threads: ThreadsOpt = None, allow_outside: common.AllowOutsideOpt = False,
-    quiet: common.QuietOpt = False,
+    quiet: common.QuietOpt = False, device: common.DeviceOpt = common.Device.cpu,
 ) -> None:
     """Gradient of the scene's `objective:` with respect to each --wrt KEY, by reverse mode
     through the whole trajectory (the exact adjoint of the integrator's steps, Hessian-vector
@@ -64,10 +64,11 @@ def grad(
     DIR/scene.yaml and DIR/sensitivities.png (d ln J / d ln p for scalar keys); with
     state.x0, DIR/x0_gradient.png. Exit 0 ok, 1 the check failed or was inconclusive or
     the gradient is not finite, 2 bad input (unknown KEY, no objective), 130 interrupted."""
-    grad_job(lambda: load_scene(scene_path, list(sets or []), allow_outside=allow_outside),
-             out_dir, {"wrt": list(wrt), "mode": mode, "check": check,
-                       "checkpoints": checkpoints, "memory": memory, "steps": steps,
-                       "threads": threads}, quiet=quiet)
+    with common.on_device(device):
+        grad_job(lambda: load_scene(scene_path, list(sets or []), allow_outside=allow_outside),
+                 out_dir, {"wrt": list(wrt), "mode": mode, "check": check,
+                           "checkpoints": checkpoints, "memory": memory, "steps": steps,
+                           "threads": threads}, quiet=quiet)
 
 
 def grad_job(load: Callable[[], Scene], out_dir: Path | None, options: dict[str, Any],

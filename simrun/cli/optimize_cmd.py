@@ -14,12 +14,15 @@ from simrun.cli.common import (
     EXIT_FAILED,
     AllowChangedOpt,
     AllowOutsideOpt,
+    Device,
+    DeviceOpt,
     QuietOpt,
     SceneArg,
     SetOpt,
     ThreadsOpt,
     err,
     exit_codes,
+    on_device,
     out,
 )
 from simrun.cli.progress import iteration_bar
@@ -44,6 +47,7 @@ def optimize(
         "pictures).")] = False,
     sets: SetOpt = None, threads: ThreadsOpt = None, allow_outside: AllowOutsideOpt = False,
     allow_changed: AllowChangedOpt = False, quiet: QuietOpt = False,
+    device: DeviceOpt = Device.cpu,
 ) -> None:
     """Minimise the scene's `objective:` over the KEYs of its `optimize:` section (Adam, SGD
     with momentum, or L-BFGS-B), one exact trajectory gradient per evaluation.
@@ -55,10 +59,11 @@ def optimize(
     DIR/state.npz (for --resume), DIR/optimize.json and DIR/episode/ (best.yaml run, with
     its animation and first/last frames, as `simrun run` writes them). Exit 0 ok, 1 a NaN loss or gradient
     (the best parameters so far are kept), 2 bad input, 130 interrupted (--resume goes on)."""
-    optimize_job(lambda: load_scene(scene_path, list(sets or []), allow_outside=allow_outside),
-                 out_dir, resume=resume, allow_changed=allow_changed,
-                 options={"iterations": iterations, "no_render": no_render, "threads": threads},
-                 quiet=quiet)
+    with on_device(device):
+        optimize_job(lambda: load_scene(scene_path, list(sets or []), allow_outside=allow_outside),
+                     out_dir, resume=resume, allow_changed=allow_changed,
+                     options={"iterations": iterations, "no_render": no_render,
+                              "threads": threads}, quiet=quiet)
 
 
 def optimize_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: bool,

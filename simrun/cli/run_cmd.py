@@ -15,12 +15,15 @@ from simrun.cli.common import (
     AllowChangedOpt,
     AllowOutsideOpt,
     DebugOpt,
+    Device,
+    DeviceOpt,
     SceneArg,
     SetOpt,
     ThreadsOpt,
     err,
     exit_codes,
     fail,
+    on_device,
     out,
 )
 from simrun.cli.progress import step_bar
@@ -115,6 +118,7 @@ def run(
     no_render: Annotated[bool, typer.Option("--no-render", help="Skip the PNG/GIF pictures.")
                          ] = False,
     threads: ThreadsOpt = None,
+    device: DeviceOpt = Device.cpu,
     allow_outside: AllowOutsideOpt = False,
     debug: DebugOpt = False,
     allow_changed: AllowChangedOpt = False,
@@ -147,10 +151,11 @@ def run(
       simrun resume outputs/gravity/run-001            (after Ctrl-C)
       simrun run scenes/gravity.yaml --resume          (the newest run of the scene)
     """
-    run_job(lambda: load_scene(scene_path, overrides(sets, steps, seed, thermo),
-                               allow_outside=allow_outside),
-            out_dir, resume=resume, overwrite=overwrite, quiet=quiet, no_render=no_render,
-            threads=threads, debug=debug, allow_changed=allow_changed, max_drift=max_drift)
+    with on_device(device):
+        run_job(lambda: load_scene(scene_path, overrides(sets, steps, seed, thermo),
+                                   allow_outside=allow_outside),
+                out_dir, resume=resume, overwrite=overwrite, quiet=quiet, no_render=no_render,
+                threads=threads, debug=debug, allow_changed=allow_changed, max_drift=max_drift)
 
 
 def run_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: bool = False,

@@ -31,20 +31,14 @@ from .api import (
     vulkan,
     x64,
 )
+from .builtins import MATH_FUNCTIONS as _MATH_FUNCTIONS
 from .builtins import (
     abs,
-    acos,
-    asin,
-    atan,
-    atan2,
     bit_shl,
     bit_shr,
     cast,
     ceil,
-    cos,
-    exp,
     floor,
-    log,
     logical_and,
     logical_not,
     logical_or,
@@ -54,10 +48,6 @@ from .builtins import (
     round,
     rsqrt,
     select,
-    sin,
-    sqrt,
-    tan,
-    tanh,
 )
 from .errors import (
     AutodiffError,
@@ -173,6 +163,7 @@ class extension:  # noqa: N801 - Taichi's name
 
 
 __version__ = "0.1.0"
+globals().update(_MATH_FUNCTIONS)  # ti.sin, ti.atan2, ti.erf, ...: the op registry's functions
 
 
 def __getattr__(name):

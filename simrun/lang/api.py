@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import numbers
+import os
 import sys
 
 import numpy as np
@@ -13,6 +14,7 @@ from . import pipeline
 from .autodiff import tape as _tape
 from .autodiff.tape import _state as _tape_state
 from .compiler import compile_kernel
+from .compiler_cuda import compile_cuda_kernel
 from .config import Config, config  # noqa: F401 (api.config is public)
 from .enums import AutodiffMode
 from .errors import CompileError
@@ -28,12 +30,16 @@ from .frontend.source import (
 from .ir.emitter import Emitter, _stack
 from .ir.nodes import KernelIR, Var
 from .matrix import Matrix
+from .runtime import cuda as cuda_runtime
 from .runtime.parallel import Runtime
 from .types import DType, MatrixType, defaults, f32, f64, i32, i64, ndarray_type, template, to_dtype
 
 _runtime: list = []
 cpu = x64 = arm64 = "cpu"
-gpu = cuda = vulkan = metal = opengl = gles = dx11 = dx12 = amdgpu = "gpu"
+cuda = "cuda"
+gpu = "gpu"  # Taichi's "the GPU at hand": CUDA here
+vulkan, metal, opengl, gles, dx11, dx12, amdgpu = \
+    "vulkan", "metal", "opengl", "gles", "dx11", "dx12", "amdgpu"
 
 
 def runtime() -> Runtime:
@@ -45,13 +51,15 @@ def runtime() -> Runtime:
 def init(arch=None, default_fp=None, default_ip=None, debug: bool = False, random_seed: int = 0,
          cpu_max_num_threads: int | None = None, offline_cache: bool = True,
          fast_math: bool = True, deterministic: bool = False, **ignored) -> None:
-    """Taichi's ti.init: CPU only; GPU requests fall back to the CPU with a warning.
+    """Taichi's ti.init. arch=ti.cuda (or ti.gpu) runs kernels on an NVIDIA GPU through
+    cuda-bindings; where there is none, or for other GPU backends, kernels run on the CPU
+    with a warning on stderr, as Taichi falls back (a Taichi program keeps working; the
+    CLI's --device cuda instead refuses with exit code 2).
 
     deterministic=True (beyond Taichi) runs the loops that add floats into shared field
     entries (p2g scatters, gradient kernels) on one thread in chunk order, so their sums
     are the same bits for any thread count and on every run; other loops stay parallel."""
-    if arch not in (None, "cpu") and not isinstance(arch, (list, tuple)):
-        print(f"[simrun] arch={arch!r} is not available; running on the CPU", file=sys.stderr)
+    config.arch = _resolve_arch(arch)
     reset()
     fields_mod.new_generation()
     defaults.fp = to_dtype(default_fp) if default_fp is not None else f32
@@ -61,8 +69,25 @@ def init(arch=None, default_fp=None, default_ip=None, debug: bool = False, rando
     _runtime[-1].deterministic = bool(deterministic)
 
 
+def _resolve_arch(arch) -> str:
+    """"cuda" where arch asks for a GPU and a CUDA device can be used, else "cpu" (warning
+    on stderr unless the CPU was asked for). TI_ARCH in the environment overrides arch, as
+    in Taichi (`TI_ARCH=cuda pytest ...` runs a test suite on the GPU)."""
+    arch = os.environ.get("TI_ARCH") or arch
+    wanted = list(arch) if isinstance(arch, (list, tuple)) else [arch]
+    if any(a in (cuda, gpu) for a in wanted):
+        why = cuda_runtime.device_status()
+        if why is None:
+            return "cuda"
+        print(f"[simrun] arch={arch!r}: {why}; running on the CPU", file=sys.stderr)
+    elif not any(a in (None, cpu) for a in wanted):
+        print(f"[simrun] arch={arch!r} is not available; running on the CPU", file=sys.stderr)
+    return "cpu"
+
+
 def reset() -> None:
     """Forget every compiled kernel (fields created before stay valid numpy storage)."""
+    cuda_runtime.release_fields()
     for k in list(Kernel.instances):
         k.variants.clear()
         k._sig = None  # `x: float` means the new default_fp (a kept f32 would round f64 args)
@@ -409,7 +434,10 @@ class Kernel:
     def compile(self, args, mode: str):
         kir, ndarrays = self.lower(args)
         kir = pipeline.run(kir, mode, self.name)
-        compiled = compile_kernel(kir, runtime(), config, None, None)
+        if config.arch == "cuda":
+            compiled = compile_cuda_kernel(kir, runtime(), config)
+        else:
+            compiled = compile_kernel(kir, runtime(), config, None, None)
         compiled.ndarray_slots = {k: compiled.layout.field_slot[id(nd)]
                                   for k, nd in ndarrays.items()
                                   if id(nd) in compiled.layout.field_slot}

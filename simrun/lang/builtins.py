@@ -42,10 +42,10 @@ def _apply(op: Op, *args, _kernel_matrix: bool = False):
         try:
             return ref(*values)
         except (ValueError, OverflowError, ZeroDivisionError):
-            if IEEE_FALLBACKS[op] is None:
+            if OPS[op].ieee is None:
                 raise
             with np.errstate(all="ignore"):  # Taichi's numpy: sqrt(-1) nan, log(0) -inf
-                return float(IEEE_FALLBACKS[op](*values))
+                return float(OPS[op].ieee(*values))
     return builder.make(op, *args)
 
 
@@ -57,30 +57,11 @@ _PYTHON_NUMBER_REFS = {Op.ROUND: lambda a: float(np.round(a)),
                        Op.FLOOR: lambda a: float(np.floor(a)),
                        Op.CEIL: lambda a: float(np.ceil(a))}
 
-# Where Python's math raises (a domain error, an overflow), the IEEE result that numpy (and
-# so Taichi) and the generated code give; None: the exception stands (every op has an entry,
-# tests/test_ops_tables.py).
-IEEE_FALLBACKS = {op: None for op in Op} | {
-    Op.SIN: np.sin, Op.COS: np.cos, Op.TAN: np.tan, Op.ASIN: np.arcsin, Op.ACOS: np.arccos,
-    Op.ATAN: np.arctan, Op.TANH: np.tanh, Op.EXP: np.exp, Op.LOG: np.log, Op.SQRT: np.sqrt,
-    Op.RSQRT: lambda a: 1.0 / np.sqrt(a), Op.ATAN2: np.arctan2}
 
-
-def sin(x): return _apply(Op.SIN, x)
-def cos(x): return _apply(Op.COS, x)
-def tan(x): return _apply(Op.TAN, x)
-def asin(x): return _apply(Op.ASIN, x)
-def acos(x): return _apply(Op.ACOS, x)
-def atan(x): return _apply(Op.ATAN, x)
-def tanh(x): return _apply(Op.TANH, x)
-def exp(x): return _apply(Op.EXP, x)
-def log(x): return _apply(Op.LOG, x)
-def sqrt(x): return _apply(Op.SQRT, x)
 def rsqrt(x): return _apply(Op.RSQRT, x)
 def floor(x, dtype=None): return _rounding(Op.FLOOR, x, dtype)
 def ceil(x, dtype=None): return _rounding(Op.CEIL, x, dtype)
 def round(x, dtype=None): return _rounding(Op.ROUND, x, dtype)  # noqa: A001
-def atan2(y, x): return _apply(Op.ATAN2, y, x)
 def pow(x, y): return x**y  # noqa: A001
 def truediv(a, b): return _apply(Op.TRUEDIV, a, b)
 def abs(x): return _apply(Op.ABS, x)  # noqa: A001
@@ -90,6 +71,25 @@ def logical_not(a): return _apply(Op.LOGICAL_NOT, a)
 def bit_shl(a, b): return a << b
 def bit_shr(a, b): return a >> b
 def bit_sar(a, b): return a >> b
+
+
+def _math_function(op: Op):
+    arity = OPS[op].arity
+
+    def fn(*args):
+        if len(args) != arity:
+            raise TypeError(f"ti.{op.value} takes {arity} argument(s), got {len(args)}")
+        return _apply(op, *args)
+
+    fn.__name__ = fn.__qualname__ = op.value
+    fn.__doc__ = f"ti.{op.value}: element-wise on matrices, numeric on numbers, IR in kernels."
+    return fn
+
+
+# ti.sin, ti.atan2, ti.erf, ...: one per float function of the op registry (ir/ops.py)
+MATH_FUNCTIONS = {op.value: _math_function(op) for op, info in OPS.items()
+                  if info.math is not None and info.rule is TypeRule.FLOAT}
+globals().update(MATH_FUNCTIONS)
 
 
 def _rounding(op, x, dtype):

@@ -14,7 +14,10 @@ def kernel_text(kir, layout) -> str:
     return print_kernel(kir, names)
 
 
-def build_module(kir, layout, key: str, debug: bool, fast_math: bool) -> tuple[str, list]:
+def build_module(kir, layout, key: str, debug: bool, fast_math: bool,
+                 emitter=None) -> tuple[str, list]:
+    """LLVM IR text of every task, and the tasks' function names; emitter: the target's
+    TaskEmitter class (the CPU's when None)."""
     from llvmlite import ir  # only on a cache miss: a warm start never builds LLVM IR
 
     from .codegen.emit import TaskEmitter
@@ -23,8 +26,8 @@ def build_module(kir, layout, key: str, debug: bool, fast_math: bool) -> tuple[s
     names = []
     for k, task in enumerate(kir.tasks):
         name = f"{kir.name}_{key}_t{k}"
-        TaskEmitter(module, name, task, layout, debug, fast_math).build()
-        names.append(name)
+        fn = (emitter or TaskEmitter)(module, name, task, layout, debug, fast_math).build()
+        names.append(fn.name)
     return str(module), names
 
 

@@ -3,6 +3,9 @@ ti.init; a module of its own so that every layer can read it without importing a
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 
@@ -15,3 +18,21 @@ class Config:
 
 
 config = Config()
+
+
+_device: ContextVar[str] = ContextVar("simrun_device", default="cpu")
+
+
+@contextmanager
+def on_device(name: str) -> Iterator[None]:
+    """Run what is inside on `name` ("cpu" or "cuda"): the policy the CLI's --device sets and
+    the stepper's ti.init reads (a context, not a global switch)."""
+    token = _device.set(name)
+    try:
+        yield
+    finally:
+        _device.reset(token)
+
+
+def current_device() -> str:
+    return _device.get()

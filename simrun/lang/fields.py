@@ -124,6 +124,18 @@ class Field(ElementShape):
     """A scalar, vector or matrix field. `data` has shape (*shape, *elem_shape), C order."""
 
     version = 0  # bumped by every write (kernel launch or Python scope); kernel.grad() uses it
+    _sync = None  # set by a GPU holding a copy (runtime/cuda.py): called on every host access
+
+    @property
+    def data(self) -> np.ndarray | None:
+        """The values on the host, as NumPy (the GPU's copy brought back first, if newer)."""
+        if self._sync is not None:
+            self._sync(self)
+        return self._data
+
+    @data.setter
+    def data(self, value: np.ndarray | None) -> None:
+        self._data = value
 
     def __init__(self, dtype=None, shape=None, name: str = "", needs_grad: bool = False,
                  needs_dual: bool = False, elem_shape: tuple = (), role: str = "primal",

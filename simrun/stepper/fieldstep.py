@@ -53,8 +53,8 @@ def chainable(kernel, args) -> tuple | None:
     if prepare is None:
         return None
     compiled, flat, arrays = prepare(args, "primal")
-    if arrays or compiled.uses_random or compiled.ndarray_slots:
-        return None
+    if arrays or compiled.uses_random or compiled.ndarray_slots or not compiled.chainable:
+        return None  # not chainable: a GPU kernel (--device cuda) launches one by one
     return compiled, flat
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from simrun.lang.autodiff.tape import access_of
+from simrun.lang.config import current_device
 from simrun.scene import Scene, SceneError
 from simrun.scene.npz import npz_headers
 from simrun.stepper.binding import (
@@ -47,7 +48,8 @@ class System:
         self.scene = scene
         self.fp = ti.f32 if scene.precision == "f32" else ti.f64
         self.np_dtype = np.float32 if scene.precision == "f32" else np.float64
-        options: dict[str, Any] = {"arch": ti.cpu, "default_fp": self.fp,
+        arch = ti.cuda if current_device() == "cuda" else ti.cpu  # --device (cli/common.py)
+        options: dict[str, Any] = {"arch": arch, "default_fp": self.fp,
                                    "random_seed": scene.seed, "deterministic": deterministic,
                                    "debug": debug}
         if threads:

@@ -119,7 +119,7 @@ class TaskEmitter(Statements, RangeTask, PrivateCopies):
             self.operand_dtype = e.args[0].dtype
             if e.op is Op.SELECT:
                 self.cond_dtype = e.args[0].dtype
-            return llvm_ops.EMITTERS[e.op](self, b, e.dtype, args)
+            return llvm_ops.emit_op(self, b, e.op, e.dtype, args)
         raise TypeError(f"cannot emit {e!r}")
 
     def element_ptr(self, s):
@@ -169,6 +169,10 @@ class TaskEmitter(Statements, RangeTask, PrivateCopies):
 
     def _i64(self, value):
         return self.b.sext(value, I64) if value.type.width < 64 else value
+    def math_call(self, b, fn, args, t):
+        """A registered float function (ir/ops.py MathFn) on this target: the CPU's."""
+        return llvm_ops.cpu_math(b, fn, args, t)
+
     def declared(self, name: str, ret, args, var_arg: bool = False):
         """An external function (libc, an intrinsic), declared once per module. None of them
         throws: a caller LLVM cannot prove nounwind would get unwind tables, which objload

@@ -1,24 +1,15 @@
-"""The C math functions each op's generated code may call, keyed by Op.
+"""The C math functions generated CPU code may call, from the op registry (ir/ops.py).
 
 LLVM lowers intrinsics like llvm.sin.f32 to calls to sinf; the JIT registers every name here
-(with and without the `f` suffix of the float version) before it links compiled code. Every
-op has an entry, an empty one where its code calls nothing (tests/test_ops_tables.py).
+(with and without the `f` suffix of the float version) before it links compiled code.
 """
 
 from __future__ import annotations
 
-from ..ir.ops import Op
-
-LIBM_CALLS: dict[Op, tuple[str, ...]] = {op: () for op in Op} | {
-    Op.SIN: ("sin",), Op.COS: ("cos",), Op.TAN: ("tan",), Op.ASIN: ("asin",),
-    Op.ACOS: ("acos",), Op.ATAN: ("atan",), Op.TANH: ("tanh",), Op.EXP: ("exp",),
-    Op.LOG: ("log",), Op.POW: ("pow",), Op.ATAN2: ("atan2",), Op.FLOOR: ("floor",),
-    Op.CEIL: ("ceil",), Op.SQRT: ("sqrt",), Op.RSQRT: ("sqrt",), Op.FLOORDIV: ("floor",),
-    Op.MOD: ("floor", "fmod"),
-}
+from ..ir.ops import OPS
 
 
 def libm_symbols() -> list[str]:
-    """Every C symbol in LIBM_CALLS, float (`sinf`) and double (`sin`) versions."""
-    names = sorted({name for calls in LIBM_CALLS.values() for name in calls})
+    """Every C function an op's CPU code may call, float (`sinf`) and double (`sin`)."""
+    names = sorted({name for info in OPS.values() for name in info.libm})
     return [n + suffix for n in names for suffix in ("f", "")]

@@ -1,10 +1,14 @@
-"""Opcode -> LLVM emitter table (numba's mathimpl style): one small function per op."""
+"""Opcode -> LLVM emitter table (numba's mathimpl style): one small function per op.
+
+Float functions (sin, erf, ...) have no emitter here: emit_op lowers them from their
+registration (ir/ops.py MathFn) through the emitter's math_call, which each target defines
+(cpu_math below; codegen/cuda calls libdevice)."""
 
 from __future__ import annotations
 
 from llvmlite import ir
 
-from ..ir.ops import Op
+from ..ir.ops import OPS, MathFn, Op
 from ..types import DType
 from .llvm_types import I32, llvm_type
 
@@ -29,6 +33,21 @@ def _libm(b: ir.IRBuilder, name: str, args, t):
     return b.call(fn, args)
 
 
+def cpu_math(b: ir.IRBuilder, fn: MathFn, args, t):
+    """A float function on the CPU: its LLVM intrinsic, or its C function."""
+    if fn.cpu.startswith("llvm."):
+        return _intrinsic(b, fn.cpu, args, t)
+    return _libm(b, fn.cpu, args, t)
+
+
+def emit_op(cg, b: ir.IRBuilder, op: Op, dt: DType, args):
+    """op's LLVM on cg's target: its emitter, else its registered math function."""
+    emit = EMITTERS.get(op)
+    if emit is not None:
+        return emit(cg, b, dt, args)
+    return cg.math_call(b, OPS[op].math, args, llvm_type(dt))
+
+
 def _flags(cg):
     return FAST if cg.fast_math else ()
 
@@ -38,16 +57,6 @@ def _arith(fop, iop, uop=None):
         if dt.is_float:
             return getattr(b, fop)(*args, flags=_flags(cg))
         return getattr(b, uop if (uop and dt.kind == "u") else iop)(*args)
-
-    return emit
-
-
-def _math1(intr=None, libm=None):
-    def emit(cg, b, dt, args):
-        t = llvm_type(dt)
-        if intr:
-            return _intrinsic(b, intr, args, t)
-        return _libm(b, libm, args, t)
 
     return emit
 
@@ -109,7 +118,7 @@ def _mod(cg, b, dt, args):
 def _pow(cg, b, dt, args):
     t = llvm_type(dt)
     if dt.is_float:
-        return _intrinsic(b, "llvm.pow", args, t)
+        return cg.math_call(b, OPS[Op.POW].math, args, t)
     return _int_pow(cg, b, args[0], args[1], dt)
 
 
@@ -261,19 +270,10 @@ def cast(b, value, src: DType, dst: DType):
     return b.sext(value, t) if src.kind == "i" else b.zext(value, t)
 
 
+# ops whose LLVM is code; the float functions are lowered from ir/ops.py (emit_op)
 EMITTERS = {
     Op.NEG: _neg,
     Op.ABS: _abs,
-    Op.SIN: _math1("llvm.sin"),
-    Op.COS: _math1("llvm.cos"),
-    Op.TAN: _math1(libm="tan"),
-    Op.ASIN: _math1(libm="asin"),
-    Op.ACOS: _math1(libm="acos"),
-    Op.ATAN: _math1(libm="atan"),
-    Op.TANH: _math1(libm="tanh"),
-    Op.EXP: _math1("llvm.exp"),
-    Op.LOG: _math1("llvm.log"),
-    Op.SQRT: _math1("llvm.sqrt"),
     Op.RSQRT: _rsqrt,
     Op.FLOOR: _rounding("llvm.floor"),
     Op.CEIL: _rounding("llvm.ceil"),
@@ -291,7 +291,6 @@ EMITTERS = {
     Op.POW: _pow,
     Op.MIN: _minmax("llvm.minnum", "<"),
     Op.MAX: _minmax("llvm.maxnum", ">"),
-    Op.ATAN2: lambda cg, b, dt, a: _libm(b, "atan2", a, llvm_type(dt)),
     Op.LT: _compare("<"),
     Op.LE: _compare("<="),
     Op.GT: _compare(">"),

@@ -71,7 +71,7 @@ from ..ir.nodes import (
     expr_vars,
     walk,
 )
-from ..ir.ops import Op
+from ..ir.ops import OPS, Op
 from ..ir.reductions import field_reductions, hoistable_fields, index_key, var_reductions
 
 INLINE_WORK = 1 << 18   # estimated units a launch may take and still run inline (~60 us)
@@ -94,10 +94,7 @@ RANGE_STRIDE = 8        # slots (64 bytes) between two ranges' counters: one cac
 SCHED_SLOTS = RANGE_STRIDE * (1 + MAX_RANGES)
 
 # cost units of one op (float pow, floordiv and mod: see expr_cost); every op has an entry
-COSTS: dict[Op, int] = {op: 1 for op in Op} | {
-    Op.SIN: 24, Op.COS: 24, Op.TAN: 32, Op.ASIN: 32, Op.ACOS: 32, Op.ATAN: 32, Op.TANH: 32,
-    Op.EXP: 20, Op.LOG: 20, Op.ATAN2: 40, Op.SQRT: 6, Op.RSQRT: 8, Op.TRUEDIV: 6,
-    Op.FLOORDIV: 12, Op.MOD: 12, Op.ROUND: 4}
+COSTS: dict[Op, int] = {op: info.cost for op, info in OPS.items()}  # ir/ops.py
 # ops whose code is a call or a long sequence LLVM does not vectorise
 _CALLS = frozenset(op for op, c in COSTS.items() if c > 1) - {Op.SQRT, Op.TRUEDIV} | {Op.POW}
 _LOAD, _STORE, _ATOMIC, _RANDOM, _STACK, _PRINT = 2, 2, 20, 16, 6, 32

@@ -182,7 +182,7 @@ class Statements:
         return seen
 
     def combine(self, op: Op, old, value, dtype):
-        return llvm_ops.EMITTERS[op](self, self.b, dtype, [old, value])
+        return llvm_ops.emit_op(self, self.b, op, dtype, [old, value])
 
     def s_Random(self, s):
         """Counter-based: a hash of (launch key, draw site, iteration, draw number).
@@ -322,10 +322,14 @@ class Statements:
                                name=self.module.get_unique_name("fmt"))
         gv.initializer = ir.Constant(ir.ArrayType(ir.IntType(8), len(text)), bytearray(text))
         gv.global_constant = True
+        self.printf(gv, args)
+
+    def printf(self, fmt, args) -> None:
+        """C's printf of a format string and its (i64 or f64) arguments, flushed."""
         printf = self.declared("printf", I32, [PTR], var_arg=True)
         fflush = self.declared("fflush", I32, [PTR])
-        b.call(printf, [gv] + args)
-        b.call(fflush, [ir.Constant(PTR, None)])
+        self.b.call(printf, [fmt] + args)
+        self.b.call(fflush, [ir.Constant(PTR, None)])
 
     def s_Return(self, s):
         b = self.b
@@ -352,14 +356,17 @@ class Statements:
         with b.if_then(b.icmp_unsigned(">", need, cap), likely=False):
             newcap = b.select(b.icmp_unsigned("<", cap, ir.Constant(I64, 4096)),
                               ir.Constant(I64, 4096), b.mul(cap, ir.Constant(I64, 2)))
-            realloc = self.declared("realloc", PTR, [PTR, I64])
-            data = b.call(realloc, [b.load(st, typ=PTR), newcap])
+            data = self.realloc(b.load(st, typ=PTR), cap, newcap)
             b.store(data, st)
             b.store(newcap, cap_p)
         data = b.load(st, typ=PTR)
         slot = b.gep(data, [size], source_etype=ir.IntType(8))
         b.store(b.load(self.var_ptr(s.var), typ=llvm_type(s.var.dtype)), slot)
         b.store(need, size_p)
+
+    def realloc(self, data, size, new_size):
+        """C's realloc of a stack's data (size: its bytes now, which C's realloc knows)."""
+        return self.b.call(self.declared("realloc", PTR, [PTR, I64]), [data, new_size])
 
     def s_StackPop(self, s):
         b = self.b

@@ -146,6 +146,9 @@ class Chain:
 
     def __init__(self, runtime, launches: list, stop=None) -> None:
         for compiled, _ in launches:
+            if not compiled.chainable:
+                raise ValueError(f"kernel '{compiled.name}' runs on a GPU: chains post CPU "
+                                 "tasks to the native pool")
             if compiled.uses_random:
                 raise ValueError(f"kernel '{compiled.name}' draws random numbers: a chain "
                                  "cannot give each launch its own key")

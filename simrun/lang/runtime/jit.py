@@ -67,7 +67,7 @@ def host_cpu(cache_dir: Path | None) -> tuple[str, str]:
         st = _init()
         cpu, features = st["cpu"], st["features"]
         if path is not None:
-            _write_atomic(path, f"{cpu}\n{features}".encode())
+            write_atomic(path, f"{cpu}\n{features}".encode())
     _host.update(cpu=cpu, features=features)
     return cpu, features
 
@@ -88,7 +88,7 @@ def _cpu_identity() -> str | None:
     return h.hexdigest()[:16]
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes) -> None:
     """Write a cache file so that a concurrent reader sees all of it or none; a cache that
     cannot be written is not an error."""
     import tempfile  # not at import: a warm start writes nothing
@@ -194,7 +194,7 @@ def compile_module(key: str, module_text: str, settings: Settings, kernel: str =
     _loaded.add(key)
     d = settings.cache_dir
     if d is not None:
-        _write_atomic(d / f"{key}.o", obj)
+        write_atomic(d / f"{key}.o", obj)
 
 
 def function_address(name: str) -> int:

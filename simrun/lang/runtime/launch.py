@@ -21,6 +21,8 @@ class KernelIndexError(SimrunError, IndexError):
 
 
 class CompiledKernel:
+    chainable = True  # its tasks are CPU functions a Chain (chain.py) may post
+
     def __init__(self, name: str, layout, addresses: list, arg_specs: list, ret_types: list,
                  runtime, ndarray_slots: dict):
         self.name = name

@@ -1,0 +1,238 @@
+"""The CUDA driver through NVIDIA's `cuda-bindings`: device, PTX modules, memory, launches.
+
+A CudaKernel is a CompiledKernel whose tasks are PTX kernels (codegen/cuda) and whose
+context lives in device memory. A field's values live on the host (NumPy, `Field.data`) and,
+once a launch touches it, on the device too; each copy knows whether it is the newer one.
+A launch uploads the fields whose host copy may have changed and marks those it writes as
+newer on the device; `Field.data` (every host access goes through it) brings a newer device
+copy back first and then counts the host copy as possibly changed, so Python always sees
+the device's results, as Taichi's synchronising accessors do, and the next launch sees
+Python's writes. Between launches that Python does not look at, nothing moves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..codegen.layout import STACK_BYTES
+from .launch import CompiledKernel, KernelRuntimeError
+
+BLOCK = 256  # threads per block of every launch
+BLOCKS_PER_SM = 8
+HEAP_BYTES = 1 << 30
+
+
+class CudaError(KernelRuntimeError):
+    """The CUDA driver refused something (no device, out of memory, a bad PTX module)."""
+
+
+def _driver():
+    try:
+        from cuda.bindings import driver
+    except ImportError:
+        from cuda import cuda as driver  # cuda-python before 12.6
+    return driver
+
+
+def device_status() -> str | None:
+    """None where a CUDA device can be used, else why not (one line)."""
+    try:
+        driver = _driver()
+    except ImportError:
+        return "the CUDA bindings are not installed (pip install 'simrun[cuda]')"
+    try:
+        err, = driver.cuInit(0)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            return f"the CUDA driver did not start ({_error_name(driver, err)})"
+        err, count = driver.cuDeviceGetCount()
+    except Exception as exc:  # noqa: BLE001 - no driver library: the bindings raise
+        return f"no NVIDIA driver was found ({type(exc).__name__})"
+    if err != driver.CUresult.CUDA_SUCCESS or count == 0:
+        return "no CUDA device found"
+    return None
+
+
+def _error_name(driver, err) -> str:
+    try:
+        return driver.cuGetErrorName(err)[1].decode()
+    except Exception:  # noqa: BLE001
+        return str(err)
+
+
+@dataclass
+class _Copy:
+    """A field's device copy and which side is newer."""
+
+    field: object
+    dptr: int
+    array: np.ndarray  # the host array it copies (a field given a new array gets a new copy)
+    host_newer: bool = True
+    device_newer: bool = False
+
+
+class Device:
+    """One GPU's primary context and what simrun keeps there."""
+
+    def __init__(self, ordinal: int = 0):
+        self.driver = d = _driver()
+        self._check(d.cuInit(0))
+        self.dev = self._check(d.cuDeviceGet(ordinal))
+        self.ctx = self._check(d.cuDevicePrimaryCtxRetain(self.dev))
+        self._check(d.cuCtxSetCurrent(self.ctx))
+        attr = d.CUdevice_attribute
+        self.sms = self._check(d.cuDeviceGetAttribute(
+            attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, self.dev))
+        major = self._check(d.cuDeviceGetAttribute(
+            attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self.dev))
+        minor = self._check(d.cuDeviceGetAttribute(
+            attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, self.dev))
+        self.sm = 10 * major + minor
+        # the autodiff stacks grow with device malloc (codegen/cuda/emit.py): 8 MiB by default
+        self._check(d.cuCtxSetLimit(d.CUlimit.CU_LIMIT_MALLOC_HEAP_SIZE, HEAP_BYTES))
+        self.blocks = self.sms * BLOCKS_PER_SM
+        self.threads = self.blocks * BLOCK
+        self.stacks = self.alloc(self.threads * STACK_BYTES)
+        self._check(d.cuMemsetD8(self.stacks, 0, self.threads * STACK_BYTES))
+        self.copies: dict = {}  # id(field) -> _Copy
+
+    def _check(self, result):
+        err, *rest = result if isinstance(result, tuple) else (result,)
+        if err != self.driver.CUresult.CUDA_SUCCESS:
+            raise CudaError(f"CUDA: {_error_name(self.driver, err)}")
+        return rest[0] if len(rest) == 1 else tuple(rest) or None
+
+    def alloc(self, nbytes: int) -> int:
+        return int(self._check(self.driver.cuMemAlloc(max(8, nbytes))))
+
+    def upload(self, dptr: int, arr: np.ndarray) -> None:
+        if arr.nbytes:
+            self._check(self.driver.cuMemcpyHtoD(dptr, arr.ctypes.data, arr.nbytes))
+
+    def download(self, arr: np.ndarray, dptr: int) -> None:
+        if arr.nbytes:
+            self._check(self.driver.cuMemcpyDtoH(arr.ctypes.data, dptr, arr.nbytes))
+
+    def free(self, dptr: int) -> None:
+        self._check(self.driver.cuMemFree(dptr))
+
+    def field_pointer(self, f) -> int:
+        """f's device copy, current: uploaded where the host's may have changed."""
+        arr = f._data
+        c = self.copies.get(id(f))
+        if c is None or c.array is not arr:
+            if c is not None:  # the field was given a new array
+                self.free(c.dptr)
+            c = self.copies[id(f)] = _Copy(f, self.alloc(arr.nbytes), arr)
+            f._sync = self.to_host
+        if c.host_newer:
+            self.upload(c.dptr, arr)
+            c.host_newer = False
+        return c.dptr
+
+    def wrote(self, f) -> None:
+        """A launch wrote f on the device."""
+        c = self.copies.get(id(f))
+        if c is not None:
+            c.device_newer = True
+
+    def to_host(self, f) -> None:
+        """Field.data's hook: bring a newer device copy back; the host may change it now."""
+        c = self.copies.get(id(f))
+        if c is None:
+            return
+        if c.device_newer:
+            self.download(c.array, c.dptr)
+            c.device_newer = False
+        c.host_newer = True
+
+    def release(self) -> None:
+        """Every field back on the host and its device copy freed (ti.init, ti.reset)."""
+        for c in list(self.copies.values()):
+            self.to_host(c.field)
+            c.field._sync = None
+            self.free(c.dptr)
+        self.copies.clear()
+
+    def load(self, ptx: str):
+        """The driver's module of PTX text (it assembles it for this GPU)."""
+        image = np.frombuffer(ptx.encode() + b"\0", dtype=np.uint8)
+        return self._check(self.driver.cuModuleLoadData(image.ctypes.data))
+
+    def function(self, module, name: str):
+        return self._check(self.driver.cuModuleGetFunction(module, name.encode()))
+
+    def launch(self, fn, dctx: int, serial: bool) -> None:
+        arg = np.array([dctx], dtype=np.uint64)
+        params = np.array([arg.ctypes.data], dtype=np.uint64)
+        blocks, block = (1, 1) if serial else (self.blocks, BLOCK)
+        self._check(self.driver.cuLaunchKernel(fn, blocks, 1, 1, block, 1, 1, 0, 0,
+                                               params.ctypes.data, 0))
+
+    def synchronize(self) -> None:
+        self._check(self.driver.cuCtxSynchronize())
+
+
+_devices: list = []
+
+
+def device() -> Device:
+    """The process's GPU (device 0), started on first use."""
+    if not _devices:
+        _devices.append(Device(0))
+    return _devices[0]
+
+
+def release_fields() -> None:
+    """Fields back on the host, device copies freed, where a GPU was started (ti.init)."""
+    for dev in _devices:
+        dev.release()
+
+
+class CudaKernel(CompiledKernel):
+    """A kernel variant on the GPU; the same interface as the CPU's CompiledKernel. Not
+    chainable: a step program runs launch by launch on the device (for now)."""
+
+    chainable = False
+
+    def __init__(self, name: str, layout, ptx: str, entries: list, serial: list,
+                 arg_specs: list, ret_types: list, runtime, device: Device):
+        super().__init__(name, layout, [], arg_specs, ret_types, runtime, {})
+        self.device = device
+        self.module = device.load(ptx)
+        self.fns = [device.function(self.module, n) for n in entries]
+        self.serial = serial
+        self.dctx = device.alloc(layout.size * 8)
+
+    def launch(self, flat_args, arrays=(), tasks=None, rng_key=None):
+        dev, lay = self.device, self.layout
+        if flat_args:
+            self.set_args(flat_args)
+        if self.uses_random:
+            rng_key = self.runtime.next_rng_key() if rng_key is None else rng_key
+            self.ctx.view(np.uint64)[lay.rng_slot] = rng_key
+            self.last_rng_key = rng_key
+        for slot, f in enumerate(lay.fields):
+            if not getattr(f, "is_ndarray_arg", False):
+                self.ctx[slot] = dev.field_pointer(f)
+        scratch = []  # ndarray arguments: device copies for this launch only
+        for slot, arr in arrays:
+            self.ctx[slot] = dev.alloc(arr.nbytes)
+            dev.upload(int(self.ctx[slot]), arr)
+            scratch.append((arr, int(self.ctx[slot])))
+        self.ctx[lay.stack_slot] = dev.stacks
+        dev.upload(self.dctx, self.ctx)
+        for k in range(len(self.fns)) if tasks is None else tasks:
+            dev.launch(self.fns[k], self.dctx, self.serial[k])
+        dev.synchronize()
+        dev.download(self.ctx, self.dctx)
+        for f in self.written:
+            f.version += 1
+            dev.wrote(f)
+        for arr, dptr in scratch:
+            dev.download(arr, dptr)
+            dev.free(dptr)
+        if self.ctx[lay.err_slot] != 0:
+            self.raise_error()
+        return self.read_returns() if self.ret_types else None

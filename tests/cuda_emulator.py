@@ -1,0 +1,71 @@
+"""A stand-in for the GPU, so that runtime/cuda.py's own logic runs in CI: its Device's
+memory is host memory and its PTX kernels are the CPU's compiled tasks of the same IR (the
+context layout is the same). What it checks: a field a launch reads is uploaded where Python
+may have changed it, one it writes comes back when Python looks (and only then), arguments, returns, errors and the autodiff
+stack go through the device context, and a step program runs launch by launch. What it
+cannot check: the PTX itself (tests/test_cuda_ptx.py assembles it; tests/test_gpu.py runs it)."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from simrun.lang import api, pipeline
+from simrun.lang.codegen.layout import STACK_BYTES
+from simrun.lang.compiler import compile_kernel
+from simrun.lang.runtime.cuda import Device
+
+
+class EmulatedDevice(Device):
+    def __init__(self) -> None:  # no driver: nothing of Device.__init__ applies
+        self.sm, self.blocks = 90, 1
+        self.buffers: dict = {}
+        self.copies: dict = {}
+        self.moved = {"up": 0, "down": 0}  # bytes copied each way
+        self.kirs: dict = {}  # kernel name -> its IR, as the pipeline last produced it
+        self.cpu: dict = {}   # id(kir) -> its CPU CompiledKernel
+        self.launches = 0
+        self.threads = api.runtime().num_threads
+        self.stacks = self.alloc(self.threads * STACK_BYTES)
+
+    def capture(self, kir, pass_name: str) -> None:
+        """pipeline.checks hook: the IR each kernel is compiled from."""
+        if pass_name == pipeline.passes("primal", "")[-1][0]:
+            self.kirs[kir.name] = kir
+
+    def alloc(self, nbytes: int) -> int:
+        buf = np.zeros(max(8, nbytes), dtype=np.uint8)
+        self.buffers[buf.ctypes.data] = buf
+        return buf.ctypes.data
+
+    def free(self, dptr: int) -> None:
+        del self.buffers[dptr]
+
+    def upload(self, dptr: int, arr: np.ndarray) -> None:
+        ctypes.memmove(dptr, arr.ctypes.data, arr.nbytes)
+        self.moved["up"] += arr.nbytes
+
+    def download(self, arr: np.ndarray, dptr: int) -> None:
+        ctypes.memmove(arr.ctypes.data, dptr, arr.nbytes)
+        self.moved["down"] += arr.nbytes
+
+    def load(self, ptx: str):
+        assert ".entry" in ptx
+        return ptx
+
+    def function(self, module, name: str):
+        stem, task = name.removesuffix("_kernel").rsplit("_t", 1)
+        kir = self.kirs[stem.rsplit("_sm", 1)[0]]
+        cpu = self.cpu.get(id(kir))
+        if cpu is None:
+            cpu = self.cpu[id(kir)] = compile_kernel(kir, api.runtime(), api.config, None, None)
+        return cpu.fns[int(task)]
+
+    def launch(self, fn, dctx: int, serial: bool) -> None:
+        self.launches += 1
+        rt = api.runtime()
+        (rt.run_serial if serial else rt.run)(fn, dctx)
+
+    def synchronize(self) -> None:
+        pass

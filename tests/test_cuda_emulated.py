@@ -1,0 +1,160 @@
+"""runtime/cuda.py's launches on an emulated device (tests/cuda_emulator.py): the same
+answers as the CPU, with every field synchronised before Python reads it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import simrun
+import simrun.lang as ti
+from simrun.lang import pipeline
+from simrun.lang.codegen.cuda.target import CudaToolError, libdevice_bitcode
+from simrun.lang.config import on_device
+from simrun.lang.runtime import cuda
+from simrun.lang.runtime.launch import KernelIndexError
+
+try:
+    libdevice_bitcode()
+except CudaToolError as exc:
+    pytest.skip(str(exc), allow_module_level=True)
+
+from cuda_emulator import EmulatedDevice  # noqa: E402
+
+
+@pytest.fixture
+def device(monkeypatch):
+    """ti.init(arch=ti.cuda) on the emulated device."""
+    monkeypatch.setattr(cuda, "device_status", lambda: None)
+    ti.init(arch=ti.cuda)
+    dev = EmulatedDevice()
+    monkeypatch.setattr(cuda, "_devices", [dev])
+    pipeline.checks.append(dev.capture)
+    yield dev
+    pipeline.checks.remove(dev.capture)
+    ti.init(arch=ti.cpu)
+
+
+def test_python_scope_sees_device_writes_and_kernels_see_host_writes(device):
+    assert ti.api.config.arch == "cuda"
+    v = ti.Vector.field(3, ti.f32, (16, 4))
+    k = ti.field(ti.i64, 16)
+    k.from_numpy(np.arange(16) * 10)
+
+    @ti.kernel
+    def write(scale: ti.f32) -> ti.i64:
+        total = ti.i64(0)
+        for i, j in v:
+            v[i, j] = ti.Vector([i, j, i * j]) * scale
+        for i in k:
+            total += k[i]
+            k[i] += i
+        return total
+
+    assert write(0.5) == 1200 and device.launches >= 2
+    i, j = np.meshgrid(np.arange(16), np.arange(4), indexing="ij")
+    assert np.array_equal(v.to_numpy(), np.stack([i, j, i * j], -1) * np.float32(0.5))
+    assert np.array_equal(k.to_numpy(), np.arange(16) * 11)
+    k[3] = -5  # a host write the next launch must see
+    assert write(1.0) == (np.arange(16) * 11).sum() - 33 - 5
+
+
+def test_fields_stay_on_the_device_until_python_looks(device):
+    x = ti.field(ti.f64, 1000)
+    n = x.data.nbytes
+
+    @ti.kernel
+    def step():
+        for i in x:
+            x[i] = x[i] * 0.5 + i
+
+    step()
+    before = dict(device.moved)
+    for _ in range(5):
+        step()
+    down = device.moved["down"] - before["down"]
+    assert down < n and device.moved["up"] - before["up"] < n  # only the context moved
+    xs = x.to_numpy()
+    assert device.moved["down"] - before["down"] - down == n
+    want = np.zeros(1000)
+    for _ in range(6):
+        want = want * 0.5 + np.arange(1000)
+    assert np.array_equal(xs, want)
+    x[0] = 100.0  # Python's write reaches the next launch
+    step()
+    assert x[0] == 50.0 and x[1] == want[1] * 0.5 + 1
+
+
+def test_atomics_and_gradients_match_the_cpu(device):
+    x = ti.field(ti.f64, 1000, needs_grad=True)
+    loss = ti.field(ti.f64, (), needs_grad=True)
+    bins = ti.field(ti.i32, 7)
+
+    @ti.kernel
+    def energy():
+        for i in x:
+            loss[None] += ti.erf(x[i]) * x[i]
+            bins[i % 7] += 1
+
+    xs = np.linspace(-1, 1, 1000)
+    x.from_numpy(xs)
+    with ti.ad.Tape(loss=loss):
+        energy()
+    from scipy.special import erf
+
+    assert loss[None] == pytest.approx((erf(xs) * xs).sum(), rel=1e-12)
+    d = erf(xs) + xs * 2 / np.sqrt(np.pi) * np.exp(-xs * xs)
+    np.testing.assert_allclose(x.grad.to_numpy(), d, rtol=1e-12)
+    assert np.array_equal(bins.to_numpy(), np.bincount(np.arange(1000) % 7))
+
+
+def test_ndarray_arguments_come_back(device):
+    @ti.kernel
+    def double(a: ti.types.ndarray()):
+        for i in range(a.shape[0]):
+            a[i] *= 2.0
+
+    arr = np.arange(5, dtype=np.float32)
+    double(arr)
+    assert np.array_equal(arr, np.arange(5) * 2.0)
+
+
+def test_errors_found_on_the_device_are_raised(device):
+    ti.init(arch=ti.cuda, debug=True)
+    x = ti.field(ti.f32, 4)
+
+    @ti.kernel
+    def out_of_range(n: ti.i32):
+        for i in range(n):
+            x[i] = 1.0
+
+    with pytest.raises(KernelIndexError, match="index \\(4,\\) is out of range"):
+        out_of_range(5)
+
+
+def test_a_shipped_scene_gives_the_cpu_bits(device, tmp_path):
+    scene = Path(__file__).resolve().parents[1] / "scenes" / "lj_melt.yaml"
+    cpu = simrun.run_scene(scene, tmp_path / "cpu", steps=20)
+    with on_device("cuda"):
+        gpu = simrun.run_scene(scene, tmp_path / "gpu", steps=20)
+    assert device.launches > 20  # launch by launch: GPU kernels are not chained
+    assert np.array_equal(gpu.x, cpu.x) and np.array_equal(gpu.total, cpu.total)
+
+
+@pytest.mark.parametrize("scene, wrt", [("fit_spring.yaml", "energy.0.params.k"),
+                                        ("billiards.yaml", "fields.cue_v"),
+                                        ("mass_spring.yaml", "fields.bias1")])
+def test_a_shipped_scene_gradient_gives_the_cpu_bits(device, scene, wrt):
+    from simrun.adjoint.job import scene_gradient
+    from simrun.scene import load_scene
+
+    path = Path(__file__).resolve().parents[1] / "scenes" / scene
+    cpu = scene_gradient(load_scene(path, ["steps=40"]), [wrt])
+    before = device.launches
+    with on_device("cuda"):
+        gpu = scene_gradient(load_scene(path, ["steps=40"]), [wrt])
+    assert device.launches > before
+    assert gpu.objective == cpu.objective
+    assert np.array_equal(gpu.gradients[wrt], cpu.gradients[wrt])

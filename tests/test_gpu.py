@@ -1,0 +1,158 @@
+"""On an NVIDIA GPU (marker `gpu`, skipped where none is found): fields, math against NumPy,
+atomics, gradients against finite differences, and `simrun run | grad` of shipped scenes
+against the CPU's numbers. bench/gpu_check.sh runs these, and the value-comparing engine
+tests with TI_ARCH=cuda.
+
+Tolerances: libdevice's float functions are within 2 ulp (CUDA C Programming Guide, "Mathematical
+Functions"), the CPU's libm within 1; sums over n terms in another order differ by n eps of
+the sum of magnitudes; a short MD run amplifies rounding by its Lyapunov growth (below 1e3
+over the steps compared here)."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import simrun.lang as ti
+from simrun.outputs import read_energy_csv
+
+pytestmark = pytest.mark.gpu
+ROOT = Path(__file__).resolve().parents[1]
+FUNCTIONS = {"sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin,
+             "acos": np.arccos, "atan": np.arctan, "tanh": np.tanh, "exp": np.exp,
+             "log": np.log, "sqrt": np.sqrt, "erf": np.vectorize(math.erf)}
+
+
+@pytest.fixture(autouse=True)
+def _on_gpu():
+    ti.init(arch=ti.cuda)
+    assert ti.api.config.arch == "cuda"
+    yield
+    ti.init(arch=ti.cpu)
+
+
+@pytest.mark.parametrize("dtype, np_dtype", [(ti.f32, np.float32), (ti.f64, np.float64)])
+@pytest.mark.parametrize("name", list(FUNCTIONS))
+def test_math_against_numpy(name, dtype, np_dtype):
+    n = 4096
+    xs = np.linspace(0.01, 0.99, n).astype(np_dtype)  # inside every function's domain
+    x, y = ti.field(dtype, n), ti.field(dtype, n)
+    fn = getattr(ti, name)
+
+    @ti.kernel
+    def apply():
+        for i in x:
+            y[i] = fn(x[i])
+
+    x.from_numpy(xs)
+    apply()
+    want = FUNCTIONS[name](xs.astype(np.float64))
+    eps = np.finfo(np_dtype).eps
+    np.testing.assert_allclose(y.to_numpy(), want, rtol=4 * eps, atol=4 * eps)
+
+
+def test_fields_round_trip_and_python_scope_sees_device_writes():
+    v = ti.Vector.field(3, ti.f32, (64, 8))
+    k = ti.field(ti.i64, 64)
+
+    @ti.kernel
+    def write():
+        for i, j in v:
+            v[i, j] = ti.Vector([i, j, i * j]) * 0.5
+            k[i] = i * 3
+
+    write()
+    i, j = np.meshgrid(np.arange(64), np.arange(8), indexing="ij")
+    assert np.array_equal(v.to_numpy(), np.stack([i, j, i * j], -1) * np.float32(0.5))
+    assert v[3, 5][2] == 7.5 and k[10] == 30
+
+
+def test_atomics_against_numpy():
+    n, bins = 100_000, 37
+    rng = np.random.default_rng(1)
+    vals = rng.standard_normal(n)
+    idx = rng.integers(0, bins, n).astype(np.int32)
+    x, where = ti.field(ti.f64, n), ti.field(ti.i32, n)
+    total, counts = ti.field(ti.f64, bins), ti.field(ti.i32, bins)
+    hi, lo = ti.field(ti.f64, bins), ti.field(ti.i32, ())
+    x.from_numpy(vals)
+    where.from_numpy(idx)
+    hi.fill(-np.inf)
+    lo[None] = 1 << 30
+
+    @ti.kernel
+    def scatter():
+        for i in x:
+            total[where[i]] += x[i]
+            counts[where[i]] += 1
+            ti.atomic_max(hi[where[i]], x[i])
+            ti.atomic_min(lo[None], where[i] * 7 + 3)
+
+    scatter()
+    assert np.array_equal(counts.to_numpy(), np.bincount(idx, minlength=bins))
+    bound = n * np.finfo(np.float64).eps * np.bincount(idx, np.abs(vals), minlength=bins)
+    assert np.all(np.abs(total.to_numpy() - np.bincount(idx, vals, minlength=bins)) <= bound)
+    want_hi = np.full(bins, -np.inf)
+    np.maximum.at(want_hi, idx, vals)
+    assert np.array_equal(hi.to_numpy(), want_hi) and lo[None] == 7 * idx.min() + 3
+
+
+def test_gradient_against_finite_differences():
+    n = 256
+    x = ti.field(ti.f64, n, needs_grad=True)
+    loss = ti.field(ti.f64, (), needs_grad=True)
+
+    @ti.kernel
+    def energy():
+        for i in x:
+            loss[None] += ti.sin(x[i]) * ti.erf(x[i]) + x[i] ** 3 / (1.0 + x[i] ** 2)
+
+    xs = np.linspace(-2, 2, n)
+    x.from_numpy(xs)
+    with ti.ad.Tape(loss=loss):
+        energy()
+    grad = x.grad.to_numpy()
+    h = 1e-6
+    for i in (0, 17, 128, 255):
+        def at(v, i=i):
+            ys = xs.copy()
+            ys[i] = v
+            x.from_numpy(ys)
+            loss[None] = 0.0
+            energy()
+            return loss[None]
+        fd = (at(xs[i] + h) - at(xs[i] - h)) / (2 * h)
+        assert abs(grad[i] - fd) <= 1e-6 * (1 + abs(fd))
+
+
+def _cli(*args, cwd=ROOT):
+    done = subprocess.run([sys.executable, "-m", "simrun.cli", *args], capture_output=True,
+                          text=True, cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_run_of_a_shipped_scene_matches_the_cpu(tmp_path):
+    for device in ("cpu", "cuda"):
+        _cli("run", "scenes/lj_melt.yaml", "--steps", "40", "--no-render", "-q",
+             "--out", str(tmp_path / device), "--device", device)
+    cpu, gpu = (read_energy_csv(tmp_path / d / "energy.csv") for d in ("cpu", "cuda"))
+    for column in ("kinetic", "potential", "total"):
+        np.testing.assert_allclose(gpu[column], cpu[column], rtol=1e-9, atol=1e-9)
+
+
+def test_grad_of_a_shipped_scene_matches_the_cpu(tmp_path):
+    for device in ("cpu", "cuda"):
+        _cli("grad", "scenes/fit_spring.yaml", "--wrt", "energy.0.params.k",
+             "--out", str(tmp_path / device), "--device", device)
+    cpu, gpu = (json.loads((tmp_path / d / "gradients.json").read_text())
+                for d in ("cpu", "cuda"))
+    assert gpu["objective"] == pytest.approx(cpu["objective"], rel=1e-9)
+    for key, g in cpu["gradients"].items():
+        assert np.allclose(gpu["gradients"][key], g, rtol=1e-8, atol=0), key
