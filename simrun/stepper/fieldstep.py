@@ -29,6 +29,7 @@ from simrun.lang.autodiff.tape import access_of, recording
 from simrun.lang.runtime.chain import Chain
 from simrun.scene.schema import Scene
 from simrun.stepper import updates
+from simrun.stepper.plan import build_plan
 from simrun.stepper.state import State
 from simrun.stepper.system import System
 
@@ -68,29 +69,20 @@ class FieldStepper:
         self.direct = None
         self.step_index = 0  # the controller's `step` argument; `load` and `advance` keep it
         self.bad = ti.field(ti.i32, shape=())
-        dim, dt, damping = scene.particles.dim, scene.dt, scene.integrator.damping
+        dim = scene.particles.dim
         self.box = ti.Vector.field(dim, dtype=system.fp, shape=2)
         wall = updates.WALLS[scene.boundary.type]
         if wall != updates.NO_WALL:
             self.box.from_numpy(np.array([scene.boundary.low, scene.boundary.high],
                                          dtype=system.np_dtype))
-        x, v, m = system.x, system.v, system.m
-        verlet = scene.step_kernels is None and scene.integrator.type == "velocity_verlet"
+        plan = build_plan(scene, system, self.box)
         self.forces = self._force_launches()  # compiles the energies as `run` always has
         to_clear = self._grads_to_clear()
         self.pre = [self._launch(b.kernel, b.args) for b in system.step_kernels]
         with updates.ieee():  # only the updates: IEEE rounding like the NumPy they replace
-            if scene.step_kernels is not None:
-                if wall != updates.NO_WALL:
-                    self.pre.append(self._launch(updates.walls, (x, v, self.box, wall)))
-            else:
-                h = 0.5 * dt if verlet else dt
-                self.pre.append(self._launch(updates.kick_drift,
-                                             (x, v, m, self.box, h, dt, damping, wall,
-                                              damping != 0)))
-            post = [(updates.kick, (x, v, m, 0.5 * dt, damping, damping != 0))] \
-                if verlet else []
-            post.append((updates.watch, (x, v, system.U, self.bad)))
+            self.pre += [self._launch(u.kernel, u.args) for u in plan.first]
+            post = [(u.kernel, u.args) for u in plan.second]
+            post.append((updates.watch, (system.x, system.v, system.U, self.bad)))
             self.post = [self._launch(k, a) for k, a in post]
             self.clear = [self._launch(updates.zero, (g,)) for g in to_clear]
             self.clear.append(self._launch(updates.reset_loss, (system.U,)))
