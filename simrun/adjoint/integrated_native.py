@@ -33,6 +33,8 @@ class IntegratedNative(KernelNative):
 
     @classmethod
     def build(cls, traj) -> IntegratedNative | None:
+        if traj.first is None:
+            return None  # a thermostat's stages of several launches: the Tape sweep
         if traj.model.uses_potential():
             return None  # the objective reads U and F at stored states: the Tape sweep
         try:

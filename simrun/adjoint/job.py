@@ -89,12 +89,13 @@ def _trajectory(scene: Scene, keys: list[Key], threads: int | None, rest: np.nda
     kernels' (kernel_sweep.py) for scenes that bring their own dynamics or a controller (the
     integrator's update kernels as step kernels then: integrated.py)."""
     model = DiffModel(scene, rest, *_split_keys(keys), threads)
-    if scene.step_kernels is None and scene.controller is None:
+    nvt = scene.integrator.thermostat and scene.step_kernels is None
+    if scene.step_kernels is None and scene.controller is None and not nvt:
         return Trajectory(model, progress)
     check_field_keys(keys, model.system.extra)
     step_keys = {k.text: ("dt" if k.kind == "dt" else k.name) for k in keys
-                 if k.kind in ("step", "dt", "damping")}
-    if scene.step_kernels is None:  # a controller with the integrator's update kernels
+                 if k.kind in ("step", "dt", "damping", "thermostat")}
+    if scene.step_kernels is None:  # the integrator's or thermostat's update kernels
         return IntegratedTrajectory(model, step_keys, progress)
     if scene.controller is not None:
         return ControlledTrajectory(model, step_keys, progress)

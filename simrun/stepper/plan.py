@@ -53,11 +53,12 @@ class Scratch:
         self.S = ti.field(ti.f64, shape=())  # noise only: no derivative
 
 
-def build_plan(scene: Scene, system, box, differentiated: frozenset[str] = frozenset()
+def build_plan(scene: Scene, system, box, differentiated: frozenset[str] | None = None
                ) -> UpdatePlan:
     """The scene's update launches on `system`'s fields; `box` is the walls' bounds field,
-    `differentiated` the KEYs a gradient is taken with respect to (the damping term then
-    stays in at damping 0, where its derivative is still there)."""
+    `differentiated` the KEYs a gradient is taken with respect to (None: `run`'s plan; the
+    damping term stays in at damping 0 when its KEY is differentiated, where its derivative
+    is still there)."""
     wall = updates.WALLS[scene.boundary.type]
     x, v, m = system.x, system.v, system.m
     if scene.step_kernels is not None:  # the scene's own kernels step; the walls after them
@@ -68,12 +69,12 @@ def build_plan(scene: Scene, system, box, differentiated: frozenset[str] = froze
         return _langevin(scene, system, box, wall)
     if not integ.thermostat:
         damping = integ.damping
-        damped = damping != 0 or DAMPING in differentiated
+        damped = damping != 0 or DAMPING in (differentiated or ())
         if integ.type == "symplectic_euler":
             return UpdatePlan([_kick_drift(system, box, wall, 1.0, dt, damping, damped)], [])
         return UpdatePlan([_kick_drift(system, box, wall, 0.5, dt, damping, damped)],
                           [_kick(system, dt, damping, damped)])
-    scratch = Scratch(bool(differentiated))
+    scratch = Scratch(differentiated is not None)
     first = [_kick_drift(system, box, wall, 0.5, dt, 0.0, False)]
     second = [_kick(system, dt, 0.0, False), Update(nvt.kinetic, (v, m, scratch.K))]
     extra, kT = system.extra, float(integ.temperature)

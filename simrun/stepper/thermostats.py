@@ -86,9 +86,9 @@ def baoa(x: ti.template(), v: ti.template(), m: ti.template(), box: ti.template(
          wall: ti.template()):
     """BAOAB's first four parts: kick dt/2, drift dt/2, Ornstein-Uhlenbeck, drift dt/2; then
     the walls. The noise is drawn at the step ``clock`` holds."""
-    c1 = ti.exp(-friction * dt)
-    step = ti.cast(clock[None], ti.u32)
-    for i in x:
+    for i in x:  # c1 and the step per particle: one loop, so the reverse rebuilds it alone
+        c1 = ti.exp(-friction * dt)
+        step = ti.cast(clock[None], ti.u32)
         vi = v[i] + (0.5 * dt / m[i]) * (-x.grad[i])
         xi = x[i] + (0.5 * dt) * vi
         sigma = ti.sqrt((1.0 - c1 * c1) * kT / m[i])
