@@ -36,6 +36,7 @@ CASES = {
     "langevin": ["integrator={type: langevin, temperature: 1.0, friction: 1.0}"],
     "nose_hoover (chain 3)": ["integrator={type: nose_hoover, temperature: 1.0, tau: 0.5}"],
     "rescale (every 10)": ["integrator={type: rescale, temperature: 1.0, every: 10}"],
+    "csvr": ["integrator={type: csvr, temperature: 1.0, tau: 0.1}"],
 }
 SCENES = {"molecule (32 beads, 3-D)": ("molecule.yaml", 1.0),
           "gravity (1,024 bodies, 2-D)": ("gravity_1024.yaml", 0.25)}

@@ -34,7 +34,7 @@ import numpy as np
 
 from simrun.adjoint.controlled import ControlledTrajectory
 from simrun.adjoint.integrated_native import IntegratedNative
-from simrun.adjoint.kernel_sweep import KernelAdjoint, KernelState
+from simrun.adjoint.kernel_state import KernelAdjoint, KernelState
 from simrun.adjoint.sweep import Tangent
 from simrun.stepper import thermo, updates
 from simrun.stepper.binding import BoundKernel, parameter_names

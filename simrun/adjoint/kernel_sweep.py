@@ -18,51 +18,18 @@ so `grad` differentiates exactly the trajectory `run` computes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from simrun.adjoint import schedule
 from simrun.adjoint.kernel_native import KernelNative
+from simrun.adjoint.kernel_state import KernelAdjoint, KernelState
 from simrun.adjoint.model import DiffModel
 from simrun.adjoint.sweep import ObjectiveSum, Tangent
 from simrun.lang.autodiff.tape import recording
 from simrun.scene import SceneError
 from simrun.stepper.binding import BoundKernel, parameter_names
 from simrun.stepper.integrators import apply_boundary
-
-
-@dataclass
-class KernelState:
-    """x, v, F = -G at x, U, and every allocated field (the step kernels' own state)."""
-
-    step: int
-    x: np.ndarray
-    v: np.ndarray
-    f: np.ndarray
-    potential: float
-    fields: dict[str, np.ndarray]
-
-    def copy(self) -> KernelState:
-        return KernelState(self.step, self.x.copy(), self.v.copy(), self.f.copy(),
-                           self.potential, {k: a.copy() for k, a in self.fields.items()})
-
-
-@dataclass
-class KernelAdjoint:
-    """Adjoints of the state (x, v, fields) and the accumulated parameter adjoints."""
-
-    x: np.ndarray
-    v: np.ndarray
-    fields: dict[str, np.ndarray]
-    mass: np.ndarray
-    dt: float = 0.0
-    damping: float = 0.0  # no integrator, so no damping; kept for job.py's _gradient_of
-    params: dict[str, float] = field(default_factory=dict)
-
-    def add_params(self, values: dict[str, float], sign: float = 1.0) -> None:
-        for k, val in values.items():
-            self.params[k] = self.params.get(k, 0.0) + sign * val
 
 
 class KernelTrajectory(ObjectiveSum):
