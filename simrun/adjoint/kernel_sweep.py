@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from simrun.adjoint import schedule
+from simrun.adjoint import policy, schedule
 from simrun.adjoint.kernel_native import KernelNative
 from simrun.adjoint.kernel_state import KernelAdjoint, KernelState
 from simrun.adjoint.model import DiffModel
@@ -38,7 +38,6 @@ class KernelTrajectory(ObjectiveSum):
     `step_keys` maps each differentiated step-kernel scalar (a `step_kernels.params.<name>`
     KEY, or `dt`) to its parameter name; those are read from 0-D fields in the twins."""
 
-    use_native = True  # the gradient's steps as chains of launches where they can be (tests)
     native_class = KernelNative  # what builds them
 
     def __init__(self, model: DiffModel, step_keys: dict[str, str],
@@ -275,7 +274,7 @@ class KernelTrajectory(ObjectiveSum):
     def _native_steps(self) -> KernelNative | None:
         """The native steps (built on first use, kept: `reuse.TrajectoryCache` reuses the
         trajectory), or None where they cannot be made."""
-        if not self.use_native or recording():
+        if not policy.current().native or recording():
             return None
         if not hasattr(self, "_native"):
             self._native = self.native_class.build(self)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simrun.adjoint import schedule
+from simrun.adjoint import policy, schedule
 from simrun.adjoint.model import DiffModel
 from simrun.adjoint.program import NativeProgram
 from simrun.adjoint.reverse import NativeReverse
@@ -73,8 +73,6 @@ def _copy(state: State) -> State:
 class Trajectory(ObjectiveSum):
     """Steps, objective and reverse sweep of one scene on a DiffModel."""
 
-    use_native = True  # the reverse step as one chain of launches where it can be (tests: off)
-    use_program = True  # ... and the whole schedule as native programs (tests: off)
 
     def __init__(self, model: DiffModel, progress: Callable[[str, int, int], None] | None = None):
         self.model = model
@@ -153,7 +151,7 @@ class Trajectory(ObjectiveSum):
     def _native_reverse(self) -> NativeReverse | None:
         """The reverse step as one chain of launches, where every launch can be chained."""
         model = self.model
-        if self.scene.step_kernels is not None or not self.use_native:
+        if self.scene.step_kernels is not None or not policy.current().native:
             return None
         hvp = model.direct_hvp()
         if not hvp.usable():
@@ -165,7 +163,8 @@ class Trajectory(ObjectiveSum):
                         ) -> NativeProgram | None:
         """The whole schedule as native programs (adjoint/program.py), where the reverse
         step and the forward step are chains and only the final state is seeded (at: end)."""
-        if native is None or self.at_mean or self.stepper.chain is None or not self.use_program:
+        if native is None or self.at_mean or self.stepper.chain is None or \
+                not policy.current().program:
             return None
         program = NativeProgram(self, native, snapshots)
         return program if program.chain is not None else None
