@@ -62,10 +62,6 @@ class IntegratedTrajectory(ControlledTrajectory):
         self.scratch = list({id(a): a for u in plan.first + plan.second for a in u.args
                              if getattr(getattr(a, "grad", None), "data", None) is not None
                              and not any(a is c for c in carried)}.values())  # K, scale
-        # the integrators' stages are one launch each: the native reverse step's shape
-        single = [len(s) for s in self.stages] in ([1, 0], [1, 1])
-        self.first = self.stages[0][0] if single else None
-        self.second = self.stages[1][0] if single and self.stages[1] else None
         self.twins = [b for stage in self.stages for b in stage]  # reuse.py's
 
     def _update(self, update: Update, g) -> BoundKernel:

@@ -76,12 +76,13 @@ def build_plan(scene: Scene, system, box, differentiated: frozenset[str] | None 
                           [_kick(system, dt, damping, damped)])
     scratch = Scratch(differentiated is not None)
     first = [_kick_drift(system, box, wall, 0.5, dt, 0.0, False)]
-    second = [_kick(system, dt, 0.0, False), Update(nvt.kinetic, (v, m, scratch.K))]
+    kinetic = [Update(updates.zero, (scratch.K,)), Update(nvt.kinetic, (v, m, scratch.K))]
+    second = [_kick(system, dt, 0.0, False), *kinetic]
     extra, kT = system.extra, float(integ.temperature)
     clock, dof = extra["nvt_clock"], extra["nvt_dof"]
     scale = Update(nvt.scale_velocities, (v, scratch.scale))
     if integ.type == "nose_hoover":
-        half = [Update(nvt.kinetic, (v, m, scratch.K)),
+        half = [*kinetic,
                 Update(nvt.chain_half, (scratch.K, extra["nvt_xi"], extra["nvt_vxi"],
                                         scratch.scale, dof, dt, kT, float(integ.tau),
                                         int(integ.chain or 1)),
@@ -93,7 +94,8 @@ def build_plan(scene: Scene, system, box, differentiated: frozenset[str] | None 
                                                int(integ.every)), {"kT": (TEMPERATURE, 1.0)})]
     else:  # csvr
         key = nvt.noise_key(scene) ^ nvt.CSVR_STREAM
-        second += [Update(nvt.chi_square, (scratch.S, clock, dof, key)),
+        second += [Update(updates.zero, (scratch.S,)),
+                   Update(nvt.chi_square, (scratch.S, clock, dof, key)),
                    Update(nvt.csvr_factor, (scratch.K, scratch.S, scratch.scale, clock, dof,
                                             dt, kT, float(integ.tau), key),
                           {"dt": ("dt", 1.0), "kT": (TEMPERATURE, 1.0), "tau": (TAU, 1.0)})]

@@ -100,9 +100,8 @@ def baoa(x: ti.template(), v: ti.template(), m: ti.template(), box: ti.template(
 
 @ti.kernel
 def kinetic(v: ti.template(), m: ti.template(), K: ti.template()):
-    """K = sum m |v|^2 / 2 in float64, summed in particle order (the same bits at any thread
-    count)."""
-    K[None] = 0.0
+    """K += sum m |v|^2 / 2 in float64 (K zeroed by the launch before), summed in particle
+    order: the same bits at any thread count."""
     ti.loop_config(serialize=True)
     for i in v:
         K[None] += 0.5 * ti.cast(m[i], ti.f64) * ti.cast(v[i].dot(v[i]), ti.f64)
@@ -174,9 +173,8 @@ def rescale_factor(K: ti.template(), scale: ti.template(), clock: ti.template(),
 
 @ti.kernel
 def chi_square(S: ti.template(), clock: ti.template(), dof_field: ti.template(), key: ti.u32):
-    """S = the sum of dof - 1 squared standard normals drawn at this step (CSVR's), in a
-    fixed order."""
-    S[None] = 0.0
+    """S += the sum of dof - 1 squared standard normals drawn at this step (CSVR's; S
+    zeroed by the launch before), in a fixed order."""
     step = ti.cast(clock[None], ti.u32)
     ti.loop_config(serialize=True)
     for j in range(dof_field[None] - 1):
