@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from adjoint_helpers import assert_native_equals_tape
 
 from simrun.adjoint.job import (
     _begin,
@@ -189,13 +190,7 @@ def test_the_native_reverse_chain_equals_the_tape_sweep(tmp_path, integrator, bo
     x0, _v0 = _start(scene, {})
     traj = _trajectory(scene, [parse_key(scene, k) for k in KEYS], 1, x0)
     assert traj._native_steps() is not None
-    native = scene_gradient(scene, KEYS, threads=1, checkpoints=5)
-    with execution(native=False):
-        tape = scene_gradient(scene, KEYS, threads=1, checkpoints=5)
-    assert native.objective == tape.objective
-    for key in KEYS:
-        np.testing.assert_allclose(native.gradients[key], tape.gradients[key], rtol=1e-12,
-                                   atol=1e-14, err_msg=key)
+    assert_native_equals_tape(scene, KEYS, 5, 1e-14)
 
 
 MASS_STEER = """

@@ -26,11 +26,12 @@ def _module_name(path: Path, root: Path) -> str:
     return ".".join([PACKAGE, *parts])
 
 
-def _targets(node: ast.AST, module: str, is_package: bool) -> list[str]:
-    """The simrun.lang modules an import statement names (a `from x import y` also names x.y,
-    which may be a module)."""
+def _targets(node: ast.AST, module: str, is_package: bool, package: str = PACKAGE
+             ) -> list[str]:
+    """The modules of `package` an import statement names (a `from x import y` also names
+    x.y, which may be a module)."""
     if isinstance(node, ast.Import):
-        return [a.name for a in node.names if a.name.startswith(PACKAGE)]
+        return [a.name for a in node.names if a.name.startswith(package)]
     if not isinstance(node, ast.ImportFrom):
         return []
     if node.level:
@@ -39,7 +40,7 @@ def _targets(node: ast.AST, module: str, is_package: bool) -> list[str]:
         name = ".".join(base + ([node.module] if node.module else []))
     else:
         name = node.module or ""
-    if not name.startswith(PACKAGE):
+    if not name.startswith(package):
         return []
     return [name] + [f"{name}.{a.name}" for a in node.names]
 
@@ -142,7 +143,7 @@ def module_graph(root: Path = SIMRUN, package: str = "simrun") -> dict[str, dict
     for module, path in modules.items():
         folder = module.rsplit(".", 1)[0]
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            for target in _targets_in(node, module, package):
+            for target in _targets(node, module, False, package):
                 if target in modules and target != module and \
                         target.rsplit(".", 1)[0] == folder:
                     where = f"{path.relative_to(root.parent)}:{node.lineno}"
@@ -150,21 +151,6 @@ def module_graph(root: Path = SIMRUN, package: str = "simrun") -> dict[str, dict
                     if where not in seen:
                         seen.append(where)
     return graph
-
-
-def _targets_in(node: ast.AST, module: str, package: str) -> list[str]:
-    if isinstance(node, ast.Import):
-        return [a.name for a in node.names]
-    if not isinstance(node, ast.ImportFrom):
-        return []
-    if node.level:
-        base = module.split(".")[:-node.level]
-        name = ".".join(base + ([node.module] if node.module else []))
-    else:
-        name = node.module or ""
-    if not name.startswith(package):
-        return []
-    return [name] + [f"{name}.{a.name}" for a in node.names]
 
 
 # Circles inside simrun.lang's own packages, older than this test: each is a debt to pay
