@@ -17,14 +17,7 @@ import numpy as np
 import pytest
 from adjoint_helpers import assert_native_equals_tape
 
-from simrun.adjoint.job import (
-    _begin,
-    _start,
-    _trajectory,
-    forward_gradient,
-    objective_value,
-    scene_gradient,
-)
+from simrun.adjoint import job
 from simrun.adjoint.keys import parse_key, value_of, with_value
 from simrun.scene import load_scene as _load_scene
 from simrun.stepper import run_scene
@@ -74,10 +67,10 @@ def test_the_differentiated_steps_are_runs_bit_for_bit(tmp_path, name):
     scene = _scene(tmp_path, name, WALL)
     end = np.load(run_scene(scene, tmp_path / "run").out_dir / "state.npz")
     keys = [parse_key(scene, k) for k in COMMON + THERMOSTATS[name][1]]
-    x0, v0 = _start(scene, {})
-    traj = _trajectory(scene, keys, 1, x0)
+    x0, v0 = job._start(scene, {})
+    traj = job._trajectory(scene, keys, 1, x0)
     for advance in (traj.advance, traj.advance_launches):
-        state = _begin(traj, x0, v0, {})
+        state = job._begin(traj, x0, v0, {})
         for k in range(scene.steps):
             state = advance(state, k)
         np.testing.assert_array_equal(state.x, end["x"])
@@ -93,22 +86,22 @@ def test_reverse_and_forward_gradients_match_central_differences(tmp_path, name,
     below rtol 1e-6 + atol 1e-8. Forward mode equals reverse to rounding (rtol 1e-9)."""
     scene = _scene(tmp_path, name, boundary)
     keys = COMMON + THERMOSTATS[name][1]
-    rev = scene_gradient(scene, keys, threads=1)
-    fwd = forward_gradient(scene, keys, threads=1)
-    assert rev.objective == pytest.approx(objective_value(scene, scene.steps, 1), rel=1e-14)
+    rev = job.scene_gradient(scene, keys, threads=1)
+    fwd = job.forward_gradient(scene, keys, threads=1)
+    assert rev.objective == pytest.approx(job.objective_value(scene, scene.steps, 1), rel=1e-14)
     eps = 1e-6
     for text in keys:
         key = parse_key(scene, text)
         grad = np.asarray(rev.gradients[text])
         if key.kind == "x0":
             d = fwd.directions[text]
-            up = objective_value(scene, scene.steps, 1, shifts={text: eps * d})
-            down = objective_value(scene, scene.steps, 1, shifts={text: -eps * d})
+            up = job.objective_value(scene, scene.steps, 1, shifts={text: eps * d})
+            down = job.objective_value(scene, scene.steps, 1, shifts={text: -eps * d})
             along = float(np.sum(grad * d))
         else:
             base = value_of(scene, key)
-            up = objective_value(with_value(scene, key, base + eps), scene.steps, 1)
-            down = objective_value(with_value(scene, key, base - eps), scene.steps, 1)
+            up = job.objective_value(with_value(scene, key, base + eps), scene.steps, 1)
+            down = job.objective_value(with_value(scene, key, base - eps), scene.steps, 1)
             along = float(grad)
         assert float(fwd.gradients[text]) == pytest.approx(along, rel=1e-9, abs=1e-13), text
         assert along == pytest.approx((up - down) / (2 * eps), rel=1e-6, abs=1e-8), text
@@ -119,8 +112,8 @@ def test_the_langevin_noise_is_part_of_the_path(tmp_path):
     """Another seed draws other noise, so another objective and gradient: the derivative is
     the pathwise one of the trajectory the seed fixes, not of a noise-free one."""
     scene = _scene(tmp_path, "langevin")
-    one = scene_gradient(scene, ["integrator.temperature"], threads=1)
-    other = scene_gradient(replace(scene, seed=4), ["integrator.temperature"], threads=1)
+    one = job.scene_gradient(scene, ["integrator.temperature"], threads=1)
+    other = job.scene_gradient(replace(scene, seed=4), ["integrator.temperature"], threads=1)
     assert one.objective != other.objective
     assert one.gradients["integrator.temperature"] != other.gradients["integrator.temperature"]
 
@@ -147,7 +140,7 @@ def test_the_native_reverse_chain_equals_the_tape_sweep(tmp_path, name):
 
     scene = _scene(tmp_path, name, WALL)
     keys = COMMON + THERMOSTATS[name][1]
-    x0, _v0 = _start(scene, {})
-    assert IntegratedNative.build(_trajectory(scene, [parse_key(scene, k) for k in keys], 1,
+    x0, _v0 = job._start(scene, {})
+    assert IntegratedNative.build(job._trajectory(scene, [parse_key(scene, k) for k in keys], 1,
                                               x0)) is not None
     assert_native_equals_tape(scene, keys, 4, 1e-15)

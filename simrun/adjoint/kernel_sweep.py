@@ -368,8 +368,6 @@ def kernel_tangent_sweep(traj: KernelTrajectory, state0: KernelState, steps: int
                          ) -> tuple[float, float, list[tuple[int, float, float]]]:
     """Forward mode for step-kernel scenes (as sweep.tangent_sweep): J, dJ along `tan` (and
     `fields_dot`, tangents of the allocated fields), and (step, J(t), dJ(t)) every `every`."""
-    from simrun.adjoint.sweep import _objective_tangent
-
     fdot = {n: np.asarray(fields_dot.get(n, np.zeros(f.shape + tuple(f.elem_shape))), float)
             for n, f in traj.floats.items()}
     state, total, dtotal, series = state0, 0.0, 0.0, []
@@ -395,3 +393,17 @@ def _objective_field_tangent(traj: KernelTrajectory, state: KernelState, fdot: d
     if traj.scene.objective.kernel is None:
         return 0.0
     return float(sum(np.sum(f.grad.to_numpy() * fdot[n]) for n, f in traj.floats.items()))
+
+
+def _objective_tangent(traj: KernelTrajectory, state: KernelState, xdot, vdot, tan: Tangent,
+                       udot: float) -> tuple[float, float]:
+    """J at the state and its derivative along the tangents (udot: U's, for objectives
+    that read the potential)."""
+    model = traj.model
+    j = model.objective(state.x, state.v, state.potential, state.step)
+    dx, dv, dm, dp = model.objective_grad(state.x, state.v, state.step)
+    dj = float(np.sum(dx * xdot) + np.sum(dv * vdot) + np.sum(dm * tan.mass))
+    dj += sum(val * tan.params.get(k, 0.0) for k, val in dp.items())
+    if model.uses_potential():
+        dj += udot
+    return j, dj
