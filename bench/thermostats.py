@@ -52,7 +52,7 @@ def one(scene: str, sets: list[str], steps: int, folder: Path, root: Path = REPO
     env = {**os.environ, "PYTHONPATH": str(root)}
     done = subprocess.run([sys.executable, "-c", CHILD, str(REPO / "scenes" / scene),
                            json.dumps(sets), str(folder)], capture_output=True, text=True,
-                          env=env, check=root == REPO)
+                          env=env, cwd=root, check=root == REPO)  # cwd: `-c` imports from it
     if done.returncode:
         return None
     return json.loads(done.stdout.strip().splitlines()[-1])["per_step_us"]

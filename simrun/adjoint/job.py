@@ -15,11 +15,12 @@ import numpy as np
 from simrun.adjoint import policy
 from simrun.adjoint.controlled import ControlledTrajectory
 from simrun.adjoint.integrated import IntegratedTrajectory
-from simrun.adjoint.kernel_sweep import KernelTrajectory, kernel_tangent_sweep
+from simrun.adjoint.kernel_sweep import KernelTrajectory
 from simrun.adjoint.keys import Key, check_field_keys, parse_key, value_of, with_value
 from simrun.adjoint.model import DiffModel
 from simrun.adjoint.reuse import TrajectoryCache
 from simrun.adjoint.sweep import Tangent, Trajectory
+from simrun.adjoint.tangent import kernel_tangent_sweep
 from simrun.scene import Scene, SceneError, initial_state
 
 Progress = Callable[[str, int, int], None]
