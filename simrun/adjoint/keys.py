@@ -11,6 +11,7 @@ import numpy as np
 
 from simrun.scene import Scene, SceneError, initial_state
 from simrun.stepper.binding import find_kernel, load_module, parameter_names
+from simrun.stepper.thermostats import controller_conflict
 
 FIXED_KEYS = ("state.x0", "state.v0", "initial.velocity", "dt", "integrator.damping",
               "particles.mass")
@@ -80,6 +81,8 @@ def parse_key(scene: Scene, text: str) -> Key:
     is checked against the allocated fields later (`check_field_keys`): they exist only
     once the kernel modules have run."""
     parts = text.split(".")
+    if controller_conflict(scene):  # what `simrun run` cannot run has no derivative
+        raise SceneError(controller_conflict(scene))
     if scene.objective is None:
         raise SceneError(f"{scene.source}: the scene has no 'objective', so there is nothing to "
                          "differentiate. Add e.g. 'objective: {builtin: kinetic, at: end}'.")

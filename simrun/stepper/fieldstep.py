@@ -1,9 +1,10 @@
 """One step = engine launches on the system's fields, and many steps per native call.
 
-A step is: the integrator's kick and drift (or the scene's own step kernels) and the walls
-(`updates.py`), the forces (the energy kernels' primal and gradient launches that
-`DirectForces` resolved: ``U = 0, dU/dU = 1``, the energies, their gradients into x.grad),
-velocity Verlet's second kick, and a NaN watch that sets a flag. When every launch is a plain
+A step is: the update plan's first launches (`plan.py`: the integrator's kick and drift, a
+thermostat's updates, or the scene's own step kernels and the walls), the forces (the energy
+kernels' primal and gradient launches that `DirectForces` resolved: ``U = 0, dU/dU = 1``,
+the energies, their gradients into x.grad), the plan's second launches (velocity Verlet's
+second kick, a thermostat's), and a NaN watch that sets a flag. When every launch is a plain
 compiled simrun.lang kernel, the whole step is one `Chain` and ``advance(n)`` makes n steps
 in one native call, stopping after the first step whose state is not finite; otherwise (an
 energy that brings its own gradient, random numbers, a Tape or FwdMode around the step) the

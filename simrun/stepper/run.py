@@ -24,7 +24,7 @@ from simrun.stepper.fieldstep import FieldStepper
 from simrun.stepper.integrators import State, kinetic_energy
 from simrun.stepper.pressure import measurable, pressure
 from simrun.stepper.system import System
-from simrun.stepper.thermostats import chain_energy
+from simrun.stepper.thermostats import chain_energy, controller_conflict
 
 ProgressFn = Callable[[int, int], None]
 _sum = np.add.reduce  # each step: the method lookup of ndarray.sum costs more than the sum
@@ -141,12 +141,15 @@ def make_stepping(scene: Scene, system: System, state: State, checkpoint: dict |
         dof = thermo.Dof(int(checkpoint["thermo_dof"]), "as decided at step 0")
     conserved = None
     if scene.integrator.thermostat and scene.step_kernels is None:
-        if system.controller:
-            raise SceneError(f"{scene.source}: a 'controller' runs with the integrators "
-                             "symplectic_euler and velocity_verlet or with step_kernels, not "
-                             f"with the '{scene.integrator.type}' thermostat. Choose one.")
+        if controller_conflict(scene):
+            raise SceneError(controller_conflict(scene))
         system.extra["nvt_dof"][None] = dof.count
         system.extra["nvt_clock"][None] = state.step  # the step the noise is drawn at
+        for name in ("xi", "vxi"):  # a chain saved before it was a field (older runs)
+            if checkpoint is not None and f"thermostat:{name}" in checkpoint \
+                    and f"field:nvt_{name}" not in checkpoint:
+                system.extra[f"nvt_{name}"].from_numpy(np.asarray(
+                    checkpoint[f"thermostat:{name}"], dtype=np.float64))
         if scene.integrator.type == "nose_hoover":
             def conserved(kinetic: float, potential: float) -> float:
                 return kinetic + potential + chain_energy(scene, system.extra)

@@ -214,6 +214,16 @@ def thermostat_fields(scene: Scene) -> dict:
     return fields
 
 
+def controller_conflict(scene: Scene) -> str | None:
+    """Why the scene cannot run (a controller beside a thermostat), or None."""
+    if scene.integrator.thermostat and scene.controller is not None \
+            and scene.step_kernels is None:
+        return (f"{scene.source}: a 'controller' runs with the integrators symplectic_euler "
+                "and velocity_verlet or with step_kernels, not with the "
+                f"'{scene.integrator.type}' thermostat. Choose one.")
+    return None
+
+
 def noise_key(scene: Scene) -> int:
     """The noise's key: ``integrator.seed`` (default: the scene's seed) modulo 2^32."""
     seed = scene.integrator.seed if scene.integrator.seed is not None else scene.seed
