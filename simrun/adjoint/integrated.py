@@ -100,14 +100,21 @@ class IntegratedTrajectory(ControlledTrajectory):
     # ------------------------------------------------------------------ forward
     def advance(self, state: KernelState, k: int) -> KernelState:
         """Step k by `run`'s own stepper (one chained native call where `run` makes one)."""
+        return self.advance_many(state, k, k + 1)
+
+    def advance_many(self, state: KernelState, a: int, b: int) -> KernelState:
+        """Steps a .. b-1 by `run`'s own stepper, chained natively where `run` chains them
+        (the schedule's advances between stored states)."""
         stepper, system = self.model.stepper, self.system
         for n, f in system.extra.items():
             f.from_numpy(state.fields[n])
-        stepper.load(State(k, state.x, state.v, state.f, state.potential))
-        stepper.advance(1)  # a NaN shows in the next reverse step's finite check
-        nxt = State(k + 1, state.x, state.v, state.f, state.potential)
+        stepper.load(State(a, state.x, state.v, state.f, state.potential))
+        done = 0
+        while done < b - a:  # the NaN watch stops a chain early: go on as the steps would
+            done += stepper.advance(b - a - done)  # (the next reverse step finds the NaN)
+        nxt = State(b, state.x, state.v, state.f, state.potential)
         stepper.store(nxt)
-        return KernelState(k + 1, nxt.x, nxt.v, nxt.f, nxt.potential, self._fields())
+        return KernelState(b, nxt.x, nxt.v, nxt.f, nxt.potential, self._fields())
 
     def advance_launches(self, state: KernelState, k: int) -> KernelState:
         """Step k by the launches `reverse_step` replays (the update kernels' twins): the

@@ -246,7 +246,7 @@ class KernelTrajectory(ObjectiveSum):
         if native is not None:
             return self._native_gradient(native, adj, state0, steps, snapshots)
         total = [0.0]
-        advance = self._summing(self.advance, total, steps)
+        advance, many = self._summing(self.advance, total, steps)
 
         def on_reverse(state: KernelState, k: int) -> None:
             if k == steps - 1:  # the last step: the objective starts at its end state
@@ -254,13 +254,14 @@ class KernelTrajectory(ObjectiveSum):
             self.reverse_step(adj, state, k, steps)
 
         sched = schedule.reverse(state0, steps, snapshots, advance, on_reverse,
-                                 KernelState.copy)
+                                 KernelState.copy, many)
         return total[0], adj, sched
 
     def _summing(self, step: Callable[[KernelState, int], KernelState], total: list,
-                 steps: int) -> Callable[[KernelState, int], KernelState]:
-        """`step` that adds each state it reaches for the first time into the objective's
-        sum `total` (the schedule's first descent; recomputations add nothing)."""
+                 steps: int) -> tuple[Callable, Callable | None]:
+        """`step`, and the trajectory's `advance_many` (None where it has none or every
+        state counts: at: mean), that add each state they reach for the first time into the
+        objective's sum `total` (the schedule's first descent; recomputations add nothing)."""
         reached = [0]
 
         def advance(state: KernelState, k: int) -> KernelState:
@@ -269,7 +270,15 @@ class KernelTrajectory(ObjectiveSum):
                 reached[0] = k + 1
                 self._accumulate(total, nxt, steps)
             return nxt
-        return advance
+
+        def advance_many(state: KernelState, a: int, b: int) -> KernelState:
+            nxt = self.advance_many(state, a, b)
+            if b > reached[0]:  # only the end state has weight (at: end)
+                reached[0] = b
+                self._accumulate(total, nxt, steps)
+            return nxt
+        chained = getattr(self, "advance_many", None) is not None and not self.at_mean
+        return advance, (advance_many if chained else None)
 
     def _native_steps(self) -> KernelNative | None:
         """The native steps (built on first use, kept: `reuse.TrajectoryCache` reuses the
@@ -287,7 +296,7 @@ class KernelTrajectory(ObjectiveSum):
         come out to NumPy only where the objective seeds them (and at the end)."""
         total = [0.0]
         native.prepare()
-        advance = self._summing(native.advance, total, steps)
+        advance, many = self._summing(native.advance, total, steps)
 
         def on_reverse(state: KernelState, k: int) -> None:
             if k == steps - 1:  # the last step: the objective starts at its end state
@@ -306,7 +315,7 @@ class KernelTrajectory(ObjectiveSum):
             self.progress("reverse", steps - k, steps)
 
         sched = schedule.reverse(state0, steps, snapshots, advance, on_reverse,
-                                 KernelState.copy)
+                                 KernelState.copy, many)
         if steps > 0:
             native.pull(adj)
         return total[0], adj, sched
