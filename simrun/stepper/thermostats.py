@@ -46,6 +46,7 @@ from simrun.stepper.updates import _wall
 PHILOX_M, PHILOX_W = 0xD256D193, 0x9E3779B9  # Random123's Philox-2x32 constants
 TWO_PI = 2.0 * math.pi
 CSVR_STREAM = 0x5EED5EED  # CSVR's draws: another key than Langevin's, under the same seed
+FIELDS = ("nvt_clock", "nvt_dof", "nvt_xi", "nvt_vxi")  # what thermostat_fields may add
 
 
 @ti.func
