@@ -198,3 +198,25 @@ def test_philox_known_answers_and_normal_moments() -> None:
     assert np.all(np.abs(corr) < 4 / np.sqrt(n))
     draw(12346, 7)  # the next step draws other numbers
     assert np.abs(np.corrcoef(z[:, 0], normals.to_numpy()[:, 0])[0, 1]) < 4 / np.sqrt(n)
+
+
+def test_a_run_saved_before_the_chain_was_a_field_resumes(tmp_path: Path) -> None:
+    """A state.npz of an older run keeps the chain as thermostat:xi / thermostat:vxi: resumed,
+    it continues as the uninterrupted run (the same bits)."""
+    integrator = "{type: nose_hoover, temperature: 0.5, tau: 1.0, chain: 2}"
+    warm = ["initial.temperature=0.5"]
+    whole = tmp_path / "whole"
+    run_scene(load_scene(oscillators(tmp_path, integrator, 200), warm, allow_outside=True),
+              whole)
+    part = tmp_path / "part"
+    run_scene(load_scene(oscillators(tmp_path, integrator, 100), warm, allow_outside=True),
+              part)
+    with np.load(part / "state.npz") as saved:
+        arrays = {k: saved[k] for k in saved.files}
+    for name in ("xi", "vxi"):
+        arrays[f"thermostat:{name}"] = arrays.pop(f"field:nvt_{name}")
+    np.savez(part / "state.npz", **arrays)
+    run_scene(load_scene(oscillators(tmp_path, integrator, 200), warm, allow_outside=True),
+              part, resume=True)
+    with np.load(whole / "state.npz") as a, np.load(part / "state.npz") as b:
+        assert np.array_equal(a["x"], b["x"]) and np.array_equal(a["v"], b["v"])
