@@ -76,7 +76,6 @@ def _copy(state: State) -> State:
 class Trajectory(ObjectiveSum):
     """Steps, objective and reverse sweep of one scene on a DiffModel."""
 
-
     def __init__(self, model: DiffModel, progress: Callable[[str, int, int], None] | None = None):
         self.model = model
         self.scene = scene = model.scene
