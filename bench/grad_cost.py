@@ -5,6 +5,7 @@ gravity bodies in 2-D, f64, velocity Verlet. Usage:
 
     python bench/grad_cost.py --steps 40000 --checkpoints 20 --threads 1
     python bench/grad_cost.py --steps 160000 --memory 64   # checkpoints that fit 64 MiB
+    python bench/grad_cost.py --steps 4000 --integrator '{type: langevin, temperature: 0.01, friction: 1.0}'
 
 Besides time and peak RSS it prints what the binomial schedule's formula says the run must
 recompute and store (`schedule.forward_steps`, snapshots x the bytes of one state), beside
@@ -89,6 +90,9 @@ def main() -> None:
                         help="MiB for stored states (replaces --checkpoints)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--integrator", default="velocity_verlet",
+                        help="the scene's integrator, e.g. '{type: langevin, temperature: "
+                             "0.01, friction: 1.0}' (a thermostat: NVT gradients)")
     parser.add_argument("--baseline", type=Path, default=None,
                         help="another checkout (e.g. main's) to measure in turn with this one")
     args = parser.parse_args()
@@ -97,7 +101,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         scene = Path(tmp) / "scene.yaml"
         scene.write_text(SCENE.format(kernels=REPO / "kernels", steps=args.steps,
-                                      every=max(args.steps // 100, 1)))
+                                      every=max(args.steps // 100, 1)).replace(
+            "integrator: velocity_verlet", f"integrator: {args.integrator}"))
         for r in range(args.rounds):
             for name, root in trees:
                 run = measure("run", scene, Path(tmp) / f"run{r}{name}", args.threads, 0,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from adjoint_helpers import assert_native_equals_tape
 
 from simrun.adjoint.job import (
     _begin,
@@ -22,6 +23,7 @@ from simrun.adjoint.job import (
     scene_gradient,
 )
 from simrun.adjoint.keys import parse_key, value_of, with_value
+from simrun.adjoint.policy import execution
 from simrun.scene import load_scene as _load_scene
 from simrun.stepper import run_scene
 
@@ -179,24 +181,16 @@ def test_simrun_optimize_tunes_the_controller_through_the_cli(tmp_path):
 
 
 @pytest.mark.parametrize("integrator, boundary, sets", CASES[:3])
-def test_the_native_reverse_chain_equals_the_tape_sweep(tmp_path, integrator, boundary, sets,
-                                                        monkeypatch):
+def test_the_native_reverse_chain_equals_the_tape_sweep(tmp_path, integrator, boundary, sets):
     """The reverse step as one chain of launches (integrated_native.py) gives the Tape
     sweep's gradients: the same kernels on the same values, only the order in which the
     parameter adjoints are summed differs (f64: rtol 1e-12 is ~1e4 roundings)."""
-    from simrun.adjoint.integrated import IntegratedTrajectory
 
     scene = load_scene(_scene_file(tmp_path, integrator, boundary=boundary), sets)
     x0, _v0 = _start(scene, {})
     traj = _trajectory(scene, [parse_key(scene, k) for k in KEYS], 1, x0)
     assert traj._native_steps() is not None
-    native = scene_gradient(scene, KEYS, threads=1, checkpoints=5)
-    monkeypatch.setattr(IntegratedTrajectory, "use_native", False)
-    tape = scene_gradient(scene, KEYS, threads=1, checkpoints=5)
-    assert native.objective == tape.objective
-    for key in KEYS:
-        np.testing.assert_allclose(native.gradients[key], tape.gradients[key], rtol=1e-12,
-                                   atol=1e-14, err_msg=key)
+    assert_native_equals_tape(scene, KEYS, 5, 1e-14)
 
 
 MASS_STEER = """
@@ -214,16 +208,14 @@ def test_a_controller_reading_the_masses_counts_in_their_gradient(tmp_path, nati
                                                                   monkeypatch):
     """particles.mass reaches J through the controller too (it reads m): reverse (native
     chain and Tape sweep) and forward mode against central differences (e = 1e-6, f64)."""
-    from simrun.adjoint.integrated import IntegratedTrajectory
 
     path = _scene_file(tmp_path)
     (tmp_path / "thrust.py").write_text(THRUST + MASS_STEER)
     scene = load_scene(path, ["controller={kernels: [thrust.py:steer_by_mass]}",
                               "particles.mass=[1.5, 0.8]"])
-    if not native:
-        monkeypatch.setattr(IntegratedTrajectory, "use_native", False)
     key = "particles.mass"
-    rev = np.asarray(scene_gradient(scene, [key], threads=1, checkpoints=5).gradients[key])
+    with execution(native=native):
+        rev = np.asarray(scene_gradient(scene, [key], threads=1, checkpoints=5).gradients[key])
     fwd = forward_gradient(scene, [key], threads=1)
     eps, base = 1e-6, np.array([1.5, 0.8])
     for i in range(2):
@@ -252,7 +244,6 @@ def advance(x: ti.template(), v: ti.template(), m: ti.template(), dt: float):
 def test_a_controller_reading_the_masses_in_a_step_kernel_scene(tmp_path, native,
                                                                 monkeypatch):
     """The same through step kernels (kernel_native.py and the Tape sweep)."""
-    from simrun.adjoint.controlled import ControlledTrajectory
 
     path = _scene_file(tmp_path)
     path.write_text(path.read_text().replace("integrator: velocity_verlet\n", ""))
@@ -264,10 +255,9 @@ def test_a_controller_reading_the_masses_in_a_step_kernel_scene(tmp_path, native
     traj = _trajectory(scene, [parse_key(scene, "particles.mass")], 1, x0)
     assert type(traj).__name__ == "ControlledTrajectory"
     assert traj._native_steps() is not None  # the native path exists for this scene
-    if not native:
-        monkeypatch.setattr(ControlledTrajectory, "use_native", False)
     key = "particles.mass"
-    rev = np.asarray(scene_gradient(scene, [key], threads=1, checkpoints=5).gradients[key])
+    with execution(native=native):
+        rev = np.asarray(scene_gradient(scene, [key], threads=1, checkpoints=5).gradients[key])
     eps, base = 1e-6, np.array([1.5, 0.8])
     for i in range(2):
         shift = np.eye(2)[i] * eps

@@ -12,7 +12,7 @@ import pytest
 from simrun.adjoint import job
 from simrun.adjoint.job import scene_gradient
 from simrun.adjoint.kernel_native import KernelNative
-from simrun.adjoint.kernel_sweep import KernelTrajectory
+from simrun.adjoint.policy import execution
 from simrun.adjoint.reuse import TrajectoryCache
 from simrun.scene import initial_state, load_scene
 
@@ -46,7 +46,7 @@ def test_native_steps_are_made_for_the_shipped_step_kernel_scenes(case):
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_native_gradient_equals_the_tape_sweep(case, monkeypatch):
+def test_native_gradient_equals_the_tape_sweep(case):
     """The same kernels on the same values in the same order: the objective and the per-
     element adjoints are the same bits (f32 robots included); only sums over steps of a
     scalar parameter's adjoint (dt) add in another order (f64 here: 1e-13 is rounding)."""
@@ -56,8 +56,8 @@ def test_native_gradient_equals_the_tape_sweep(case, monkeypatch):
     if case != "mpm-mean":
         start = None
     native = scene_gradient(scene, keys, checkpoints=checkpoints, threads=1, start=start)
-    monkeypatch.setattr(KernelTrajectory, "use_native", False)
-    tape = scene_gradient(scene, keys, checkpoints=checkpoints, threads=1, start=start)
+    with execution(native=False):
+        tape = scene_gradient(scene, keys, checkpoints=checkpoints, threads=1, start=start)
     assert native.objective == tape.objective
     for key in keys:
         a, b = np.asarray(native.gradients[key]), np.asarray(tape.gradients[key])

@@ -9,7 +9,7 @@ import typer
 from cli_helpers import REPO, simrun
 from typer.testing import CliRunner
 
-from simrun.adjoint.keys import FIXED_KEYS, KEY_KINDS, parse_key
+from simrun.adjoint.keys import FIXED_KEYS, KEY_KINDS, THERMOSTAT_KEYS, parse_key
 from simrun.cli.app import app
 from simrun.scene import load_scene
 from simrun.scene.schema import SCHEMA_VERSION
@@ -55,12 +55,21 @@ def test_grad_help_lists_every_kind_of_key_and_each_parses() -> None:
     examples = {"energy.<i>.params.<name>": "energy.1.params.g",
                 "step_kernels.params.<name>": "step_kernels.params.gravity",
                 "objective.params.<name>": "objective.params.tx", "fields.<name>": "fields.C"}
-    assert set(KEY_KINDS) == set(FIXED_KEYS) | set(examples)
+    assert set(KEY_KINDS) == set(FIXED_KEYS) | set(examples) | set(THERMOSTAT_KEYS)
     for kind, key in examples.items():
         assert parse_key(scene, key).text == key, kind
     gravity = load_scene(REPO / "scenes" / "gravity.yaml", ["objective={builtin: total}"])
     for key in FIXED_KEYS:
         assert parse_key(gravity, key).text == key
+    for integrator in ("{type: langevin, temperature: 1.0, friction: 1.0}",
+                       "{type: nose_hoover, temperature: 1.0, tau: 0.5}"):
+        nvt = load_scene(REPO / "scenes" / "gravity.yaml", [
+            "objective={builtin: total}", f"integrator={integrator}"])
+        settable = [k for k in THERMOSTAT_KEYS
+                    if getattr(nvt.integrator, k.split(".")[1]) is not None]
+        assert len(settable) == 2
+        for key in settable:
+            assert parse_key(nvt, key).text == key
 
 
 def test_run_summary_says_every_step(tmp_path) -> None:

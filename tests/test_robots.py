@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from simrun.adjoint.job import forward_gradient, objective_value, scene_gradient
+from simrun.adjoint.policy import execution
 from simrun.optimize import optimize_scene
 from simrun.optimize.optimizers import normalized
 from simrun.scene import SceneError
@@ -154,7 +155,6 @@ def test_the_dt_gradient_includes_the_controllers_use_of_dt(monkeypatch):
     derivative must carry that too (it once held the step kernels' share alone: -1.416
     against central differences' -0.587). Reverse (native and Tape sweeps) and forward mode
     against Richardson-extrapolated central differences, f64."""
-    from simrun.adjoint.kernel_sweep import KernelTrajectory
     from simrun.adjoint.keys import parse_key, with_value
 
     scene = load_scene(SCENES / "mass_spring.yaml", ["precision=f64", "steps=40"])
@@ -169,7 +169,7 @@ def test_the_dt_gradient_includes_the_controllers_use_of_dt(monkeypatch):
     richardson = (4 * fd - fd2) / 3
     native = scene_gradient(scene, ["dt"], threads=1).gradients["dt"]
     forward = forward_gradient(scene, ["dt"], threads=1).gradients["dt"]
-    monkeypatch.setattr(KernelTrajectory, "use_native", False)
-    tape = scene_gradient(scene, ["dt"], threads=1).gradients["dt"]
+    with execution(native=False):
+        tape = scene_gradient(scene, ["dt"], threads=1).gradients["dt"]
     for value in (native, tape, forward):
         assert value == pytest.approx(richardson, rel=1e-6)

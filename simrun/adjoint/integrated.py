@@ -1,6 +1,7 @@
-"""Trajectory gradients of scenes with a `controller` that integrate with `integrator:
-symplectic_euler | velocity_verlet` (a thrust, a feedback law: kernels run each step before
-the forces).
+"""Trajectory gradients of scenes that step by the integrator's or a thermostat's update
+kernels (`stepper/plan.py`): NVT scenes (Langevin, Nosé-Hoover, rescaling, CSVR) and scenes
+with a `controller` on `integrator: symplectic_euler | velocity_verlet` (a thrust, a feedback
+law: kernels run each step before the forces).
 
 The integrator's updates are already simrun.lang kernels (`stepper/updates.py`), so such a
 scene is differentiated by the step-kernel machinery (`ControlledTrajectory`), with those
@@ -8,20 +9,23 @@ update kernels as its step kernels: the controller, the energies and the integra
 through one chain of differentiated launches, and fields the controller reads and writes are
 part of the state. A step, as `simrun run` makes it (stepper/fieldstep.py):
 
-    controller(k); G1 = dU/dx at x_k; kick_drift(G1)            (symplectic Euler: h = dt)
-    ... velocity Verlet also: G2 = dU/dx at x_(k+1); kick(G2)    (h = dt / 2 in both)
+    controller(k); G1 = dU/dx at x_k; first stage (reads G1)    e.g. kick_drift, or BAOA
+    G2 = dU/dx at x_(k+1); second stage (reads G2)              e.g. kick, chain half-step
 
 with the same kernels compiled the same way (IEEE, no contraction) on the same values, so the
 differentiated trajectory is `run`'s bit for bit. Each update kernel reads its G from a field
 of its own (`Kernel.with_grad_reads`), and `dt` / `integrator.damping`, when differentiated,
-from 0-D fields (`Kernel.with_field_args`; h = dt/2 carries the factor). Reverse, velocity
-Verlet's step is two Tapes: the kick (G2's adjoint goes through the forces at x_(k+1) by one
-forward-over-reverse pass), then kick_drift (G1's at x_k), then the controller
-(controlled.py). Walls are inside kick_drift, so the Tape differentiates the bounce.
+from 0-D fields (`Kernel.with_field_args`; h = dt/2 carries the factor); so are a
+thermostat's `integrator.temperature | friction | tau`. What a thermostat carries (its chain,
+its clock) is fields of the state. Reverse, a step is two Tapes: the second stage (G2's
+adjoint goes through the forces at x_(k+1) by one forward-over-reverse pass), then the first
+(G1's at x_k), then the controller (controlled.py). Walls are inside the update kernels, so
+the Tape differentiates the bounce; Langevin's noise is drawn again from the seed, the same
+numbers, so the derivative is the pathwise one. No update has an adjoint of its own.
 
 The forward steps (the schedule's advances) are `run`'s own stepper, one native call a step;
-each reverse step is one native call too (integrated_native.py), or the Tape replay below
-where a launch cannot be chained or the objective reads the potential.
+each reverse step is one native call too (integrated_native.py, the integrators' one-launch
+stages), or the Tape replay below.
 """
 
 from __future__ import annotations
@@ -30,75 +34,87 @@ import numpy as np
 
 from simrun.adjoint.controlled import ControlledTrajectory
 from simrun.adjoint.integrated_native import IntegratedNative
-from simrun.adjoint.kernel_sweep import KernelAdjoint, KernelState
+from simrun.adjoint.kernel_state import KernelAdjoint, KernelState
 from simrun.adjoint.sweep import Tangent
-from simrun.stepper import updates
-from simrun.stepper.binding import BoundKernel
+from simrun.stepper import thermo, updates
+from simrun.stepper.binding import BoundKernel, parameter_names
+from simrun.stepper.plan import DAMPING, Update, build_plan
 from simrun.stepper.state import State
 
 
 class IntegratedTrajectory(ControlledTrajectory):
-    """ControlledTrajectory whose step kernels are the integrator's update kernels."""
+    """ControlledTrajectory whose step kernels are the scene's update plan."""
 
     native_class = IntegratedNative
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         scene, system = self.scene, self.system
-        verlet = scene.integrator.type == "velocity_verlet"
-        dt, damping = scene.dt, scene.integrator.damping
-        self.half = 0.5 if verlet else 1.0
-        box = self.model.stepper.box  # the bounds `run`'s stepper gives kick_drift
-        wall = updates.WALLS[scene.boundary.type]
-        x, v, m = system.x, system.v, system.m
+        box = self.model.stepper.box  # the bounds `run`'s stepper gives the walls
+        plan = build_plan(scene, system, box, frozenset(self.step_keys))
         self.scalars: list = []  # (KEY, 0-D field, d value / d KEY) read by the updates
-        # differentiated, the damping term stays in at damping 0 (its derivative is there):
-        # acc - 0 * v is acc, up to the sign of a zero acceleration
-        damped = damping != 0 or "integrator.damping" in self.step_keys
-        first = (x, v, m, box, self.half * dt, dt, damping, wall, damped)
-        self.first = self._update(updates.kick_drift, first, ["h", "dt"], self.G)
         self.G2 = self.ti.Vector.field(scene.particles.dim, dtype=system.fp,
                                        shape=scene.particles.count, needs_grad=True,
-                                       needs_dual=True)  # G at x_(k+1), the second kick's
-        self.second = self._update(updates.kick, (x, v, m, 0.5 * dt, damping, damped),
-                                   ["h"], self.G2) if verlet else None
-        self.twins = [t for t in (self.first, self.second) if t is not None]  # reuse.py's
+                                       needs_dual=True)  # G at x_(k+1), the second stage's
+        self.stages = ([self._update(u, self.G) for u in plan.first],
+                       [self._update(u, self.G2) for u in plan.second])
+        carried = [system.x, system.v, system.m, *system.extra.values()]
+        self.scratch = list({id(a): a for u in plan.first + plan.second for a in u.args
+                             if getattr(getattr(a, "grad", None), "data", None) is not None
+                             and not any(a is c for c in carried)}.values())  # K, scale
+        self.twins = [b for stage in self.stages for b in stage]  # reuse.py's
 
-    def _update(self, kernel, args: tuple, dt_names: list[str], g) -> BoundKernel:
+    def _update(self, update: Update, g) -> BoundKernel:
         """The update kernel reading the field `g` for x.grad, and the differentiated scalars
         from 0-D fields: (KEY, field, d value / d KEY) of each in `self.scalars`."""
-        twin = kernel.with_grad_reads({"x": g})
-        wanted = []
-        if "dt" in self.step_keys:
-            wanted += dt_names
-        if "integrator.damping" in self.step_keys:
-            wanted.append("damping")
+        twin = update.kernel
+        if "x" in parameter_names(twin):
+            twin = twin.with_grad_reads({"x": g})
+        wanted = [n for n, (key, _) in update.keys.items() if key in self.step_keys]
         if wanted:
             twin = twin.with_field_args(wanted)
-        for name, f in twin.field_args.items():
-            key = "integrator.damping" if name == "damping" else "dt"
-            factor = 1.0 if name in ("dt", "damping") else \
-                (self.half if kernel is updates.kick_drift else 0.5)  # h = factor * dt
-            self.scalars.append((key, f, factor))
-        return BoundKernel(None, twin, args)
+            self.scalars += [(update.keys[n][0], twin.field_args[n], update.keys[n][1])
+                             for n in wanted]
+        return BoundKernel(None, twin, update.args)
 
+    def start(self, x0: np.ndarray, v0: np.ndarray, field_shifts=None, field_values=None
+              ) -> KernelState:
+        """The first state; a thermostat's fields as `run` starts them (clock and chain at 0,
+        the degrees of freedom decided from the first forces)."""
+        extra = self.system.extra
+        if "nvt_clock" in extra:
+            self.system.set_state(x0, v0)
+            _, f = self.system.forces()
+            extra["nvt_dof"][None] = thermo.degrees_of_freedom(self.scene, f).count
+            for name in ("nvt_clock", "nvt_xi", "nvt_vxi"):
+                if name in extra:
+                    extra[name].fill(0)
+        return super().start(x0, v0, field_shifts, field_values)
 
     @staticmethod
-    def _launch(bound: BoundKernel) -> None:
+    def _launch(stage: list[BoundKernel]) -> None:
         with updates.ieee():  # compiled as `run`'s stepper compiles them
-            bound()
+            for bound in stage:
+                bound()
 
     # ------------------------------------------------------------------ forward
     def advance(self, state: KernelState, k: int) -> KernelState:
         """Step k by `run`'s own stepper (one chained native call where `run` makes one)."""
+        return self.advance_many(state, k, k + 1)
+
+    def advance_many(self, state: KernelState, a: int, b: int) -> KernelState:
+        """Steps a .. b-1 by `run`'s own stepper, chained natively where `run` chains them
+        (the schedule's advances between stored states)."""
         stepper, system = self.model.stepper, self.system
         for n, f in system.extra.items():
             f.from_numpy(state.fields[n])
-        stepper.load(State(k, state.x, state.v, state.f, state.potential))
-        stepper.advance(1)  # a NaN shows in the next reverse step's finite check
-        nxt = State(k + 1, state.x, state.v, state.f, state.potential)
+        stepper.load(State(a, state.x, state.v, state.f, state.potential))
+        done = 0
+        while done < b - a:  # the NaN watch stops a chain early: go on as the steps would
+            done += stepper.advance(b - a - done)  # (the next reverse step finds the NaN)
+        nxt = State(b, state.x, state.v, state.f, state.potential)
         stepper.store(nxt)
-        return KernelState(k + 1, nxt.x, nxt.v, nxt.f, nxt.potential, self._fields())
+        return KernelState(b, nxt.x, nxt.v, nxt.f, nxt.potential, self._fields())
 
     def advance_launches(self, state: KernelState, k: int) -> KernelState:
         """Step k by the launches `reverse_step` replays (the update kernels' twins): the
@@ -106,38 +122,51 @@ class IntegratedTrajectory(ControlledTrajectory):
         system = self.system
         self._load(state)
         self._before_kernels(k)  # controller(k), G1 = dU/dx at x_k
-        self._launch(self.first)
+        self._launch(self.stages[0])
         potential, f = system.forces()
-        if self.second is not None:
-            self.G2.from_numpy(np.negative(f))
-            self._launch(self.second)  # x stays: F at x_(k+1) is the state's
+        self.G2.from_numpy(np.negative(f))
+        self._launch(self.stages[1])  # x stays: F at x_(k+1) is the state's
         x, v = system.get_state()
         return KernelState(k + 1, x, v, f, potential, self._fields())
 
     # ------------------------------------------------------------------ reverse
-    def _reverse_update(self, adj: KernelAdjoint, bound: BoundKernel, G, x: np.ndarray,
-                        v: np.ndarray, g: np.ndarray) -> np.ndarray:
-        """adj.x, adj.v from after one update launch (from x, v with its force field G = g)
-        to before it; the masses' and scalars' adjoints added; returns G's adjoint."""
-        system, ti, dtype = self.system, self.ti, self.system.np_dtype
-        system.set_state(x, v)
+    def _put(self, x: np.ndarray, v: np.ndarray, fields: dict, G, g: np.ndarray) -> None:
+        """A stage's inputs into the fields: x, v, the carried fields and G = g."""
+        self.system.set_state(x, v)
+        for n, f in self.system.extra.items():
+            f.from_numpy(fields[n])
         G.from_numpy(g)
+
+    def _add_scalar(self, adj, key: str, value: float) -> None:
+        if key == "dt":
+            adj.dt += value
+        elif key == DAMPING:
+            adj.damping += value
+        else:
+            adj.add_params({key: value})
+
+    def _reverse_stage(self, adj: KernelAdjoint, stage: list[BoundKernel], G) -> np.ndarray:
+        """adj.x, adj.v and the carried fields' adjoints from after the stage's launches (from
+        the inputs `_put` left) to before them; the masses' and scalars' adjoints added;
+        returns G's adjoint."""
+        system, ti, dtype = self.system, self.ti, self.system.np_dtype
         for grad in [system.x.grad, system.v.grad, system.m.grad, G.grad] + \
-                [f.grad for _, f, _ in self.scalars]:
+                [f.grad for _, f, _ in self.scalars] + [f.grad for f in self.scratch] + \
+                [f.grad for f in self.floats.values()]:
             grad.fill(0)
         with updates.ieee(), ti.ad.Tape(loss=None, clear_gradients=False):
-            bound()
+            for bound in stage:
+                bound()
             system.x.grad.from_numpy(adj.x.astype(dtype))
             system.v.grad.from_numpy(adj.v.astype(dtype))
+            for n, f in self.floats.items():
+                f.grad.from_numpy(adj.fields[n].astype(f.grad.to_numpy().dtype))
         adj.x = system.x.grad.to_numpy().astype(float)
         adj.v = system.v.grad.to_numpy().astype(float)
+        adj.fields = {n: f.grad.to_numpy().astype(float) for n, f in self.floats.items()}
         adj.mass += system.m.grad.to_numpy().astype(float)
         for key, f, factor in self.scalars:
-            value = factor * float(f.grad[None])
-            if key == "dt":
-                adj.dt += value
-            else:
-                adj.damping += value
+            self._add_scalar(adj, key, factor * float(f.grad[None]))
         return G.grad.to_numpy().astype(float)
 
     def reverse_step(self, adj: KernelAdjoint, state: KernelState, k: int, steps: int) -> None:
@@ -146,14 +175,19 @@ class IntegratedTrajectory(ControlledTrajectory):
         self._load(state)
         self._before_kernels(k)
         x1, v1 = system.get_state()  # as the controller left them
-        g1 = self.G.to_numpy()
-        if self.second is not None:
-            self._launch(self.first)
+        fields1, g1 = self._fields(), self.G.to_numpy()
+        if self.stages[1]:
+            self._launch(self.stages[0])
             x2, v2 = system.get_state()
+            fields2 = self._fields()
             _, f2 = system.forces()
-            g_bar = self._reverse_update(adj, self.second, self.G2, x2, v2, np.negative(f2))
+            self._put(x2, v2, fields2, self.G2, np.negative(f2))
+            g_bar = self._reverse_stage(adj, self.stages[1], self.G2)
+            self._put(x2, v2, fields2, self.G2, np.negative(f2))
             self._through_forces(adj, x2.astype(float), g_bar)
-        g_bar = self._reverse_update(adj, self.first, self.G, x1, v1, g1)
+        self._put(x1, v1, fields1, self.G, g1)
+        g_bar = self._reverse_stage(adj, self.stages[0], self.G)
+        self._put(x1, v1, fields1, self.G, g1)
         self._through_forces(adj, x1.astype(float), g_bar)
         self._reverse_before_kernels(adj, state, k)
         self._seed(adj, state, self._weight(k, steps))
@@ -161,42 +195,47 @@ class IntegratedTrajectory(ControlledTrajectory):
         self.progress("reverse", steps - k, steps)
 
     # ------------------------------------------------------------------ forward mode
-    def _tangent_update(self, bound: BoundKernel, G, x: np.ndarray, v: np.ndarray,
-                        g: np.ndarray, tan: Tangent, g_dot: np.ndarray
-                        ) -> tuple[np.ndarray, np.ndarray]:
-        """(xdot, vdot) after one update launch from x, v (tangents tan.x, tan.v), its force
-        field G = g (tangent g_dot)."""
+    def _tangent_stage(self, stage: list[BoundKernel], G, tan: Tangent, g_dot: np.ndarray,
+                       fields_dot: dict) -> tuple[np.ndarray, np.ndarray, dict]:
+        """(xdot, vdot, the carried fields' tangents) after the stage's launches from the
+        inputs `_put` left (tangents tan.x, tan.v, fields_dot; G's g_dot)."""
         system, ti, dtype = self.system, self.ti, self.system.np_dtype
-        system.set_state(x, v)
-        G.from_numpy(g)
         system.v.dual.from_numpy(tan.v.astype(dtype))
         system.m.dual.from_numpy(tan.mass.astype(dtype))
         G.dual.from_numpy(g_dot.astype(dtype))
+        for n, f in self.floats.items():
+            f.dual.from_numpy(np.asarray(fields_dot[n]).astype(f.to_numpy().dtype))
+        for f in self.scratch:
+            f.dual.fill(0)
         for key, f, factor in self.scalars:
-            f.dual[None] = factor * (tan.dt if key == "dt" else tan.damping)
+            value = tan.dt if key == "dt" else (
+                tan.damping if key == DAMPING else tan.params.get(key, 0.0))
+            f.dual[None] = factor * value
         with updates.ieee(), ti.ad.FwdMode(loss=system.U, param=system.x,
                                            seed=tan.x.astype(dtype).reshape(-1),
                                            clear_gradients=False):
-            bound()
+            for bound in stage:
+                bound()
             return (system.x.dual.to_numpy().astype(float),
-                    system.v.dual.to_numpy().astype(float))
+                    system.v.dual.to_numpy().astype(float),
+                    {n: f.dual.to_numpy().astype(float) for n, f in self.floats.items()})
 
     def _kernels_tangent(self, state: KernelState, tan: Tangent, fields_dot: dict
                          ) -> tuple[np.ndarray, np.ndarray, dict, float]:
         """The updates' tangents from `state` (as the controller left it, F at x_k)."""
         system = self.system
         g_dot, _ = self._force_tangent(state, tan, fields_dot)
-        xdot, vdot = self._tangent_update(self.first, self.G, state.x, state.v,
-                                          np.negative(state.f), tan, g_dot)
-        if self.second is not None:
-            system.set_state(state.x, state.v)
-            self.G.from_numpy(np.negative(state.f))
-            self._launch(self.first)
+        self._put(state.x, state.v, state.fields, self.G, np.negative(state.f))
+        xdot, vdot, fdot = self._tangent_stage(self.stages[0], self.G, tan, g_dot, fields_dot)
+        if self.stages[1]:
+            self._put(state.x, state.v, state.fields, self.G, np.negative(state.f))
+            self._launch(self.stages[0])
             x2, v2 = system.get_state()
+            fields2 = self._fields()
             potential, f2 = system.forces()
-            mid = KernelState(state.step, x2, v2, f2, potential, state.fields)
+            mid = KernelState(state.step, x2, v2, f2, potential, fields2)
             moved = Tangent(xdot, vdot, tan.mass, tan.dt, tan.damping, tan.params)
-            g_dot, _ = self._force_tangent(mid, moved, fields_dot)
-            xdot, vdot = self._tangent_update(self.second, self.G2, x2, v2, np.negative(f2),
-                                              moved, g_dot)
-        return xdot, vdot, fields_dot, 0.0
+            g_dot, _ = self._force_tangent(mid, moved, fdot)
+            self._put(x2, v2, fields2, self.G2, np.negative(f2))
+            xdot, vdot, fdot = self._tangent_stage(self.stages[1], self.G2, moved, g_dot, fdot)
+        return xdot, vdot, fdot, 0.0

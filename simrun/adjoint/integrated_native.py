@@ -1,13 +1,13 @@
-"""The reverse step of a controller scene on the integrator (integrated.py) as one chain of
-engine launches: KernelNative's plan with the integrator's update kernels as the step
-kernels, each with a force evaluation before it (velocity Verlet: two).
+"""The reverse step of a scene on the integrator's or a thermostat's update plan
+(integrated.py) as one chain of engine launches: KernelNative's plan with the plan's update
+kernels as the step kernels, each stage with a force evaluation before it.
 
 reverse step k (adjoints of the state after it in f64 fields):
-    replay: controller(k); forces -> G; kick_drift; [forces -> G2; kick]  (snapshots of the
-        fields each launch overwrites, as KernelNative takes them)
-    [kick's adjoint; G2's through the forces at x_(k+1) (the masses' adjoint first: the
-        forward-over-reverse pass clears m.grad)]
-    kick_drift's adjoint; G's through the forces at x_k
+    replay: controller(k); forces -> G; first stage; [forces -> G2; second stage]
+        (snapshots of the fields each launch overwrites, as KernelNative takes them)
+    [the second stage's adjoint; G2's through the forces at x_(k+1) (the masses' adjoint
+        first: the forward-over-reverse pass clears m.grad)]
+    the first stage's adjoint; G's through the forces at x_k
     the controller's adjoint; the scalar parameters' adjoints (h = factor * dt); NaN watch.
 The forward steps are the trajectory's own (`run`'s stepper)."""
 
@@ -62,17 +62,15 @@ class IntegratedNative(KernelNative):
                              traj.scalars]
         state = [(x.grad, self.ax), (v.grad, self.av)] + \
             [(f.grad, self.af[n]) for n, f in self.floats.items()]
-        stages = [(self.twins[0], self.twin_snaps[0], self.twin_grads[0], traj.G)]
-        if traj.second is not None:
-            stages.append((self.twins[1], self.twin_snaps[1], self.twin_grads[1], traj.G2))
         plan = self._replay(self.ctrl, self.ctrl_snaps)
-        for launch, snaps, _, G in stages:
-            plan += self._forces_into(G) + self._replay([launch], [snaps])
+        stages = self._stages()
+        for launches, snaps, _, G in stages:
+            plan += self._forces_into(G) + self._replay(launches, snaps)
         zeroed = [system.m.grad] + [G.grad for *_, G in stages] + \
-            [f.grad for _, f, _, _ in self.step_params]
+            [f.grad for f in traj.scratch] + [f.grad for _, f, _, _ in self.step_params]
         plan += [R(updates.zero, (g,)) for g in zeroed]
-        for _, snaps, grad, G in reversed(stages):
-            plan += self._seed_and_reverse(state, [grad], [snaps])
+        for _, snaps, grads, G in reversed(stages):
+            plan += self._seed_and_reverse(state, grads, snaps)
             plan.append(R(accumulate, (system.m.grad, self.am, f64)))
             if self.energy:
                 plan += self._through_forces(G)
@@ -82,6 +80,19 @@ class IntegratedNative(KernelNative):
         plan += [R(accumulate, (f.grad, acc, f64)) for _, f, acc, _ in self.step_params]
         plan.append(R(adjoint_watch, (self.ax, self.av, self.bad)))
         return plan
+
+    def _stages(self) -> list[tuple]:
+        """(launches, their snapshots, their gradient launches, the G they read) per stage
+        of the trajectory's update plan (the second stage: velocity Verlet's and the
+        thermostats')."""
+        traj, out, start = self.traj, [], 0
+        for stage, G in zip(traj.stages, (traj.G, traj.G2)):
+            end = start + len(stage)
+            if stage:
+                out.append((self.twins[start:end], self.twin_snaps[start:end],
+                            self.twin_grads[start:end], G))
+            start = end
+        return out
 
     def _forces_into(self, G) -> list:
         """The force launches (U, x.grad = dU/dx), x.grad copied into G."""

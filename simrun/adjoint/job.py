@@ -12,13 +12,15 @@ from typing import Any
 
 import numpy as np
 
+from simrun.adjoint import policy
 from simrun.adjoint.controlled import ControlledTrajectory
 from simrun.adjoint.integrated import IntegratedTrajectory
-from simrun.adjoint.kernel_sweep import KernelTrajectory, kernel_tangent_sweep
+from simrun.adjoint.kernel_sweep import KernelTrajectory
 from simrun.adjoint.keys import Key, check_field_keys, parse_key, value_of
 from simrun.adjoint.model import DiffModel
 from simrun.adjoint.reuse import TrajectoryCache
-from simrun.adjoint.sweep import Tangent, Trajectory, tangent_sweep
+from simrun.adjoint.sweep import Tangent, Trajectory
+from simrun.adjoint.tangent import kernel_tangent_sweep
 from simrun.scene import Scene, SceneError, initial_state
 
 Progress = Callable[[str, int, int], None]
@@ -84,21 +86,35 @@ def _split_keys(keys: list[Key]) -> tuple[dict, dict]:
 
 
 def _trajectory(scene: Scene, keys: list[Key], threads: int | None, rest: np.ndarray,
-                progress: Progress | None = None) -> Trajectory | KernelTrajectory:
-    """The DiffModel and the sweep for this scene: the integrator's (sweep.py), or the step
-    kernels' (kernel_sweep.py) for scenes that bring their own dynamics or a controller (the
-    integrator's update kernels as step kernels then: integrated.py)."""
+                progress: Progress | None = None, generated: bool = False
+                ) -> Trajectory | KernelTrajectory:
+    """The DiffModel and the sweep for this scene: the update plan's, differentiated by the
+    engine (integrated.py; kernel_sweep.py for scenes that bring their own step kernels),
+    or, for a plain integrator scene unless `generated`, sweep.py's native programs."""
     model = DiffModel(scene, rest, *_split_keys(keys), threads)
-    if scene.step_kernels is None and scene.controller is None:
+    nvt = scene.integrator.thermostat and scene.step_kernels is None
+    if scene.step_kernels is None and scene.controller is None and not nvt and not generated:
         return Trajectory(model, progress)
     check_field_keys(keys, model.system.extra)
     step_keys = {k.text: ("dt" if k.kind == "dt" else k.name) for k in keys
-                 if k.kind in ("step", "dt", "damping")}
-    if scene.step_kernels is None:  # a controller with the integrator's update kernels
+                 if k.kind in ("step", "dt", "damping", "thermostat")}
+    if scene.step_kernels is None:  # the integrator's or thermostat's update kernels
         return IntegratedTrajectory(model, step_keys, progress)
     if scene.controller is not None:
         return ControlledTrajectory(model, step_keys, progress)
     return KernelTrajectory(model, step_keys, progress)
+
+
+def _reverse_trajectory(scene: Scene, keys: list[Key], threads: int | None, rest: np.ndarray,
+                        progress: Progress | None = None) -> Trajectory | KernelTrajectory:
+    """The sweep for the reverse mode: a plain integrator scene's native programs where its
+    reverse step chains (sweep.py), else (interpreted policy, energies the engine cannot
+    chain) the engine's reverse of the update plan (integrated.py)."""
+    traj = _trajectory(scene, keys, threads, rest, progress,
+                       generated=not policy.current().native)
+    if isinstance(traj, Trajectory) and traj.native_reverse() is None:
+        traj = _trajectory(scene, keys, threads, rest, progress, generated=True)
+    return traj
 
 
 def _start(scene: Scene, shifts: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -172,10 +188,10 @@ def scene_gradient(scene: Scene, wrt: list[str], *, steps: int | None = None,
     t0 = time.perf_counter()
     x0, v0 = _start(scene, {})
     if cache is None:
-        traj = _trajectory(scene, keys, threads, x0, progress)
+        traj = _reverse_trajectory(scene, keys, threads, x0, progress)
     else:
         traj = cache.get(scene, (tuple(wrt), threads),
-                         lambda: _trajectory(scene, keys, threads, x0))
+                         lambda: _reverse_trajectory(scene, keys, threads, x0))
         traj.progress = progress or (lambda *_: None)
     state0 = _begin(traj, *(start if start is not None else (x0, v0)), {}, fields)
     snapshots = snapshots_for(scene, steps, checkpoints, memory, state0)
@@ -230,7 +246,7 @@ def forward_gradient(scene: Scene, wrt: list[str], *, steps: int | None = None,
     steps = scene.steps if steps is None else steps
     t0 = time.perf_counter()
     x0, v0 = _start(scene, {})
-    traj = _trajectory(scene, keys, threads, x0, progress)
+    traj = _trajectory(scene, keys, threads, x0, progress, generated=True)
     state0 = _begin(traj, *(start if start is not None else (x0, v0)), {}, fields)
     rng = np.random.default_rng(seed)
     grads, directions, horizon, value = {}, {}, {}, 0.0
@@ -239,11 +255,8 @@ def forward_gradient(scene: Scene, wrt: list[str], *, steps: int | None = None,
         seeds = _tangent_seeds(key, scene, rng, state0)
         derivs = []
         for name, tan, fields_dot in seeds:
-            if isinstance(traj, KernelTrajectory):
-                value, dj, series = kernel_tangent_sweep(traj, state0, steps, tan, fields_dot,
-                                                         every)
-            else:
-                value, dj, series = tangent_sweep(traj, state0, steps, tan, every)
+            value, dj, series = kernel_tangent_sweep(traj, state0, steps, tan, fields_dot,
+                                                     every)
             derivs.append(dj)
             horizon[name] = series
         if key.kind == "field":

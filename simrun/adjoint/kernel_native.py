@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 import simrun.lang as ti
+from simrun.adjoint.kernel_state import KernelState
 from simrun.adjoint.reverse import adjoint_watch
 from simrun.lang.api import runtime
 from simrun.lang.autodiff.tape import access_of
@@ -289,8 +290,6 @@ class KernelNative:
 
     def advance(self, state, k: int):
         """The state after step k (x, v and the fields the step writes)."""
-        from simrun.adjoint.kernel_sweep import KernelState
-
         self.load(state)
         self._set_step(k)
         self.forward.run(1, set_args=False)

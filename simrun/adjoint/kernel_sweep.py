@@ -18,12 +18,12 @@ so `grad` differentiates exactly the trajectory `run` computes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from simrun.adjoint import schedule
+from simrun.adjoint import policy, schedule
 from simrun.adjoint.kernel_native import KernelNative
+from simrun.adjoint.kernel_state import KernelAdjoint, KernelState
 from simrun.adjoint.model import DiffModel
 from simrun.adjoint.sweep import ObjectiveSum, Tangent
 from simrun.lang.autodiff.tape import recording
@@ -32,46 +32,12 @@ from simrun.stepper.binding import BoundKernel, parameter_names
 from simrun.stepper.integrators import apply_boundary
 
 
-@dataclass
-class KernelState:
-    """x, v, F = -G at x, U, and every allocated field (the step kernels' own state)."""
-
-    step: int
-    x: np.ndarray
-    v: np.ndarray
-    f: np.ndarray
-    potential: float
-    fields: dict[str, np.ndarray]
-
-    def copy(self) -> KernelState:
-        return KernelState(self.step, self.x.copy(), self.v.copy(), self.f.copy(),
-                           self.potential, {k: a.copy() for k, a in self.fields.items()})
-
-
-@dataclass
-class KernelAdjoint:
-    """Adjoints of the state (x, v, fields) and the accumulated parameter adjoints."""
-
-    x: np.ndarray
-    v: np.ndarray
-    fields: dict[str, np.ndarray]
-    mass: np.ndarray
-    dt: float = 0.0
-    damping: float = 0.0  # no integrator, so no damping; kept for job.py's _gradient_of
-    params: dict[str, float] = field(default_factory=dict)
-
-    def add_params(self, values: dict[str, float], sign: float = 1.0) -> None:
-        for k, val in values.items():
-            self.params[k] = self.params.get(k, 0.0) + sign * val
-
-
 class KernelTrajectory(ObjectiveSum):
     """Steps, objective, reverse and tangent sweeps of a step-kernel scene on a DiffModel.
 
     `step_keys` maps each differentiated step-kernel scalar (a `step_kernels.params.<name>`
     KEY, or `dt`) to its parameter name; those are read from 0-D fields in the twins."""
 
-    use_native = True  # the gradient's steps as chains of launches where they can be (tests)
     native_class = KernelNative  # what builds them
 
     def __init__(self, model: DiffModel, step_keys: dict[str, str],
@@ -280,7 +246,7 @@ class KernelTrajectory(ObjectiveSum):
         if native is not None:
             return self._native_gradient(native, adj, state0, steps, snapshots)
         total = [0.0]
-        advance = self._summing(self.advance, total, steps)
+        advance, many = self._summing(self.advance, total, steps)
 
         def on_reverse(state: KernelState, k: int) -> None:
             if k == steps - 1:  # the last step: the objective starts at its end state
@@ -288,13 +254,14 @@ class KernelTrajectory(ObjectiveSum):
             self.reverse_step(adj, state, k, steps)
 
         sched = schedule.reverse(state0, steps, snapshots, advance, on_reverse,
-                                 KernelState.copy)
+                                 KernelState.copy, many)
         return total[0], adj, sched
 
     def _summing(self, step: Callable[[KernelState, int], KernelState], total: list,
-                 steps: int) -> Callable[[KernelState, int], KernelState]:
-        """`step` that adds each state it reaches for the first time into the objective's
-        sum `total` (the schedule's first descent; recomputations add nothing)."""
+                 steps: int) -> tuple[Callable, Callable | None]:
+        """`step`, and the trajectory's `advance_many` (None where it has none or every
+        state counts: at: mean), that add each state they reach for the first time into the
+        objective's sum `total` (the schedule's first descent; recomputations add nothing)."""
         reached = [0]
 
         def advance(state: KernelState, k: int) -> KernelState:
@@ -303,12 +270,20 @@ class KernelTrajectory(ObjectiveSum):
                 reached[0] = k + 1
                 self._accumulate(total, nxt, steps)
             return nxt
-        return advance
+
+        def advance_many(state: KernelState, a: int, b: int) -> KernelState:
+            nxt = self.advance_many(state, a, b)
+            if b > reached[0]:  # only the end state has weight (at: end)
+                reached[0] = b
+                self._accumulate(total, nxt, steps)
+            return nxt
+        chained = getattr(self, "advance_many", None) is not None and not self.at_mean
+        return advance, (advance_many if chained else None)
 
     def _native_steps(self) -> KernelNative | None:
         """The native steps (built on first use, kept: `reuse.TrajectoryCache` reuses the
         trajectory), or None where they cannot be made."""
-        if not self.use_native or recording():
+        if not policy.current().native or recording():
             return None
         if not hasattr(self, "_native"):
             self._native = self.native_class.build(self)
@@ -321,7 +296,7 @@ class KernelTrajectory(ObjectiveSum):
         come out to NumPy only where the objective seeds them (and at the end)."""
         total = [0.0]
         native.prepare()
-        advance = self._summing(native.advance, total, steps)
+        advance, many = self._summing(native.advance, total, steps)
 
         def on_reverse(state: KernelState, k: int) -> None:
             if k == steps - 1:  # the last step: the objective starts at its end state
@@ -340,7 +315,7 @@ class KernelTrajectory(ObjectiveSum):
             self.progress("reverse", steps - k, steps)
 
         sched = schedule.reverse(state0, steps, snapshots, advance, on_reverse,
-                                 KernelState.copy)
+                                 KernelState.copy, many)
         if steps > 0:
             native.pull(adj)
         return total[0], adj, sched
@@ -395,37 +370,3 @@ class KernelTrajectory(ObjectiveSum):
                    signs * system.v.dual.to_numpy().astype(float),
                    {n: f.dual.to_numpy().astype(float) for n, f in self.floats.items()})
         return out[0], out[1], out[2], 0.0
-
-
-def kernel_tangent_sweep(traj: KernelTrajectory, state0: KernelState, steps: int, tan: Tangent,
-                         fields_dot: dict, every: int
-                         ) -> tuple[float, float, list[tuple[int, float, float]]]:
-    """Forward mode for step-kernel scenes (as sweep.tangent_sweep): J, dJ along `tan` (and
-    `fields_dot`, tangents of the allocated fields), and (step, J(t), dJ(t)) every `every`."""
-    from simrun.adjoint.sweep import _objective_tangent
-
-    fdot = {n: np.asarray(fields_dot.get(n, np.zeros(f.shape + tuple(f.elem_shape))), float)
-            for n, f in traj.floats.items()}
-    state, total, dtotal, series = state0, 0.0, 0.0, []
-    for k in range(steps):
-        xdot, vdot, fdot, _ = traj.tangent_step(state, tan, fdot)
-        state = traj.advance(state, k)
-        tan = Tangent(xdot, vdot, tan.mass, tan.dt, tan.damping, tan.params)
-        udot = traj._force_tangent(state, tan, fdot)[1] if traj.model.uses_potential() else 0.0
-        j, dj = _objective_tangent(traj, state, xdot, vdot, tan, udot)
-        dj += _objective_field_tangent(traj, state, fdot)
-        w = traj._weight(k + 1, steps)
-        total, dtotal = total + w * j, dtotal + w * dj
-        if (k + 1) % every == 0 or k + 1 == steps:
-            series.append((k + 1, total * steps / (k + 1) if traj.at_mean else j,
-                           dtotal * steps / (k + 1) if traj.at_mean else dj))
-        traj.progress("forward", k + 1, steps)
-    return total, dtotal, series
-
-
-def _objective_field_tangent(traj: KernelTrajectory, state: KernelState, fdot: dict) -> float:
-    """dJ along the field tangents, for an objective kernel that reads allocated fields
-    (objective_grad just ran its Tape, so the fields' .grad hold dJ/dfield)."""
-    if traj.scene.objective.kernel is None:
-        return 0.0
-    return float(sum(np.sum(f.grad.to_numpy() * fdot[n]) for n, f in traj.floats.items()))

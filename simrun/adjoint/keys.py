@@ -12,11 +12,14 @@ import numpy as np
 from simrun.scene import Scene, SceneError, initial_state
 from simrun.scene.errors import MAX_SHOWN, shorten
 from simrun.stepper.binding import find_kernel, load_module, parameter_names
+from simrun.stepper.thermostats import controller_conflict
 
 FIXED_KEYS = ("state.x0", "state.v0", "initial.velocity", "dt", "integrator.damping",
               "particles.mass")
+THERMOSTAT_FLOATS = ("temperature", "friction", "tau")
+THERMOSTAT_KEYS = tuple(f"integrator.{n}" for n in THERMOSTAT_FLOATS)  # where the scene sets it
 KEY_KINDS = (*FIXED_KEYS, "energy.<i>.params.<name>", "step_kernels.params.<name>",
-             "objective.params.<name>", "fields.<name>")  # what parse_key takes (`grad --help`)
+             "objective.params.<name>", "fields.<name>", *THERMOSTAT_KEYS)  # `grad --help`
 FIELDS_HINT = "fields.<name> (a float field a kernel module's allocate hook makes)"
 
 
@@ -26,6 +29,7 @@ class Key:
 
     text: str
     kind: str  # x0 | v0 | velocity | dt | damping | mass | energy | objective | step | field
+    #            | thermostat (integrator.temperature | friction | tau)
     index: int = -1
     name: str = ""
 
@@ -57,10 +61,19 @@ def _step_params(scene: Scene) -> list[str]:
     return [f"step_kernels.params.{n}" for n in names]
 
 
+def _thermostat_keys(scene: Scene) -> list[str]:
+    """integrator.<name> for the thermostat's float parameters (the target temperature, the
+    friction or time constant); its integers (chain, every, seed) have no derivative."""
+    if not scene.integrator.thermostat or scene.step_kernels is not None:
+        return []
+    return [f"integrator.{n}" for n in THERMOSTAT_FLOATS
+            if getattr(scene.integrator, n) is not None]
+
+
 def known_keys(scene: Scene) -> list[str]:
-    fixed = [k for k in FIXED_KEYS if not (scene.step_kernels is not None
-                                           and k == "integrator.damping")]
-    keys = fixed + _energy_params(scene) + _step_params(scene)
+    no_damping = scene.step_kernels is not None or scene.integrator.thermostat
+    fixed = [k for k in FIXED_KEYS if not (no_damping and k == "integrator.damping")]
+    keys = fixed + _energy_params(scene) + _step_params(scene) + _thermostat_keys(scene)
     if scene.objective is not None:
         keys += [f"objective.params.{n}" for n, v in scene.objective.params.items()
                  if isinstance(v, float)]
@@ -72,10 +85,8 @@ def parse_key(scene: Scene, text: str) -> Key:
     is checked against the allocated fields later (`check_field_keys`): they exist only
     once the kernel modules have run."""
     parts = text.split(".")
-    if scene.integrator.thermostat:
-        raise SceneError(f"--wrt {shorten(text)}: the '{scene.integrator.type}' thermostat is not "
-                         "differentiated by `simrun grad` (its noise and chain are not part of "
-                         "the adjoint); use integrator: velocity_verlet or symplectic_euler.")
+    if controller_conflict(scene):  # what `simrun run` cannot run has no derivative
+        raise SceneError(controller_conflict(scene))
     if scene.objective is None:
         raise SceneError(f"{scene.source}: the scene has no 'objective', so there is nothing to "
                          "differentiate. Add e.g. 'objective: {builtin: kinetic, at: end}'.")
@@ -104,6 +115,8 @@ def parse_key(scene: Scene, text: str) -> Key:
         return Key(text, kinds[text])
     if parts[0] == "energy":
         return Key(text, "energy", int(parts[1]), parts[3])
+    if parts[0] == "integrator":
+        return Key(text, "thermostat", name=parts[1])
     if parts[0] == "step_kernels":
         return Key(text, "step", name=parts[2])
     return Key(text, "objective", name=parts[2])
@@ -134,6 +147,8 @@ def value_of(scene: Scene, key: Key) -> np.ndarray | float:
     if key.kind == "mass":
         masses = np.asarray(scene.particles.masses, float)
         return float(masses[0]) if len(set(scene.particles.masses)) == 1 else masses
+    if key.kind == "thermostat":
+        return float(getattr(scene.integrator, key.name))
     if key.kind == "energy":
         term = scene.energy[key.index]
         defaults = getattr(load_module(term.kernel.path), "DEFAULTS", {}).get(term.kernel.name, {})
@@ -167,6 +182,8 @@ def with_value(scene: Scene, key: Key, value) -> Scene:
         masses = np.broadcast_to(np.asarray(value, float), (scene.particles.count,))
         return replace(scene, particles=replace(scene.particles,
                                                 masses=tuple(float(m) for m in masses)))
+    if key.kind == "thermostat":
+        return replace(scene, integrator=replace(scene.integrator, **{key.name: float(value)}))
     if key.kind == "energy":
         terms = list(scene.energy)
         term = terms[key.index]

@@ -1,12 +1,15 @@
-"""The trajectory and its adjoint: the forward sweep is `run`'s own step (so `grad` sees the
-same numbers), the reverse sweep the exact discrete adjoint of that step, with H lambda from
-the engine (forward over reverse), never finite differences.
+"""The reverse sweep of plain integrator scenes as native programs: the forward sweep is
+`run`'s own step (so `grad` sees the same numbers), the reverse step one chain of launches
+(reverse.py), the whole checkpoint schedule native programs where the objective reads only
+the end state (program.py). H lambda comes from the engine (forward over reverse), never
+finite differences.
 
 Velocity Verlet, v1 = v + h/2 a(x, v), x' = x + h v1, v' = v1 + h/2 a(x', v1) with
 a = F/m - damping v, has F at x' in both its own last kick and the next step's first kick, so
-the reverse sweep folds both into one H lambda per step. A reflecting wall flips the position
-and velocity components that crossed it: the adjoint flips the same components (the bounce's
-derivative, defined everywhere except on the wall itself); a periodic wrap has derivative 1.
+the reverse sweep folds both into one H lambda per step (the adjoint's ``pending``).
+
+Everything else (the interpreted policy, energies whose launches cannot be chained, forward
+mode) is the engine's reverse or forward mode of the same update kernels (integrated.py).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simrun.adjoint import schedule
+from simrun.adjoint import policy, schedule
 from simrun.adjoint.model import DiffModel
 from simrun.adjoint.program import NativeProgram
 from simrun.adjoint.reverse import NativeReverse
@@ -73,9 +76,6 @@ def _copy(state: State) -> State:
 class Trajectory(ObjectiveSum):
     """Steps, objective and reverse sweep of one scene on a DiffModel."""
 
-    use_native = True  # the reverse step as one chain of launches where it can be (tests: off)
-    use_program = True  # ... and the whole schedule as native programs (tests: off)
-
     def __init__(self, model: DiffModel, progress: Callable[[str, int, int], None] | None = None):
         self.model = model
         self.scene = scene = model.scene
@@ -131,52 +131,28 @@ class Trajectory(ObjectiveSum):
         adj.mass -= sec.mixed_m
         adj.add_params(sec.mixed_p, -1.0)
 
-    def _reflect_signs(self, xd: np.ndarray) -> np.ndarray:
-        """-1 on the components a reflecting wall flipped, else 1."""
-        b = self.scene.boundary
-        if b.type != "reflect":
-            return np.ones_like(xd)
-        low, high = np.asarray(b.low, xd.dtype), np.asarray(b.high, xd.dtype)
-        return np.where((xd < low) | (xd > high), -1.0, 1.0)
+    def native_reverse(self) -> NativeReverse | None:
+        """The reverse step as one chain of launches (built once), or None where a launch
+        cannot be chained: then `job` takes the engine's reverse of the update plan."""
+        if not hasattr(self, "_native"):
+            hvp = self.model.direct_hvp()
+            native = NativeReverse(self, hvp) if hvp.usable() else None
+            self._native = native if native is not None and native.chain is not None else None
+        return self._native
 
-    def _kick_adjoint(self, adj: Adjoint, v_in: np.ndarray, f: np.ndarray, vbar: np.ndarray,
-                      half: float) -> np.ndarray:
-        """v_out = v_in + half*h*(F/m - damping v_in): returns v_in's adjoint, adds F's to
-        adj.pending and the dt, damping and mass adjoints."""
-        h, g, m = self.h, self.gamma, self.m
-        adj.pending += half * h * vbar / m
-        adj.mass -= half * h * np.sum(f * vbar, axis=1) / m[:, 0] ** 2
-        adj.damping -= half * h * float(np.sum(v_in * vbar))
-        adj.dt += half * float(np.sum((f / m - g * v_in) * vbar))
-        return (1.0 - half * h * g) * vbar
-
-    def _native_reverse(self) -> NativeReverse | None:
-        """The reverse step as one chain of launches, where every launch can be chained."""
-        model = self.model
-        if self.scene.step_kernels is not None or not self.use_native:
-            return None
-        hvp = model.direct_hvp()
-        if not hvp.usable():
-            return None
-        native = NativeReverse(self, hvp)
-        return native if native.chain is not None else None
-
-    def _native_program(self, native: NativeReverse | None, snapshots: int
-                        ) -> NativeProgram | None:
-        """The whole schedule as native programs (adjoint/program.py), where the reverse
-        step and the forward step are chains and only the final state is seeded (at: end)."""
-        if native is None or self.at_mean or self.stepper.chain is None or not self.use_program:
+    def _native_program(self, native: NativeReverse, snapshots: int) -> NativeProgram | None:
+        """The whole schedule as native programs (adjoint/program.py), where the forward
+        step is a chain and only the final state is seeded (at: end)."""
+        if self.at_mean or self.stepper.chain is None or \
+                not policy.current().program:
             return None
         program = NativeProgram(self, native, snapshots)
         return program if program.chain is not None else None
 
-    def _seed_native(self, native: NativeReverse | None, adj: Adjoint, state: State,
-                     w: float) -> None:
+    def _seed_native(self, native: NativeReverse, adj: Adjoint, state: State, w: float
+                     ) -> None:
         """_seed, with the adjoint moved out of and back into the native step's fields."""
         if not w:
-            return
-        if native is None:
-            self._seed(adj, state, w)
             return
         native.pull(adj)
         self._seed(adj, state, w)
@@ -192,28 +168,6 @@ class Trajectory(ObjectiveSum):
             self._seed(adj, state, w)
             self._check_finite(adj, k)
             native.push(adj)
-        self.progress("reverse", steps - k, steps)
-
-    def reverse_step(self, adj: Adjoint, state: State, nxt: State, k: int, steps: int) -> None:
-        """adj holds dJ/d(state after step k), nxt; make it dJ/d(state before step k)."""
-        verlet = self.scene.integrator.type == "velocity_verlet"
-        half = 0.5 if verlet else 1.0
-        m = self.m.astype(state.v.dtype)  # the first kick as the step computes it
-        v1 = state.v + half * self.h * (state.f / m - self.gamma * state.v)
-        signs = self._reflect_signs((state.x + self.h * v1).astype(float))
-        v1 = v1.astype(float)
-        if verlet:  # the second kick, v' = v1b + h/2 a(x', v1b)
-            adj.v = self._kick_adjoint(adj, signs * v1, nxt.f.astype(float), adj.v, 0.5)
-        self._through_forces(adj, nxt.x, adj.pending)  # F at x': this step's and the next's
-        adj.pending = np.zeros_like(adj.pending)
-        xbar = signs * adj.x  # drift x' = x + h v1, through the walls
-        vbar_1 = signs * adj.v + self.h * xbar
-        adj.dt += float(np.sum(v1 * xbar))
-        adj.v = self._kick_adjoint(adj, state.v.astype(float), state.f.astype(float), vbar_1,
-                                   half)
-        adj.x = xbar
-        self._seed(adj, state, self._weight(k, steps))
-        self._check_finite(adj, k)
         self.progress("reverse", steps - k, steps)
 
     def _check_finite(self, adj: Adjoint, k: int) -> None:
@@ -236,15 +190,17 @@ class Trajectory(ObjectiveSum):
                       mass=np.zeros(n))
         reached, total = [0], [0.0]
         later: list = [None]  # (k, state before step k) of the last reversed step
-        native = self._native_reverse()
+        native = self.native_reverse()
+        if native is None:
+            raise RuntimeError("no native reverse step: job._reverse_trajectory differentiates "
+                               "this scene by the engine's reverse of its update plan")
         program = self._native_program(native, snapshots)
         if program is not None:
             value, sched = program.gradient(state0, steps, snapshots, adj)
             self._through_forces(adj, state0.x, adj.pending)  # F at x0 (the first kick)
             adj.pending = np.zeros_like(adj.pending)
             return value, adj, sched
-        if native is not None:
-            native.push(adj)
+        native.push(adj)
 
         def advance(state: State, k: int) -> State:
             nxt = self.advance(state, k)
@@ -275,16 +231,12 @@ class Trajectory(ObjectiveSum):
             else:  # the last step: its end state is new, and the objective starts there
                 nxt = advance(state, k)
                 self._seed_native(native, adj, nxt, self._weight(steps, steps))
-            if native is not None:
-                self.native_reverse_step(native, adj, state, nxt, k, steps)
-            else:
-                self.reverse_step(adj, state, nxt, k, steps)
+            self.native_reverse_step(native, adj, state, nxt, k, steps)
             later[0] = (k, state)
 
         sched = schedule.reverse(state0, steps, snapshots, advance, on_reverse, _copy,
                                  advance_many)
-        if native is not None:
-            native.pull(adj)
+        native.pull(adj)
         self._through_forces(adj, state0.x, adj.pending)  # F at x0 (the first kick)
         adj.pending = np.zeros_like(adj.pending)
         return total[0], adj, sched
@@ -300,57 +252,3 @@ class Tangent:
     dt: float = 0.0
     damping: float = 0.0
     params: dict[str, float] = field(default_factory=dict)  # energy and objective KEYs
-
-
-def tangent_sweep(traj: Trajectory, state0: State, steps: int, tan: Tangent, every: int
-                  ) -> tuple[float, float, list[tuple[int, float, float]]]:
-    """Forward mode: J and dJ along `tan`, and (step, J(t), dJ(t)) every `every` steps: the
-    objective as if the horizon ended there, and its derivative (the sensitivity horizon)."""
-    model, h, g, m = traj.model, traj.h, traj.gamma, traj.m
-    energy_seeds = {k: v for k, v in tan.params.items() if k in model.param_fields}
-    seeds = {"mass": tan.mass, **energy_seeds}
-    fdot, _ = model.force_tangent(state0.x, tan.x, seeds)
-    xdot, vdot, mdot = tan.x.copy(), tan.v.copy(), tan.mass[:, None]
-    total = dtotal = 0.0
-    series = []
-    verlet = traj.scene.integrator.type == "velocity_verlet"
-    half = 0.5 if verlet else 1.0
-
-    def kick(v, vd, f, fd, scale):
-        acc = f / m - g * v
-        dacc = fd / m - f * mdot / m**2 - tan.damping * v - g * vd
-        return vd + scale * h * dacc + scale * tan.dt * acc
-
-    state = state0
-    for k in range(steps):
-        nxt = traj.advance(state, k)
-        v1 = (state.v + half * h * (state.f / traj.m.astype(state.v.dtype)
-                                     - g * state.v))
-        signs = traj._reflect_signs((state.x + h * v1).astype(float))
-        vdot1 = kick(state.v.astype(float), vdot, state.f.astype(float), fdot, half)
-        xdot = signs * (xdot + h * vdot1 + tan.dt * v1.astype(float))
-        vdot = signs * vdot1
-        fdot, udot = model.force_tangent(nxt.x, xdot, seeds)
-        if verlet:
-            vdot = kick(signs * v1.astype(float), vdot, nxt.f.astype(float), fdot, 0.5)
-        state = nxt
-        j, dj = _objective_tangent(traj, state, xdot, vdot, tan, udot)
-        w = traj._weight(k + 1, steps)
-        total, dtotal = total + w * j, dtotal + w * dj
-        if (k + 1) % every == 0 or k + 1 == steps:
-            series.append((k + 1, total * steps / (k + 1) if traj.at_mean else j,
-                           dtotal * steps / (k + 1) if traj.at_mean else dj))
-        traj.progress("forward", k + 1, steps)
-    return total, dtotal, series
-
-
-def _objective_tangent(traj: Trajectory, state: State, xdot, vdot, tan: Tangent, udot: float
-                       ) -> tuple[float, float]:
-    model = traj.model
-    j = model.objective(state.x, state.v, state.potential, state.step)
-    dx, dv, dm, dp = model.objective_grad(state.x, state.v, state.step)
-    dj = float(np.sum(dx * xdot) + np.sum(dv * vdot) + np.sum(dm * tan.mass))
-    dj += sum(val * tan.params.get(k, 0.0) for k, val in dp.items())
-    if model.uses_potential():
-        dj += udot
-    return j, dj

@@ -24,6 +24,9 @@ THERMOSTAT_KEYS: dict[str, tuple[tuple[str, str | None], ...]] = {
     "nose_hoover": (("temperature", "Add 'temperature: 1.0' (the target kT)"),
                     ("tau", "Add 'tau: 0.5' (the thermostat's period, about 100 steps of dt)"),
                     ("chain", None)),
+    "csvr": (("temperature", "Add 'temperature: 1.0' (the target kT)"),
+             ("tau", "Add 'tau: 0.1' (the relaxation time of the kinetic energy)"),
+             ("seed", None)),
     "rescale": (("temperature", "Add 'temperature: 1.0' (the target kT)"),
                 ("every", "Add 'every: 10' (steps between rescalings)")),
 }

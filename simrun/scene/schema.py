@@ -23,7 +23,7 @@ READABLE_VERSIONS = (1, 2)
 PRECISIONS = ("f32", "f64")
 # what the numbers are in, for labels only (simrun converts nothing: see scenes/README.md)
 UNIT_SYSTEMS = ("reduced", "lj", "real", "metal", "si")
-THERMOSTATS = ("langevin", "nose_hoover", "rescale")  # NVT: simrun/stepper/thermostats.py
+THERMOSTATS = ("langevin", "nose_hoover", "rescale", "csvr")  # NVT: simrun/stepper/thermostats.py
 INTEGRATORS = ("symplectic_euler", "velocity_verlet") + THERMOSTATS
 BOUNDARIES = ("none", "reflect", "periodic")
 INITIAL_TYPES = ("random", "lattice", "random_walk", "file")
@@ -219,9 +219,9 @@ class Integrator:
     damping: float  # rate (1/time): dv/dt = F/m - damping * v
     temperature: float | None = None  # thermostats: target kT (k_B = 1)
     friction: float | None = None  # langevin: gamma (1/time)
-    tau: float | None = None  # nose_hoover: period of the thermostat's oscillation (time)
+    tau: float | None = None  # nose_hoover: the thermostat's period; csvr: its relaxation time
     chain: int | None = None  # nose_hoover: number of chained thermostats
-    seed: int | None = None  # langevin: the noise's seed (default: the scene's seed)
+    seed: int | None = None  # langevin, csvr: the noise's seed (default: the scene's seed)
     every: int | None = None  # rescale: steps between rescalings
 
     @property

@@ -1,9 +1,10 @@
 """One step = engine launches on the system's fields, and many steps per native call.
 
-A step is: the integrator's kick and drift (or the scene's own step kernels) and the walls
-(`updates.py`), the forces (the energy kernels' primal and gradient launches that
-`DirectForces` resolved: ``U = 0, dU/dU = 1``, the energies, their gradients into x.grad),
-velocity Verlet's second kick, and a NaN watch that sets a flag. When every launch is a plain
+A step is: the update plan's first launches (`plan.py`: the integrator's kick and drift, a
+thermostat's updates, or the scene's own step kernels and the walls), the forces (the energy
+kernels' primal and gradient launches that `DirectForces` resolved: ``U = 0, dU/dU = 1``,
+the energies, their gradients into x.grad), the plan's second launches (velocity Verlet's
+second kick, a thermostat's), and a NaN watch that sets a flag. When every launch is a plain
 compiled simrun.lang kernel, the whole step is one `Chain` and ``advance(n)`` makes n steps
 in one native call, stopping after the first step whose state is not finite; otherwise (an
 energy that brings its own gradient, random numbers, a Tape or FwdMode around the step) the
@@ -29,6 +30,7 @@ from simrun.lang.autodiff.tape import access_of, recording
 from simrun.lang.runtime.chain import Chain
 from simrun.scene.schema import Scene
 from simrun.stepper import updates
+from simrun.stepper.plan import build_plan
 from simrun.stepper.state import State
 from simrun.stepper.system import System
 
@@ -68,29 +70,20 @@ class FieldStepper:
         self.direct = None
         self.step_index = 0  # the controller's `step` argument; `load` and `advance` keep it
         self.bad = ti.field(ti.i32, shape=())
-        dim, dt, damping = scene.particles.dim, scene.dt, scene.integrator.damping
+        dim = scene.particles.dim
         self.box = ti.Vector.field(dim, dtype=system.fp, shape=2)
         wall = updates.WALLS[scene.boundary.type]
         if wall != updates.NO_WALL:
             self.box.from_numpy(np.array([scene.boundary.low, scene.boundary.high],
                                          dtype=system.np_dtype))
-        x, v, m = system.x, system.v, system.m
-        verlet = scene.step_kernels is None and scene.integrator.type == "velocity_verlet"
+        plan = build_plan(scene, system, self.box)
         self.forces = self._force_launches()  # compiles the energies as `run` always has
         to_clear = self._grads_to_clear()
         self.pre = [self._launch(b.kernel, b.args) for b in system.step_kernels]
         with updates.ieee():  # only the updates: IEEE rounding like the NumPy they replace
-            if scene.step_kernels is not None:
-                if wall != updates.NO_WALL:
-                    self.pre.append(self._launch(updates.walls, (x, v, self.box, wall)))
-            else:
-                h = 0.5 * dt if verlet else dt
-                self.pre.append(self._launch(updates.kick_drift,
-                                             (x, v, m, self.box, h, dt, damping, wall,
-                                              damping != 0)))
-            post = [(updates.kick, (x, v, m, 0.5 * dt, damping, damping != 0))] \
-                if verlet else []
-            post.append((updates.watch, (x, v, system.U, self.bad)))
+            self.pre += [self._launch(u.kernel, u.args) for u in plan.first]
+            post = [(u.kernel, u.args) for u in plan.second]
+            post.append((updates.watch, (system.x, system.v, system.U, self.bad)))
             self.post = [self._launch(k, a) for k, a in post]
             self.clear = [self._launch(updates.zero, (g,)) for g in to_clear]
             self.clear.append(self._launch(updates.reset_loss, (system.U,)))

@@ -24,7 +24,7 @@ from simrun.stepper.fieldstep import FieldStepper
 from simrun.stepper.integrators import State, kinetic_energy
 from simrun.stepper.pressure import measurable, pressure
 from simrun.stepper.system import System
-from simrun.stepper.thermostats import ThermostatStep, make_thermostat
+from simrun.stepper.thermostats import chain_energy, controller_conflict
 
 ProgressFn = Callable[[int, int], None]
 _sum = np.add.reduce  # each step: the method lookup of ndarray.sum costs more than the sum
@@ -113,7 +113,7 @@ class Stepping:
 
     advance: Callable[[State, int, bool], int]
     dof: thermo.Dof
-    thermostat: ThermostatStep | None = None
+    conserved: Callable[[float, float], float] | None = None  # Nosé-Hoover's, from K and U
     last_pressure: dict[str, float] | None = None  # the thermo row and run.json share it
 
     def pressure(self, system: System, state: State) -> dict[str, float] | None:
@@ -125,27 +125,37 @@ class Stepping:
             self.last_pressure = {"step": state.step, "pressure": pressure(system, state.v)}
         return dict(self.last_pressure)
 
+    @property
+    def extra_columns(self) -> tuple[str, ...]:
+        return ("conserved",) if self.conserved is not None else ()
+
     def saved(self) -> dict[str, np.ndarray]:
-        extra = self.thermostat.saved() if self.thermostat is not None else {}
-        return {"thermo_dof": np.int64(self.dof.count), **extra}
+        return {"thermo_dof": np.int64(self.dof.count)}
 
 
 def make_stepping(scene: Scene, system: System, state: State, checkpoint: dict | None
                   ) -> Stepping:
-    """The steps (the field stepper's native chunks, or a thermostat's Python steps) and the
+    """The steps (the field stepper's native chunks, integrators and thermostats alike) and the
     temperature's degrees of freedom: decided at step 0 and saved with each frame, so a
     resumed run keeps them."""
     dof = thermo.degrees_of_freedom(scene, state.f)
     if checkpoint is not None and "thermo_dof" in checkpoint:
         dof = thermo.Dof(int(checkpoint["thermo_dof"]), "as decided at step 0")
+    conserved = None
     if scene.integrator.thermostat and scene.step_kernels is None:
-        if system.controller:
-            raise SceneError(f"{scene.source}: a 'controller' runs with the integrators "
-                             "symplectic_euler and velocity_verlet or with step_kernels, not "
-                             f"with the '{scene.integrator.type}' thermostat. Choose one.")
-        stat = make_thermostat(scene, system, dof.count, checkpoint)
-        return Stepping(_thermostat_steps(stat, scene), dof, stat)
-    return Stepping(_field_steps(FieldStepper(scene, system), scene), dof)
+        if controller_conflict(scene):
+            raise SceneError(controller_conflict(scene))
+        system.extra["nvt_dof"][None] = dof.count
+        system.extra["nvt_clock"][None] = state.step  # the step the noise is drawn at
+        for name in ("xi", "vxi"):  # a chain saved before it was a field (older runs)
+            if checkpoint is not None and f"thermostat:{name}" in checkpoint \
+                    and f"field:nvt_{name}" not in checkpoint:
+                system.extra[f"nvt_{name}"].from_numpy(np.asarray(
+                    checkpoint[f"thermostat:{name}"], dtype=np.float64))
+        if scene.integrator.type == "nose_hoover":
+            def conserved(kinetic: float, potential: float) -> float:
+                return kinetic + potential + chain_energy(scene, system.extra)
+    return Stepping(_field_steps(FieldStepper(scene, system), scene), dof, conserved)
 
 
 def _field_steps(stepper: FieldStepper, scene: Scene) -> Callable[[State, int], int]:
@@ -158,17 +168,6 @@ def _field_steps(stepper: FieldStepper, scene: Scene) -> Callable[[State, int], 
         if stepper.not_finite():
             check_finite(state, scene)
         return done
-
-    return advance
-
-
-def _thermostat_steps(step: ThermostatStep, scene: Scene) -> Callable[[State, int], int]:
-    def advance(state: State, count: int, look: bool = True) -> int:
-        for _ in range(count):
-            step(state)
-            state.step += 1
-            check_finite(state, scene)
-        return count
 
     return advance
 
@@ -187,8 +186,8 @@ def record_thermo(writer: RunWriter, state: State, system: System, scene: Scene,
     if writer.thermo is None:  # no energy outputs: nothing to compute
         return
     kinetic = kinetic_energy(state.v, system.masses)
-    extra = stepping.thermostat.extra_thermo(kinetic, state.potential) \
-        if stepping.thermostat is not None else ()
+    extra = (stepping.conserved(kinetic, state.potential),) \
+        if stepping.conserved is not None else ()
     record = stepping.pressure(system, state)
     if record is not None:
         extra = (*extra, record["pressure"])
@@ -298,7 +297,7 @@ def _open(target: Path, scene: Scene, system: System, step: int, checkpoint: dic
     resolved scene and a 'running' run.json are written."""
     writing = files.writer_options(scene)
     writing.thermo_every = scene.thermo_every
-    writing.thermo_columns = stepping.thermostat.extra_columns if stepping.thermostat else ()
+    writing.thermo_columns = stepping.extra_columns
     if measurable(system):
         writing.thermo_columns = (*writing.thermo_columns, "pressure")
     writer = RunWriter(target, writing)

@@ -30,6 +30,7 @@ from simrun.stepper.binding import (
 from simrun.stepper.forces import DirectForces
 from simrun.stepper.neighbors import NeighborList, NeighborListOverflow
 from simrun.stepper.roles import check_roles
+from simrun.stepper.thermostats import thermostat_fields
 
 BASE_NAMES = ("x", "v", "m", "x0", "U", "dt", "step", "bonds", "angles", "dihedrals",
               "triangles", "neighbors", *BOX_NAMES)  # `step`: the step index, for controller
@@ -59,6 +60,7 @@ class System:
         self.extra: dict[str, Any] = {}
         self._validate_params()
         self._allocate_module_fields()
+        self.extra.update(thermostat_fields(scene))  # a thermostat's carried state
         self.load_fields({name: self._read_field(path, name, scene.fields_where.get(name))
                           for name, path in scene.fields.items()}, scene.fields_where)
         self.energy = [self._bind_term(term) for term in scene.energy]
@@ -324,7 +326,8 @@ class System:
         for name, f in self.extra.items():
             key = f"field:{name}"
             if key in arrays:
-                f.from_numpy(np.ascontiguousarray(arrays[key]))
+                shape = f.to_numpy().shape  # a 0-D field comes back from state.npz as (1,)
+                f.from_numpy(np.ascontiguousarray(arrays[key]).reshape(shape))
         built_at = arrays.get(NEIGHBORS_BUILT_AT)
         if self.neighbor_list is not None and built_at is not None:
             self.x.from_numpy(np.ascontiguousarray(built_at, dtype=self.np_dtype))

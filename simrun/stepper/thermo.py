@@ -6,7 +6,7 @@ Temperature is the kinetic one, in units where k_B = 1: T = 2 K / dof. The degre
 freedom are dim * N, less dim when the dynamics conserves total momentum (then the centre of
 mass carries no thermal energy, as in LAMMPS's ``compute temp``). Momentum is conserved when
 nothing external pushes the particles: no step kernels, no damping, no reflecting walls, no
-Langevin or rescaling thermostat, and forces that sum to zero (checked on the first forces:
+Langevin, rescaling or CSVR thermostat, and forces that sum to zero (checked on the first forces:
 a term such as a constant field or a tether to x0 makes them not sum to zero).
 """
 
@@ -21,7 +21,7 @@ from simrun.outputs.thermo import Drift, drift_exceeds, measure_drift
 from simrun.scene import Scene
 
 DRIFT_TOLERANCE = 0.05  # relative; beyond it a conservative run warns (see --max-drift)
-_BREAKS_MOMENTUM = ("langevin", "rescale")
+_BREAKS_MOMENTUM = ("langevin", "rescale", "csvr")  # scalings change a nonzero momentum
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,18 @@
-"""NVT integrators: Langevin (BAOAB), Nosé-Hoover chain, and velocity rescaling.
+"""NVT thermostats as update kernels: Langevin (BAOAB), Nosé-Hoover chain, velocity
+rescaling and Bussi's stochastic velocity rescaling (CSVR).
 
-Per-particle work runs as simrun.lang kernels on the ``x`` and ``v`` fields; forces are the
-autodiff ones (``System.forces``), copied into a field each step. What is a handful of numbers
-per step (the chain's variables, the kinetic energy that drives them) stays in float64 NumPy,
-where its sums are deterministic (a parallel float reduction is not, and the chain would then
-differ from run to run).
+Each thermostat is simrun.lang kernels on the system's fields, run inside the same chained
+step as the integrators (`plan.py` puts them there; `fieldstep.FieldStepper` runs them), so a
+step is one native call and `simrun grad` differentiates them as it differentiates any update
+kernel: the engine reverses them (no hand-written adjoint). The force is ``-x.grad``, as the
+integrators read it. What a step carries beyond x and v lives in fields the system keeps in
+``System.extra`` (saved with each frame, so a resumed run continues bit for bit):
+``nvt_clock`` (the step index, which the noise is drawn at), ``nvt_dof`` (the temperature's
+degrees of freedom, decided at step 0) and the chain's ``nvt_xi`` / ``nvt_vxi``.
 
 - ``langevin``: BAOAB splitting (Leimkuhler & Matthews 2013): kick dt/2, drift dt/2, exact
   Ornstein-Uhlenbeck step v = c v + sqrt((1 - c^2) kT/m) xi with c = exp(-friction dt), drift
-  dt/2, new forces, kick dt/2. Its configurational sampling is exact for a harmonic
+  dt/2, walls, new forces, kick dt/2. Its configurational sampling is exact for a harmonic
   oscillator at any stable dt, which the tests use.
 - ``nose_hoover``: velocity Verlet inside two half-steps of a Nosé-Hoover chain (Martyna,
   Klein & Tuckerman 1992; the Trotter splitting of Martyna et al. 1996). Masses Q1 = dof kT
@@ -16,28 +20,33 @@ differ from run to run).
   K + U + sum Qj vj^2 / 2 + dof kT xi1 + kT sum_{j>1} xij, which the dynamics keeps constant.
 - ``rescale``: velocity Verlet, and every ``every`` steps all velocities scaled so that the
   kinetic temperature is exactly the target: for equilibration, not for sampling.
+- ``csvr``: velocity Verlet, then the kinetic energy resampled by Bussi, Donadio & Parrinello
+  (2007): K' = K + (1 - c)(K_t (R1^2 + S) / dof - K) + 2 R1 sqrt(c (1 - c) K K_t / dof), c =
+  exp(-dt / tau), R1 normal and S a sum of dof - 1 squared normals; v scaled by sqrt(K'/K).
+  It samples the canonical ensemble; a system at rest (K = 0) stays at rest.
 
-The Langevin noise is counter-based (Philox-2x32-10 of (particle, step) under the seed), so it
-does not depend on the number of threads and a resumed run draws the same numbers: there is no
-generator state to save. The counter holds the step in 32 bits (runs of up to 2^32 steps), the
-key the seed modulo 2^32.
+The noise is counter-based (Philox-2x32-10 of (particle or draw, step) under the seed), so it
+does not depend on the number of threads, a resumed run draws the same numbers, and the
+reverse sweep replays the very numbers the forward drew: the pathwise derivative. The
+counter holds the step in 32 bits (runs of up to 2^32 steps), the key the seed modulo 2^32.
+Sums over particles (the kinetic energy the chain and the rescalings read) run serially in a
+fixed order, so they are the same bits at any thread count.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
 import simrun.lang as ti
-from simrun.lang.autodiff.tape import recording
 from simrun.scene.schema import Scene
-from simrun.stepper.integrators import State, apply_boundary, kinetic_energy
-from simrun.stepper.system import System
+from simrun.stepper.updates import _wall
 
 PHILOX_M, PHILOX_W = 0xD256D193, 0x9E3779B9  # Random123's Philox-2x32 constants
 TWO_PI = 2.0 * math.pi
+CSVR_STREAM = 0x5EED5EED  # CSVR's draws: another key than Langevin's, under the same seed
+FIELDS = ("nvt_clock", "nvt_dof", "nvt_xi", "nvt_vxi")  # what thermostat_fields may add
 
 
 @ti.func
@@ -73,236 +82,160 @@ def gaussian_vector(i, step, key, dim: ti.template()):
 
 
 @ti.kernel
-def baoa(x: ti.template(), v: ti.template(), m: ti.template(), f: ti.template(),
-         dim: ti.template(), dt: ti.f64, c1: ti.f64, kT: ti.f64, key: ti.u32, step: ti.u32):
-    """BAOAB's first four parts: kick dt/2, drift dt/2, Ornstein-Uhlenbeck, drift dt/2."""
-    for i in x:
-        vi = v[i] + (0.5 * dt / m[i]) * f[i]
+def baoa(x: ti.template(), v: ti.template(), m: ti.template(), box: ti.template(),
+         clock: ti.template(), dt: float, friction: float, kT: float, key: ti.u32,
+         wall: ti.template()):
+    """BAOAB's first four parts: kick dt/2, drift dt/2, Ornstein-Uhlenbeck, drift dt/2; then
+    the walls. The noise is drawn at the step ``clock`` holds."""
+    for i in x:  # c1 and the step per particle: one loop, so the reverse rebuilds it alone
+        c1 = ti.exp(-friction * dt)
+        step = ti.cast(clock[None], ti.u32)
+        vi = v[i] + (0.5 * dt / m[i]) * (-x.grad[i])
         xi = x[i] + (0.5 * dt) * vi
         sigma = ti.sqrt((1.0 - c1 * c1) * kT / m[i])
-        vi = c1 * vi + sigma * gaussian_vector(i, step, key, dim)
+        vi = c1 * vi + sigma * gaussian_vector(i, step, key, x.n)
         x[i] = xi + (0.5 * dt) * vi
         v[i] = vi
+        _wall(x, v, box, i, wall)
 
 
 @ti.kernel
-def scale_kick_drift(x: ti.template(), v: ti.template(), m: ti.template(), f: ti.template(),
-                     scale: ti.f64, dt: ti.f64):
-    """v = scale v + dt/2 F/m; x += dt v (velocity Verlet's first half after a thermostat)."""
-    for i in x:
-        vi = scale * v[i] + (0.5 * dt / m[i]) * f[i]
-        x[i] = x[i] + dt * vi
-        v[i] = vi
-
-
-@ti.kernel
-def kick_scale(v: ti.template(), m: ti.template(), f: ti.template(), dt: ti.f64,
-               scale: ti.f64):
-    """v = (v + dt/2 F/m) * scale: velocity Verlet's last kick, then a thermostat's scaling."""
+def kinetic(v: ti.template(), m: ti.template(), K: ti.template()):
+    """K += sum m |v|^2 / 2 in float64 (K zeroed by the launch before), summed in particle
+    order: the same bits at any thread count."""
+    ti.loop_config(serialize=True)
     for i in v:
-        v[i] = (v[i] + (0.5 * dt / m[i]) * f[i]) * scale
+        K[None] += 0.5 * ti.cast(m[i], ti.f64) * ti.cast(v[i].dot(v[i]), ti.f64)
 
 
-class NoseHooverChain:
-    """The chain's positions ``xi`` and velocities ``vxi`` (float64), and its half-step."""
-
-    def __init__(self, length: int, kT: float, tau: float, dof: int) -> None:
-        self.kT, self.dof = kT, dof
-        self.q = np.full(length, kT * tau * tau)
-        self.q[0] *= dof
-        self.xi = np.zeros(length)
-        self.vxi = np.zeros(length)
-
-    def _force(self, j: int, kinetic: float) -> float:
-        if j == 0:
-            return (2.0 * kinetic - self.dof * self.kT) / self.q[0]
-        return (self.q[j - 1] * self.vxi[j - 1] ** 2 - self.kT) / self.q[j]
-
-    def _update(self, j: int, kinetic: float, dt: float) -> None:
-        """vxi_j over dt/4, damped by the next thermostat (exp(-dt/8 v_{j+1}) either side)."""
-        last = j == len(self.vxi) - 1
-        damp = 1.0 if last else math.exp(-0.125 * dt * self.vxi[j + 1])
-        self.vxi[j] = (self.vxi[j] * damp + 0.25 * dt * self._force(j, kinetic)) * damp
-
-    def half_step(self, kinetic: float, dt: float) -> float:
-        """Advance the chain by dt/2 given the particles' kinetic energy; returns the factor
-        by which the particles' velocities are to be scaled."""
-        for j in reversed(range(len(self.vxi))):
-            self._update(j, kinetic, dt)
-        scale = math.exp(-0.5 * dt * self.vxi[0])
-        kinetic *= scale * scale
-        self.xi += 0.5 * dt * self.vxi
-        for j in range(len(self.vxi)):
-            self._update(j, kinetic, dt)
-        return scale
-
-    def energy(self) -> float:
-        """The chain's share of the conserved extended energy."""
-        return float(0.5 * np.sum(self.q * self.vxi ** 2) + self.dof * self.kT * self.xi[0]
-                     + self.kT * np.sum(self.xi[1:]))
+@ti.kernel
+def scale_velocities(v: ti.template(), scale: ti.template()):
+    for i in v:
+        v[i] = v[i] * scale[None]
 
 
-class Launch:
-    """A kernel's compiled variant for fixed field arguments, launched with new scalars.
-
-    Why: ``Kernel.__call__`` re-derives the variant from every argument and, as these kernels
-    write ``x`` (which has a gradient), snapshots it for a backward pass that never comes;
-    that cost three times the step of a small system. The same compiled code runs with the
-    same arguments, so the bits are the call's. Under an active Tape the call is used.
-    """
-
-    def __init__(self, kernel, fields: tuple, scalars: tuple) -> None:
-        self.kernel, self.fields = kernel, fields
-        self.compiled, flat, arrays = kernel.prepare((*fields, *scalars), "primal")
-        assert not arrays and len(flat) == len(scalars), "fields first, then scalars only"
-
-    def __call__(self, *scalars: float) -> None:
-        if recording():
-            self.kernel(*self.fields, *scalars)
-            return
-        self.kernel.last_launch = None  # nothing of an earlier call to differentiate
-        self.compiled.launch(list(scalars))
+@ti.kernel
+def tick(clock: ti.template()):
+    """The step is done: the clock the noise is drawn at moves on."""
+    clock[None] += 1
 
 
-class ThermostatStep:
-    """One NVT step on a System; ``dof`` is the temperature's degrees of freedom.
+@ti.kernel
+def chain_half(K: ti.template(), xi: ti.template(), vxi: ti.template(),
+               scale: ti.template(), dof_field: ti.template(), dt: float, kT: float,
+               tau: float, length: ti.template()):
+    """Advance the Nosé-Hoover chain by dt/2 given the kinetic energy K; ``scale`` gets the
+    factor the velocities are to be scaled by. Each chain velocity moves by dt/4, damped by
+    the next one (exp(-dt/8 v_{j+1}) either side), from the last to the first, then back."""
+    dof = ti.cast(dof_field[None], ti.f64)
+    q = ti.Vector.zero(ti.f64, length)
+    for j in ti.static(range(length)):
+        q[j] = kT * tau * tau
+    q[0] = dof * kT * tau * tau
+    vs = ti.Vector.zero(ti.f64, length)
+    for j in ti.static(range(length)):
+        vs[j] = vxi[j]
+    kin = K[None]
+    for j in ti.static(range(length - 1, -1, -1)):
+        vs[j] = _chain_update(vs, q, j, length, kin, dof, kT, dt)
+    s = ti.exp(-0.5 * dt * vs[0])
+    kin = kin * s * s
+    for j in ti.static(range(length)):
+        xi[j] = xi[j] + 0.5 * dt * vs[j]
+    for j in ti.static(range(length)):
+        vs[j] = _chain_update(vs, q, j, length, kin, dof, kT, dt)
+    for j in ti.static(range(length)):
+        vxi[j] = vs[j]
+    scale[None] = s
 
-    Between steps the fields ``x``, ``v`` and the force field hold the state (the numpy
-    arrays of ``State`` are copies for the loop): the first call loads them from the state,
-    later ones take them as their last call left them."""
 
-    extra_columns: tuple[str, ...] = ()
+@ti.func
+def _chain_update(vs, q, j: ti.template(), length: ti.template(), kin, dof, kT, dt):
+    force = 0.0
+    if ti.static(j == 0):
+        force = (2.0 * kin - dof * kT) / q[0]
+    else:
+        force = (q[j - 1] * vs[j - 1] * vs[j - 1] - kT) / q[j]
+    damp = 1.0
+    if ti.static(j < length - 1):
+        damp = ti.exp(-0.125 * dt * vs[j + 1])
+    return (vs[j] * damp + 0.25 * dt * force) * damp
 
-    def __init__(self, scene: Scene, system: System, dof: int) -> None:
-        self.scene, self.system, self.dof = scene, system, dof
-        p, integ = scene.particles, scene.integrator
-        self.kT = float(integ.temperature or 0.0)
-        self.f = ti.Vector.field(p.dim, dtype=system.fp, shape=p.count)
-        self.masses = system.masses
-        s, f = system, self.f
-        self.scale_kick_drift = Launch(scale_kick_drift, (s.x, s.v, s.m, f), (1.0, 1.0))
-        self.kick_scale = Launch(kick_scale, (s.v, s.m, f), (1.0, 1.0))
-        self.loaded = False
 
-    def __call__(self, state: State) -> None:
-        raise NotImplementedError
+@ti.kernel
+def rescale_factor(K: ti.template(), scale: ti.template(), clock: ti.template(),
+                   dof_field: ti.template(), kT: float, every: ti.i32):
+    """scale = sqrt(dof kT / 2K) at the end of every ``every``-th step, else 1."""
+    s = 1.0
+    if (clock[None] + 1) % every == 0 and K[None] > 0:
+        s = ti.sqrt(0.5 * ti.cast(dof_field[None], ti.f64) * kT / K[None])
+    scale[None] = s
 
-    # --- the moves shared by the thermostats ---------------------------------------------
-    def _load(self, state: State) -> None:
-        if not self.loaded:
-            self.system.set_state(state.x, state.v)
-            self.f.from_numpy(state.f)
-            self.loaded = True
 
-    def _new_forces(self, state: State) -> None:
-        """Read x back (and v, at walls), apply the boundary, compute the forces at x."""
-        s = self.system
-        state.x = s.x.to_numpy()
-        if self.scene.boundary.type != "none":
-            state.v = s.v.to_numpy()
-            apply_boundary(self.scene.boundary, state.x, state.v)
-            s.set_state(state.x, state.v)
-        state.potential, state.f = s.forces()
-        self.f.from_numpy(state.f)
+@ti.kernel
+def chi_square(S: ti.template(), clock: ti.template(), dof_field: ti.template(), key: ti.u32):
+    """S += the sum of dof - 1 squared standard normals drawn at this step (CSVR's; S
+    zeroed by the launch before), in a fixed order."""
+    step = ti.cast(clock[None], ti.u32)
+    ti.loop_config(serialize=True)
+    for j in range(dof_field[None] - 1):
+        z = gaussian_pair(ti.cast(j + 1, ti.u32), step, key)
+        S[None] += z[0] * z[0]
 
-    def _kick(self, state: State, scale: float = 1.0) -> None:
-        """Velocity Verlet's last kick, then v scaled; the state's v read back."""
-        self.kick_scale(self.scene.dt, scale)
-        state.v = self.system.v.to_numpy()
 
-    def _scale(self, state: State, scale: float) -> None:
-        self.kick_scale(0.0, scale)
-        state.v = self.system.v.to_numpy()
+@ti.kernel
+def csvr_factor(K: ti.template(), S: ti.template(), scale: ti.template(),
+                clock: ti.template(), dof_field: ti.template(), dt: float, kT: float,
+                tau: float, key: ti.u32):
+    """Bussi's resampled kinetic energy K' and scale = sqrt(K'/K) (1 at K = 0)."""
+    dof = ti.cast(dof_field[None], ti.f64)
+    r1 = gaussian_pair(ti.u32(0), ti.cast(clock[None], ti.u32), key)[0]
+    c = ti.exp(-dt / tau)
+    target = 0.5 * dof * kT
+    kin = K[None]
+    s = 1.0
+    if kin > 0:
+        new = kin + (1.0 - c) * (target * (S[None] + r1 * r1) / dof - kin) + \
+            2.0 * r1 * ti.sqrt(kin * target / dof * (1.0 - c) * c)
+        s = ti.sqrt(new / kin)
+    scale[None] = s
 
-    def _verlet(self, state: State, scale_before: float = 1.0) -> None:
-        """Velocity Verlet up to the last kick; ``scale_before`` multiplies v first."""
-        self._load(state)
-        self.scale_kick_drift(scale_before, self.scene.dt)
-        self._new_forces(state)
 
-    def kinetic(self, v: np.ndarray) -> float:
-        return kinetic_energy(v, self.masses)
-
-    def saved(self) -> dict[str, np.ndarray]:
-        """Arrays to save with each frame, so that --resume continues bit for bit."""
+# ---------------------------------------------------------------------- carried fields
+def thermostat_fields(scene: Scene) -> dict:
+    """The fields a thermostat's step carries (see the module docstring); {} for NVE."""
+    integ = scene.integrator
+    if not integ.thermostat:
         return {}
-
-    def restore(self, checkpoint: dict[str, np.ndarray]) -> None:
-        """Take back what ``saved`` returned (a resumed run)."""
-
-    def extra_thermo(self, kinetic: float, potential: float) -> tuple[float, ...]:
-        """Values of ``extra_columns`` for a thermo row."""
-        return ()
-
-
-class Langevin(ThermostatStep):
-    """BAOAB; the noise's key is ``integrator.seed`` (default: the scene's seed)."""
-
-    def __init__(self, scene: Scene, system: System, dof: int) -> None:
-        super().__init__(scene, system, dof)
-        integ = scene.integrator
-        self.c1 = math.exp(-float(integ.friction) * scene.dt)
-        seed = integ.seed if integ.seed is not None else scene.seed
-        self.key = seed % 2**32
-        s = system
-        self.baoa = Launch(baoa, (s.x, s.v, s.m, self.f, scene.particles.dim),
-                           (scene.dt, self.c1, self.kT, self.key, 0))
-
-    def __call__(self, state: State) -> None:
-        self._load(state)
-        self.baoa(self.scene.dt, self.c1, self.kT, self.key, state.step % 2**32)
-        self._new_forces(state)
-        self._kick(state)
+    fields = {"nvt_clock": ti.field(ti.i64, shape=()), "nvt_dof": ti.field(ti.i32, shape=())}
+    fields["nvt_dof"][None] = scene.particles.count * scene.particles.dim
+    if integ.type == "nose_hoover":
+        fields["nvt_xi"] = ti.field(ti.f64, shape=int(integ.chain or 1))
+        fields["nvt_vxi"] = ti.field(ti.f64, shape=int(integ.chain or 1))
+    return fields
 
 
-class NoseHoover(ThermostatStep):
-    """Chain half-step, velocity Verlet, chain half-step."""
-
-    extra_columns = ("conserved",)
-
-    def __init__(self, scene: Scene, system: System, dof: int) -> None:
-        super().__init__(scene, system, dof)
-        integ = scene.integrator
-        self.chain = NoseHooverChain(int(integ.chain or 1), self.kT, float(integ.tau), dof)
-
-    def __call__(self, state: State) -> None:
-        dt = self.scene.dt
-        self._verlet(state, self.chain.half_step(self.kinetic(state.v), dt))
-        self._kick(state)
-        self._scale(state, self.chain.half_step(self.kinetic(state.v), dt))
-
-    def saved(self) -> dict[str, np.ndarray]:
-        return {"thermostat:xi": self.chain.xi.copy(), "thermostat:vxi": self.chain.vxi.copy()}
-
-    def restore(self, checkpoint: dict[str, np.ndarray]) -> None:
-        if "thermostat:xi" in checkpoint:
-            self.chain.xi = np.array(checkpoint["thermostat:xi"], dtype=np.float64)
-            self.chain.vxi = np.array(checkpoint["thermostat:vxi"], dtype=np.float64)
-
-    def extra_thermo(self, kinetic: float, potential: float) -> tuple[float, ...]:
-        return (kinetic + potential + self.chain.energy(),)
+def controller_conflict(scene: Scene) -> str | None:
+    """Why the scene cannot run (a controller beside a thermostat), or None."""
+    if scene.integrator.thermostat and scene.controller is not None \
+            and scene.step_kernels is None:
+        return (f"{scene.source}: a 'controller' runs with the integrators symplectic_euler "
+                "and velocity_verlet or with step_kernels, not with the "
+                f"'{scene.integrator.type}' thermostat. Choose one.")
+    return None
 
 
-class Rescale(ThermostatStep):
-    """Velocity Verlet; every ``every`` steps, v scaled to the target temperature exactly."""
-
-    def __call__(self, state: State) -> None:
-        self._verlet(state)
-        self._kick(state)
-        if (state.step + 1) % int(self.scene.integrator.every) == 0:
-            kinetic = self.kinetic(state.v)
-            if kinetic > 0:
-                self._scale(state, math.sqrt(0.5 * self.dof * self.kT / kinetic))
+def noise_key(scene: Scene) -> int:
+    """The noise's key: ``integrator.seed`` (default: the scene's seed) modulo 2^32."""
+    seed = scene.integrator.seed if scene.integrator.seed is not None else scene.seed
+    return seed % 2**32
 
 
-THERMOSTAT_STEPS: dict[str, type[ThermostatStep]] = {
-    "langevin": Langevin, "nose_hoover": NoseHoover, "rescale": Rescale}
-
-
-def make_thermostat(scene: Scene, system: System, dof: int,
-                    checkpoint: dict[str, Any] | None = None) -> ThermostatStep:
-    """The step function of the scene's thermostat, restored from ``checkpoint`` if any."""
-    step = THERMOSTAT_STEPS[scene.integrator.type](scene, system, dof)
-    if checkpoint is not None:
-        step.restore(checkpoint)
-    return step
+def chain_energy(scene: Scene, extra: dict) -> float:
+    """The Nosé-Hoover chain's share of the conserved extended energy."""
+    kT, tau = float(scene.integrator.temperature), float(scene.integrator.tau)
+    dof = int(extra["nvt_dof"].to_numpy())
+    xi, vxi = extra["nvt_xi"].to_numpy(), extra["nvt_vxi"].to_numpy()
+    q = np.full(len(xi), kT * tau * tau)
+    q[0] *= dof
+    return float(0.5 * np.sum(q * vxi ** 2) + dof * kT * xi[0] + kT * np.sum(xi[1:]))

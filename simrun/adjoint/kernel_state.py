@@ -1,0 +1,42 @@
+"""The state and the adjoints of a step-kernel, controller or thermostat scene's trajectory:
+x, v, F and every field a step carries (shared by the Tape sweep, kernel_sweep.py, and the
+native steps, kernel_native.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class KernelState:
+    """x, v, F = -G at x, U, and every allocated field (the step kernels' own state)."""
+
+    step: int
+    x: np.ndarray
+    v: np.ndarray
+    f: np.ndarray
+    potential: float
+    fields: dict[str, np.ndarray]
+
+    def copy(self) -> KernelState:
+        return KernelState(self.step, self.x.copy(), self.v.copy(), self.f.copy(),
+                           self.potential, {k: a.copy() for k, a in self.fields.items()})
+
+
+@dataclass
+class KernelAdjoint:
+    """Adjoints of the state (x, v, fields) and the accumulated parameter adjoints."""
+
+    x: np.ndarray
+    v: np.ndarray
+    fields: dict[str, np.ndarray]
+    mass: np.ndarray
+    dt: float = 0.0
+    damping: float = 0.0  # no integrator, so no damping; kept for job.py's _gradient_of
+    params: dict[str, float] = field(default_factory=dict)
+
+    def add_params(self, values: dict[str, float], sign: float = 1.0) -> None:
+        for k, val in values.items():
+            self.params[k] = self.params.get(k, 0.0) + sign * val
