@@ -147,11 +147,13 @@ def test_a_shipped_scene_gives_the_cpu_bits(device, tmp_path):
                                         ("billiards.yaml", "fields.cue_v"),
                                         ("mass_spring.yaml", "fields.bias1")])
 def test_a_shipped_scene_gradient_gives_the_cpu_bits(device, scene, wrt):
+    from simrun.adjoint import policy
     from simrun.adjoint.job import scene_gradient
     from simrun.scene import load_scene
 
     path = Path(__file__).resolve().parents[1] / "scenes" / scene
-    cpu = scene_gradient(load_scene(path, ["steps=40"]), [wrt])
+    with policy.execution(native=False):  # launch by launch, as on the device (no chains)
+        cpu = scene_gradient(load_scene(path, ["steps=40"]), [wrt])
     before = device.launches
     with on_device("cuda"):
         gpu = scene_gradient(load_scene(path, ["steps=40"]), [wrt])
