@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from simrun.scene import Scene, SceneError, initial_state
+from simrun.scene.load_terms import ENSEMBLE_BUILTINS
 from simrun.stepper.binding import find_kernel, load_module, parameter_names
 
 FIXED_KEYS = ("state.x0", "state.v0", "initial.velocity", "dt", "integrator.damping",
@@ -72,10 +73,15 @@ def parse_key(scene: Scene, text: str) -> Key:
     if scene.integrator.thermostat:
         raise SceneError(f"--wrt {text}: the '{scene.integrator.type}' thermostat is not "
                          "differentiated by `simrun grad` (its noise and chain are not part of "
-                         "the adjoint); use integrator: velocity_verlet or symplectic_euler.")
+                         "the adjoint); use integrator: velocity_verlet or symplectic_euler, "
+                         "or --method ensemble for a canonical average (objective at: mean).")
     if scene.objective is None:
         raise SceneError(f"{scene.source}: the scene has no 'objective', so there is nothing to "
                          "differentiate. Add e.g. 'objective: {builtin: kinetic, at: end}'.")
+    if scene.objective.builtin in ENSEMBLE_BUILTINS:
+        raise SceneError(f"{scene.objective.where}: the objective '{scene.objective.builtin}' "
+                         "is an ensemble average, which only --method ensemble differentiates "
+                         "(with a Langevin or Nose-Hoover thermostat and at: mean).")
     if parts[0] == "fields" and len(parts) == 2 and parts[1]:
         if scene.step_kernels is None and scene.controller is None:
             raise SceneError(f"--wrt {text}: fields are differentiated in scenes with "

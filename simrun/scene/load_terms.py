@@ -144,6 +144,7 @@ def step_kernels(node: Node | None, scene_dir: Path, section: str = "step_kernel
 
 
 OBJECTIVE_BUILTINS = ("kinetic", "potential", "total")
+ENSEMBLE_BUILTINS = ("pressure", "potential_per_particle")  # averages: simrun/ensemble
 
 
 def objective(node: Node | None, scene_dir: Path) -> Objective | None:
@@ -163,8 +164,9 @@ def objective(node: Node | None, scene_dir: Path) -> Objective | None:
     if builtin is not None and values:
         raise error_at(reader.get("params"), "a built-in objective takes no 'params'",
                        "Remove 'params', or use a kernel objective")
+    choices = OBJECTIVE_BUILTINS + ENSEMBLE_BUILTINS
     return Objective(
-        builtin=as_choice(builtin, "objective.builtin", OBJECTIVE_BUILTINS) if builtin else None,
+        builtin=as_choice(builtin, "objective.builtin", choices) if builtin else None,
         kernel=kernel_ref(kernel, "objective.kernel", scene_dir) if kernel else None,
         params=values, at=as_choice(at, "objective.at", ("end", "mean")) if at else "end",
         where=where(node))
