@@ -139,3 +139,14 @@ def test_ensemble_only_observables_and_keys_are_refused_clearly(tmp_path: Path) 
     with pytest.raises(SceneError, match="at: mean"):
         ensemble_gradient(_oscillators(["objective.at=end"]), ["energy.0.params.k"],
                           tmp_path / "s")
+
+
+def test_horizon_report_tells_exponential_from_polynomial_growth() -> None:
+    from simrun.adjoint.horizon import exponential_growth
+
+    steps = np.arange(0, 2001, 50)
+    cubic = [(s, 0.0, 1e-3 * (s * 0.01) ** 3) for s in steps]
+    chaotic = [(s, 0.0, np.exp(0.8 * s * 0.01) * np.cos(s)) for s in steps]
+    assert exponential_growth(cubic, 0.01) is None
+    found = exponential_growth(chaotic, 0.01)
+    assert found is not None and found["factor"] > 100 and 0.5 < found["rate"] < 1.1

@@ -25,11 +25,11 @@ def _module_name(path: Path, root: Path) -> str:
     return ".".join([PACKAGE, *parts])
 
 
-def _targets(node: ast.AST, module: str, is_package: bool) -> list[str]:
-    """The simrun.lang modules an import statement names (a `from x import y` also names x.y,
-    which may be a module)."""
+def _targets(node: ast.AST, module: str, is_package: bool, package: str = PACKAGE) -> list[str]:
+    """The modules of `package` an import statement names (a `from x import y` also names
+    x.y, which may be a module)."""
     if isinstance(node, ast.Import):
-        return [a.name for a in node.names if a.name.startswith(PACKAGE)]
+        return [a.name for a in node.names if a.name.startswith(package)]
     if not isinstance(node, ast.ImportFrom):
         return []
     if node.level:
@@ -38,7 +38,7 @@ def _targets(node: ast.AST, module: str, is_package: bool) -> list[str]:
         name = ".".join(base + ([node.module] if node.module else []))
     else:
         name = node.module or ""
-    if not name.startswith(PACKAGE):
+    if not name.startswith(package):
         return []
     return [name] + [f"{name}.{a.name}" for a in node.names]
 
@@ -123,3 +123,43 @@ def test_low_layers_stay_low():
     assert set(graph.get("ir", {})) <= {"errors", "types"}
     assert set(graph.get("codegen", {})) <= {"errors", "types", "ir"}
     assert set(graph.get("passes", {})) <= {"errors", "types", "ir"}
+
+
+# simrun's packages, top to bottom: each imports only packages below it (ARCHITECTURE.md;
+# ensemble reads the KEY grammar from adjoint.keys, and adjoint never imports ensemble).
+# scene and outputs share a layer: they import each other today (scene files and run folders)
+LAYERS = [{"cli"}, {"api"}, {"batch"}, {"optimize"}, {"ensemble"}, {"adjoint"}, {"stepper"},
+          {"render"}, {"scene", "outputs"}, {"md"}, {"lang"}]
+
+
+def _layer(package: str) -> int:
+    return next(i for i, group in enumerate(LAYERS) if package in group)
+
+
+def package_graph(root: Path = LANG.parent) -> dict[str, dict[str, list[str]]]:
+    """simrun package -> {package it imports: ["file:line", ...]}, in functions too."""
+    graph: dict[str, dict[str, list[str]]] = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        if parts == ("__init__",):
+            continue
+        module = ".".join(("simrun",) + (parts[:-1] if parts[-1] == "__init__" else parts))
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            for target in _targets(node, module, path.name == "__init__.py", "simrun."):
+                dest = target.split(".")[1]
+                if dest != parts[0]:
+                    seen = graph.setdefault(parts[0], {}).setdefault(dest, [])
+                    where = f"{path.relative_to(root.parent)}:{node.lineno}"
+                    if where not in seen:
+                        seen.append(where)
+    return graph
+
+
+def test_simrun_packages_import_only_downward():
+    graph = package_graph()
+    known = set().union(*LAYERS)
+    assert set(graph) <= known, f"add {set(graph) - known} to LAYERS"
+    upward = [f"{a} -> {b}: {', '.join(where)}" for a, edges in graph.items()
+              for b, where in edges.items()
+              if b in known and _layer(b) < _layer(a)]
+    assert not upward, "imports against the layers:\n" + "\n".join(upward)

@@ -219,11 +219,26 @@ def _print_result(scene: Scene, result: Any, target: Path) -> None:
                   f"recomputed")
     else:
         out.print("  forward mode: arrays along a random unit direction (gradients.npz)")
+        _print_growth(scene, result)
     out.print(f"  wrote {target}")
     if result.check is not None:
         _print_check(result.check)
         if not result.check["ok"]:
             raise typer.Exit(EXIT_FAILED)
+
+
+def _print_growth(scene: Scene, result: Any) -> None:
+    """Say so when a sensitivity grows exponentially with the horizon (chaos), and name the
+    method whose derivatives of averages do not."""
+    from simrun.adjoint.horizon import growth_report
+
+    for key, g in growth_report(result.horizon, scene.dt).items():
+        err.print(f"  dJ/d{key} grows exponentially with the horizon (rate {g['rate']:.3g} per "
+                  f"unit time; x{g['factor']:.3g} from the second quarter to the last): the "
+                  "trajectory's derivative is dominated by chaos here. For an equilibrium "
+                  "average (objective at: mean, under a Langevin or Nose-Hoover thermostat) "
+                  "use --method ensemble, whose derivative does not grow with the run.",
+                  markup=False)
 
 
 def _failed(message: str) -> int:
