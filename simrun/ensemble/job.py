@@ -137,6 +137,15 @@ def observe(scene: Scene, keys: list[Key], samples: Samples, threads: int | None
         table
 
 
+def estimate_from(scene: Scene, keys: list[Key], samples: Samples, blocks: int = 20,
+                  threads: int | None = None, progress: Progress | None = None) -> Estimate:
+    """<O> (``objective``) and d<O>/dKEY with errors over frames already sampled."""
+    obs, table = observe(scene, keys, samples, threads, progress)
+    kt = float(scene.integrator.temperature)
+    return jackknife(_series(keys, obs, table, kt), gradient_estimator([k.text for k in keys]),
+                     blocks)
+
+
 def ensemble_gradient(scene: Scene, wrt: list[str], folder: Path, *, steps: int | None = None,
                       equilibrate: int | None = None, every: int | None = None,
                       blocks: int = 20, threads: int | None = None,
@@ -153,9 +162,7 @@ def ensemble_gradient(scene: Scene, wrt: list[str], folder: Path, *, steps: int 
     samples = sample(sampling_scene(scene, steps, every), folder, equilibrate, threads,
                      progress)
     t1 = time.perf_counter()
-    obs, table = observe(scene, keys, samples, threads, progress)
-    kt = float(scene.integrator.temperature)
-    estimate = jackknife(_series(keys, obs, table, kt), gradient_estimator(wrt), blocks)
+    estimate = estimate_from(scene, keys, samples, blocks, threads, progress)
     t2 = time.perf_counter()
     return EnsembleResult(
         _plain(estimate.values["objective"]), _plain(estimate.errors["objective"]),
