@@ -78,10 +78,11 @@ def parse_key(scene: Scene, text: str) -> Key:
     if scene.objective is None:
         raise SceneError(f"{scene.source}: the scene has no 'objective', so there is nothing to "
                          "differentiate. Add e.g. 'objective: {builtin: kinetic, at: end}'.")
-    if scene.objective.builtin in ENSEMBLE_BUILTINS:
-        raise SceneError(f"{scene.objective.where}: the objective '{scene.objective.builtin}' "
-                         "is an ensemble average, which only --method ensemble differentiates "
-                         "(with a Langevin or Nose-Hoover thermostat and at: mean).")
+    if scene.objective.builtin in ENSEMBLE_BUILTINS or scene.objective.targets is not None:
+        what = scene.objective.builtin or "targets"
+        raise SceneError(f"{scene.objective.where}: the objective '{what}' is made of ensemble "
+                         "averages, which only --method ensemble differentiates (with a "
+                         "Langevin or Nose-Hoover thermostat and at: mean).")
     if parts[0] == "fields" and len(parts) == 2 and parts[1]:
         if scene.step_kernels is None and scene.controller is None:
             raise SceneError(f"--wrt {text}: fields are differentiated in scenes with "

@@ -79,6 +79,9 @@ def optimize_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: boo
             raise SceneError(f"{scene.source}: the scene has no 'optimize' section. Add e.g. "
                              "'optimize: {parameters: [initial.velocity], iterations: 100}' "
                              "(scenes/README.md).")
+        if scene.objective.targets is not None:
+            _fit_targets(scene, out_dir, options)
+            return
         target = _target(scene, out_dir, resume)
         try:
             with iteration_bar(f"optimize {scene.name}", err.is_terminal,
@@ -105,6 +108,30 @@ def optimize_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: boo
             f"array {value.shape}")
         out.print(f"  {key} = {shown}", markup=False)
     out.print(f"  wrote {target} (best.yaml: simrun run {target / 'best.yaml'})", markup=False)
+
+
+def _fit_targets(scene: Scene, out_dir: Path | None, options: dict[str, Any]) -> None:
+    """Targets (ensemble averages): DiffTRe's reweighting loop, its pictures and a summary."""
+    from simrun.ensemble.targets import read_rdf
+    from simrun.optimize.reweighted import fit_by_reweighting
+    from simrun.render.fit import render_fit, render_rdf
+
+    target = _target(scene, out_dir, False)
+    with iteration_bar(f"optimize {scene.name}", err.is_terminal, folder=target) as bar:
+        rows = fit_by_reweighting(scene, target, iterations=options.get("iterations"),
+                                  threads=options.get("threads"), progress=bar)
+    names = list(scene.optimize.parameters)
+    render_fit(rows, names, target / "fit.png", title=scene.name)
+    if "rdf" in scene.objective.targets:
+        r, g = read_rdf(scene.objective.targets["rdf"]["file"])
+        render_rdf(r, g, {"start": rows[0].averages["rdf"], "fitted (last iteration)":
+                          rows[-1].averages["rdf"]}, target / "rdf.png", title=scene.name)
+    fresh = len({row.trajectory for row in rows})
+    out.print(f"done: {len(rows)} iterations from {fresh} trajectories (reweighted while "
+              f"N_eff/N >= 0.9); loss {rows[0].loss:.4g} -> {rows[-1].loss:.4g}")
+    for name, value in zip(names, rows[-1].params):
+        out.print(f"  {name} = {value:.6g}")
+    out.print(f"  wrote {target} (fit.csv, fit.json, fit.png, best.yaml)", markup=False)
 
 
 def _episode(target: Path, threads: int | None) -> None:

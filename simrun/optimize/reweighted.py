@@ -1,0 +1,165 @@
+"""`simrun optimize` of a scene whose objective is ensemble targets: DiffTRe (Thaler &
+Zavadlav 2021). One thermostatted run is reused across parameter updates: its frames are
+reweighted by w ~ exp(-(U_theta / kT_theta - U_0 / kT_0)) to the current parameters, and the
+loss (a function of the reweighted averages) and its gradient (the fluctuation formula under
+the weights) come from them, while the effective sample size N_eff = (sum w)^2 / sum w^2
+stays above ``threshold`` N; below it, a new run is sampled at the current parameters.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from simrun.ensemble.frames import FrameEvaluator
+from simrun.ensemble.job import sample, sampling_scene
+from simrun.ensemble.keys import (
+    ensemble_value,
+    parse_ensemble_key,
+    require_canonical,
+    with_ensemble_value,
+)
+from simrun.ensemble.targets import (
+    loss_estimator,
+    loss_series,
+    rdf_frames,
+    read_rdf,
+    target_observables,
+    target_values,
+)
+from simrun.optimize.optimizers import Adam, project
+from simrun.optimize.schedules import learning_rate
+from simrun.outputs import atomic_write_text
+from simrun.outputs.provenance import write_job_scene
+from simrun.scene import Scene, SceneError
+
+THRESHOLD = 0.9  # N_eff / N below which a new trajectory is sampled
+
+
+@dataclass
+class FitRow:
+    iteration: int
+    loss: float
+    params: np.ndarray
+    neff: float  # N_eff / N of the weights used at this iteration
+    trajectory: int  # which sampled run the averages came from
+    averages: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+@dataclass
+class _Reference:
+    """A sampled run and what reweighting needs of it."""
+
+    scene: Scene
+    samples: object
+    evaluator: FrameEvaluator
+    table: object  # the frames' FrameTable at the parameters they were sampled at
+    rdf: np.ndarray | None
+    number: int = 0  # trajectory-NNN
+
+    @property
+    def u0_over_kt(self) -> np.ndarray:
+        return self.table.potential / float(self.scene.integrator.temperature)
+
+
+def _reference(scene: Scene, keys: list, out_dir: Path, number: int, steps: int, every: int,
+               equilibrate: int, threads: int | None) -> _Reference:
+    folder = out_dir / f"trajectory-{number:03d}"
+    samples = sample(sampling_scene(scene, steps, every), folder, equilibrate, threads)
+    evaluator = FrameEvaluator(scene, [(k.index, k.name) for k in keys if k.kind == "energy"],
+                               threads)
+    table = evaluator.evaluate(samples.x)
+    rdf = rdf_frames(scene, samples.x, read_rdf(scene.objective.targets["rdf"]["file"])[0]) \
+        if "rdf" in scene.objective.targets else None
+    return _Reference(scene, samples, evaluator, table, rdf, number)
+
+
+def _scene_at(scene: Scene, keys: list, vector: np.ndarray) -> Scene:
+    for key, value in zip(keys, vector):
+        scene = with_ensemble_value(scene, key, float(value))
+    return scene
+
+
+def fit_by_reweighting(scene: Scene, out_dir: Path, *, iterations: int | None = None,
+                       threshold: float = THRESHOLD, steps: int | None = None,
+                       every: int | None = None, threads: int | None = None,
+                       progress: Callable[[int, int, float, float], None] | None = None
+                       ) -> list[FitRow]:
+    """Minimise the scene's target loss over ``optimize.parameters`` (Adam at optimize.lr,
+    within optimize.bounds); writes fit.csv, params and best.yaml into ``out_dir``."""
+    require_canonical(scene)
+    opt = scene.optimize
+    keys = [parse_ensemble_key(scene, k) for k in opt.parameters]
+    if any(k.kind == "objective" for k in keys):
+        raise SceneError(f"{scene.source}: targets have no parameters; tune the energies' "
+                         "parameters or integrator.temperature")
+    steps, iterations = steps or scene.steps, iterations or opt.iterations
+    every = every or max(1, steps // 2000)
+    energy_keys = [k.text for k in keys if k.kind == "energy"]
+    targets, weights = target_values(scene), {n: t["weight"] for n, t in
+                                             scene.objective.targets.items()}
+    estimate = loss_estimator(targets, weights, [k.text for k in keys])
+    low = np.array([(opt.bounds.get(k.text) or (None, None))[0] or -np.inf for k in keys])
+    high = np.array([(opt.bounds.get(k.text) or (None, None))[1] or np.inf for k in keys])
+    vector = np.array([ensemble_value(scene, k) for k in keys])
+    adam, rows, ref, t0 = Adam(opt.lr, opt.betas), [], None, time.perf_counter()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_job_scene(out_dir, scene)
+    for it in range(iterations):
+        current = _scene_at(scene, keys, vector)
+        for attempt in range(2):
+            if ref is None or attempt:
+                ref = _reference(current, keys, out_dir, 0 if ref is None else ref.number + 1,
+                                 steps, every, steps // 5, threads)
+            table = ref.table
+            if ref.scene is not current:  # the frames' energies at the current parameters
+                ref.evaluator.set_values({(k.index, k.name): v for k, v in zip(keys, vector)
+                                          if k.kind == "energy"})
+                table = ref.evaluator.evaluate(ref.samples.x)
+            kt = float(current.integrator.temperature)
+            log_w = -(table.potential / kt - ref.u0_over_kt)
+            w = np.exp(log_w - log_w.max())
+            neff = float(w.sum() ** 2 / (w * w).sum()) / len(w)
+            if neff >= threshold or ref.scene is current:
+                break
+        observed = target_observables(current, table, energy_keys, ref.samples.dof, ref.rdf)
+        series = loss_series(observed, [k.text for k in keys], table, energy_keys, kt, w)
+        out = estimate({name: s.mean(axis=0) for name, s in series.items()})
+        grad = np.array([float(out[f"grad:{k.text}"]) for k in keys])
+        rows.append(FitRow(it, float(out["loss"]), vector.copy(), neff, ref.number,
+                           {n: np.asarray(out[f"avg:{n}"]) for n in targets}))
+        _write(out_dir, scene, keys, rows, time.perf_counter() - t0)
+        if progress is not None:
+            progress(it + 1, iterations, rows[-1].loss, float(np.linalg.norm(grad)))
+        rate = learning_rate(opt.lr, opt.schedule, it, iterations)
+        vector = project(adam.step(vector, grad, rate), low, high)
+    return rows
+
+
+def _write(out_dir: Path, scene: Scene, keys: list, rows: list[FitRow], wall: float) -> None:
+    """fit.csv (iteration, loss, N_eff/N, trajectory, parameters), fit.json, best.yaml."""
+    from simrun.outputs.provenance import relocate, save_sources
+    from simrun.outputs.writer import write_scene
+
+    names = [k.text for k in keys]
+    lines = ["iteration,loss,neff,trajectory," + ",".join(names)]
+    lines += [f"{r.iteration},{r.loss!r},{r.neff:.4f},{r.trajectory},"
+              + ",".join(repr(float(v)) for v in r.params) for r in rows]
+    atomic_write_text(out_dir / "fit.csv", "\n".join(lines) + "\n")
+    best = min(rows, key=lambda r: r.loss)
+    record = {"status": "running", "method": "reweighting (DiffTRe)", "wall_s": round(wall, 2),
+              "trajectories": len({r.trajectory for r in rows}),
+              "best": {"iteration": best.iteration, "loss": best.loss,
+                       "params": dict(zip(names, map(float, best.params))),
+                       "averages": {n: a.tolist() for n, a in best.averages.items()}},
+              "targets": {n: (t.get("value") if "value" in t else str(t["file"]))
+                          for n, t in scene.objective.targets.items()}}
+    atomic_write_text(out_dir / "fit.json", json.dumps(record, indent=2) + "\n")
+    best_scene = _scene_at(scene, keys, best.params)
+    write_scene(out_dir / "best.yaml", relocate(best_scene.to_dict(),
+                                                save_sources(out_dir, best_scene)))
