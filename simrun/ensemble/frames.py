@@ -16,6 +16,7 @@ import numpy as np
 
 from simrun.scene import Scene, initial_state
 from simrun.stepper.binding import BoundKernel, parameter_names
+from simrun.stepper.forces import energy_and_reverse
 from simrun.stepper.system import System
 
 Param = tuple[int, str]  # (energy term index, parameter name)
@@ -76,12 +77,7 @@ class FrameEvaluator:
                 self.box["box_high"].dual[None] = list(self.length)
             for f in self.fields.values():
                 f.grad.fill(0)
-            system.U.fill(0)
-            for bound in self.terms:
-                bound()
-            system.U.grad.fill(1)
-            for bound in reversed(self.terms):
-                bound.kernel.grad(*bound.args)
+            energy_and_reverse(system.U, self.terms)
         grads = np.array([float(self.fields[p].grad[None]) for p in self.params])
         mixed = np.array([float(self.fields[p].grad.dual[None]) for p in self.params])
         return float(system.U[None]), float(system.U.dual[None]), grads, mixed
