@@ -49,3 +49,21 @@ def test_cli_fits_targets_and_resamples_when_n_eff_drops(tmp_path: Path) -> None
     trajectories = [int(r.split(",")[3]) for r in rows]
     assert trajectories == [0, 1, 2]  # steps of 0.05 in kT: N_eff / N falls below 0.9
     assert (tmp_path / "o" / "fit.png").is_file() and "3 trajectories" in done.stdout
+
+
+def test_targets_are_checked_where_they_are_written() -> None:
+    import pytest
+
+    from simrun.scene import SceneError
+
+    scene = ROOT / "scenes" / "oscillators.yaml"
+    with pytest.raises(SceneError, match="does not exist"):
+        load_scene(scene, ["objective={at: mean, targets: {rdf: {file: missing.csv}}}"])
+    with pytest.raises(SceneError, match="at: mean"):
+        load_scene(scene, ["objective={at: end, targets: {pressure: 1.0}}"])
+    with pytest.raises(SceneError, match="not one of|pressur"):
+        load_scene(scene, ["objective={at: mean, targets: {pressur: 1.0}}"])
+    fit = load_scene(ROOT / "scenes" / "fit_lj.yaml")
+    assert set(fit.objective.targets) == {"pressure", "potential_per_particle", "rdf"}
+    again = fit.objective.to_dict()["targets"]
+    assert again["rdf"]["file"].endswith("fit_lj_rdf.csv") and again["pressure"]["weight"] == 1
