@@ -85,6 +85,25 @@ def _scene_at(scene: Scene, keys: list, vector: np.ndarray) -> Scene:
     return scene
 
 
+def _bounds(opt, keys: list) -> tuple[np.ndarray, np.ndarray]:
+    pairs = [opt.bounds.get(k.text) or (None, None) for k in keys]
+    return (np.array([-np.inf if lo is None else lo for lo, _ in pairs]),
+            np.array([np.inf if hi is None else hi for _, hi in pairs]))
+
+
+def _reweighted(ref: _Reference, current: Scene, keys: list, vector: np.ndarray):
+    """The frames' table at the current parameters, their weights exp(-(U/kT - U0/kT0))
+    (largest 1) and N_eff / N."""
+    table = ref.table
+    if ref.scene is not current:
+        ref.evaluator.set_values({(k.index, k.name): v for k, v in zip(keys, vector)
+                                  if k.kind == "energy"})
+        table = ref.evaluator.evaluate(ref.samples.x)
+    log_w = -(table.potential / float(current.integrator.temperature) - ref.u0_over_kt)
+    w = np.exp(log_w - log_w.max())
+    return table, w, float(w.sum() ** 2 / (w * w).sum()) / len(w)
+
+
 def fit_by_reweighting(scene: Scene, out_dir: Path, *, iterations: int | None = None,
                        threshold: float = THRESHOLD, steps: int | None = None,
                        every: int | None = None, threads: int | None = None,
@@ -104,8 +123,7 @@ def fit_by_reweighting(scene: Scene, out_dir: Path, *, iterations: int | None = 
     targets, weights = target_values(scene), {n: t["weight"] for n, t in
                                              scene.objective.targets.items()}
     estimate = loss_estimator(targets, weights, [k.text for k in keys])
-    low = np.array([(opt.bounds.get(k.text) or (None, None))[0] or -np.inf for k in keys])
-    high = np.array([(opt.bounds.get(k.text) or (None, None))[1] or np.inf for k in keys])
+    low, high = _bounds(opt, keys)
     vector = np.array([ensemble_value(scene, k) for k in keys])
     adam, rows, ref, t0 = Adam(opt.lr, opt.betas), [], None, time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -116,17 +134,10 @@ def fit_by_reweighting(scene: Scene, out_dir: Path, *, iterations: int | None = 
             if ref is None or attempt:
                 ref = _reference(current, keys, out_dir, 0 if ref is None else ref.number + 1,
                                  steps, every, steps // 5, threads)
-            table = ref.table
-            if ref.scene is not current:  # the frames' energies at the current parameters
-                ref.evaluator.set_values({(k.index, k.name): v for k, v in zip(keys, vector)
-                                          if k.kind == "energy"})
-                table = ref.evaluator.evaluate(ref.samples.x)
-            kt = float(current.integrator.temperature)
-            log_w = -(table.potential / kt - ref.u0_over_kt)
-            w = np.exp(log_w - log_w.max())
-            neff = float(w.sum() ** 2 / (w * w).sum()) / len(w)
+            table, w, neff = _reweighted(ref, current, keys, vector)
             if neff >= threshold or ref.scene is current:
                 break
+        kt = float(current.integrator.temperature)
         observed = target_observables(current, table, energy_keys, ref.samples.dof, ref.rdf)
         series = loss_series(observed, [k.text for k in keys], table, energy_keys, kt, w)
         out = estimate({name: s.mean(axis=0) for name, s in series.items()})
