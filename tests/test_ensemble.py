@@ -150,3 +150,10 @@ def test_horizon_report_tells_exponential_from_polynomial_growth() -> None:
     assert exponential_growth(cubic, 0.01) is None
     found = exponential_growth(chaotic, 0.01)
     assert found is not None and found["factor"] > 100 and 0.5 < found["rate"] < 1.1
+
+
+def test_check_accepts_ensemble_objectives_and_refuses_them_without_a_thermostat() -> None:
+    done = _cli("check", "scenes/fit_lj.yaml")
+    assert done.returncode == 0 and "ensemble average" in done.stdout, done.stderr
+    done = _cli("check", "scenes/lj_nvt.yaml", "--set", "integrator=velocity_verlet")
+    assert done.returncode == 2 and "canonical" in done.stderr

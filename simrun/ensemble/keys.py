@@ -66,3 +66,19 @@ def with_ensemble_value(scene: Scene, key: Key, value: float) -> Scene:
     if key.kind == "temperature":
         return replace(scene, integrator=replace(scene.integrator, temperature=float(value)))
     return with_value(scene, key, value)
+
+
+def is_ensemble_objective(scene: Scene) -> bool:
+    """An objective only the ensemble method evaluates (targets, pressure, U per particle)."""
+    from simrun.scene.load_terms import ENSEMBLE_BUILTINS
+
+    obj = scene.objective
+    return obj is not None and (obj.targets is not None or obj.builtin in ENSEMBLE_BUILTINS)
+
+
+def check_ensemble(scene: Scene, wrt: list[str]) -> None:
+    """`simrun check` of an ensemble objective: a canonical thermostat, and the KEYs (and
+    the optimize section's parameters) are ensemble KEYs."""
+    require_canonical(scene)
+    for text in [*wrt, *(scene.optimize.parameters if scene.optimize else ())]:
+        parse_ensemble_key(scene, text)
