@@ -113,7 +113,7 @@ def optimize_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: boo
 def _fit_targets(scene: Scene, out_dir: Path | None, options: dict[str, Any]) -> None:
     """Targets (ensemble averages): DiffTRe's reweighting loop, its pictures and a summary."""
     from simrun.ensemble.targets import read_rdf
-    from simrun.optimize.reweighted import fit_by_reweighting
+    from simrun.optimize.reweighted import AVERAGED, fit_by_reweighting, fitted
     from simrun.render.fit import render_fit, render_rdf
 
     target = _target(scene, out_dir, False)
@@ -129,7 +129,8 @@ def _fit_targets(scene: Scene, out_dir: Path | None, options: dict[str, Any]) ->
     fresh = len({row.trajectory for row in rows})
     out.print(f"done: {len(rows)} iterations from {fresh} trajectories (reweighted while "
               f"N_eff/N >= 0.9); loss {rows[0].loss:.4g} -> {rows[-1].loss:.4g}")
-    for name, value in zip(names, rows[-1].params):
+    out.print(f"  fitted (mean of the last {AVERAGED:.0%} of the iterations; best.yaml):")
+    for name, value in zip(names, fitted(rows)):
         out.print(f"  {name} = {value:.6g}")
     out.print(f"  wrote {target} (fit.csv, fit.json, fit.png, best.yaml)", markup=False)
 

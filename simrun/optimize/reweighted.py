@@ -39,6 +39,14 @@ from simrun.outputs.provenance import write_job_scene
 from simrun.scene import Scene, SceneError
 
 THRESHOLD = 0.9  # N_eff / N below which a new trajectory is sampled
+AVERAGED = 0.25  # the fitted parameters: the mean iterate over this last share of iterations
+
+
+def fitted(rows: list) -> np.ndarray:
+    """The estimate: the mean of the last iterates (Polyak-Ruppert averaging). Each loss is
+    itself a noisy average, so neither its smallest value nor the last step is better."""
+    tail = rows[-max(1, int(round(AVERAGED * len(rows)))):]
+    return np.mean([r.params for r in tail], axis=0)
 
 
 @dataclass
@@ -153,7 +161,8 @@ def fit_by_reweighting(scene: Scene, out_dir: Path, *, iterations: int | None = 
 
 
 def _write(out_dir: Path, scene: Scene, keys: list, rows: list[FitRow], wall: float) -> None:
-    """fit.csv (iteration, loss, N_eff/N, trajectory, parameters), fit.json, best.yaml."""
+    """fit.csv (iteration, loss, N_eff/N, trajectory, parameters), fit.json and best.yaml
+    (the scene at the fitted parameters, `fitted`)."""
     from simrun.outputs.provenance import relocate, save_sources
     from simrun.outputs.writer import write_scene
 
@@ -162,15 +171,17 @@ def _write(out_dir: Path, scene: Scene, keys: list, rows: list[FitRow], wall: fl
     lines += [f"{r.iteration},{r.loss!r},{r.neff:.4f},{r.trajectory},"
               + ",".join(repr(float(v)) for v in r.params) for r in rows]
     atomic_write_text(out_dir / "fit.csv", "\n".join(lines) + "\n")
-    best = min(rows, key=lambda r: r.loss)
+    best, estimate = min(rows, key=lambda r: r.loss), fitted(rows)
     record = {"status": "running", "method": "reweighting (DiffTRe)", "wall_s": round(wall, 2),
               "trajectories": len({r.trajectory for r in rows}),
-              "best": {"iteration": best.iteration, "loss": best.loss,
+              "fitted": {"params": dict(zip(names, map(float, estimate))),
+                         "averaged_iterations": max(1, int(round(AVERAGED * len(rows))))},
+              "lowest_loss": {"iteration": best.iteration, "loss": best.loss,
                        "params": dict(zip(names, map(float, best.params))),
                        "averages": {n: a.tolist() for n, a in best.averages.items()}},
               "targets": {n: (t.get("value") if "value" in t else str(t["file"]))
                           for n, t in scene.objective.targets.items()}}
     atomic_write_text(out_dir / "fit.json", json.dumps(record, indent=2) + "\n")
-    best_scene = _scene_at(scene, keys, best.params)
+    best_scene = _scene_at(scene, keys, estimate)
     write_scene(out_dir / "best.yaml", relocate(best_scene.to_dict(),
                                                 save_sources(out_dir, best_scene)))
