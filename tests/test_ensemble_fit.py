@@ -66,4 +66,4 @@ def test_targets_are_checked_where_they_are_written() -> None:
     fit = load_scene(ROOT / "scenes" / "fit_lj.yaml")
     assert set(fit.objective.targets) == {"pressure", "potential_per_particle", "rdf"}
     again = fit.objective.to_dict()["targets"]
-    assert again["rdf"]["file"].endswith("fit_lj_rdf.csv") and again["pressure"]["weight"] == 10
+    assert again["rdf"]["file"].endswith("fit_lj_rdf.csv") and again["pressure"]["weight"] == 1
