@@ -67,3 +67,17 @@ def test_targets_are_checked_where_they_are_written() -> None:
     assert set(fit.objective.targets) == {"pressure", "potential_per_particle", "rdf"}
     again = fit.objective.to_dict()["targets"]
     assert again["rdf"]["file"].endswith("fit_lj_rdf.csv") and again["pressure"]["weight"] == 1
+
+
+def test_grad_of_a_targets_loss_is_the_closed_form(tmp_path: Path) -> None:
+    """loss = (<U>/N - t)^2 with <U>/N = d kT / 2: d loss / dT = 2 (d kT / 2 - t) d / 2."""
+    from simrun.ensemble import ensemble_gradient
+
+    scene = load_scene(ROOT / "scenes" / "oscillators.yaml", SETS[:3] + [SETS[3]])
+    r = ensemble_gradient(scene, ["integrator.temperature", "energy.0.params.k"],
+                          tmp_path / "s", every=3)
+    exact = 2 * (1.5 * 0.5 - 0.9) * 1.5
+    assert abs(r.gradients["integrator.temperature"] - exact) <= 3 * r.errors[
+        "integrator.temperature"]
+    assert abs(r.gradients["energy.0.params.k"]) <= 3 * r.errors["energy.0.params.k"]
+    assert abs(r.objective - (1.5 * 0.5 - 0.9) ** 2) <= 3 * r.objective_error

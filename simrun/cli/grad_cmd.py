@@ -184,7 +184,7 @@ def _ensemble_job(scene: Scene, out_dir: Path | None, options: dict[str, Any],
     write_ensemble_outputs(target, scene, result, options)
     s = result.samples
     out.print(f"<O> = {_value(result.objective)} +- {_value(result.objective_error)} "
-              f"({scene.objective.builtin or 'kernel'}, canonical average at T = "
+              f"({_what(scene)}, canonical average at T = "
               f"{scene.integrator.temperature:g}) over {len(s.steps)} frames (every "
               f"{result.every} steps; the first {result.equilibrate} steps, {s.discarded} "
               "frames, discarded as equilibration)")
@@ -194,6 +194,11 @@ def _ensemble_job(scene: Scene, out_dir: Path | None, options: dict[str, Any],
     for line in result.warnings:
         err.print(f"warning: {line}", markup=False)
     out.print(f"  wrote {target}")
+
+
+def _what(scene: Scene) -> str:
+    obj = scene.objective
+    return obj.builtin or ("the targets' loss" if obj.targets is not None else "kernel")
 
 
 def _value(v: Any) -> str:

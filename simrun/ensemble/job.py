@@ -25,7 +25,15 @@ from simrun.ensemble.frames import FrameEvaluator
 from simrun.ensemble.keys import parse_ensemble_key, require_canonical
 from simrun.ensemble.observables import KernelObservable, Observed, builtin
 from simrun.ensemble.stats import Estimate, jackknife
-from simrun.scene import Scene
+from simrun.ensemble.targets import (
+    loss_estimator,
+    loss_series,
+    rdf_frames,
+    read_rdf,
+    target_observables,
+    target_values,
+)
+from simrun.scene import Scene, SceneError
 from simrun.stepper.run import run_scene
 
 Progress = Callable[[str, int, int], None]
@@ -139,11 +147,41 @@ def observe(scene: Scene, keys: list[Key], samples: Samples, threads: int | None
 
 def estimate_from(scene: Scene, keys: list[Key], samples: Samples, blocks: int = 20,
                   threads: int | None = None, progress: Progress | None = None) -> Estimate:
-    """<O> (``objective``) and d<O>/dKEY with errors over frames already sampled."""
-    obs, table = observe(scene, keys, samples, threads, progress)
+    """<O> (``objective``) and d<O>/dKEY with errors over frames already sampled (for an
+    objective of targets: the loss and its gradient)."""
     kt = float(scene.integrator.temperature)
+    if scene.objective.targets is not None:
+        return _loss_estimate(scene, keys, samples, kt, blocks, threads, progress)
+    obs, table = observe(scene, keys, samples, threads, progress)
     return jackknife(_series(keys, obs, table, kt), gradient_estimator([k.text for k in keys]),
                      blocks)
+
+
+def _loss_estimate(scene: Scene, keys: list[Key], samples: Samples, kt: float, blocks: int,
+                   threads: int | None, progress: Progress | None) -> Estimate:
+    """The targets' loss sum w (<O> - t)^2 and its gradient, with block-jackknife errors."""
+    if any(k.kind == "objective" for k in keys):
+        raise SceneError(f"{scene.objective.where}: targets have no parameters; use the "
+                         "energies' parameters or integrator.temperature")
+    energy = [k.text for k in keys if k.kind == "energy"]
+    evaluator = FrameEvaluator(scene, [(k.index, k.name) for k in keys if k.kind == "energy"],
+                               threads)
+    report = (lambda done, total: progress("evaluate", done, total)) if progress else None
+    table = evaluator.evaluate(samples.x, report)
+    targets = scene.objective.targets
+    rdf = rdf_frames(scene, samples.x, read_rdf(targets["rdf"]["file"])[0]) \
+        if "rdf" in targets else None
+    observed = target_observables(scene, table, energy, samples.dof, rdf)
+    loss = loss_estimator(target_values(scene), {n: t["weight"] for n, t in targets.items()},
+                          [k.text for k in keys])
+
+    def estimate(means: dict) -> dict:
+        out = loss(means)
+        return {"objective": np.asarray(out["loss"])[..., None],
+                **{k.text: np.asarray(out[f"grad:{k.text}"])[..., None] for k in keys}}
+
+    return jackknife(loss_series(observed, [k.text for k in keys], table, energy, kt),
+                     estimate, blocks)
 
 
 def ensemble_gradient(scene: Scene, wrt: list[str], folder: Path, *, steps: int | None = None,
