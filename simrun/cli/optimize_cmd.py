@@ -51,7 +51,10 @@ def optimize(
     parameters written in, which `simrun run` runs as it is; a tuned start goes to
     best_state.npz, the kernel modules are copied to DIR/kernels/), DIR/scene.yaml,
     DIR/state.npz (for --resume), DIR/optimize.json and DIR/episode/ (best.yaml run, with
-    its animation and first/last frames, as `simrun run` writes them). Exit 0 ok, 1 a NaN loss or gradient
+    its animation and first/last frames, as `simrun run` writes them). An objective of
+    ensemble `targets:` is fitted by reweighting one thermostatted run while N_eff/N >= 0.9
+    (DiffTRe): DIR/fit.csv, fit.json, fit.png, rdf.png, best.yaml (the mean of the last
+    quarter's iterates) and the runs in DIR/trajectory-NNN. Exit 0 ok, 1 a NaN loss or gradient
     (the best parameters so far are kept), 2 bad input, 130 interrupted (--resume goes on)."""
     optimize_job(lambda: load_scene(scene_path, list(sets or []), allow_outside=allow_outside),
                  out_dir, resume=resume, allow_changed=allow_changed,
