@@ -25,14 +25,7 @@ from simrun.ensemble.frames import FrameEvaluator
 from simrun.ensemble.keys import parse_ensemble_key, require_canonical
 from simrun.ensemble.observables import KernelObservable, Observed, builtin
 from simrun.ensemble.stats import Estimate, jackknife
-from simrun.ensemble.targets import (
-    loss_estimator,
-    loss_series,
-    rdf_frames,
-    read_rdf,
-    target_observables,
-    target_values,
-)
+from simrun.ensemble.targets import TargetLoss
 from simrun.scene import Scene, SceneError
 from simrun.stepper.run import run_scene
 
@@ -151,13 +144,13 @@ def estimate_from(scene: Scene, keys: list[Key], samples: Samples, blocks: int =
     objective of targets: the loss and its gradient)."""
     kt = float(scene.integrator.temperature)
     if scene.objective.targets is not None:
-        return _loss_estimate(scene, keys, samples, kt, blocks, threads, progress)
+        return _loss_estimate(scene, keys, samples, blocks, threads, progress)
     obs, table = observe(scene, keys, samples, threads, progress)
     return jackknife(_series(keys, obs, table, kt), gradient_estimator([k.text for k in keys]),
                      blocks)
 
 
-def _loss_estimate(scene: Scene, keys: list[Key], samples: Samples, kt: float, blocks: int,
+def _loss_estimate(scene: Scene, keys: list[Key], samples: Samples, blocks: int,
                    threads: int | None, progress: Progress | None) -> Estimate:
     """The targets' loss sum w (<O> - t)^2 and its gradient, with block-jackknife errors."""
     if any(k.kind == "objective" for k in keys):
@@ -168,20 +161,14 @@ def _loss_estimate(scene: Scene, keys: list[Key], samples: Samples, kt: float, b
                                threads)
     report = (lambda done, total: progress("evaluate", done, total)) if progress else None
     table = evaluator.evaluate(samples.x, report)
-    targets = scene.objective.targets
-    rdf = rdf_frames(scene, samples.x, read_rdf(targets["rdf"]["file"])[0]) \
-        if "rdf" in targets else None
-    observed = target_observables(scene, table, energy, samples.dof, rdf)
-    loss = loss_estimator(target_values(scene), {n: t["weight"] for n, t in targets.items()},
-                          [k.text for k in keys])
+    loss = TargetLoss(scene, [k.text for k in keys], samples.x)
 
     def estimate(means: dict) -> dict:
-        out = loss(means)
+        out = loss.estimate(means)
         return {"objective": np.asarray(out["loss"])[..., None],
                 **{k.text: np.asarray(out[f"grad:{k.text}"])[..., None] for k in keys}}
 
-    return jackknife(loss_series(observed, [k.text for k in keys], table, energy, kt),
-                     estimate, blocks)
+    return jackknife(loss.series(scene, table, energy, samples.dof), estimate, blocks)
 
 
 def ensemble_gradient(scene: Scene, wrt: list[str], folder: Path, *, steps: int | None = None,

@@ -109,3 +109,23 @@ def loss_estimator(targets: dict[str, np.ndarray], weights: dict[str, float],
         return out
 
     return estimate
+
+
+class TargetLoss:
+    """The scene's targets' loss over one set of frames (positions ``x``): g(r) per frame is
+    taken once; ``series`` then needs the frames' energy table at the parameters wanted."""
+
+    def __init__(self, scene: Scene, keys: list[str], x: np.ndarray) -> None:
+        targets = scene.objective.targets
+        self.keys = keys
+        self.rdf = rdf_frames(scene, x, read_rdf(targets["rdf"]["file"])[0]) \
+            if "rdf" in targets else None
+        self.names = list(targets)
+        self.estimate = loss_estimator(target_values(scene),
+                                       {n: t["weight"] for n, t in targets.items()}, keys)
+
+    def series(self, scene: Scene, table: FrameTable, energy_keys: list[str], dof: int,
+               weights: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        observed = target_observables(scene, table, energy_keys, dof, self.rdf)
+        return loss_series(observed, self.keys, table, energy_keys,
+                           float(scene.integrator.temperature), weights)

@@ -24,14 +24,7 @@ from simrun.ensemble.keys import (
     require_canonical,
     with_ensemble_value,
 )
-from simrun.ensemble.targets import (
-    loss_estimator,
-    loss_series,
-    rdf_frames,
-    read_rdf,
-    target_observables,
-    target_values,
-)
+from simrun.ensemble.targets import TargetLoss
 from simrun.optimize.optimizers import Adam, project
 from simrun.optimize.schedules import learning_rate
 from simrun.outputs import atomic_write_text
@@ -67,7 +60,7 @@ class _Reference:
     samples: object
     evaluator: FrameEvaluator
     table: object  # the frames' FrameTable at the parameters they were sampled at
-    rdf: np.ndarray | None
+    loss: TargetLoss
     number: int = 0  # trajectory-NNN
 
     @property
@@ -82,9 +75,8 @@ def _reference(scene: Scene, keys: list, out_dir: Path, number: int, steps: int,
     evaluator = FrameEvaluator(scene, [(k.index, k.name) for k in keys if k.kind == "energy"],
                                threads)
     table = evaluator.evaluate(samples.x)
-    rdf = rdf_frames(scene, samples.x, read_rdf(scene.objective.targets["rdf"]["file"])[0]) \
-        if "rdf" in scene.objective.targets else None
-    return _Reference(scene, samples, evaluator, table, rdf, number)
+    return _Reference(scene, samples, evaluator, table,
+                      TargetLoss(scene, [k.text for k in keys], samples.x), number)
 
 
 def _scene_at(scene: Scene, keys: list, vector: np.ndarray) -> Scene:
@@ -128,9 +120,6 @@ def fit_by_reweighting(scene: Scene, out_dir: Path, *, iterations: int | None = 
     steps, iterations = steps or scene.steps, iterations or opt.iterations
     every = every or max(1, steps // 2000)
     energy_keys = [k.text for k in keys if k.kind == "energy"]
-    targets, weights = target_values(scene), {n: t["weight"] for n, t in
-                                             scene.objective.targets.items()}
-    estimate = loss_estimator(targets, weights, [k.text for k in keys])
     low, high = _bounds(opt, keys)
     vector = np.array([ensemble_value(scene, k) for k in keys])
     adam, rows, ref, t0 = Adam(opt.lr, opt.betas), [], None, time.perf_counter()
@@ -145,13 +134,11 @@ def fit_by_reweighting(scene: Scene, out_dir: Path, *, iterations: int | None = 
             table, w, neff = _reweighted(ref, current, keys, vector)
             if neff >= threshold or ref.scene is current:
                 break
-        kt = float(current.integrator.temperature)
-        observed = target_observables(current, table, energy_keys, ref.samples.dof, ref.rdf)
-        series = loss_series(observed, [k.text for k in keys], table, energy_keys, kt, w)
-        out = estimate({name: s.mean(axis=0) for name, s in series.items()})
+        series = ref.loss.series(current, table, energy_keys, ref.samples.dof, w)
+        out = ref.loss.estimate({name: s.mean(axis=0) for name, s in series.items()})
         grad = np.array([float(out[f"grad:{k.text}"]) for k in keys])
         rows.append(FitRow(it, float(out["loss"]), vector.copy(), neff, ref.number,
-                           {n: np.asarray(out[f"avg:{n}"]) for n in targets}))
+                           {n: np.asarray(out[f"avg:{n}"]) for n in ref.loss.names}))
         _write(out_dir, scene, keys, rows, time.perf_counter() - t0)
         if progress is not None:
             progress(it + 1, iterations, rows[-1].loss, float(np.linalg.norm(grad)))
