@@ -32,7 +32,8 @@ def test_reweighting_reuses_the_trajectory_and_descends(tmp_path: Path) -> None:
         assert abs(float(r.averages["potential_per_particle"][0]) - 1.5 * t) < 0.03
     assert rows[-1].loss < rows[0].loss
     text = (tmp_path / "fit" / "fit.csv").read_text().splitlines()
-    assert text[0] == "iteration,loss,neff,trajectory,integrator.temperature" and len(text) == 5
+    assert text[0] == "iteration,loss,neff,trajectory,replaced_neff,integrator.temperature"
+    assert len(text) == 5 and all(r.stale is None for r in rows)
     best = load_scene(tmp_path / "fit" / "best.yaml")
     assert np.isclose(best.integrator.temperature, rows[-1].params[0])  # the last quarter: 1
 
@@ -48,6 +49,7 @@ def test_cli_fits_targets_and_resamples_when_n_eff_drops(tmp_path: Path) -> None
     rows = (tmp_path / "o" / "fit.csv").read_text().splitlines()[1:]
     trajectories = [int(r.split(",")[3]) for r in rows]
     assert trajectories == [0, 1, 2]  # steps of 0.05 in kT: N_eff / N falls below 0.9
+    assert all(float(r.split(",")[4]) < 0.9 for r in rows[1:])  # ... to this
     assert (tmp_path / "o" / "fit.png").is_file() and "3 trajectories" in done.stdout
 
 

@@ -50,6 +50,7 @@ class FitRow:
     neff: float  # N_eff / N of the weights used at this iteration
     trajectory: int  # which sampled run the averages came from
     averages: dict[str, np.ndarray] = field(default_factory=dict)
+    stale: float | None = None  # N_eff / N the previous run fell to, when it was replaced
 
 
 @dataclass
@@ -126,7 +127,7 @@ def fit_by_reweighting(scene: Scene, out_dir: Path, *, iterations: int | None = 
     out_dir.mkdir(parents=True, exist_ok=True)
     write_job_scene(out_dir, scene)
     for it in range(iterations):
-        current = _scene_at(scene, keys, vector)
+        current, stale = _scene_at(scene, keys, vector), None
         for attempt in range(2):
             if ref is None or attempt:
                 ref = _reference(current, keys, out_dir, 0 if ref is None else ref.number + 1,
@@ -134,11 +135,12 @@ def fit_by_reweighting(scene: Scene, out_dir: Path, *, iterations: int | None = 
             table, w, neff = _reweighted(ref, current, keys, vector)
             if neff >= threshold or ref.scene is current:
                 break
+            stale = neff
         series = ref.loss.series(current, table, energy_keys, ref.samples.dof, w)
         out = ref.loss.estimate({name: s.mean(axis=0) for name, s in series.items()})
         grad = np.array([float(out[f"grad:{k.text}"]) for k in keys])
         rows.append(FitRow(it, float(out["loss"]), vector.copy(), neff, ref.number,
-                           {n: np.asarray(out[f"avg:{n}"]) for n in ref.loss.names}))
+                           {n: np.asarray(out[f"avg:{n}"]) for n in ref.loss.names}, stale))
         _write(out_dir, scene, keys, rows, time.perf_counter() - t0)
         if progress is not None:
             progress(it + 1, iterations, rows[-1].loss, float(np.linalg.norm(grad)))
@@ -148,14 +150,16 @@ def fit_by_reweighting(scene: Scene, out_dir: Path, *, iterations: int | None = 
 
 
 def _write(out_dir: Path, scene: Scene, keys: list, rows: list[FitRow], wall: float) -> None:
-    """fit.csv (iteration, loss, N_eff/N, trajectory, parameters), fit.json and best.yaml
+    """fit.csv (iteration, loss, N_eff/N, trajectory, the N_eff/N of a run just replaced,
+    parameters), fit.json and best.yaml
     (the scene at the fitted parameters, `fitted`)."""
     from simrun.outputs.provenance import relocate, save_sources
     from simrun.outputs.writer import write_scene
 
     names = [k.text for k in keys]
-    lines = ["iteration,loss,neff,trajectory," + ",".join(names)]
+    lines = ["iteration,loss,neff,trajectory,replaced_neff," + ",".join(names)]
     lines += [f"{r.iteration},{r.loss!r},{r.neff:.4f},{r.trajectory},"
+              f"{'' if r.stale is None else f'{r.stale:.4f}'},"
               + ",".join(repr(float(v)) for v in r.params) for r in rows]
     atomic_write_text(out_dir / "fit.csv", "\n".join(lines) + "\n")
     best, estimate = min(rows, key=lambda r: r.loss), fitted(rows)

@@ -20,6 +20,10 @@ def render_fit(rows: list, names: list[str], png: Path, title: str = "") -> Path
     fresh = np.r_[True, np.diff([r.trajectory for r in rows]) != 0]
     axes[1].plot(it, neff, "o-", ms=3, label="reused trajectory (reweighted)")
     axes[1].plot(it[fresh], neff[fresh], "s", color="C3", ms=5, label="new trajectory")
+    stale = [(r.iteration, r.stale) for r in rows if r.stale is not None]
+    if stale:
+        axes[1].plot(*zip(*stale), "v", color="C3", mfc="none", ms=6,
+                     label="the old one had fallen to")
     axes[1].set(xlabel="iteration", ylabel="N_eff / N", ylim=(0, 1.05),
                 title="effective sample size")
     axes[1].legend(fontsize="small")
