@@ -157,3 +157,26 @@ def test_check_accepts_ensemble_objectives_and_refuses_them_without_a_thermostat
     assert done.returncode == 0 and "ensemble average" in done.stdout, done.stderr
     done = _cli("check", "scenes/lj_nvt.yaml", "--set", "integrator=velocity_verlet")
     assert done.returncode == 2 and "canonical" in done.stderr
+
+
+def test_pair_fraction_kernel_counts_the_pairs_of_each_frame() -> None:
+    """kernels/observables.py:pair_fraction over the neighbour list, frame by frame, against
+    a direct count of minimum-image pairs closer than r."""
+    from simrun.ensemble.frames import FrameEvaluator
+    from simrun.ensemble.observables import KernelObservable
+
+    scene = load_scene(ROOT / "scenes" / "lj_nvt.yaml", [
+        "objective={kernel: kernels/observables.py:pair_fraction, params: {r: 1.3}, "
+        "at: mean}"])
+    rng = np.random.default_rng(1)
+    length = scene.boundary.high[0]
+    frames = rng.uniform(0, length, size=(3, scene.particles.count, 3))
+    evaluator = FrameEvaluator(scene, [])
+    got = KernelObservable(scene, evaluator.system, {}).evaluate(frames, np.arange(3))
+    n = scene.particles.count
+    i, j = np.triu_indices(n, 1)
+    for x, value in zip(frames, got.values[:, 0]):
+        d = x[j] - x[i]
+        d -= length * np.round(d / length)
+        expected = np.sum((d * d).sum(axis=1) < 1.3 ** 2) / (n * (n - 1) / 2)
+        assert abs(value - expected) < 1e-12

@@ -104,6 +104,7 @@ class KernelObservable:
         partial = {k: np.empty((len(frames), 1)) for k in self.fields}
         for t, (x, step) in enumerate(zip(frames, steps)):
             system.x.from_numpy(np.ascontiguousarray(x, dtype=system.np_dtype))
+            system.refresh_neighbors()  # a kernel over the list sees this frame's pairs
             if self.fields:
                 with self.ti.ad.Tape(loss=self.loss):
                     self._launch(step)
