@@ -7,7 +7,7 @@ tails in a dense fluid, it was ~1.4x optimistic over six seeds; four errors keep
 comparisons' false alarms near 1% while a wrong formula still fails (dropping the
 covariance term moves d<U>/d epsilon by ~18 of its errors). One thread: the runs repeat bit for bit.
 
-Slow for this suite (~30 s on 2 busy cores): five runs of 10^4 steps (one at the scene's
+Slow for this suite (10 s on 2 idle cores, ~30 s on busy ones): five runs of 10^4 steps (one at the scene's
 parameters, two per parameter moved), as few as a central difference of averages with an
 error that can tell a wrong derivative from a right one allows. The moved runs share the
 scene's noise seed, which correlates their first steps (common random numbers).
