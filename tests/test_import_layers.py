@@ -217,3 +217,42 @@ def test_the_module_walk_finds_a_circle_inside_a_package(tmp_path):
         (tmp_path / name).write_text(text)
     assert find_cycle(module_graph(tmp_path, "pkg")) in (
         ["pkg.p.x", "pkg.p.y", "pkg.p.x"], ["pkg.p.y", "pkg.p.x", "pkg.p.y"])
+
+# simrun's packages, top to bottom: each imports only packages below it (ARCHITECTURE.md;
+# ensemble reads the KEY grammar from adjoint.keys, and adjoint never imports ensemble).
+# scene and outputs share a layer: they import each other today (scene files and run folders)
+LAYERS = [{"cli"}, {"api"}, {"batch"}, {"optimize"}, {"ensemble"}, {"adjoint"}, {"stepper"},
+          {"render"}, {"scene", "outputs"}, {"md"}, {"lang"}]
+
+
+def _layer(package: str) -> int:
+    return next(i for i, group in enumerate(LAYERS) if package in group)
+
+
+def package_graph(root: Path = LANG.parent) -> dict[str, dict[str, list[str]]]:
+    """simrun package -> {package it imports: ["file:line", ...]}, in functions too."""
+    graph: dict[str, dict[str, list[str]]] = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        if parts == ("__init__",):
+            continue
+        module = ".".join(("simrun",) + (parts[:-1] if parts[-1] == "__init__" else parts))
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            for target in _targets(node, module, path.name == "__init__.py", "simrun."):
+                dest = target.split(".")[1]
+                if dest != parts[0]:
+                    seen = graph.setdefault(parts[0], {}).setdefault(dest, [])
+                    where = f"{path.relative_to(root.parent)}:{node.lineno}"
+                    if where not in seen:
+                        seen.append(where)
+    return graph
+
+
+def test_simrun_packages_import_only_downward():
+    graph = package_graph()
+    known = set().union(*LAYERS)
+    assert set(graph) <= known, f"add {set(graph) - known} to LAYERS"
+    upward = [f"{a} -> {b}: {', '.join(where)}" for a, edges in graph.items()
+              for b, where in edges.items()
+              if b in known and _layer(b) < _layer(a)]
+    assert not upward, "imports against the layers:\n" + "\n".join(upward)

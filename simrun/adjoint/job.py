@@ -14,6 +14,7 @@ import numpy as np
 
 from simrun.adjoint import policy
 from simrun.adjoint.controlled import ControlledTrajectory
+from simrun.adjoint.horizon import growth_report
 from simrun.adjoint.integrated import IntegratedTrajectory
 from simrun.adjoint.kernel_sweep import KernelTrajectory
 from simrun.adjoint.keys import Key, check_field_keys, parse_key, value_of
@@ -375,6 +376,7 @@ def write_outputs(out_dir, scene: Scene, result: GradResult,
         record["options"] = options
     if result.mode == "forward":
         del record["schedule"]
+        record["horizon_growth"] = growth_report(result.horizon, scene.dt)
         record["directions"] = {k: "a random unit direction (gradients.npz: "
                                    f"direction:{k}); the value is dJ along it"
                                 for k in result.directions}

@@ -11,6 +11,7 @@ import numpy as np
 
 from simrun.scene import Scene, SceneError, initial_state
 from simrun.scene.errors import MAX_SHOWN, shorten
+from simrun.scene.load_terms import ENSEMBLE_BUILTINS
 from simrun.stepper.binding import find_kernel, load_module, parameter_names
 from simrun.stepper.thermostats import controller_conflict
 
@@ -90,6 +91,11 @@ def parse_key(scene: Scene, text: str) -> Key:
     if scene.objective is None:
         raise SceneError(f"{scene.source}: the scene has no 'objective', so there is nothing to "
                          "differentiate. Add e.g. 'objective: {builtin: kinetic, at: end}'.")
+    if scene.objective.builtin in ENSEMBLE_BUILTINS or scene.objective.targets is not None:
+        what = scene.objective.builtin or "targets"
+        raise SceneError(f"{scene.objective.where}: the objective '{what}' is made of ensemble "
+                         "averages, which only --method ensemble differentiates (with a "
+                         "Langevin or Nose-Hoover thermostat and at: mean).")
     if parts[0] == "fields" and len(parts) == 2 and parts[1]:
         if scene.step_kernels is None and scene.controller is None:
             raise SceneError(f"--wrt {shorten(text)}: fields are differentiated in scenes with "

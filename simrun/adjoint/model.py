@@ -21,6 +21,7 @@ from simrun.stepper.binding import (
     parameter_names,
 )
 from simrun.stepper.fieldstep import FieldStepper
+from simrun.stepper.forces import energy_and_reverse
 from simrun.stepper.roles import require_accumulator
 from simrun.stepper.system import System
 
@@ -210,12 +211,7 @@ class DiffModel:
                            seed=np.asarray(seed, dtype=system.np_dtype).reshape(-1)):
             for g in grads:
                 g.fill(0)
-            system.U.fill(0)
-            for k in system.energy:
-                k()
-            system.U.grad.fill(1)
-            for k in reversed(system.energy):
-                k.kernel.grad(*k.args)
+            energy_and_reverse(system.U, system.energy)
 
     def second(self, x: np.ndarray, lam: np.ndarray) -> Second:
         """dU/dx, H lambda and the parameter derivatives at x (one forward-over-reverse pass)."""

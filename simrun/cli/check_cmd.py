@@ -37,11 +37,16 @@ def check(scene_path: SceneArg, sets: SetOpt = None, threads: ThreadsOpt = None,
     with exit_codes():
         scene = load_scene(scene_path, list(sets or []), allow_outside=allow_outside)
         report = check_scene(scene, threads, debug)
-        if scene.objective is not None or wrt:
+        from simrun.ensemble.keys import check_ensemble, is_ensemble_objective
+
+        ensemble = is_ensemble_objective(scene)
+        if ensemble:  # averages over the canonical ensemble: simrun grad --method ensemble
+            check_ensemble(scene, list(wrt or []))
+        elif scene.objective is not None or wrt:
             from simrun.adjoint.job import check_objective
 
             objective = check_objective(scene, list(wrt or []), threads)
-        if scene.optimize is not None:
+        if scene.optimize is not None and not ensemble:
             from simrun.optimize.params import Layout
 
             layout = Layout.of(scene)  # each parameter a differentiable KEY, at its line
@@ -61,6 +66,9 @@ def check(scene_path: SceneArg, sets: SetOpt = None, threads: ThreadsOpt = None,
         out.print(f"  module fields {', '.join(report.extra_fields)}")
     out.print(f"  compiled in {report.compile_s:.2f} s; potential energy at step 0 = "
               f"{report.potential:.9g}")
+    if ensemble:
+        out.print("  objective     an ensemble average (simrun grad --method ensemble, "
+                  "simrun optimize by reweighting)")
     if objective is not None:
         out.print(f"  objective     {objective:.9g} at step 0"
                   + (f"; differentiable in {', '.join(wrt)}" if wrt else ""))

@@ -51,6 +51,18 @@ def grad(
         "quarter of the free memory).")] = None,
     steps: Annotated[int | None, typer.Option("--steps", min=1, metavar="N", help="Steps to "
                                               "take (default: the scene's).")] = None,
+    method: Annotated[str, typer.Option(
+        "--method", metavar="trajectory|ensemble", help="trajectory: the derivative of this "
+        "trajectory (reverse or forward mode through every step); ensemble: of the canonical "
+        "average of an 'at: mean' objective under a Langevin or Nose-Hoover thermostat, by the "
+        "fluctuation formula over one run, with standard errors (no backpropagation in time: "
+        "for chaotic systems).")] = "trajectory",
+    equilibrate: Annotated[int | None, typer.Option(
+        "--equilibrate", min=0, metavar="STEPS", help="ensemble: steps discarded before "
+        "averaging (default: the first 20%).")] = None,
+    sample_every: Annotated[int | None, typer.Option(
+        "--sample-every", min=1, metavar="N", help="ensemble: a frame every N steps (default: "
+        "about 2000 frames).")] = None,
     out_dir: Annotated[Path | None, typer.Option(
         "--out", metavar="DIR", help="Output folder (default: outputs/<scene>/grad-NNN).")] = None,
     sets: SetOpt = None, threads: ThreadsOpt = None, allow_outside: common.AllowOutsideOpt = False,
@@ -68,7 +80,9 @@ def grad(
         grad_job(lambda: load_scene(scene_path, list(sets or []), allow_outside=allow_outside),
                  out_dir, {"wrt": list(wrt), "mode": mode, "check": check,
                            "checkpoints": checkpoints, "memory": memory, "steps": steps,
-                           "threads": threads}, quiet=quiet)
+                           "threads": threads, "method": method,
+                           "equilibrate": equilibrate, "sample_every": sample_every},
+                 quiet=quiet)
 
 
 def grad_job(load: Callable[[], Scene], out_dir: Path | None, options: dict[str, Any],
@@ -87,24 +101,21 @@ def grad_job(load: Callable[[], Scene], out_dir: Path | None, options: dict[str,
     )
     from simrun.adjoint.keys import parse_key
     from simrun.adjoint.schedule import forward_steps
-    from simrun.outputs.provenance import refuse_changed
 
     state: dict[str, Path] = {}
     mode, memory, checkpoints = options["mode"], options.get("memory"), options.get("checkpoints")
     with exit_codes(lambda: _interrupted(state.get("dir")), folder=lambda: state.get("dir")):
         scene = load()
+        if options.get("method", "trajectory") != "trajectory":
+            _ensemble_job(scene, out_dir, options, state, recorded, allow_changed)
+            return
         budget = parse_size(memory) if memory is not None else None
         n = options.get("steps") or scene.steps
         if mode not in ("reverse", "forward"):
             raise SceneError(f"--mode {mode!r}: use reverse or forward")
         for key in options["wrt"]:
             parse_key(scene, key)  # a bad KEY fails before a folder is made
-        if out_dir is not None:
-            refuse_changed(out_dir, recorded, scene, allow_changed)
-            if out_dir.is_dir():
-                check_writable(out_dir)
-        target = out_dir or new_run_dir(Path("outputs") / scene.name, "grad")
-        target.mkdir(parents=True, exist_ok=True)
+        target = _target(scene, out_dir, recorded, allow_changed)
         state["dir"] = target
         start_outputs(target, scene, options)
 
@@ -140,6 +151,68 @@ def grad_job(load: Callable[[], Scene], out_dir: Path | None, options: dict[str,
     _print_result(scene, result, target)
 
 
+def _target(scene: Scene, out_dir: Path | None, recorded: list | None, allow_changed: bool
+            ) -> Path:
+    """The job folder: --out (refusing changed sources on a resume) or a new grad-NNN."""
+    from simrun.outputs.provenance import refuse_changed
+
+    if out_dir is not None:
+        refuse_changed(out_dir, recorded, scene, allow_changed)
+        if out_dir.is_dir():
+            check_writable(out_dir)
+    target = out_dir or new_run_dir(Path("outputs") / scene.name, "grad")
+    target.mkdir(parents=True, exist_ok=True)
+    return target
+
+
+def _ensemble_job(scene: Scene, out_dir: Path | None, options: dict[str, Any],
+                  state: dict[str, Path], recorded: list | None, allow_changed: bool) -> None:
+    """`--method ensemble`: the fluctuation formula over one thermostatted run."""
+    from simrun.adjoint.job import start_outputs
+    from simrun.ensemble.job import ensemble_gradient
+    from simrun.ensemble.keys import parse_ensemble_key, require_canonical
+    from simrun.ensemble.record import write_ensemble_outputs
+
+    if options["method"] != "ensemble":
+        raise SceneError(f"--method {options['method']!r}: use trajectory or ensemble")
+    require_canonical(scene)
+    for key in options["wrt"]:
+        parse_ensemble_key(scene, key)
+    target = _target(scene, out_dir, recorded, allow_changed)
+    start_outputs(target, scene, options)
+    state["dir"] = target
+    with step_bar(f"grad {scene.name}", err.is_terminal, folder=lambda: target) as bar:
+        report = (lambda phase, done, total: bar(done, total, phase)) if bar else None
+        result = ensemble_gradient(scene, options["wrt"], target / "sampling",
+                                   steps=options.get("steps"),
+                                   equilibrate=options.get("equilibrate"),
+                                   every=options.get("sample_every"),
+                                   threads=options.get("threads"), progress=report)
+    write_ensemble_outputs(target, scene, result, options)
+    s = result.samples
+    out.print(f"<O> = {_value(result.objective)} +- {_value(result.objective_error)} "
+              f"({_what(scene)}, canonical average at T = "
+              f"{scene.integrator.temperature:g}) over {len(s.steps)} frames (every "
+              f"{result.every} steps; the first {result.equilibrate} steps, {s.discarded} "
+              "frames, discarded as equilibration)")
+    for key, g in result.gradients.items():
+        out.print(f"  d<O>/d{key} = {_value(g)} +- {_value(result.errors[key])}  (effective "
+                  f"samples {result.effective[key]:g})")
+    for line in result.warnings:
+        err.print(f"warning: {line}", markup=False)
+    out.print(f"  wrote {target}")
+
+
+def _what(scene: Scene) -> str:
+    obj = scene.objective
+    return obj.builtin or ("the targets' loss" if obj.targets is not None else "kernel")
+
+
+def _value(v: Any) -> str:
+    return f"{float(v):.6g}" if not hasattr(v, "shape") or v.size == 1 else \
+        "[" + ", ".join(f"{float(x):.4g}" for x in v) + "]"
+
+
 def _interrupted(target: Path | None) -> str:
     if target is None:
         return "nothing was written"
@@ -158,11 +231,26 @@ def _print_result(scene: Scene, result: Any, target: Path) -> None:
                   f"recomputed")
     else:
         out.print("  forward mode: arrays along a random unit direction (gradients.npz)")
+        _print_growth(scene, result)
     out.print(f"  wrote {target}")
     if result.check is not None:
         _print_check(result.check)
         if result.check.get("verdict", "ok" if result.check["ok"] else "failed") != "ok":
             raise typer.Exit(EXIT_FAILED)
+
+
+def _print_growth(scene: Scene, result: Any) -> None:
+    """Say so when a sensitivity grows exponentially with the horizon (chaos), and name the
+    method whose derivatives of averages do not."""
+    from simrun.adjoint.horizon import growth_report
+
+    for key, g in growth_report(result.horizon, scene.dt).items():
+        err.print(f"  dJ/d{key} grows exponentially with the horizon (rate {g['rate']:.3g} per "
+                  f"unit time; x{g['factor']:.3g} from the second quarter to the last): the "
+                  "trajectory's derivative is dominated by chaos here. For an equilibrium "
+                  "average (objective at: mean, under a Langevin or Nose-Hoover thermostat) "
+                  "use --method ensemble, whose derivative does not grow with the run.",
+                  markup=False)
 
 
 def _failed(message: str) -> int:

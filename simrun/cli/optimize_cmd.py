@@ -57,7 +57,10 @@ def optimize(
     parameters written in, which `simrun run` runs as it is; a tuned start goes to
     best_state.npz, the kernel modules are copied to DIR/kernels/), DIR/scene.yaml,
     DIR/state.npz (for --resume), DIR/optimize.json and DIR/episode/ (best.yaml run, with
-    its animation and first/last frames, as `simrun run` writes them). Exit 0 ok, 1 a NaN loss or gradient
+    its animation and first/last frames, as `simrun run` writes them). An objective of
+    ensemble `targets:` is fitted by reweighting one thermostatted run while N_eff/N >= 0.9
+    (DiffTRe): DIR/fit.csv, fit.json, fit.png, rdf.png, best.yaml (the mean of the last
+    quarter's iterates) and the runs in DIR/trajectory-NNN. Exit 0 ok, 1 a NaN loss or gradient
     (the best parameters so far are kept), 2 bad input, 130 interrupted (--resume goes on)."""
     with on_device(device):
         optimize_job(lambda: load_scene(scene_path, list(sets or []), allow_outside=allow_outside),
@@ -89,6 +92,9 @@ def optimize_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: boo
             raise SceneError(f"{scene.source}: the scene has no 'optimize' section. Add e.g. "
                              "'optimize: {parameters: [initial.velocity], iterations: 100}' "
                              "(scenes/README.md).")
+        if scene.objective.targets is not None:
+            _fit_targets(scene, out_dir, options)
+            return
         target = _target(scene, out_dir, resume)
         try:
             with iteration_bar(f"optimize {scene.name}", err.is_terminal and not quiet,
@@ -115,6 +121,31 @@ def optimize_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: boo
             f"array {value.shape}")
         out.print(f"  {key} = {shown}", markup=False)
     out.print(f"  wrote {target} (best.yaml: simrun run {target / 'best.yaml'})", markup=False)
+
+
+def _fit_targets(scene: Scene, out_dir: Path | None, options: dict[str, Any]) -> None:
+    """Targets (ensemble averages): DiffTRe's reweighting loop, its pictures and a summary."""
+    from simrun.ensemble.targets import read_rdf
+    from simrun.optimize.reweighted import AVERAGED, fit_by_reweighting, fitted
+    from simrun.render.fit import render_fit, render_rdf
+
+    target = _target(scene, out_dir, False)
+    with iteration_bar(f"optimize {scene.name}", err.is_terminal, folder=target) as bar:
+        rows = fit_by_reweighting(scene, target, iterations=options.get("iterations"),
+                                  threads=options.get("threads"), progress=bar)
+    names = list(scene.optimize.parameters)
+    render_fit(rows, names, target / "fit.png", title=scene.name)
+    if "rdf" in scene.objective.targets:
+        r, g = read_rdf(scene.objective.targets["rdf"]["file"])
+        render_rdf(r, g, {"start": rows[0].averages["rdf"], "fitted (last iteration)":
+                          rows[-1].averages["rdf"]}, target / "rdf.png", title=scene.name)
+    fresh = len({row.trajectory for row in rows})
+    out.print(f"done: {len(rows)} iterations from {fresh} trajectories (reweighted while "
+              f"N_eff/N >= 0.9); loss {rows[0].loss:.4g} -> {rows[-1].loss:.4g}")
+    out.print(f"  fitted (mean of the last {AVERAGED:.0%} of the iterations; best.yaml):")
+    for name, value in zip(names, fitted(rows)):
+        out.print(f"  {name} = {value:.6g}")
+    out.print(f"  wrote {target} (fit.csv, fit.json, fit.png, best.yaml)", markup=False)
 
 
 def _episode(target: Path, threads: int | None) -> None:

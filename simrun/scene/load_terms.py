@@ -144,6 +144,7 @@ def step_kernels(node: Node | None, scene_dir: Path, section: str = "step_kernel
 
 
 OBJECTIVE_BUILTINS = ("kinetic", "potential", "total")
+ENSEMBLE_BUILTINS = ("pressure", "potential_per_particle")  # averages: simrun/ensemble
 
 
 def objective(node: Node | None, scene_dir: Path) -> Objective | None:
@@ -152,7 +153,9 @@ def objective(node: Node | None, scene_dir: Path) -> Objective | None:
     if node is None:
         return None
     reader = MapReader(node, "objective")
-    reader.done(("builtin", "kernel", "params", "at"))
+    reader.done(("builtin", "kernel", "params", "at", "targets"))
+    if reader.get("targets") is not None:
+        return _targets_objective(reader, node, scene_dir)
     builtin, kernel = reader.get("builtin"), reader.get("kernel")
     if (builtin is None) == (kernel is None):
         raise error_at(node, "'objective' needs exactly one of 'builtin' and 'kernel'",
@@ -163,8 +166,58 @@ def objective(node: Node | None, scene_dir: Path) -> Objective | None:
     if builtin is not None and values:
         raise error_at(reader.get("params"), "a built-in objective takes no 'params'",
                        "Remove 'params', or use a kernel objective")
+    choices = OBJECTIVE_BUILTINS + ENSEMBLE_BUILTINS
     return Objective(
-        builtin=as_choice(builtin, "objective.builtin", OBJECTIVE_BUILTINS) if builtin else None,
+        builtin=as_choice(builtin, "objective.builtin", choices) if builtin else None,
         kernel=kernel_ref(kernel, "objective.kernel", scene_dir) if kernel else None,
         params=values, at=as_choice(at, "objective.at", ("end", "mean")) if at else "end",
         where=where(node))
+
+
+TARGETS = ("pressure", "potential", "potential_per_particle", "rdf")
+
+
+def _targets_objective(reader: MapReader, node: Node, scene_dir: Path) -> Objective:
+    """``objective: {at: mean, targets: {pressure: 1.2, rdf: {file: g.csv, weight: 1}}}``."""
+    if reader.get("builtin") is not None or reader.get("kernel") is not None:
+        raise error_at(node, "'objective' has 'targets' and a 'builtin' or 'kernel'",
+                       "Keep 'targets' (averages to match) or the other, not both")
+    at = reader.get("at")
+    if at is None or as_choice(at, "objective.at", ("end", "mean")) != "mean":
+        raise error_at(at or node, "'targets' are ensemble averages: the objective needs "
+                       "'at: mean'", "Add 'at: mean'")
+    targets = MapReader(reader.get("targets"), "objective.targets")
+    targets.done(TARGETS)
+    found: dict[str, dict] = {}
+    for name in TARGETS:
+        item = targets.get(name)
+        if item is None:
+            continue
+        if name == "rdf":
+            r = MapReader(item, "objective.targets.rdf")
+            r.done(("file", "weight"))
+            path = scene_dir / as_str(r.require("file", "Add 'file: rdf_target.csv'"),
+                                      "objective.targets.rdf.file")
+            if not path.is_file():
+                raise error_at(r.get("file"), f"the g(r) target file {shorten(str(path))} "
+                               "does not exist", "Give a CSV with columns r,g beside the scene")
+            weight = r.get("weight")
+            found[name] = {"file": path.resolve(), "weight": as_float(weight, "weight",
+                                                                     nonnegative=True)
+                           if weight is not None else 1.0}
+            continue
+        if isinstance(item, ScalarNode):
+            found[name] = {"value": as_float(item, f"objective.targets.{name}"), "weight": 1.0}
+            continue
+        r = MapReader(item, f"objective.targets.{name}")
+        r.done(("value", "weight"))
+        weight = r.get("weight")
+        found[name] = {"value": as_float(r.require("value", "Add 'value: <target>'"),
+                                         f"objective.targets.{name}.value"),
+                       "weight": as_float(weight, "weight", nonnegative=True)
+                       if weight is not None else 1.0}
+    if not found:
+        raise error_at(reader.get("targets"), "'objective.targets' names no target",
+                       f"Give some of {', '.join(TARGETS)}")
+    return Objective(builtin=None, kernel=None, params={}, at="mean", where=where(node),
+                     targets=found)

@@ -77,8 +77,16 @@ class Objective:
     params: dict[str, float | int]
     at: str  # end | mean
     where: str = ""
+    # ensemble averages to match (`simrun optimize` by reweighting): name -> {"value": v,
+    # "weight": w} for pressure / potential / potential_per_particle, {"file": csv, "weight":
+    # w} for rdf; the loss is sum w (<O> - target)^2 (g(r): the mean over its bins)
+    targets: dict[str, dict[str, Any]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        if self.targets is not None:
+            return {"targets": {k: {n: str(v) if isinstance(v, Path) else v
+                                    for n, v in t.items()} for k, t in self.targets.items()},
+                    "at": self.at}
         data: dict[str, Any] = {"builtin": self.builtin} if self.builtin else {
             "kernel": str(self.kernel), "params": dict(self.params)}
         data["at"] = self.at

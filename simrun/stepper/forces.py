@@ -67,3 +67,14 @@ class DirectForces:
         self.loss.grad.fill(1)
         for _, _, _, grad, flat in reversed(self.calls):
             grad.launch(flat)
+
+
+def energy_and_reverse(loss, terms: list) -> None:
+    """loss = the sum of the bound energy terms, then their gradient kernels in reverse order
+    with d loss = 1: what a Tape replays, written out (inside a FwdMode, also the tangents)."""
+    loss.fill(0)
+    for bound in terms:
+        bound()
+    loss.grad.fill(1)
+    for bound in reversed(terms):
+        bound.kernel.grad(*bound.args)

@@ -1,0 +1,211 @@
+"""`simrun grad --method ensemble` as a library function: sensitivities of a canonical
+average from one thermostatted run, by the fluctuation formula (no backpropagation in time).
+
+    d<O>/dtheta = <dO/dtheta> - beta (<O dU/dtheta> - <O><dU/dtheta>)
+    d<O>/dT     = <dO/dT> + (<O U> - <O><U>) / (k T^2)          (k = 1)
+
+The run is the scene's own (`stepper.run_scene` into DIR/sampling, positions every few
+steps); the first frames are discarded as equilibration, and every quantity per frame comes
+from the engine's autodiff (`frames.py`). Errors: block jackknife (`stats.py`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simrun.adjoint.keys import Key
+from simrun.ensemble.frames import FrameEvaluator
+from simrun.ensemble.keys import parse_ensemble_key, require_canonical
+from simrun.ensemble.observables import KernelObservable, Observed, builtin
+from simrun.ensemble.stats import Estimate, jackknife
+from simrun.ensemble.targets import TargetLoss
+from simrun.scene import Scene, SceneError
+from simrun.stepper.run import run_scene
+
+Progress = Callable[[str, int, int], None]
+EQUILIBRATION = 0.2  # default share of the steps discarded before averaging
+FRAMES = 2000  # default number of frames sampled (the run is long; frames cost an evaluation)
+MIN_BLOCK_TAUS = 3.0  # blocks shorter than this many correlation times: errors too small
+
+
+@dataclass
+class Samples:
+    """Frames of a thermostatted run after equilibration, and what the run decided."""
+
+    steps: np.ndarray  # (n,)
+    x: np.ndarray  # (n, N, dim)
+    dof: int  # the kinetic temperature's degrees of freedom (run.json)
+    discarded: int  # frames dropped as equilibration
+    folder: Path
+
+
+@dataclass
+class EnsembleResult:
+    objective: Any  # <O>: a float, or an array for a vector observable
+    objective_error: Any
+    gradients: dict[str, Any]
+    errors: dict[str, Any]
+    effective: dict[str, float]  # n / tau per output ("objective" and each KEY)
+    steps: int
+    every: int
+    equilibrate: int
+    samples: Samples
+    blocks: int
+    seconds: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    mode: str = "ensemble"
+
+
+def sampling_scene(scene: Scene, steps: int, every: int) -> Scene:
+    """The scene as the sampling run makes it: positions every ``every`` steps, nothing else
+    per frame, thermo rows (each costs a pressure pass in a periodic box) ~100 times."""
+    outputs = replace(scene.outputs, every=every, positions=True, velocities=False,
+                      forces=False, energies=True, xyz=False)
+    return replace(scene, steps=steps, outputs=outputs, thermo=max(every, steps // 100))
+
+
+def sample(scene: Scene, folder: Path, equilibrate: int, threads: int | None = None,
+           progress: Progress | None = None) -> Samples:
+    """Run the (sampling) scene into ``folder`` and keep the frames after ``equilibrate``."""
+    report = (lambda done, total: progress("sample", done, total)) if progress else None
+    result = run_scene(scene, folder, threads=threads, progress=report,
+                       options={"no_render": True, "threads": threads, "sampling": True})
+    with np.load(result.out_dir / "frames.npz") as frames:
+        steps, x = frames["step"], frames["x"]
+    info = json.loads((result.out_dir / "run.json").read_text(encoding="utf-8"))
+    keep = steps > equilibrate
+    return Samples(steps[keep], x[keep], int(info["thermo"]["dof"]), int((~keep).sum()),
+                   result.out_dir)
+
+
+def _series(keys: list[Key], obs: Observed, table, kt: float) -> dict[str, np.ndarray]:
+    """Per-frame series whose means the gradient is a function of."""
+    energy = [k.text for k in keys if k.kind == "energy"]
+    o = obs.values
+    series = {"o": o}
+    for key in keys:
+        if key.kind == "energy":
+            c = table.grad[:, energy.index(key.text)] / kt
+        elif key.kind == "temperature":
+            c = -table.potential / kt ** 2
+        else:
+            c = np.zeros(len(o))
+        a = obs.partial_t if key.kind == "temperature" else obs.partial.get(key.text, 0.0)
+        series[f"a:{key.text}"] = np.broadcast_to(np.asarray(a, float), o.shape)
+        series[f"c:{key.text}"] = c
+        series[f"oc:{key.text}"] = o * c[:, None]
+    return series
+
+
+def gradient_estimator(keys: list[str]) -> Callable[[dict], dict]:
+    """Means -> <O> and d<O>/dKEY = <a> - (<O c> - <O><c>) (c = beta dU/dtheta, or -U/T^2
+    for the temperature); works on means with a leading axis (the jackknife's rows)."""
+    def estimate(m: dict) -> dict:
+        out = {"objective": m["o"]}
+        for k in keys:
+            c = m[f"c:{k}"][..., None]
+            out[k] = m[f"a:{k}"] - (m[f"oc:{k}"] - m["o"] * c)
+        return out
+
+    return estimate
+
+
+def _plain(value: np.ndarray) -> Any:
+    value = np.asarray(value, float)
+    return float(value.reshape(-1)[0]) if value.size == 1 else value
+
+
+def observe(scene: Scene, keys: list[Key], samples: Samples, threads: int | None,
+            progress: Progress | None = None) -> tuple[Observed, Any]:
+    """The observable and the energy table over the samples' frames."""
+    energy = [(k.index, k.name) for k in keys if k.kind == "energy"]
+    evaluator = FrameEvaluator(scene, energy, threads)
+    report = (lambda done, total: progress("evaluate", done, total)) if progress else None
+    table = evaluator.evaluate(samples.x, report)
+    obj = scene.objective
+    if obj.kernel is None:
+        return builtin(obj.builtin, scene, table, [k.text for k in keys if k.kind == "energy"],
+                       samples.dof), table
+    names = {k.text: k.name for k in keys if k.kind == "objective"}
+    return KernelObservable(scene, evaluator.system, names).evaluate(samples.x, samples.steps), \
+        table
+
+
+def estimate_from(scene: Scene, keys: list[Key], samples: Samples, blocks: int = 20,
+                  threads: int | None = None, progress: Progress | None = None) -> Estimate:
+    """<O> (``objective``) and d<O>/dKEY with errors over frames already sampled (for an
+    objective of targets: the loss and its gradient)."""
+    kt = float(scene.integrator.temperature)
+    if scene.objective.targets is not None:
+        return _loss_estimate(scene, keys, samples, blocks, threads, progress)
+    obs, table = observe(scene, keys, samples, threads, progress)
+    return jackknife(_series(keys, obs, table, kt), gradient_estimator([k.text for k in keys]),
+                     blocks)
+
+
+def _loss_estimate(scene: Scene, keys: list[Key], samples: Samples, blocks: int,
+                   threads: int | None, progress: Progress | None) -> Estimate:
+    """The targets' loss sum w (<O> - t)^2 and its gradient, with block-jackknife errors."""
+    if any(k.kind == "objective" for k in keys):
+        raise SceneError(f"{scene.objective.where}: targets have no parameters; use the "
+                         "energies' parameters or integrator.temperature")
+    energy = [k.text for k in keys if k.kind == "energy"]
+    evaluator = FrameEvaluator(scene, [(k.index, k.name) for k in keys if k.kind == "energy"],
+                               threads)
+    report = (lambda done, total: progress("evaluate", done, total)) if progress else None
+    table = evaluator.evaluate(samples.x, report)
+    loss = TargetLoss(scene, [k.text for k in keys], samples.x)
+
+    def estimate(means: dict) -> dict:
+        out = loss.estimate(means)
+        return {"objective": np.asarray(out["loss"])[..., None],
+                **{k.text: np.asarray(out[f"grad:{k.text}"])[..., None] for k in keys}}
+
+    return jackknife(loss.series(scene, table, energy, samples.dof), estimate, blocks)
+
+
+def ensemble_gradient(scene: Scene, wrt: list[str], folder: Path, *, steps: int | None = None,
+                      equilibrate: int | None = None, every: int | None = None,
+                      blocks: int = 20, threads: int | None = None,
+                      progress: Progress | None = None) -> EnsembleResult:
+    """d<O>/dKEY for each KEY of ``wrt`` with standard errors, from one run of the scene
+    (``steps`` long, frames every ``every`` steps after the first ``equilibrate``) written to
+    ``folder`` (SceneError for a scene that does not sample the canonical ensemble)."""
+    require_canonical(scene)
+    keys = [parse_ensemble_key(scene, text) for text in wrt]
+    steps = steps or scene.steps
+    every = every or max(1, steps // FRAMES)
+    equilibrate = int(EQUILIBRATION * steps) if equilibrate is None else equilibrate
+    t0 = time.perf_counter()
+    samples = sample(sampling_scene(scene, steps, every), folder, equilibrate, threads,
+                     progress)
+    t1 = time.perf_counter()
+    estimate = estimate_from(scene, keys, samples, blocks, threads, progress)
+    t2 = time.perf_counter()
+    return EnsembleResult(
+        _plain(estimate.values["objective"]), _plain(estimate.errors["objective"]),
+        {k: _plain(estimate.values[k]) for k in wrt}, {k: _plain(estimate.errors[k])
+                                                       for k in wrt},
+        {k: round(v, 1) for k, v in estimate.effective.items()}, steps, every, equilibrate,
+        samples, blocks, {"sample": t1 - t0, "evaluate": t2 - t1},
+        _warnings(estimate, every))
+
+
+def _warnings(estimate: Estimate, every: int) -> list[str]:
+    """Outputs whose correlation time is not much shorter than a block."""
+    block = estimate.frames / estimate.blocks
+    out = []
+    for name, n_eff in estimate.effective.items():
+        tau = estimate.frames / n_eff
+        if block < MIN_BLOCK_TAUS * tau:
+            out.append(f"{name}: correlation time ~{tau * every:.0f} steps, a block "
+                       f"{block * every:.0f} steps: its error may be underestimated; run "
+                       "longer (--steps)")
+    return out

@@ -1,0 +1,58 @@
+"""The ensemble gradient's folder: gradients.json (values, errors, effective sample sizes,
+what was discarded as equilibration) and gradients.npz; the sampling run is DIR/sampling."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simrun.ensemble.job import EnsembleResult
+from simrun.ensemble.keys import ensemble_value, parse_ensemble_key
+from simrun.outputs import atomic_savez, atomic_write_text, versions
+from simrun.outputs.provenance import write_job_scene
+from simrun.scene import Scene
+
+
+def _plain(value: Any) -> Any:
+    return np.asarray(value, float).tolist() if np.ndim(value) else float(value)
+
+
+def write_ensemble_outputs(out_dir: Path, scene: Scene, result: EnsembleResult,
+                           options: dict[str, Any] | None = None) -> list[Path]:
+    """gradients.json, gradients.npz and sensitivities.png (d ln<O> / d ln KEY)."""
+    from simrun.render.sensitivity import render_sensitivities
+
+    out_dir = Path(out_dir)
+    sources = write_job_scene(out_dir, scene)
+    s = result.samples
+    record = {
+        "status": "done", "method": "ensemble",
+        "objective": {"value": _plain(result.objective),
+                      "error": _plain(result.objective_error), **scene.objective.to_dict()},
+        "gradients": {k: _plain(v) for k, v in result.gradients.items()},
+        "errors": {k: _plain(v) for k, v in result.errors.items()},
+        "effective_samples": result.effective,
+        "frames": {"used": len(s.steps), "every": result.every, "blocks": result.blocks},
+        "equilibration": {"steps": result.equilibrate, "frames_discarded": s.discarded},
+        "steps": result.steps, "temperature": scene.integrator.temperature, "dof": s.dof,
+        "sampling": str(s.folder.relative_to(out_dir)) if s.folder.is_relative_to(out_dir)
+        else str(s.folder),
+        "warnings": result.warnings,
+        "timings_s": {k: round(v, 4) for k, v in result.seconds.items()},
+        "versions": versions(), "sources": sources,
+    }
+    if options is not None:
+        record["options"] = options
+    atomic_write_text(out_dir / "gradients.json", json.dumps(record, indent=2) + "\n")
+    atomic_savez(out_dir / "gradients.npz",
+                 **{k: np.asarray(g, float) for k, g in result.gradients.items()},
+                 **{f"error:{k}": np.asarray(e, float) for k, e in result.errors.items()})
+    scalars = {k: float(g) for k, g in result.gradients.items() if np.ndim(g) == 0}
+    if not scalars or np.ndim(result.objective):
+        return []
+    values = {k: ensemble_value(scene, parse_ensemble_key(scene, k)) for k in scalars}
+    return [render_sensitivities(values, scalars, float(result.objective),
+                                 out_dir / "sensitivities.png", title=scene.name)]

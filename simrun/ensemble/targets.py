@@ -1,0 +1,131 @@
+"""Losses that are functions of ensemble averages (DiffTRe's): sum_j w_j (<O_j> - t_j)^2, the
+mean over its bins for g(r), and their gradients by the fluctuation formula, optionally over
+frames reweighted by exp(-beta dU) from the parameters they were sampled at.
+
+g(r) is a histogram of pair distances (minimum image) per frame: it depends on positions
+only, so reweighting and the fluctuation formula need no derivative of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from simrun.ensemble.frames import FrameTable
+from simrun.ensemble.observables import Observed, builtin, volume
+from simrun.scene import Scene, SceneError
+
+
+def read_rdf(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(r, g) from a CSV with a header line and columns r,g (evenly spaced bin centres)."""
+    try:
+        data = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
+    except ValueError as exc:
+        raise SceneError(f"{path}: not a CSV of r,g rows ({exc}). Write a header line 'r,g' "
+                         "and one 'r,g' row per bin.") from None
+    r = data[:, 0]
+    if len(r) < 2 or not np.allclose(np.diff(r), r[1] - r[0]):
+        raise SceneError(f"{path}: the r column must be evenly spaced bin centres")
+    return r, data[:, 1]
+
+
+def rdf_frames(scene: Scene, frames: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    """g(r) per frame (n, bins) at the bin ``centres``, over all pairs (minimum image)."""
+    if scene.boundary.type != "periodic":
+        raise SceneError(f"{scene.objective.where}: g(r) needs a periodic box")
+    low = np.asarray(scene.boundary.low, float)
+    length = np.asarray(scene.boundary.high, float) - low
+    dr = centres[1] - centres[0]
+    edges = np.append(centres - dr / 2, centres[-1] + dr / 2)
+    n = frames.shape[1]
+    i, j = np.triu_indices(n, 1)
+    shells = 4.0 / 3.0 * np.pi * np.diff(edges ** 3) if frames.shape[2] == 3 else \
+        np.pi * np.diff(edges ** 2)
+    ideal = len(i) * shells / volume(scene)  # pairs expected per bin in an ideal gas
+    out = np.empty((len(frames), len(centres)))
+    for t, x in enumerate(frames):
+        d = x[j] - x[i]
+        d -= length * np.round(d / length)
+        out[t] = np.histogram(np.sqrt((d * d).sum(axis=1)), bins=edges)[0] / ideal
+    return out
+
+
+def target_observables(scene: Scene, table: FrameTable, energy_keys: list[str], dof: int,
+                       rdf: np.ndarray | None) -> dict[str, Observed]:
+    """The per-frame observables the scene's targets name (``rdf``: from ``rdf_frames``)."""
+    return {name: Observed(rdf) if name == "rdf" else
+            builtin(name, scene, table, energy_keys, dof) for name in scene.objective.targets}
+
+
+def target_values(scene: Scene) -> dict[str, np.ndarray]:
+    return {name: read_rdf(t["file"])[1] if name == "rdf" else np.array([t["value"]])
+            for name, t in scene.objective.targets.items()}
+
+
+def loss_series(observed: dict[str, Observed], keys: list[str], table: FrameTable,
+                energy_keys: list[str], kt: float, weights: np.ndarray | None = None
+                ) -> dict[str, np.ndarray]:
+    """Per-frame series (times the reweighting weights, which average to 1) whose means the
+    loss and its gradient are functions of."""
+    n = len(table.potential)
+    w = np.ones(n) if weights is None else weights * (n / weights.sum())
+    series = {"w": w}
+    for k in keys:
+        c = table.grad[:, energy_keys.index(k)] / kt if k in energy_keys else \
+            -table.potential / kt ** 2
+        series[f"c:{k}"] = w * c
+        for name, obs in observed.items():
+            a = obs.partial_t if k not in energy_keys else obs.partial.get(k, 0.0)
+            series[f"a:{name}:{k}"] = w[:, None] * np.broadcast_to(np.asarray(a, float),
+                                                                   obs.values.shape)
+            series[f"oc:{name}:{k}"] = w[:, None] * obs.values * c[:, None]
+    for name, obs in observed.items():
+        series[f"o:{name}"] = w[:, None] * obs.values
+    return series
+
+
+def loss_estimator(targets: dict[str, np.ndarray], weights: dict[str, float],
+                   keys: list[str]) -> Callable[[dict], dict]:
+    """Means -> the loss, each <O_j> (``avg:<name>``) and dloss/dKEY (weighted means: every
+    mean divided by that of the weights); works on means with a leading axis too."""
+
+    def estimate(m: dict) -> dict:
+        w = m["w"][..., None]
+        out, loss = {}, 0.0
+        grads = {k: 0.0 for k in keys}
+        for name, t in targets.items():
+            avg = m[f"o:{name}"] / w
+            out[f"avg:{name}"] = avg
+            loss = loss + weights[name] * np.mean((avg - t) ** 2, axis=-1)
+            for k in keys:
+                c = (m[f"c:{k}"] / m["w"])[..., None]
+                d = m[f"a:{name}:{k}"] / w - (m[f"oc:{name}:{k}"] / w - avg * c)
+                out[f"d:{name}:{k}"] = d
+                grads[k] = grads[k] + weights[name] * np.mean(2 * (avg - t) * d, axis=-1)
+        out["loss"] = loss
+        out.update({f"grad:{k}": g for k, g in grads.items()})
+        return out
+
+    return estimate
+
+
+class TargetLoss:
+    """The scene's targets' loss over one set of frames (positions ``x``): g(r) per frame is
+    taken once; ``series`` then needs the frames' energy table at the parameters wanted."""
+
+    def __init__(self, scene: Scene, keys: list[str], x: np.ndarray) -> None:
+        targets = scene.objective.targets
+        self.keys = keys
+        self.rdf = rdf_frames(scene, x, read_rdf(targets["rdf"]["file"])[0]) \
+            if "rdf" in targets else None
+        self.names = list(targets)
+        self.estimate = loss_estimator(target_values(scene),
+                                       {n: t["weight"] for n, t in targets.items()}, keys)
+
+    def series(self, scene: Scene, table: FrameTable, energy_keys: list[str], dof: int,
+               weights: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        observed = target_observables(scene, table, energy_keys, dof, self.rdf)
+        return loss_series(observed, self.keys, table, energy_keys,
+                           float(scene.integrator.temperature), weights)

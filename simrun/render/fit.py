@@ -1,0 +1,57 @@
+"""Pictures of a fit to ensemble targets: the loss, N_eff / N and the parameters per
+iteration (fit.png), and g(r) of the target against the fit (rdf.png)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+
+def render_fit(rows: list, names: list[str], png: Path, title: str = "") -> Path:
+    """Three panels over the iterations; ``rows`` have loss, neff, trajectory and params."""
+    import matplotlib.pyplot as plt
+
+    it = np.array([r.iteration for r in rows])
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    axes[0].semilogy(it, [r.loss for r in rows], "o-", ms=3)
+    axes[0].set(xlabel="iteration", ylabel="loss", title="loss")
+    neff = np.array([r.neff for r in rows])
+    fresh = np.r_[True, np.diff([r.trajectory for r in rows]) != 0]
+    axes[1].plot(it, neff, "o-", ms=3, label="reused trajectory (reweighted)")
+    axes[1].plot(it[fresh], neff[fresh], "s", color="C3", ms=5, label="new trajectory")
+    stale = [(r.iteration, r.stale) for r in rows if r.stale is not None]
+    if stale:
+        axes[1].plot(*zip(*stale), "v", color="C3", mfc="none", ms=6,
+                     label="the old one had fallen to")
+    axes[1].set(xlabel="iteration", ylabel="N_eff / N", ylim=(0, 1.05),
+                title="effective sample size")
+    axes[1].legend(fontsize="small")
+    params = np.array([r.params for r in rows])
+    for j, name in enumerate(names):
+        axes[2].plot(it, params[:, j], "o-", ms=3, label=name.split(".")[-1])
+    axes[2].set(xlabel="iteration", ylabel="value", title="parameters")
+    axes[2].legend(fontsize="small")
+    fig.suptitle(title, fontsize="medium")
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+    return png
+
+
+def render_rdf(r: np.ndarray, target: np.ndarray, curves: dict[str, np.ndarray], png: Path,
+               title: str = "") -> Path:
+    """g(r) of the target (points) against the fitted averages (lines)."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(r, target, "ko", ms=4, label="target")
+    for label, g in curves.items():
+        ax.plot(r, g, "-", label=label)
+    ax.axhline(1.0, color="0.7", lw=0.8)
+    ax.set(xlabel="r", ylabel="g(r)", title=title or "radial distribution")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+    return png
