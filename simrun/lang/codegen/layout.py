@@ -10,8 +10,8 @@ from ..ir.nodes import (
     walk,
 )
 from .schedule import (
-    MAX_GROUPS,
     MAX_CHUNKS,
+    MAX_GROUPS,
     SCHED_SLOTS,
     private_scatters,
     reduction_count,
