@@ -38,8 +38,8 @@ AllowChangedOpt = Annotated[bool, typer.Option(
     "changed since the job ran; the record notes what changed. Without it such a resume is "
     "refused (exit 2), naming the change.")]
 ThreadsOpt = Annotated[int | None, typer.Option(
-    "--threads", min=1, metavar="N", help="CPU threads for kernels (default: all cores). Use 1 for runs "
-                             "that must repeat bit for bit across machines.")]
+    "--threads", min=1, metavar="N", help="CPU threads for kernels (default: all cores). The "
+                             "results are the same bits on any number of threads.")]
 
 
 def is_compile_error(exc: BaseException) -> bool:
