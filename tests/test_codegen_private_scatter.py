@@ -1,4 +1,4 @@
-"""Per-thread copies of scatter targets, and plain adds at an iteration's own index.
+"""Per-group copies of scatter targets, and plain adds at an iteration's own index.
 
 Which fields qualify is asserted on the IR (codegen/schedule.py); what the code does is checked
 against numpy's np.add.at under 1, 2 and 3 threads with integer-valued f64 addends, so every

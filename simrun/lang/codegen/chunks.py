@@ -1,9 +1,10 @@
 """TaskEmitter's range tasks: the probe (inline or split, chunk size, counters), the loop
-that takes chunks from the per-thread ranges, per-chunk reduction partials summed in chunk
-order, the wait for the last chunks, and the loops over a chunk's iterations (rows of an
-ndrange). What is decided, and why, is in schedule.py.
+that takes chunks from the per-thread ranges (or whole groups of a task with copies),
+per-chunk reduction partials summed in chunk order, the wait for the last chunks, and the
+loops over a chunk's iterations (rows of an ndrange). What is decided, and why, is in
+schedule.py.
 
-A mixin of TaskEmitter (emit.py): copies.py supplies the per-thread copies it sets up and
+A mixin of TaskEmitter (emit.py): copies.py supplies the per-group copies it sets up and
 merges, statements.py the loops and the body.
 """
 
@@ -88,7 +89,11 @@ class RangeTask:
         its own counter on its own cache line. A thread takes chunks from its own range first,
         then from the others' in turn (same counter, so every chunk runs exactly once): threads
         work far apart in the iteration space (on sorted data, far apart in memory), and one
-        the OS deschedules, or that starts late, has its chunks taken by the others."""
+        the OS deschedules, or that starts late, has its chunks taken by the others.
+
+        A task with per-group copies (schedule.py) is cut into a fixed number of groups
+        instead, independent of T: a thread claims whole groups and runs each one's chunks
+        in order, and once all are done the threads merge the copies in group order."""
         b, task, lay = self.b, self.task, self.layout
         begin = self._i64(self.expr(task.begin))
         n = b.sub(self._i64(self.expr(task.end)), begin)
@@ -120,7 +125,7 @@ class RangeTask:
 
     def _probe(self, begin, n, done_p, chunk_p, nranges_p) -> None:
         """The probe call's part: decide inline or split, store the chunk size and range count,
-        reset the counters (and the per-thread copies) and return the chunk count if split."""
+        reset the counters (and the per-group copies) and return the chunk count if split."""
         b, task = self.b, self.task
         cost = iteration_cost(task, self._invariant)
         with b.if_then(b.icmp_signed("<=", self.nthreads, i64c(0))):
@@ -284,10 +289,10 @@ class RangeTask:
         an idle core on a VM costs more than a chunk. Bounded (SPIN_ROUNDS), so a descheduled
         worker is waited for by the runtime instead, without burning a core.
 
-        Unbounded before merging per-thread copies: thread 0 adds into the fields themselves
+        Unbounded before merging per-group copies: group 0 adds into the fields themselves
         and every copy must be complete, so the merge waits for the last chunk; past
-        SPIN_ROUNDS each round yields the CPU. Every chunk is taken by a running thread and
-        ends without waiting for another thread, so the wait ends."""
+        SPIN_ROUNDS each round yields the CPU. Every group is claimed by a running thread,
+        whose chunks end without waiting for another thread, so the wait ends."""
         b = self.b
         i_p = self.eb.alloca(I64, name="spin")
         b.store(ir.Constant(I64, 0), i_p)

@@ -21,12 +21,13 @@ flat body (no branches, loops, atomics or calls) counts a quarter, as LLVM vecto
 gradient kernels) gets the larger SCATTER_INLINE_WORK: its threads contend for the same cache
 lines, so splitting pays off later (bench/inline_threshold.py), and float adds from several
 threads land in an order that changes from run to run, so a small scatter stays
-bit-reproducible by running inline. Such a loop also stays inline, at any size, unless its
-estimate with atomics divided by the thread count T is below its estimate with plain adds:
-compare-and-swap adds from two threads made DiffTaichi's wave gradient 5x slower than one
-thread's plain adds. This is the only decision that depends on T, made only for loops whose
-float scatters already make a split launch's result depend on the schedule and that have
-no per-chunk partial sums (whose results must not depend on T); the deterministic mode
+bit-reproducible by running inline. A loop whose scatters stay atomic (no copy takes them:
+racing_scatters) also stays inline, at any size, unless its estimate with atomics divided
+by the thread count T is below its estimate with plain adds: compare-and-swap adds from two
+threads made DiffTaichi's wave gradient 5x slower than one thread's plain adds. This is the
+only decision that depends on T, made only for loops whose atomic float scatters already
+make a split launch's result depend on the schedule and that have no per-chunk partial sums
+(whose results must not depend on T); the deterministic mode runs them on one thread and
 probes them with T = 1. A larger launch is cut into chunks of about CHUNK_WORK
 units (at most MAX_CHUNKS chunks), and the chunks into one contiguous range per thread: each
 thread takes chunks from its own range's atomic counter, then from the other ranges'
@@ -86,7 +87,7 @@ MAX_CHUNKS = 256        # chunks per launch at most; also the capacity of the pa
 CHUNK_ALIGN = 16        # chunks of more iterations than this are a multiple of it
 VECTOR_DISCOUNT = 4     # a flat body runs ~4x faster per iteration than its unit count says
 
-PRIVATE_BYTES = 1 << 20  # per-thread copies of scatter targets, per task, at most (L2-sized)
+PRIVATE_BYTES = 1 << 20  # a group's copies of scatter targets, per task, at most (L2-sized)
 MERGE_SLICES = 64        # slices a privatised field's merge is cut into, at most
 MERGE_MIN_SLICE = 1024   # elements per slice at least
 MAX_GROUPS = 16          # fixed groups of chunks of a task with copies (one copy each, listed
