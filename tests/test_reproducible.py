@@ -9,17 +9,13 @@ in an order the scheduler chose: positions 1e-12 apart after a few steps, and ch
 
 from __future__ import annotations
 
-import os
 import random
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 from test_cli import simrun
+from test_cli_resume import _interrupt
 
 from simrun.adjoint.job import _begin, _start, _trajectory
 from simrun.scene import load_scene
@@ -83,20 +79,6 @@ def test_same_bits_at_any_thread_count_and_in_grads_forward_sweep(scene: str,
     _grad_forward_matches(scene, runs[0][0])
 
 
-def _interrupt_at_random(args: list[str], cwd: Path, ready: Path, rng: random.Random) -> None:
-    """Start `simrun ARGS`; once `ready` exists, wait a random moment and send Ctrl-C."""
-    env = {**os.environ, "MPLBACKEND": "Agg"}
-    proc = subprocess.Popen([sys.executable, "-m", "simrun.cli", *args], cwd=cwd, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 60
-    while not ready.exists() and time.time() < deadline and proc.poll() is None:
-        time.sleep(0.005)
-    time.sleep(rng.uniform(0.0, 0.2))
-    proc.send_signal(signal.SIGINT)
-    _out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err  # stopped before the end: the test needs a resume
-
-
 @pytest.mark.parametrize("scene, steps, options", [
     ("gravity_1024.yaml", 300, []),
     ("lj_melt.yaml", 200, LJ_4000),
@@ -107,8 +89,8 @@ def test_ctrl_c_at_a_random_moment_then_resume_gives_the_uninterrupted_bits(
     print(f"moment's seed {seed}")  # pytest shows it when the test fails
     common = [str(REPO / "scenes" / scene), "--steps", str(steps), "--set", "outputs.every=7",
               *SHOW_ALL, *options, "--no-render", "-q"]
-    _interrupt_at_random(["run", *common, "--out", "cut"], tmp_path,
-                         tmp_path / "cut" / "state.npz", random.Random(seed))
+    _interrupt(["run", *common, "--out", "cut"], tmp_path, tmp_path / "cut" / "state.npz",
+               delay=random.Random(seed).uniform(0.0, 0.2))
     resumed = simrun("resume", "cut", "-q", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     whole = simrun("run", *common, "--out", "whole", cwd=tmp_path)
