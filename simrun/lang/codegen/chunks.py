@@ -21,8 +21,6 @@ from .llvm_types import F64, I64, const, i64c, llvm_type, narrow
 from .schedule import (
     CHUNK_ALIGN,
     CHUNK_WORK,
-    GROUP_RATIO,
-    HEAVY_UNITS,
     INLINE_WORK,
     MAX_CHUNKS,
     MAX_GROUPS,
@@ -30,7 +28,6 @@ from .schedule import (
     RANGE_STRIDE,
     SCATTER_INLINE_WORK,
     SPIN_ROUNDS,
-    copy_scalars,
     iteration_cost,
     private_scatters,
     racing_scatters,
@@ -177,19 +174,6 @@ class RangeTask:
             with b.if_then(big):
                 b.ret(nchunks)
 
-    def _group_count(self, n, cost, per):
-        """How many fixed groups a task with copies is cut into: its estimated work over
-        GROUP_RATIO times one group's copies, 1 to MAX_GROUPS; a function of the data only
-        (schedule.py). A heavy body's iteration counts HEAVY_UNITS plus its known part."""
-        b = self.b
-        if per is None:
-            per = ir.Constant(F64, float(cost.const + HEAVY_UNITS))
-        work = b.fmul(b.sitofp(n, F64), per)
-        scale = float(GROUP_RATIO * max(1, copy_scalars(self.task)))
-        groups = b.fptosi(b.fdiv(work, ir.Constant(F64, scale)), I64)
-        groups = b.select(b.icmp_signed("<", groups, i64c(1)), i64c(1), groups)
-        return b.select(b.icmp_signed(">", groups, i64c(MAX_GROUPS)), i64c(MAX_GROUPS), groups)
-
     def _reduction_accumulators(self) -> list:
         """(dtype, accumulator, apply(partial) to the target, kind) per reduction with chunk
         partials; kind ADD, MAX or MIN (a chunk's partial starts at the kind's identity)."""
@@ -261,27 +245,6 @@ class RangeTask:
             return b.icmp_signed("<", c, b.load(end_p, typ=I64))
 
         return lambda: self._count(visit_p, i64c(0), ranges, enter_range)
-
-    def _group_loop(self, nchunks, groups, done_p, copies, body) -> None:
-        """Claim whole groups (range 0's counter) until none is left; run each group's
-        chunks in order into the group's copies."""
-        b = self.b
-        run_chunk, c_p = body
-        g_p = self.eb.alloca(I64, name="group")
-
-        def take_group():
-            g = b.atomic_rmw("add", self._counter_ptr(i64c(0)), i64c(1), "monotonic")
-            b.store(g, g_p)
-            return b.icmp_signed("<", g, groups)
-
-        def run_group():
-            g = b.load(g_p, typ=I64)
-            first = b.sdiv(b.mul(g, nchunks), groups)
-            last = b.sdiv(b.mul(b.add(g, i64c(1)), nchunks), groups)
-            self._group_copies(copies, g, b.sub(last, first), done_p)
-            self._count(c_p, first, last, run_chunk)
-
-        self._loop(take_group, [], run_group)
 
     def _await_chunks(self, done_p, nchunks, bounded: bool = True) -> None:
         """Spin until every chunk is done. The calling thread, out of chunks, spins a little

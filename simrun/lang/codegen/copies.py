@@ -1,7 +1,8 @@
-"""TaskEmitter's per-group copies of the fields a range task scatters into (schedule.py's
-private_scatters): a zeroed copy for each fixed group of chunks but the first (which adds
-into the field), allocated by the thread that claims the group and listed in the context,
-merged into the field slice by slice in group order once every chunk is done, then freed.
+"""TaskEmitter's groups and per-group copies of the fields a range task scatters into
+(schedule.py's private_scatters): how many groups, the loop that claims whole groups, a
+zeroed copy for each group but the first (which adds into the field), allocated by the
+thread that claims the group and listed in the context, merged into the field slice by
+slice in group order once every chunk is done, then freed.
 
 A mixin of TaskEmitter (emit.py).
 """
@@ -13,12 +14,15 @@ import math
 from llvmlite import ir
 
 from .layout import MERGE_STRIDE
-from .llvm_types import I64, PTR, i64c, llvm_type
+from .llvm_types import F64, I64, PTR, i64c, llvm_type
 from .schedule import (
+    GROUP_RATIO,
+    HEAVY_UNITS,
     MAX_GROUPS,
     MERGE_MIN_SLICE,
     MERGE_SLICES,
     component_major,
+    copy_scalars,
     field_bytes,
     private_scatters,
 )
@@ -39,6 +43,40 @@ class PrivateCopies:
             self.plain.add(id(f))
             copies.append((f, self.field_base(f), copy_p))
         return copies
+
+    def _group_count(self, n, cost, per):
+        """How many fixed groups a task with copies is cut into: its estimated work over
+        GROUP_RATIO times one group's copies, 1 to MAX_GROUPS; a function of the data only
+        (schedule.py). A heavy body's iteration counts HEAVY_UNITS plus its known part."""
+        b = self.b
+        if per is None:
+            per = ir.Constant(F64, float(cost.const + HEAVY_UNITS))
+        work = b.fmul(b.sitofp(n, F64), per)
+        scale = float(GROUP_RATIO * max(1, copy_scalars(self.task)))
+        groups = b.fptosi(b.fdiv(work, ir.Constant(F64, scale)), I64)
+        groups = b.select(b.icmp_signed("<", groups, i64c(1)), i64c(1), groups)
+        return b.select(b.icmp_signed(">", groups, i64c(MAX_GROUPS)), i64c(MAX_GROUPS), groups)
+
+    def _group_loop(self, nchunks, groups, done_p, copies, body) -> None:
+        """Claim whole groups (range 0's counter) until none is left; run each group's
+        chunks in order into the group's copies."""
+        b = self.b
+        run_chunk, c_p = body
+        g_p = self.eb.alloca(I64, name="group")
+
+        def take_group():
+            g = b.atomic_rmw("add", self._counter_ptr(i64c(0)), i64c(1), "monotonic")
+            b.store(g, g_p)
+            return b.icmp_signed("<", g, groups)
+
+        def run_group():
+            g = b.load(g_p, typ=I64)
+            first = b.sdiv(b.mul(g, nchunks), groups)
+            last = b.sdiv(b.mul(b.add(g, i64c(1)), nchunks), groups)
+            self._group_copies(copies, g, b.sub(last, first), done_p)
+            self._count(c_p, first, last, run_chunk)
+
+        self._loop(take_group, [], run_group)
 
     def _group_copies(self, copies, group, chunks_left, done_p) -> None:
         """Before group `group`'s first chunk: its copies, zeroed and listed in the context
