@@ -58,14 +58,16 @@ def project(tmp_path: Path) -> Path:
     return src
 
 
-def _interrupt(args: list[str], cwd: Path, ready: Path) -> str:
-    """Start `simrun ARGS`, send Ctrl-C once `ready` exists; return stderr (exit 130)."""
+def _interrupt(args: list[str], cwd: Path, ready: Path, delay: float = 0.0) -> str:
+    """Start `simrun ARGS`, send Ctrl-C `delay` seconds after `ready` exists; return stderr
+    (exit 130)."""
     env = {**os.environ, "MPLBACKEND": "Agg"}
     proc = subprocess.Popen([sys.executable, "-m", "simrun.cli", *args], cwd=cwd, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
     while not ready.exists() and time.time() < deadline and proc.poll() is None:
         time.sleep(0.01)
+    time.sleep(delay)
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err

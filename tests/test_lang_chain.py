@@ -86,14 +86,15 @@ def decay(grid: ti.template()):
 
 @pytest.mark.parametrize("pool", ["native", "python"])
 def test_chain_keeps_the_deterministic_modes_serial_scatters(pool, monkeypatch):
-    """ti.init(deterministic=True) with threads: a chained float scatter runs on one thread,
-    its chunks in order, as its own launch does, so the sums have the same bits every time
-    (with threads in any order they would differ in the last bits from run to run)."""
+    """ti.init(deterministic=True) with threads: a chained float scatter into a field too
+    large for per-group copies (2 MiB) runs on one thread, its chunks in order, as its own
+    launch does, so the sums have the same bits every time (with threads in any order they
+    would differ in the last bits from run to run)."""
     monkeypatch.setenv("SIMRUN_POOL", pool)
     ti.init(arch=ti.cpu, default_fp=ti.f32, cpu_max_num_threads=2, deterministic=True)
     n = 200_000
     pos, w = ti.field(ti.f32, shape=n), ti.field(ti.f32, shape=n)
-    grid = ti.field(ti.f32, shape=64)
+    grid = ti.field(ti.f32, shape=1 << 19)
     rng = np.random.default_rng(0)
     pos.from_numpy(rng.random(n, dtype=np.float32))
     w.from_numpy(rng.normal(size=n).astype(np.float32))

@@ -114,9 +114,10 @@ class DiffModel:
     def __init__(self, scene: Scene, x0: np.ndarray, energy_keys: dict[str, tuple[int, str]],
                  objective_keys: dict[str, str], threads: int | None = None) -> None:
         self.scene = scene
-        # deterministic: a checkpoint's recomputation replays the forward's float scatters
-        # bit for bit, and gradients repeat exactly at any thread count
-        self.system = system = System(scene, x0, threads, deterministic=True)
+        # built as `run` builds it (deterministic, System's default): the forward sweep is
+        # run's frames, a checkpoint's recomputation replays the forward bit for bit, and
+        # gradients repeat exactly at any thread count
+        self.system = system = System(scene, x0, threads)
         # the trajectory's steps, compiled before the masses get gradients and the parameters
         # become fields: their forces then accumulate nothing the sweeps never read (dU/dm,
         # dU/dp at every pair), so a step costs what `run`'s does

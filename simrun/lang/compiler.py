@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .codegen.layout import build_layout
-from .codegen.schedule import scatters_floats
+from .codegen.schedule import racing_scatters
 from .ir.printer import print_kernel
 from .runtime import jit
 from .runtime.launch import CompiledKernel
@@ -54,5 +54,5 @@ def compile_kernel(kir, runtime, config, arg_specs, ndarray_slots) -> CompiledKe
     compiled = CompiledKernel(kir.name, layout, addresses, slots, kir.ret_types, runtime,
                               ndarray_slots)
     compiled.order_sensitive = frozenset(k for k, task in enumerate(kir.tasks)
-                                         if scatters_floats(task))
+                                         if racing_scatters(task, config.debug))
     return compiled

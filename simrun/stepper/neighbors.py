@@ -25,11 +25,12 @@ particle here: bench/README.md, "The list build, round 2".
 
 Every valid list holds the same pairs within the cutoff, so forces do not depend on when the
 list was last built, to rounding: a pair that moved into the cutoff since the build comes
-after the others, and its term is added in another order (so do fast math's lanes, and on
-more threads the parallel scatters); that is what lets the adjoint recompute a trajectory
-from a checkpoint without replaying the forward's rebuild steps.
+after the others, and its term is added in another order (so do fast math's lanes); that is
+what lets the adjoint recompute a trajectory from a checkpoint without replaying the
+forward's rebuild steps.
 A resumed run rebuilds its list at the positions saved with the checkpoint (``x_ref``), so
-it continues bit for bit on one thread.
+it continues bit for bit, on any number of threads (the gradient's scatters add in an order
+fixed by the data: codegen/schedule.py).
 """
 
 from __future__ import annotations

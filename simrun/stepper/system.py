@@ -39,10 +39,15 @@ NEIGHBORS_BUILT_AT = "neighbors:built_at"  # state.npz: where the list was last 
 
 
 class System:
-    """Fields and kernels of a scene, after ``ti.init`` (one System per process at a time)."""
+    """Fields and kernels of a scene, after ``ti.init`` (one System per process at a time).
+
+    ``deterministic`` (the default, for every job: run, grad, check, optimize) is the
+    engine's policy for float adds into shared field entries: in an order fixed by the data,
+    so a scene and seed give the same bits on any number of threads and on every run
+    (``ti.init(deterministic=True)``; bench/README.md, "Reproducible by default")."""
 
     def __init__(self, scene: Scene, x0: np.ndarray, threads: int | None = None,
-                 deterministic: bool = False, debug: bool = False) -> None:
+                 deterministic: bool = True, debug: bool = False) -> None:
         import simrun.lang as ti
 
         self.ti = ti

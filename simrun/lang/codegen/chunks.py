@@ -1,9 +1,10 @@
 """TaskEmitter's range tasks: the probe (inline or split, chunk size, counters), the loop
-that takes chunks from the per-thread ranges, per-chunk reduction partials summed in chunk
-order, the wait for the last chunks, and the loops over a chunk's iterations (rows of an
-ndrange). What is decided, and why, is in schedule.py.
+that takes chunks from the per-thread ranges (or whole groups of a task with copies),
+per-chunk reduction partials summed in chunk order, the wait for the last chunks, and the
+loops over a chunk's iterations (rows of an ndrange). What is decided, and why, is in
+schedule.py.
 
-A mixin of TaskEmitter (emit.py): copies.py supplies the per-thread copies it sets up and
+A mixin of TaskEmitter (emit.py): copies.py supplies the per-group copies it sets up and
 merges, statements.py the loops and the body.
 """
 
@@ -20,14 +21,16 @@ from .llvm_types import F64, I64, const, i64c, llvm_type, narrow
 from .schedule import (
     CHUNK_ALIGN,
     CHUNK_WORK,
-    COPY_THREADS,
     INLINE_WORK,
     MAX_CHUNKS,
+    MAX_GROUPS,
     MAX_RANGES,
     RANGE_STRIDE,
     SCATTER_INLINE_WORK,
     SPIN_ROUNDS,
     iteration_cost,
+    private_scatters,
+    racing_scatters,
     reduction_count,
     row_sums,
     scatters_floats,
@@ -83,7 +86,11 @@ class RangeTask:
         its own counter on its own cache line. A thread takes chunks from its own range first,
         then from the others' in turn (same counter, so every chunk runs exactly once): threads
         work far apart in the iteration space (on sorted data, far apart in memory), and one
-        the OS deschedules, or that starts late, has its chunks taken by the others."""
+        the OS deschedules, or that starts late, has its chunks taken by the others.
+
+        A task with per-group copies (schedule.py) is cut into a fixed number of groups
+        instead, independent of T: a thread claims whole groups and runs each one's chunks
+        in order, and once all are done the threads merge the copies in group order."""
         b, task, lay = self.b, self.task, self.layout
         begin = self._i64(self.expr(task.begin))
         n = b.sub(self._i64(self.expr(task.end)), begin)
@@ -96,19 +103,18 @@ class RangeTask:
         chunk = b.load(chunk_p, typ=I64)
         nchunks = b.sdiv(b.add(n, b.sub(chunk, i64c(1))), chunk)
         ranges = b.load(nranges_p, typ=I64)
-        take_all = self._chunk_loop(begin, n, chunk, nchunks, ranges, done_p, reds, copies)
-        if copies:
-            with b.if_then(b.icmp_signed("<", self.tid, i64c(COPY_THREADS))):
-                take_all()
-            merge = b.icmp_signed(">", self.nthreads, i64c(1))
-            if self.component_major:  # copied even when the thread runs alone
+        run_chunk = self._chunk_body(begin, n, chunk, nchunks, done_p, reds, copies)
+        if copies:  # a fixed partition into groups, merged in group order (schedule.py)
+            self._group_loop(nchunks, ranges, done_p, copies, run_chunk)
+            merge = b.icmp_signed(">", ranges, i64c(1))
+            if self.component_major:  # group 0 has a copy too
                 merge = ir.Constant(ir.IntType(1), 1)
             with b.if_then(merge):
                 self._await_chunks(done_p, nchunks, bounded=False)
                 for k, (f, base, _) in enumerate(copies):
-                    self._merge_copies(f, k, base)
+                    self._merge_copies(f, k, base, ranges)
         else:
-            take_all()
+            self._chunk_loop(nchunks, ranges, run_chunk)()
             with b.if_then(b.and_(b.icmp_signed("==", self.tid, i64c(0)),
                                   b.icmp_signed(">", self.nthreads, i64c(1)))):
                 self._await_chunks(done_p, nchunks)
@@ -116,7 +122,7 @@ class RangeTask:
 
     def _probe(self, begin, n, done_p, chunk_p, nranges_p) -> None:
         """The probe call's part: decide inline or split, store the chunk size and range count,
-        reset the counters (and the per-thread copies) and return the chunk count if split."""
+        reset the counters (and the per-group copies) and return the chunk count if split."""
         b, task = self.b, self.task
         cost = iteration_cost(task, self._invariant)
         with b.if_then(b.icmp_signed("<=", self.nthreads, i64c(0))):
@@ -134,29 +140,37 @@ class RangeTask:
                 limit = SCATTER_INLINE_WORK if scatters else INLINE_WORK
                 big = b.and_(b.fcmp_ordered(">", work, ir.Constant(F64, float(limit))),
                              b.icmp_signed(">", n, i64c(1)))
-                if scatters and not reduction_count(task, self.layout.var_slot):
+                if racing_scatters(task, self.debug) and \
+                        not reduction_count(task, self.layout.var_slot):
                     # split only if T threads with atomics beat one without (a loop with
                     # chunk partials keeps a decision independent of T: schedule.py)
                     threads = b.sitofp(b.neg(self.nthreads), F64)
                     big = b.and_(big, b.fcmp_ordered("<", per, b.fmul(threads, alone)))
+            grouped = bool(private_scatters(task)) and not self.debug
+            if grouped:
+                groups = self._group_count(n, cost, per)
+                big = b.and_(big, b.icmp_signed(">", groups, i64c(1)))
             whole = b.select(b.icmp_signed("<", n, i64c(1)), i64c(1), n)
             chunk = b.select(big, self._chunk_size(n, per), whole)
             nchunks = b.sdiv(b.add(n, b.sub(chunk, i64c(1))), chunk)
-            ranges = b.neg(self.nthreads)
-            for bound in (i64c(MAX_RANGES), nchunks):
+            ranges = groups if grouped else b.neg(self.nthreads)
+            for bound in (i64c(MAX_RANGES if not grouped else MAX_GROUPS), nchunks):
                 ranges = b.select(b.icmp_signed("<", bound, ranges), bound, ranges)
             ranges = b.select(b.and_(big, b.icmp_signed(">", ranges, i64c(1))), ranges, i64c(1))
             b.store(chunk, chunk_p)
             b.store(ranges, nranges_p)
             b.store(i64c(0), done_p)
-            r_p = self.eb.alloca(I64, name="range_init")
+            if grouped:  # range 0's counter hands out whole groups
+                b.store(i64c(0), self._counter_ptr(i64c(0)))
+            else:
+                r_p = self.eb.alloca(I64, name="range_init")
 
-            def init_counter():
-                r = b.load(r_p, typ=I64)
-                b.store(b.sdiv(b.mul(r, nchunks), ranges), self._counter_ptr(r))
+                def init_counter():
+                    r = b.load(r_p, typ=I64)
+                    b.store(b.sdiv(b.mul(r, nchunks), ranges), self._counter_ptr(r))
 
-            self._count(r_p, i64c(0), ranges, init_counter)
-            self._reset_copies(b.neg(self.nthreads))
+                self._count(r_p, i64c(0), ranges, init_counter)
+            self._reset_copies()
             with b.if_then(big):
                 b.ret(nchunks)
 
@@ -180,15 +194,43 @@ class RangeTask:
         assert len(reds) <= lay.n_partials
         return reds
 
-    def _chunk_loop(self, begin, n, chunk, nchunks, ranges, done_p, reds, copies):
-        """A function that emits this thread's chunk taking: its own range first, then the
-        others' in turn, each chunk's iterations, partials and copies."""
+    def _chunk_body(self, begin, n, chunk, nchunks, done_p, reds, copies):
+        """A function that emits one chunk (its index in c_p): its iterations, partials and
+        copies, then marks it done. Returns (emit, c_p)."""
         b = self.b
-        own = b.srem(self.tid, ranges)
-        visit_p, range_p, end_p, c_p = (self.eb.alloca(I64, name=x) for x in
-                                        ("ranges_seen", "range", "range_end", "chunk_index"))
+        c_p = self.eb.alloca(I64, name="chunk_index")
         k_p = self.eb.alloca(I64, name="k")
         hi_p = self.eb.alloca(I64, name="hi")
+
+        def run_chunk():
+            c = b.load(c_p, typ=I64)
+            lo = b.mul(c, chunk)
+            hi = b.add(lo, chunk)
+            b.store(b.select(b.icmp_signed("<", hi, n), hi, n), hi_p)
+            b.store(lo, k_p)
+            for dt, acc, _, kind in reds:
+                b.store(identity(kind, dt), acc)
+            for f, _, copy_p in copies:
+                self._use_copy(f, copy_p)
+            self._inner_loop(k_p, hi_p, begin)
+            for f, base, _ in copies:
+                self.field_bases[id(f)] = base
+            self.by_component.clear()
+            if reds:
+                self._finish_chunk(c, nchunks, done_p, reds)
+            else:
+                b.atomic_rmw("add", done_p, i64c(1), "release")
+
+        return run_chunk, c_p
+
+    def _chunk_loop(self, nchunks, ranges, body):
+        """A function that emits this thread's chunk taking: its own range first, then the
+        others' in turn, each chunk taken from the range's counter."""
+        b = self.b
+        run_chunk, c_p = body
+        own = b.srem(self.tid, ranges)
+        visit_p, range_p, end_p = (self.eb.alloca(I64, name=x) for x in
+                                   ("ranges_seen", "range", "range_end"))
 
         def enter_range():
             r = b.srem(b.add(own, b.load(visit_p, typ=I64)), ranges)
@@ -202,25 +244,6 @@ class RangeTask:
             b.store(c, c_p)
             return b.icmp_signed("<", c, b.load(end_p, typ=I64))
 
-        def run_chunk():
-            c = b.load(c_p, typ=I64)
-            lo = b.mul(c, chunk)
-            hi = b.add(lo, chunk)
-            b.store(b.select(b.icmp_signed("<", hi, n), hi, n), hi_p)
-            b.store(lo, k_p)
-            for dt, acc, _, kind in reds:
-                b.store(identity(kind, dt), acc)
-            for k, (f, _, copy_p) in enumerate(copies):
-                self._allocate_copy(f, k, copy_p, done_p)
-            self._inner_loop(k_p, hi_p, begin)
-            for f, base, _ in copies:
-                self.field_bases[id(f)] = base
-            self.by_component.clear()
-            if reds:
-                self._finish_chunk(c, nchunks, done_p, reds)
-            else:
-                b.atomic_rmw("add", done_p, i64c(1), "release")
-
         return lambda: self._count(visit_p, i64c(0), ranges, enter_range)
 
     def _await_chunks(self, done_p, nchunks, bounded: bool = True) -> None:
@@ -229,10 +252,10 @@ class RangeTask:
         an idle core on a VM costs more than a chunk. Bounded (SPIN_ROUNDS), so a descheduled
         worker is waited for by the runtime instead, without burning a core.
 
-        Unbounded before merging per-thread copies: thread 0 adds into the fields themselves
+        Unbounded before merging per-group copies: group 0 adds into the fields themselves
         and every copy must be complete, so the merge waits for the last chunk; past
-        SPIN_ROUNDS each round yields the CPU. Every chunk is taken by a running thread and
-        ends without waiting for another thread, so the wait ends."""
+        SPIN_ROUNDS each round yields the CPU. Every group is claimed by a running thread,
+        whose chunks end without waiting for another thread, so the wait ends."""
         b = self.b
         i_p = self.eb.alloca(I64, name="spin")
         b.store(ir.Constant(I64, 0), i_p)

@@ -1,6 +1,8 @@
-"""TaskEmitter's per-thread copies of the fields a range task scatters into (schedule.py's
-private_scatters): allocated zeroed on a thread's first chunk, listed in the context, merged
-into the field slice by slice once every chunk is done, then freed.
+"""TaskEmitter's groups and per-group copies of the fields a range task scatters into
+(schedule.py's private_scatters): how many groups, the loop that claims whole groups, a
+zeroed copy for each group but the first (which adds into the field), allocated by the
+thread that claims the group and listed in the context, merged into the field slice by
+slice in group order once every chunk is done, then freed.
 
 A mixin of TaskEmitter (emit.py).
 """
@@ -12,12 +14,15 @@ import math
 from llvmlite import ir
 
 from .layout import MERGE_STRIDE
-from .llvm_types import I64, PTR, i64c, llvm_type
+from .llvm_types import F64, I64, PTR, i64c, llvm_type
 from .schedule import (
-    COPY_THREADS,
+    GROUP_RATIO,
+    HEAVY_UNITS,
+    MAX_GROUPS,
     MERGE_MIN_SLICE,
     MERGE_SLICES,
     component_major,
+    copy_scalars,
     field_bytes,
     private_scatters,
 )
@@ -25,85 +30,108 @@ from .schedule import (
 
 class PrivateCopies:
     def _private_copies(self) -> list:
-        """(field, its real base, pointer to this thread's copy) for the privatised fields.
-
-        Thread 0, and a thread that runs the launch alone (inline, or the runtime has one
-        thread), adds into the field itself unless the copy is component-major; the others
-        start with no copy and allocate one on their first chunk. Not in debug mode: an index
-        error returns from the middle of a chunk."""
+        """(field, its real base, pointer to this thread's current group's copy) for the
+        privatised fields; `_group_copies` points them at a group's copy. Not in debug mode:
+        an index error returns from the middle of a chunk."""
         if self.debug:
             return []
-        b = self.b
-        direct = b.or_(b.icmp_signed("<=", self.nthreads, ir.Constant(I64, 1)),
-                       b.icmp_signed("==", self.tid, ir.Constant(I64, 0)))
         copies = []
         fields = private_scatters(self.task)
         self.component_major = {id(f) for f in component_major(self.task, fields)}
         for f in fields:
-            base = self.field_base(f)
             copy_p = self.eb.alloca(PTR, name=f"{f.name}_copy")
-            first = (ir.Constant(PTR, None) if id(f) in self.component_major
-                     else b.select(direct, base, ir.Constant(PTR, None)))
-            b.store(first, copy_p)
             self.plain.add(id(f))
-            copies.append((f, base, copy_p))
+            copies.append((f, self.field_base(f), copy_p))
         return copies
 
-    def _allocate_copy(self, f, k: int, copy_p, done_p) -> None:
-        """Before a chunk: a zeroed copy of f unless this thread has one, listed in the
-        context for the merge; the chunk's adds go there. Out of memory, the chunk counts as
-        done (the threads waiting to merge must not wait for it) and the launch fails."""
+    def _group_count(self, n, cost, per):
+        """How many fixed groups a task with copies is cut into: its estimated work over
+        GROUP_RATIO times one group's copies, 1 to MAX_GROUPS; a function of the data only
+        (schedule.py). A heavy body's iteration counts HEAVY_UNITS plus its known part."""
         b = self.b
-        with b.if_then(b.icmp_unsigned("==", b.load(copy_p, typ=PTR), ir.Constant(PTR, None)),
-                       likely=False):
-            calloc = self.declared("calloc", PTR, [I64, I64])
-            b.store(b.call(calloc, [ir.Constant(I64, field_bytes(f)), ir.Constant(I64, 1)]),
-                    copy_p)
-            with b.if_then(b.icmp_unsigned("==", b.load(copy_p, typ=PTR),
-                                           ir.Constant(PTR, None)), likely=False):
-                site = len(self.layout.sites)
-                self.layout.sites.append(("memory", f.name, None, None))
-                b.atomic_rmw("add", done_p, i64c(1), "release")
-                self.record_error(3, site)
-            b.store(b.load(copy_p, typ=PTR), self._copy_ptr(self.tid, k))
-        self.field_bases[id(f)] = b.load(copy_p, typ=PTR)
+        if per is None:
+            per = ir.Constant(F64, float(cost.const + HEAVY_UNITS))
+        work = b.fmul(b.sitofp(n, F64), per)
+        scale = float(GROUP_RATIO * max(1, copy_scalars(self.task)))
+        groups = b.fptosi(b.fdiv(work, ir.Constant(F64, scale)), I64)
+        groups = b.select(b.icmp_signed("<", groups, i64c(1)), i64c(1), groups)
+        return b.select(b.icmp_signed(">", groups, i64c(MAX_GROUPS)), i64c(MAX_GROUPS), groups)
+
+    def _group_loop(self, nchunks, groups, done_p, copies, body) -> None:
+        """Claim whole groups (range 0's counter) until none is left; run each group's
+        chunks in order into the group's copies."""
+        b = self.b
+        run_chunk, c_p = body
+        g_p = self.eb.alloca(I64, name="group")
+
+        def take_group():
+            g = b.atomic_rmw("add", self._counter_ptr(i64c(0)), i64c(1), "monotonic")
+            b.store(g, g_p)
+            return b.icmp_signed("<", g, groups)
+
+        def run_group():
+            g = b.load(g_p, typ=I64)
+            first = b.sdiv(b.mul(g, nchunks), groups)
+            last = b.sdiv(b.mul(b.add(g, i64c(1)), nchunks), groups)
+            self._group_copies(copies, g, b.sub(last, first), done_p)
+            self._count(c_p, first, last, run_chunk)
+
+        self._loop(take_group, [], run_group)
+
+    def _group_copies(self, copies, group, chunks_left, done_p) -> None:
+        """Before group `group`'s first chunk: its copies, zeroed and listed in the context
+        (group 0 adds into the field itself unless its copy is component-major). Out of
+        memory, the group's chunks count as done (the threads waiting to merge must not wait
+        for them) and the launch fails."""
+        b = self.b
+        first = b.icmp_signed("==", group, i64c(0))
+        for k, (f, base, copy_p) in enumerate(copies):
+            direct = ir.Constant(ir.IntType(1), 0) if id(f) in self.component_major else first
+            with b.if_else(direct) as (into_field, zeroed):
+                with into_field:
+                    b.store(base, copy_p)
+                with zeroed:
+                    calloc = self.declared("calloc", PTR, [I64, I64])
+                    copy = b.call(calloc, [ir.Constant(I64, field_bytes(f)), i64c(1)])
+                    b.store(copy, copy_p)
+                    with b.if_then(b.icmp_unsigned("==", copy, ir.Constant(PTR, None)),
+                                   likely=False):
+                        site = len(self.layout.sites)
+                        self.layout.sites.append(("memory", f.name, None, None))
+                        b.atomic_rmw("add", done_p, chunks_left, "release")
+                        self.record_error(3, site)
+                    b.store(copy, self._copy_ptr(group, k))
+
+    def _use_copy(self, f, copy_p) -> None:
+        """A chunk's adds into f go to the current group's copy."""
+        self.field_bases[id(f)] = self.b.load(copy_p, typ=PTR)
         if id(f) in self.component_major:
             self.by_component.add(id(f))
 
-    def _copy_ptr(self, tid, k: int):
-        """The context slot that lists thread tid's copy of privatised field k."""
+    def _copy_ptr(self, group, k: int):
+        """The context slot that lists group `group`'s copy of privatised field k."""
         lay = self.layout
-        slot = self.b.add(self.b.mul(tid, i64c(lay.n_copies)), i64c(lay.copy_slot + k))
+        slot = self.b.add(self.b.mul(group, i64c(lay.n_copies)), i64c(lay.copy_slot + k))
         return self.b.gep(self.ctx, [slot], source_etype=I64)
 
     def _merge_counter(self, k: int, which: int):
         """Field k's merge counters: 0 the next slice to take, 1 the slices merged."""
         return self.slot_ptr(self.b, self.layout.merge_slot + MERGE_STRIDE * k + 8 * which)
 
-    def _listed(self, threads):
-        """How many threads' copies the context lists: threads clamped to 1..COPY_THREADS."""
-        b = self.b
-        for bound, keep in ((COPY_THREADS, "<"), (1, ">")):
-            threads = b.select(b.icmp_signed(keep, threads, i64c(bound)), threads, i64c(bound))
-        return threads
-
-    def _reset_copies(self, threads) -> None:
-        """Probe call: no thread has a copy yet, no slice is merged."""
+    def _reset_copies(self) -> None:
+        """Probe call: no group has a copy yet, no slice is merged."""
         ncopies = 0 if self.debug else len(private_scatters(self.task))
-        if not ncopies:
-            return
         b = self.b
-        t_p = self.eb.alloca(I64, name="copy_reset")
-        listed = self._listed(threads)
         for k in range(ncopies):
             b.store(i64c(0), self._merge_counter(k, 0))
             b.store(i64c(0), self._merge_counter(k, 1))
-            self._count(t_p, i64c(0), listed, lambda k=k: b.store(
-                i64c(0), self._copy_ptr(b.load(t_p, typ=I64), k)))
+            for group in range(MAX_GROUPS):
+                b.store(i64c(0), self._copy_ptr(i64c(group), k))
 
-    def _merge_copies(self, f, k: int, base) -> None:
-        """Once every chunk is done: take slices of f from a shared counter and add every
-        thread's copy into each (one writer per slice, no locks); whoever merges the last
+    def _merge_copies(self, f, k: int, base, groups) -> None:
+        """Once every chunk is done: take slices of f from a shared counter and add the
+        groups' copies into each in group order (one writer per slice, no locks: the same
+        bits on any number of threads); whoever merges the last
         slice frees the copies. A component-major copy is merged cell by cell (its slices
         count cells, not scalars)."""
         b = self.b
@@ -112,19 +140,18 @@ class PrivateCopies:
         count = math.prod(f.shape) * (1 if by_component else f.ncomp)
         nslices = max(1, min(MERGE_SLICES, count // MERGE_MIN_SLICE))
         size = -(-count // nslices)
-        listed = self._listed(self.nthreads)
         sl_p, t_p, e_p = (self.eb.alloca(I64, name=f"{f.name}_{x}")
                           for x in ("slice", "thread", "elem"))
         null = ir.Constant(PTR, None)
 
         def each_copy(body):
-            """body(copy) for every thread's own copy of f."""
+            """body(copy) for every group's copy of f, in group order."""
             def visit():
                 copy = b.load(self._copy_ptr(b.load(t_p, typ=I64), k), typ=PTR)
                 with b.if_then(b.and_(b.icmp_unsigned("!=", copy, null),
                                       b.icmp_unsigned("!=", copy, base))):
                     body(copy)
-            self._count(t_p, i64c(0), listed, visit)
+            self._count(t_p, i64c(0), groups, visit)
 
         def take():
             sl = b.atomic_rmw("add", self._merge_counter(k, 0), i64c(1), "monotonic")

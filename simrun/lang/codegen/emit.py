@@ -8,7 +8,7 @@ described in schedule.py.
 
 TaskEmitter is assembled from one class per concern: statements.py (IR statements and
 expressions of a loop body), chunks.py (a range task's probe, chunk taking, reductions and
-loops), copies.py (per-thread copies of scatter targets and their merge); this file holds
+loops), copies.py (per-group copies of scatter targets and their merge); this file holds
 the function, its storage (context slots, locals, field bases) and indexing.
 """
 
@@ -53,7 +53,7 @@ class TaskEmitter(Statements, RangeTask, PrivateCopies):
         self.index_values: dict = {}  # id(index expression) -> its value (_grid_loop)
         self.row_sums: dict = {}      # id(atomic) -> (per-row sum, statement) (_grid_loop)
         # ids of fields whose atomics need no atomicity: each iteration touches its own
-        # elements, or the adds go to a per-thread copy (_private_copies)
+        # elements, or the adds go to a per-group copy (_private_copies)
         self.plain: set = owned_fields(task) if self.parallel else set()
         self._alone = None  # alone(): this call runs the launch on one thread
         self.index64 = None  # the 64-bit iteration index of a range task's loop, in its body

@@ -10,8 +10,8 @@ from ..ir.nodes import (
     walk,
 )
 from .schedule import (
-    COPY_THREADS,
     MAX_CHUNKS,
+    MAX_GROUPS,
     SCHED_SLOTS,
     private_scatters,
     reduction_count,
@@ -39,7 +39,7 @@ class Layout:
     partial_slot: int = 0                               # per-chunk partial sums of reductions
     n_partials: int = 0                                 # reductions per chunk (max over tasks)
     merge_slot: int = 0                                 # per privatised field: merge counters
-    copy_slot: int = 0                                  # per thread and field: its copy
+    copy_slot: int = 0                                  # per group and field: its copy
     n_copies: int = 0                                   # privatised fields per task, at most
     size: int = 0
     sites: list = field(default_factory=list)           # debug error sites
@@ -79,7 +79,7 @@ def build_layout(kernel) -> Layout:
     lay.n_copies = max([len(private_scatters(t)) for t in kernel.tasks if t.kind == "range"],
                        default=0)
     lay.copy_slot = lay.merge_slot + MERGE_STRIDE * lay.n_copies
-    lay.size = lay.copy_slot + COPY_THREADS * lay.n_copies
+    lay.size = lay.copy_slot + MAX_GROUPS * lay.n_copies
     return lay
 
 

@@ -21,23 +21,29 @@ flat body (no branches, loops, atomics or calls) counts a quarter, as LLVM vecto
 gradient kernels) gets the larger SCATTER_INLINE_WORK: its threads contend for the same cache
 lines, so splitting pays off later (bench/inline_threshold.py), and float adds from several
 threads land in an order that changes from run to run, so a small scatter stays
-bit-reproducible by running inline. Such a loop also stays inline, at any size, unless its
-estimate with atomics divided by the thread count T is below its estimate with plain adds:
-compare-and-swap adds from two threads made DiffTaichi's wave gradient 5x slower than one
-thread's plain adds. This is the only decision that depends on T, made only for loops whose
-float scatters already make a split launch's result depend on the schedule and that have
-no per-chunk partial sums (whose results must not depend on T); the deterministic mode
+bit-reproducible by running inline. A loop whose scatters stay atomic (no copy takes them:
+racing_scatters) also stays inline, at any size, unless its estimate with atomics divided
+by the thread count T is below its estimate with plain adds: compare-and-swap adds from two
+threads made DiffTaichi's wave gradient 5x slower than one thread's plain adds. This is the
+only decision that depends on T, made only for loops whose atomic float scatters already
+make a split launch's result depend on the schedule and that have no per-chunk partial sums
+(whose results must not depend on T); the deterministic mode runs them on one thread and
 probes them with T = 1. A larger launch is cut into chunks of about CHUNK_WORK
 units (at most MAX_CHUNKS chunks), and the chunks into one contiguous range per thread: each
 thread takes chunks from its own range's atomic counter, then from the other ranges'
 (chunks.build_range).
 
 A field the task only adds floats to, at indices other iterations may share (a p2g grid, the
-`x.grad[j]` of a pair-energy gradient), is privatised: each thread adds into a zeroed copy of
-its own with plain adds (at most PRIVATE_BYTES per thread); thread 0 adds into the field
-itself. Once every chunk is done, the threads take slices of the field from a shared counter
-and add every thread's copy into the slice they took, so each slice has one writer and the
-merge runs on all threads. A launch that runs on one thread adds into the field itself.
+`x.grad[j]` of a pair-energy gradient), is privatised over a fixed partition: the chunks are
+cut into G contiguous groups, G a function of the trip count, the cost estimate and the
+copies' size only (never of the thread count: `groups`). A thread claims a whole group and
+runs its chunks in order, adding with plain adds into the group's zeroed copy (group 0 adds
+into the field itself). Once every chunk is done, the threads take slices of the field from a
+shared counter and add the groups' copies into the slice they took in group order, so each
+slice has one writer and every sum is the same bits on any number of threads, in any
+schedule (on one thread too: it runs the groups one after the other). G is kept small enough
+that zeroing and merging the copies costs a few per cent of the launch (GROUP_RATIO); a
+launch with G = 1 runs inline.
 
 Chunk sizes depend only on the trip count and the cost estimate, never on the thread count:
 reductions (`total += ...` on a top-level local, `s[None] += ...` on a 0-d field) sum each
@@ -81,11 +87,13 @@ MAX_CHUNKS = 256        # chunks per launch at most; also the capacity of the pa
 CHUNK_ALIGN = 16        # chunks of more iterations than this are a multiple of it
 VECTOR_DISCOUNT = 4     # a flat body runs ~4x faster per iteration than its unit count says
 
-PRIVATE_BYTES = 1 << 20  # per-thread copies of scatter targets, per task, at most (L2-sized)
+PRIVATE_BYTES = 1 << 20  # a group's copies of scatter targets, per task, at most (L2-sized)
 MERGE_SLICES = 64        # slices a privatised field's merge is cut into, at most
 MERGE_MIN_SLICE = 1024   # elements per slice at least
-COPY_THREADS = 64        # threads that take chunks of a task with copies (their copies are
-                         # listed in the context); the others only help merging
+MAX_GROUPS = 16          # fixed groups of chunks of a task with copies (one copy each, listed
+                         # in the context): how many threads such a task can keep busy
+GROUP_RATIO = 32         # a group's copies (scalars) cost at most 1/GROUP_RATIO of its work
+HEAVY_UNITS = 256        # the work an iteration of a heavy body (unknown trip counts) counts
 
 SPIN_ROUNDS = 1 << 12   # bounds the calling thread's wait for the workers' last chunks (~0.1 ms)
 MAX_RANGES = 16         # per-thread ranges of chunks, each with its own counter
@@ -371,8 +379,22 @@ def row_sums(task) -> dict:
 
 
 def scatters_floats(task) -> bool:
-    """Whether the task's result depends on the order of its float adds into a field."""
+    """Whether the task adds floats into field entries other iterations may share (privatised
+    or not): its split launches need the thread-independent schedule (schedule.py)."""
     return bool(_scatters(task))
+
+
+def racing_scatters(task, debug: bool = False) -> bool:
+    """Whether a split launch's result depends on the schedule: float adds by atomics into
+    shared entries that no per-group copy takes (all of them in debug mode, which makes no
+    copies). Such a task runs on one thread in the deterministic mode."""
+    copied = set() if debug else {id(f) for f in private_scatters(task)}
+    return any(id(s.field) not in copied for s in _scatters(task))
+
+
+def copy_scalars(task) -> int:
+    """Scalars in one group's copies of the privatised fields (their zeroing and merging)."""
+    return sum(f.ncomp * math.prod(f.shape) for f in private_scatters(task))
 
 
 def private_scatters(task) -> list:
@@ -444,8 +466,10 @@ def reduction_count(task, var_slot) -> int:
     return len(field_reductions(task)) + len(var_reductions(task, var_slot))
 
 
-__all__ = ["CHUNK_ALIGN", "CHUNK_WORK", "COSTS", "Cost", "INLINE_WORK", "MAX_CHUNKS", "MAX_RANGES", "COPY_THREADS", "MERGE_SLICES",
+__all__ = ["CHUNK_ALIGN", "CHUNK_WORK", "COSTS", "Cost", "INLINE_WORK", "MAX_CHUNKS", "MAX_RANGES", "MAX_GROUPS", "GROUP_RATIO",
+           "HEAVY_UNITS", "MERGE_SLICES",
            "MERGE_MIN_SLICE", "RANGE_STRIDE",
            "PRIVATE_BYTES", "SCATTER_INLINE_WORK", "SCHED_SLOTS", "SPIN_ROUNDS",
            "body_cost", "expr_cost", "field_bytes", "iteration_cost", "owned_fields",
-           "private_scatters", "reduction_count", "row_sums", "scatters_floats"]
+           "private_scatters", "racing_scatters", "reduction_count", "row_sums",
+           "scatters_floats", "copy_scalars"]

@@ -124,7 +124,7 @@ class Statements:
         the launch alone (inline, one thread, or the deterministic mode's serial run:
         nthreads <= 1, see runtime/pool.py): no other thread can touch the element then,
         and x86's float add by compare-and-swap costs ~10x a plain one (DiffTaichi's smoke
-        gradients; a pair gradient's scatter once x.grad outgrew the per-thread copies).
+        gradients; a pair gradient's scatter once x.grad outgrew the per-group copies).
         Both paths leave the same value."""
         if not atomic:
             return self._update(ptr, op, value, dtype, False, field)

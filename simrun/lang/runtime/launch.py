@@ -125,6 +125,6 @@ class CompiledKernel:
         if code == 2:
             raise AssertionError(f"{where}in kernel '{self.name}': assertion failed: {what}{text}")
         if code == 3:
-            raise MemoryError(f"kernel '{self.name}': out of memory for a per-thread copy of "
+            raise MemoryError(f"kernel '{self.name}': out of memory for a per-group copy of "
                               f"field '{what}' ({self.runtime.num_threads} threads)")
         raise KernelRuntimeError(f"kernel '{self.name}' failed (code {code})")
