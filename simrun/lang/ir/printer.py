@@ -41,7 +41,9 @@ class Printer:
 
     def field(self, f) -> str:
         name = self.field_names.get(id(f), f.name)
-        return f"{name}<{f.dtype},{f.shape},{f.elem_shape}>"
+        # a promise codegen relies on (codegen/parallel.py) is part of the cache key
+        distinct = ",distinct_rows" if getattr(f, "distinct_rows", False) else ""
+        return f"{name}<{f.dtype},{f.shape},{f.elem_shape}{distinct}>"
 
     def expr(self, e) -> str:
         if isinstance(e, Const):
