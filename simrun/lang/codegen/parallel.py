@@ -154,14 +154,17 @@ def _nonnegative(val) -> bool:
     return val is not None and val[0] == "const" and val[1] >= 0
 
 
-def parallel_loop(loop: For, task_body: list) -> bool:
+def parallel_loop(loop: For, task_body: list, plain) -> bool:
     """Whether every field the loop writes is touched only at one row partner (the same
-    one) per iteration, with nothing else in the loop that could order iterations."""
+    one) per iteration, with nothing else in the loop that could order iterations. Only
+    where ``plain(field)`` for each: no atomic path beside the plain one (one thread's
+    vectorised loop and two threads' scalar one would round differently)."""
     body = list(walk(loop.body))
     if not all(isinstance(s, (Assign, Load, Store, Atomic, If)) for s in body):
         return False
-    written = {id(s.field) for s in body if isinstance(s, (Store, Atomic))}
-    if not written:
+    writes = [s.field for s in body if isinstance(s, (Store, Atomic))]
+    written = {id(f) for f in writes}
+    if not written or not all(plain(f) for f in writes):
         return False
     sym = _Loop(loop, task_body)
     target = None

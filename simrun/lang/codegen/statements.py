@@ -116,10 +116,14 @@ class Statements:
                                            and self.fast_math else {})), acc)
             return
         ptr = self.element_ptr(s)
-        atomic = self.parallel and id(s.field) not in self.plain
+        atomic = not self.updates_plainly(s.field)
         old = self.atomic_update(ptr, s.op, value, s.field.dtype, atomic=atomic, field=s.field)
         if s.result is not None:
             self.b.store(old, self.var_ptr(s.result))
+
+    def updates_plainly(self, f) -> bool:
+        """Whether an update of f here is a plain read-modify-write, never atomic."""
+        return not self.parallel or id(f) in self.plain
 
     def atomic_update(self, ptr, op: Op, value, dtype: DType, atomic: bool, field=None):
         """The update of *ptr by op; ``atomic`` where other threads may update it too. An
@@ -287,7 +291,8 @@ class Statements:
         def latch():
             b.store(b.add(b.load(counter, typ=t), ir.Constant(t, 1)), counter)
 
-        group = parallel_group(self.module) if parallel_loop(s, self.task.body) else None
+        group = parallel_group(self.module) if parallel_loop(
+            s, self.task.body, self.updates_plainly) else None
         if group is not None:
             self.access_groups.append(group)
         self._loop(cond, s.body, before, latch, group)
