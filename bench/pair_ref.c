@@ -22,6 +22,15 @@
 #endif
 typedef REAL real;
 
+/* dx, dy, dz = x_j - x_i folded to the nearest periodic image, and r2 = |d|^2 (a macro,
+ * not a function taking an array: gcc keeps these in registers across the SIMD lanes). */
+#define SEPARATION(j)                                                                   \
+    real dx = x[3 * (j)] - xi, dy = x[3 * (j) + 1] - yi, dz = x[3 * (j) + 2] - zi;       \
+    dx -= box[0] * floor(dx / box[0] + (real)0.5);                                       \
+    dy -= box[1] * floor(dy / box[1] + (real)0.5);                                       \
+    dz -= box[2] * floor(dz / box[2] + (real)0.5);                                       \
+    real r2 = dx * dx + dy * dy + dz * dz;
+
 /* Energy of the cut LJ over the half list, in a periodic box (minimum image). */
 real lj_energy(int n, int cap, const real *x, const int *nb, const real *box, real eps,
                real sigma, real cutoff) {
@@ -32,11 +41,7 @@ real lj_energy(int n, int cap, const real *x, const int *nb, const real *box, re
         SIMD(reduction(+ : u))
         for (int k = 0; k < row[0]; k++) {
             int j = row[k + 1];
-            real dx = x[3 * j] - xi, dy = x[3 * j + 1] - yi, dz = x[3 * j + 2] - zi;
-            dx -= box[0] * floor(dx / box[0] + (real)0.5);
-            dy -= box[1] * floor(dy / box[1] + (real)0.5);
-            dz -= box[2] * floor(dz / box[2] + (real)0.5);
-            real r2 = dx * dx + dy * dy + dz * dz;
+            SEPARATION(j)
             if (r2 < rc2) {
                 real s6 = s2 / r2;
                 s6 = s6 * s6 * s6;
@@ -58,11 +63,7 @@ real lj_energy_grad(int n, int cap, const real *x, const int *nb, const real *bo
         SIMD(reduction(+ : u, gx, gy, gz))
         for (int k = 0; k < row[0]; k++) {
             int j = row[k + 1];
-            real dx = x[3 * j] - xi, dy = x[3 * j + 1] - yi, dz = x[3 * j + 2] - zi;
-            dx -= box[0] * floor(dx / box[0] + (real)0.5);
-            dy -= box[1] * floor(dy / box[1] + (real)0.5);
-            dz -= box[2] * floor(dz / box[2] + (real)0.5);
-            real r2 = dx * dx + dy * dy + dz * dz;
+            SEPARATION(j)
             if (r2 < rc2) {
                 real inv = 1 / r2, s6 = s2 * inv;
                 s6 = s6 * s6 * s6;
