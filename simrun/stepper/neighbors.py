@@ -313,6 +313,7 @@ class NeighborList:
             ncells = int(np.prod(cells))
             self.fold = bool((cells < 3).any())
         self.neighbors = ti.field(ti.i32, shape=(n, self.capacity + 1))
+        self.neighbors.distinct_rows = True  # row i's 1..count are distinct: codegen/parallel.py
         self.x_ref = ti.Vector.field(self.dim, dtype=fp, shape=n)
         self.grid = ti.Vector.field(self.dim, dtype=ti.i32, shape=())
         self.grid_low = ti.Vector.field(self.dim, dtype=fp, shape=())

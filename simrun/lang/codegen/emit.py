@@ -48,6 +48,7 @@ class TaskEmitter(Statements, RangeTask, PrivateCopies):
         self.var_ptrs: dict = {}
         self.field_bases: dict = {}
         self.loop_targets: list = []
+        self.access_groups: list = []  # the enclosing parallel loop's llvm.access.group
         self.parallel = task.kind == "range"
         self.reductions: dict = {}  # key -> (chunk partial's alloca, kind: ADD, MAX or MIN)
         self.index_values: dict = {}  # id(index expression) -> its value (_grid_loop)

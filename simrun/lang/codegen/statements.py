@@ -18,6 +18,7 @@ from ..types import i64 as I64T
 from . import llvm_ops
 from .layout import STACK_BYTES
 from .llvm_types import F64, I32, I64, PTR, i64c, llvm_type, narrow
+from .parallel import parallel_group, parallel_loop, parallel_loop_id
 
 _GOLDEN = 0x9E3779B97F4A7C15
 
@@ -90,6 +91,8 @@ class Statements:
         if pair is not None:
             instr.set_metadata("alias.scope", pair[0])
             instr.set_metadata("noalias", pair[1])
+        if self.access_groups:
+            instr.set_metadata("llvm.access.group", self.access_groups[-1])
 
     def s_Atomic(self, s):
         key = (id(s.field), s.comp)
@@ -113,10 +116,14 @@ class Statements:
                                            and self.fast_math else {})), acc)
             return
         ptr = self.element_ptr(s)
-        atomic = self.parallel and id(s.field) not in self.plain
+        atomic = not self.updates_plainly(s.field)
         old = self.atomic_update(ptr, s.op, value, s.field.dtype, atomic=atomic, field=s.field)
         if s.result is not None:
             self.b.store(old, self.var_ptr(s.result))
+
+    def updates_plainly(self, f) -> bool:
+        """Whether an update of f here is a plain read-modify-write, never atomic."""
+        return not self.parallel or id(f) in self.plain
 
     def atomic_update(self, ptr, op: Op, value, dtype: DType, atomic: bool, field=None):
         """The update of *ptr by op; ``atomic`` where other threads may update it too. An
@@ -221,7 +228,7 @@ class Statements:
             with b.if_then(cond):
                 self.stmts(s.then)
 
-    def _loop(self, head_cond, body, before_body=None, latch=None):
+    def _loop(self, head_cond, body, before_body=None, latch=None, group=None):
         b = self.b
         head = self.fn.append_basic_block("loop_head")
         body_bb = self.fn.append_basic_block("loop_body")
@@ -244,7 +251,9 @@ class Statements:
         b.position_at_end(latch_bb)
         if latch:
             latch()
-        b.branch(head)
+        back = b.branch(head)
+        if group is not None:
+            back.set_metadata("llvm.loop", parallel_loop_id(self.module, group))
         b.position_at_end(exit_bb)
 
     def _increment(self, p) -> None:
@@ -282,7 +291,13 @@ class Statements:
         def latch():
             b.store(b.add(b.load(counter, typ=t), ir.Constant(t, 1)), counter)
 
-        self._loop(cond, s.body, before, latch)
+        group = parallel_group(self.module) if parallel_loop(
+            s, self.task.body, self.updates_plainly) else None
+        if group is not None:
+            self.access_groups.append(group)
+        self._loop(cond, s.body, before, latch, group)
+        if group is not None:
+            self.access_groups.pop()
 
     def s_While(self, s):
         self._loop(None, s.body)

@@ -42,7 +42,9 @@ class Printer:
     def field(self, f) -> str:
         name = self.field_names.get(id(f), f.name)
         cells = "" if f.cell_strides is None else f",cells{f.cell_strides}"  # part of the key
-        return f"{name}<{f.dtype},{f.shape},{f.elem_shape}{cells}>"
+        # a promise codegen relies on (codegen/parallel.py) is part of the cache key too
+        distinct = ",distinct_rows" if getattr(f, "distinct_rows", False) else ""
+        return f"{name}<{f.dtype},{f.shape},{f.elem_shape}{cells}{distinct}>"
 
     def expr(self, e) -> str:
         if isinstance(e, Const):
