@@ -24,7 +24,7 @@ class EmulatedDevice(Device):
         self.copies: dict = {}
         self.moved = {"up": 0, "down": 0}  # bytes copied each way
         self.kirs: dict = {}  # kernel name -> its IR, as the pipeline last produced it
-        self.cpu: dict = {}   # id(kir) -> its CPU CompiledKernel
+        self.cpu: dict = {}   # id(kir) -> (kir, its CPU CompiledKernel): kir kept alive
         self.launches = 0
         self.threads = api.runtime().num_threads
         self.stacks = self.alloc(self.threads * STACK_BYTES)
@@ -57,10 +57,11 @@ class EmulatedDevice(Device):
     def function(self, module, name: str):
         stem, task = name.removesuffix("_kernel").rsplit("_t", 1)
         kir = self.kirs[stem.rsplit("_sm", 1)[0]]
-        cpu = self.cpu.get(id(kir))
-        if cpu is None:
-            cpu = self.cpu[id(kir)] = compile_kernel(kir, api.runtime(), api.config, None, None)
-        return cpu.fns[int(task)]
+        held = self.cpu.get(id(kir))
+        if held is None or held[0] is not kir:  # an id is reused once its IR is collected
+            held = self.cpu[id(kir)] = (kir, compile_kernel(kir, api.runtime(), api.config,
+                                                            None, None))
+        return held[1].fns[int(task)]
 
     def launch(self, fn, dctx: int, serial: bool) -> None:
         self.launches += 1
