@@ -127,3 +127,25 @@ def test_debug_finds_an_out_of_range_write_in_a_step_kernel(tmp_path: Path) -> N
     assert first.startswith(f"error: {tmp_path / 'k.py'}:8: in kernel 'shift': index (4,) "), first
     assert "is out of range for field 'v' of shape (4,)" in first
     assert "v[i + 2] = v[i]" in source
+
+
+@pytest.mark.parametrize("command", ["grad", "optimize", "batch"])
+def test_debug_bounds_checks_grad_optimize_and_batch_too(tmp_path: Path, command: str) -> None:
+    # the same out-of-range read as above, met by every other job's System under --debug
+    (tmp_path / "k.py").write_text(CHAIN)
+    (tmp_path / "s.yaml").write_text(
+        "version: 1\nparticles: {count: 4}\ndt: 1e-3\nsteps: 20\n"
+        "energy: [{kernel: k.py:chain}]\nobjective: {builtin: total, at: end}\n"
+        "optimize: {parameters: [dt], iterations: 2}\n")
+    extra = {"grad": ["--wrt", "dt"], "optimize": [], "batch": ["--sweep", "dt=1e-3",
+                                                                  "--job", "grad", "--wrt", "dt",
+                                                                  "--workers", "1"]}[command]
+    done = simrun(command, "s.yaml", "--debug", "--out", "o", *extra, cwd=tmp_path)
+    where = f"{tmp_path / 'k.py'}:7: in kernel 'chain': index (4,) is out of range"
+    if command == "batch":  # a job's failure is its result: exit 1, the error in the summary
+        assert done.returncode == 1, done.stderr
+        assert where in (tmp_path / "o" / "summary.csv").read_text()
+    else:
+        assert done.returncode == 2, done.stderr
+        assert where in done.stderr
+    assert "Traceback" not in done.stderr

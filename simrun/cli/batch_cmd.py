@@ -129,6 +129,7 @@ def batch(
     threads: ThreadsOpt = None,
     allow_outside: common.AllowOutsideOpt = False,
     device: common.DeviceOpt = common.Device.cpu,
+    debug: common.DebugOpt = False,
 ) -> None:
     """Run `run`, `grad` or `optimize` at every point of a sweep, on Dask.
 
@@ -150,6 +151,8 @@ def batch(
     options = _job_options(wrt, threads, no_render, steps, checkpoints, memory, iterations)
     if device is common.Device.cuda:
         options["device"] = "cuda"  # each job runs under it (batch/task.py)
+    if debug:
+        options["debug"] = True  # each job bounds-checks its kernels (batch/task.py)
     batch_job(dict(scene=scene_path, sweeps=list(sweep or []), sweep_file=sweep_file,
                    samples=samples, sample_seed=sample_seed, job=job, sets=list(sets or []),
                    options=options,

@@ -14,6 +14,7 @@ from simrun.cli.common import (
     EXIT_FAILED,
     AllowChangedOpt,
     AllowOutsideOpt,
+    DebugOpt,
     Device,
     DeviceOpt,
     QuietOpt,
@@ -26,6 +27,7 @@ from simrun.cli.common import (
     out,
 )
 from simrun.cli.progress import iteration_bar
+from simrun.lang.config import bounds_checked
 from simrun.outputs.provenance import scene_differences
 from simrun.outputs.resumable import how_to_continue, resumable
 from simrun.outputs.rundir import check_writable, new_run_dir, run_ids
@@ -47,7 +49,7 @@ def optimize(
         "pictures).")] = False,
     sets: SetOpt = None, threads: ThreadsOpt = None, allow_outside: AllowOutsideOpt = False,
     allow_changed: AllowChangedOpt = False, quiet: QuietOpt = False,
-    device: DeviceOpt = Device.cpu,
+    device: DeviceOpt = Device.cpu, debug: DebugOpt = False,
 ) -> None:
     """Minimise the scene's `objective:` over the KEYs of its `optimize:` section (Adam, SGD
     with momentum, or L-BFGS-B), one exact trajectory gradient per evaluation.
@@ -66,7 +68,7 @@ def optimize(
         optimize_job(lambda: load_scene(scene_path, list(sets or []), allow_outside=allow_outside),
                      out_dir, resume=resume, allow_changed=allow_changed,
                      options={"iterations": iterations, "no_render": no_render,
-                              "threads": threads}, quiet=quiet)
+                              "threads": threads, "debug": debug}, quiet=quiet)
 
 
 def optimize_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: bool,
@@ -86,7 +88,8 @@ def optimize_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: boo
             return how_to_continue(target)
         return f"{target} is valid up to its last iteration; {how_to_continue(target)}"
 
-    with exit_codes(interrupted, folder=lambda: target):
+    with exit_codes(interrupted, folder=lambda: target), \
+            bounds_checked(bool(options.get("debug"))):
         scene = load()
         if scene.optimize is None:
             raise SceneError(f"{scene.source}: the scene has no 'optimize' section. Add e.g. "

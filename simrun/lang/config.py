@@ -36,3 +36,21 @@ def on_device(name: str) -> Iterator[None]:
 
 def current_device() -> str:
     return _device.get()
+
+
+_checked: ContextVar[bool] = ContextVar("simrun_bounds_checks", default=False)
+
+
+@contextmanager
+def bounds_checked(on: bool) -> Iterator[None]:
+    """--debug on a job: every System made inside bounds-checks its kernels' field accesses
+    (a context, as ``on_device``, so that grad, optimize and batch need not thread a flag)."""
+    token = _checked.set(on)
+    try:
+        yield
+    finally:
+        _checked.reset(token)
+
+
+def bounds_checks() -> bool:
+    return _checked.get()

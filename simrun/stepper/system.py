@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from simrun.lang.autodiff.tape import access_of
-from simrun.lang.config import current_device
+from simrun.lang.config import bounds_checks, current_device
 from simrun.scene import Scene, SceneError
 from simrun.scene.npz import npz_headers
 from simrun.stepper.binding import (
@@ -57,7 +57,7 @@ class System:
         arch = ti.cuda if current_device() == "cuda" else ti.cpu  # --device (cli/common.py)
         options: dict[str, Any] = {"arch": arch, "default_fp": self.fp,
                                    "random_seed": scene.seed, "deterministic": deterministic,
-                                   "debug": debug}
+                                   "debug": debug or bounds_checks()}
         if threads:
             options["cpu_max_num_threads"] = threads
         ti.init(**options)
