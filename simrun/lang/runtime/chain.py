@@ -7,7 +7,9 @@ pool's run function, ``repeats`` times over, and stops early after a repetition 
 word (an i32, e.g. a 0-D field a NaN-watch kernel sets) is nonzero, or at the first task that
 reports an error. ``run_program`` runs blocks of the launches in turn, each repeated its own
 number of times (the adjoint's forward steps, copies and reverse steps in one call). The launches are exactly what ``CompiledKernel.launch`` would make: the same
-tasks, contexts and arguments, in the same order, so the results are the same bits.
+tasks and arguments, in the same order, so the results are the same bits. Each launch has its
+own copy of its variant's context (where the scalar arguments live), so launches of one
+variant with different scalars (two energy terms of one kernel) keep their own.
 
 Kernels that draw random numbers or take ndarray arguments need per-launch set-up and are
 refused. Under ``ti.init(deterministic=True)`` with threads, a task that scatters floats runs
