@@ -277,9 +277,11 @@ class KernelNative:
             self.hvp.set_field_args()
 
     def _set_step(self, k: int) -> None:
-        for compiled, flat, at in self.step_at:
+        for compiled, flat, at in self.step_at:  # flat: the list the chains launch with
             flat[at] = k
-            compiled.set_args(flat)
+            for chain in (self.forward, self.backward):
+                if chain is not None:
+                    chain.set_args(compiled)
 
     def load(self, state) -> None:
         """x, v and the fields a step writes from a stored state."""

@@ -211,7 +211,7 @@ class FieldStepper:
             for (compiled, flat), at in self.control:
                 if at is not None:
                     flat[at] = self.step_index
-                    compiled.set_args(flat)
+                    self.chain.set_args(compiled)
             self.chain.run(1, set_args=False)
             self.step_index += 1
             if self.bad.data[()]:

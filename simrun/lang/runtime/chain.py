@@ -7,7 +7,9 @@ pool's run function, ``repeats`` times over, and stops early after a repetition 
 word (an i32, e.g. a 0-D field a NaN-watch kernel sets) is nonzero, or at the first task that
 reports an error. ``run_program`` runs blocks of the launches in turn, each repeated its own
 number of times (the adjoint's forward steps, copies and reverse steps in one call). The launches are exactly what ``CompiledKernel.launch`` would make: the same
-tasks, contexts and arguments, in the same order, so the results are the same bits.
+tasks and arguments, in the same order, so the results are the same bits. Each launch has its
+own copy of its variant's context (where the scalar arguments live), so launches of one
+variant with different scalars (two energy terms of one kernel) keep their own.
 
 Kernels that draw random numbers or take ndarray arguments need per-launch set-up and are
 refused. Under ``ti.init(deterministic=True)`` with threads, a task that scatters floats runs
@@ -155,26 +157,30 @@ class Chain:
             if compiled.ndarray_slots:
                 raise ValueError(f"kernel '{compiled.name}' takes ndarrays: chain fields only")
         self.runtime, self.launches, self.stop = runtime, launches, stop
+        # every launch its own copy of its variant's context: a variant's scalar arguments
+        # live in its context, and two launches of one variant (two energy terms of one
+        # kernel with different params) must not share them, nor two chains, nor a chain and
+        # the Python launches between its runs
+        self.contexts = [compiled.ctx.copy() for compiled, _ in launches]
         self.owner = [k for k, (compiled, _) in enumerate(launches) for _ in compiled.fns]
         self.serial = [serial_scatters(compiled) and t in compiled.order_sensitive
                        for compiled, _ in launches for t in range(len(compiled.fns))]
-        self.plan = np.array([(_address(fn), compiled.ctx_addr, serial)
-                              for (compiled, fn), serial in zip(
-                                  ((c, fn) for c, _ in launches for fn in c.fns), self.serial)],
-                             dtype=np.int64).reshape(-1)
+        self.plan = np.array([(_address(fn), ctx, serial) for (ctx, fn), serial in zip(
+            self._tasks(), self.serial)], dtype=np.int64).reshape(-1)
         self.failed = np.full(1, -1, dtype=np.int64)
         self.first_task = np.cumsum([0] + [len(c.fns) for c, _ in launches]).astype(np.int64)
         self.whole = np.array([0, len(self.owner), 0], dtype=np.int64)  # run(): one entry
         self.written = [f for compiled, _ in launches for f in compiled.written]
         if stop is not None and (stop.data.dtype != np.int32 or stop.data.shape != ()):
             raise ValueError("the stop word must be a 0-D ti.i32 field")
+        self.set_args()
 
     def run(self, repeats: int, set_args: bool = True) -> int:
         """Make the launches ``repeats`` times; returns the repetitions done (fewer when the
         stop word was set). A task's error (e.g. an index out of range) is raised as
         ``CompiledKernel.launch`` raises it. ``set_args=False`` skips writing the scalar
-        arguments into the launches' contexts: for a caller that knows they still hold them
-        (no launch of those compiled kernels with other arguments since)."""
+        arguments into the launches' contexts (the chain's own): for a caller that wrote
+        them with ``set_args`` since the last change of a launch's flat arguments."""
         self.whole[2] = repeats
         return self._run(self.whole, set_args)
 
@@ -205,20 +211,32 @@ class Chain:
         for f in self.written:  # as each launch does: readers see that the field changed
             f.version += 1
         if self.failed[0] >= 0:
-            compiled = self.launches[self.owner[int(self.failed[0])]][0]
+            k = self.owner[int(self.failed[0])]
+            compiled = self.launches[k][0]
             self.failed[0] = -1
+            compiled.ctx[:] = self.contexts[k]  # the error the task wrote, where it reads it
+            self.contexts[k][compiled.layout.err_slot] = 0
             compiled.raise_error()
         return int(done)
 
-    def set_args(self) -> None:
-        """Write every launch's scalar arguments into its context."""
-        for compiled, flat in self.launches:
-            if flat:
-                compiled.set_args(flat)
+    def set_args(self, only=None) -> None:
+        """Write every launch's scalar arguments (its flat list, as it holds them now) into
+        the launch's context; with `only` (a compiled kernel), just that kernel's launches."""
+        for (compiled, flat), ctx in zip(self.launches, self.contexts):
+            if only is None or compiled is only:
+                ctx[:] = compiled.ctx  # what the kernel's launches keep there (e.g. stacks)
+                ctx[compiled.layout.err_slot] = 0
+                if flat:
+                    compiled.set_args(flat, ctx)
+
+    def _tasks(self) -> list:
+        """(context address, task function) of every task, in order."""
+        return [(ctx.ctypes.data, fn) for (compiled, _), ctx in zip(self.launches, self.contexts)
+                for fn in compiled.fns]
 
     def _run_python(self, program: np.ndarray) -> int:
         rt = self.runtime
-        tasks = [(fn, compiled.ctx_addr) for compiled, _ in self.launches for fn in compiled.fns]
+        tasks = [(fn, ctx) for ctx, fn in self._tasks()]
         runs = [rt.run_serial if serial else rt.run for serial in self.serial]
         done = 0
         for first, count, repeats in program.reshape(-1, 3).tolist():

@@ -47,15 +47,20 @@ class CompiledKernel:
         self.last_rng_key = None
         self.ctx[layout.stack_slot] = runtime.stacks.ctypes.data
 
-    def set_args(self, flat_args) -> None:
-        ctx = self.ctx
+    def set_args(self, flat_args, ctx: np.ndarray | None = None) -> None:
+        """The scalar arguments into this kernel's context, or into `ctx`, a copy of it that
+        one launch owns (a Chain's: launches of one variant with different arguments)."""
+        if ctx is None:
+            ctx, f64, f32 = self.ctx, self.f64, self.f32
+        else:
+            f64, f32 = ctx.view(np.float64), ctx.view(np.float32)
         for (slot, dt), value in zip(self.arg_specs, flat_args):
             if dt.is_float:
                 if dt.bits == 64:
-                    self.f64[slot] = value
+                    f64[slot] = value
                 else:
                     ctx[slot] = 0
-                    self.f32[2 * slot] = value
+                    f32[2 * slot] = value
             else:
                 ctx[slot] = int(value)
 
