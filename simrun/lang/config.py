@@ -4,7 +4,7 @@ ti.init; a module of its own so that every layer can read it without importing a
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
@@ -20,36 +20,33 @@ class Config:
 config = Config()
 
 
-_device: ContextVar[str] = ContextVar("simrun_device", default="cpu")
-
-
 @contextmanager
-def on_device(name: str) -> Iterator[None]:
-    """Run what is inside on `name` ("cpu" or "cuda"): the policy the CLI's --device sets and
-    the stepper's ti.init reads (a context, not a global switch)."""
-    token = _device.set(name)
+def _holding(var: ContextVar, value) -> Iterator[None]:
+    token = var.set(value)
     try:
         yield
     finally:
-        _device.reset(token)
+        var.reset(token)
+
+
+_device: ContextVar[str] = ContextVar("simrun_device", default="cpu")
+_checked: ContextVar[bool] = ContextVar("simrun_bounds_checks", default=False)
+
+
+def on_device(name: str) -> AbstractContextManager[None]:
+    """Run what is inside on `name` ("cpu" or "cuda"): the policy the CLI's --device sets and
+    the stepper's ti.init reads (a context, not a global switch)."""
+    return _holding(_device, name)
 
 
 def current_device() -> str:
     return _device.get()
 
 
-_checked: ContextVar[bool] = ContextVar("simrun_bounds_checks", default=False)
-
-
-@contextmanager
-def bounds_checked(on: bool) -> Iterator[None]:
+def bounds_checked(on: bool) -> AbstractContextManager[None]:
     """--debug on a job: every System made inside bounds-checks its kernels' field accesses
     (a context, as ``on_device``, so that grad, optimize and batch need not thread a flag)."""
-    token = _checked.set(on)
-    try:
-        yield
-    finally:
-        _checked.reset(token)
+    return _holding(_checked, on)
 
 
 def bounds_checks() -> bool:
