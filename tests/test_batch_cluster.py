@@ -19,6 +19,9 @@ from tests.batch_helpers import ROOT, count, run_ok, scene_copy, simrun, wait_fo
 DASK = str(Path(sys.executable).with_name("dask"))
 SWEEP = "dt=1e-6,2e-6,3e-6,4e-6,5e-6,6e-6"
 STEPS = 30000  # a few seconds per job: long enough to be killed in the middle
+# scancel reaches a worker a moment after it is asked: a job must still be running then, or
+# its task finishes first and nothing is retried (8 bodies step in ~0.2 us: 10^7 steps ~2 s)
+SLURM_STEPS = 10_000_000
 
 
 def running_pids(out: Path) -> dict[int, str]:
@@ -144,7 +147,7 @@ def running_slurm_jobs(out: Path) -> dict[str, str]:
 
 
 def test_slurm_sweep_with_a_worker_job_cancelled(tmp_path, slurm):
-    scene = scene_copy(tmp_path, steps=STEPS)
+    scene = scene_copy(tmp_path, steps=SLURM_STEPS, every=SLURM_STEPS // 10)
     out = tmp_path / "b"
     proc = simrun("batch", str(scene), "--sweep", SWEEP, "--cluster", "slurm",
                   "--cluster-jobs", "2", "--cluster-cores", "1", "--cluster-memory", "1GB",
