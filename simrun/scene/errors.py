@@ -46,6 +46,14 @@ def error_at(node: Node | Mark | None, what: str, fix: str = "") -> SceneError:
 MAX_SHOWN = 80  # characters of a value a message may echo back
 
 
+PATH_SHOWN = 1000  # a file's path is where an error is: cut only what no path needs
+
+
+def shorten_path(path: object) -> str:
+    """A path in a message: whole, unless absurdly long (a user's folders can pass 80)."""
+    return shorten(str(path), PATH_SHOWN)
+
+
 def shorten(text: str, limit: int = MAX_SHOWN) -> str:
     """``text`` cut to about ``limit`` characters, saying how long it was: an error message
     must not echo a 100 KB value back at the user. Control characters are escaped."""

@@ -21,7 +21,7 @@ from simrun.scene import (
     load_terms,
     ranges,
 )
-from simrun.scene.errors import SceneError, error_at, shorten
+from simrun.scene.errors import SceneError, error_at, shorten, shorten_path
 from simrun.scene.nodes import (
     MapReader,
     as_bool,
@@ -66,7 +66,7 @@ def display_path(path: Path) -> str:
 
 def compose(path: Path) -> Node:
     """Read ``path`` into a YAML node tree (safe loader only), with marks named after it."""
-    shown = shorten(display_path(path))
+    shown = shorten_path(display_path(path))
     try:
         if not path.exists():
             raise SceneError(f"{shown}: scene file not found. Check the path (it is relative "

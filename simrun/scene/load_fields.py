@@ -12,7 +12,7 @@ from pathlib import Path
 from yaml.nodes import Node
 
 from simrun.scene import limits
-from simrun.scene.errors import error_at, shorten, where
+from simrun.scene.errors import error_at, shorten, shorten_path, where
 from simrun.scene.nodes import MapReader, as_str
 from simrun.scene.npz import npz_headers
 
@@ -27,13 +27,13 @@ def fields(node: Node | None, scene_dir: Path) -> tuple[dict[str, Path], dict[st
     for name, (key_node, value) in reader.items.items():
         path = (scene_dir / as_str(value, f"fields.{name}")).resolve()
         if path.suffix != ".npz" or not path.is_file():
-            raise error_at(value, f"'fields.{shorten(name)}' names '{shorten(str(path))}', "
+            raise error_at(value, f"'fields.{shorten(name)}' names '{shorten_path(path)}', "
                            "which is not an .npz file", "Give an .npz file relative to the "
                            f"scene, holding an array named '{shorten(name)}'")
         try:
             headers = npz_headers(path)  # the arrays' shapes, nothing inflated
         except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
-            raise error_at(value, f"cannot read '{shorten(path.name)}': "
+            raise error_at(value, f"cannot read '{shorten_path(path.name)}': "
                            f"{shorten(str(exc), 200)}", "Save it with NumPy's np.savez") from None
         if name not in headers:
             raise error_at(value, f"'{path.name}' has no array named '{shorten(name)}' (it "

@@ -11,7 +11,7 @@ import numpy as np
 from yaml.nodes import MappingNode, Node
 
 from simrun.scene import limits
-from simrun.scene.errors import choices_text, error_at, shorten
+from simrun.scene.errors import choices_text, error_at, shorten, shorten_path
 from simrun.scene.initial import LATTICE_BASES, STATE_FILE_ERRORS, read_state_file
 from simrun.scene.nodes import (
     MapReader,
@@ -99,7 +99,7 @@ def _file(reader: MapReader, p: Particles, scene_dir: Path) -> dict[str, Any]:
     frame = as_int(frame_node, "initial.frame") if frame_node else -1
     _check_regular_file(path_node, path)
     if path.suffix not in (".npz", ".xyz", ".extxyz"):
-        raise error_at(path_node, f"'{shorten(path.name)}' is neither .npz nor extended XYZ (.xyz)",
+        raise error_at(path_node, f"'{shorten_path(path.name)}' is neither .npz nor extended XYZ (.xyz)",
                        "Convert it to one of those formats")
     try:
         frames = _state_frames(path_node, path, p)
@@ -107,11 +107,11 @@ def _file(reader: MapReader, p: Particles, scene_dir: Path) -> dict[str, Any]:
             _check_frame(frame_node, frame, frames, path)
         x, _v = read_state_file(path, frame)
     except STATE_FILE_ERRORS as exc:
-        raise error_at(path_node, f"cannot read initial state from '{shorten(path.name)}': "
+        raise error_at(path_node, f"cannot read initial state from '{shorten_path(path.name)}': "
                        f"{shorten(str(exc), 200)}", "Give an .npz file with an array 'x' (N, "
                        "dim) and optionally 'v', or an extended-XYZ file") from None
     if x.ndim != 2 or x.shape[0] != p.count or x.shape[1] < p.dim:
-        raise error_at(path_node, f"'{shorten(path.name)}' holds positions of shape {x.shape} "
+        raise error_at(path_node, f"'{shorten_path(path.name)}' holds positions of shape {x.shape} "
                        f"but the scene needs {p.count} particles in {p.dim}-D",
                        "Match particles.count and particles.dim to the file")
     return {"path": str(path), "frame": frame}
@@ -123,10 +123,10 @@ def _check_regular_file(node: Node, path: Path) -> None:
     except OSError:  # e.g. a name too long for the file system
         exists = regular = False
     if not exists:
-        raise error_at(node, f"initial state file '{shorten(str(path))}' does not exist",
+        raise error_at(node, f"initial state file '{shorten_path(path)}' does not exist",
                        "Give a path relative to the scene file")
     if not regular:
-        raise error_at(node, f"initial state file '{shorten(str(path))}' is not a regular file "
+        raise error_at(node, f"initial state file '{shorten_path(path)}' is not a regular file "
                        "(a folder, a device or a pipe)", "Give an .npz or extended-XYZ file")
 
 
@@ -134,7 +134,7 @@ def _state_frames(node: Node, path: Path, p: Particles) -> int | None:
     """The number of frames an .npz state holds, from its headers alone: shapes that do
     not fit the scene (a lying header, a deflate bomb) are refused before inflating."""
     if path.suffix != ".npz" or not zipfile.is_zipfile(path):  # extended XYZ (its text is
-        limits.check_memory(node, path.stat().st_size, f"reading '{shorten(path.name)}'",
+        limits.check_memory(node, path.stat().st_size, f"reading '{shorten_path(path.name)}'",
                             "Save only the frame the scene starts from")  # a lower bound)
         return None  # or a file read_state_file explains
     headers = npz_headers(path)
@@ -143,16 +143,16 @@ def _state_frames(node: Node, path: Path, p: Particles) -> int | None:
         return None
     frames = x.shape[0] if len(x.shape) == 3 else 1
     if len(x.shape) not in (2, 3) or x.shape[-2] != p.count or x.shape[-1] < p.dim:
-        raise error_at(node, f"'{shorten(path.name)}' holds positions of shape "
+        raise error_at(node, f"'{shorten_path(path.name)}' holds positions of shape "
                        f"{shorten(str(x.shape))} but the scene needs {p.count} particles in "
                        f"{p.dim}-D", "Match particles.count and particles.dim to the file")
     v = headers.get("v")
     if v is not None and v.shape not in (x.shape, x.shape[-2:]):
-        raise error_at(node, f"'{shorten(path.name)}' holds velocities 'v' of shape "
+        raise error_at(node, f"'{shorten_path(path.name)}' holds velocities 'v' of shape "
                        f"{shorten(str(v.shape))} but positions {x.shape}",
                        "Save v with the shape of x")
     limits.check_memory(node, x.nbytes + (v.nbytes if v is not None else 0),
-                        f"reading '{shorten(path.name)}' ({frames:,} frames)",
+                        f"reading '{shorten_path(path.name)}' ({frames:,} frames)",
                         "Save only the frame the scene starts from")
     return frames
 
@@ -160,7 +160,7 @@ def _state_frames(node: Node, path: Path, p: Particles) -> int | None:
 def _check_frame(node: Node | None, frame: int, frames: int, path: Path) -> None:
     if not -frames <= frame < frames:
         raise error_at(node, f"'initial.frame' is {shorten(str(frame))} but "
-                       f"'{shorten(path.name)}' holds {frames} frame{'s' * (frames != 1)}",
+                       f"'{shorten_path(path.name)}' holds {frames} frame{'s' * (frames != 1)}",
                        f"Use 0 to {frames - 1}, or -1 for the last" if frames > 1 else
                        "Use 0 (or -1), or remove 'frame'")
 

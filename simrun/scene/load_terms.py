@@ -7,7 +7,7 @@ from pathlib import Path
 
 from yaml.nodes import Node, ScalarNode
 
-from simrun.scene.errors import SceneError, error_at, shorten, where
+from simrun.scene.errors import SceneError, error_at, shorten, shorten_path, where
 from simrun.scene.nodes import MapReader, as_choice, as_float, as_seq, as_str, scalar
 from simrun.scene.schema import EnergyTerm, KernelRef, Objective, Scene, StepKernels
 
@@ -38,8 +38,8 @@ def kernel_ref(node: Node, name: str, scene_dir: Path) -> KernelRef:
                 return KernelRef(path.resolve(), kernel, where(node))
         except OSError:  # e.g. a name too long for the file system
             continue
-    searched = ", ".join(shorten(str(c.parent)) for c in candidates)
-    raise error_at(node, f"kernel module '{shorten(module)}' was not found (looked in {searched})",
+    searched = ", ".join(shorten_path(c.parent) for c in candidates)
+    raise error_at(node, f"kernel module '{shorten_path(module)}' was not found (looked in {searched})",
                    "Check the file name, or give a path relative to the scene file")
 
 
@@ -78,7 +78,7 @@ def refuse_outside(scene_dir: Path, refs: Iterable[KernelRef]) -> None:
     outside = outside_modules(scene_dir, refs)
     if not outside:
         return
-    names = [shorten(str(ref.path)) for ref in outside]
+    names = [shorten_path(ref.path) for ref in outside]
     listed = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
     one = len(names) == 1
     folders = trusted_folders(scene_dir)
@@ -199,7 +199,7 @@ def _targets_objective(reader: MapReader, node: Node, scene_dir: Path) -> Object
             path = scene_dir / as_str(r.require("file", "Add 'file: rdf_target.csv'"),
                                       "objective.targets.rdf.file")
             if not path.is_file():
-                raise error_at(r.get("file"), f"the g(r) target file {shorten(str(path))} "
+                raise error_at(r.get("file"), f"the g(r) target file {shorten_path(path)} "
                                "does not exist", "Give a CSV with columns r,g beside the scene")
             weight = r.get("weight")
             found[name] = {"file": path.resolve(), "weight": as_float(weight, "weight",
