@@ -263,3 +263,20 @@ def test_a_full_disk_is_one_paragraph_exit_1_and_the_advice_works(
     assert not [line for line in others if line.startswith("error")], done.stderr
     resize("16m")
     _follow(last, args, tmp_path)
+
+
+def test_a_value_an_optimiser_pushes_past_the_precision_is_one_paragraph(tmp_path: Path) -> None:
+    """Scene values are checked at load; one the job computes (here an SGD step of 1e60 on
+    dt, in f32) reaches a kernel argument mid-run: exit 1 with one paragraph, no traceback."""
+    (tmp_path / "s.yaml").write_text(
+        "version: 2\nprecision: f32\nparticles: {count: 3, dim: 2}\n"
+        "initial: {type: random, low: [0, 0], high: [1, 1]}\n"
+        f"energy: [{{kernel: {REPO}/kernels/gravity.py:gravity, "
+        "params: {strength: 1.0, softening: 0.1}}]\ndt: 1e-3\nsteps: 20\n"
+        "objective: {builtin: kinetic, at: end}\n"
+        "optimize: {parameters: [dt], optimizer: sgd, lr: 1e60, iterations: 3}\n")
+    done = simrun("optimize", "s.yaml", "--out", "o", "--no-render", "--allow-outside", "-q",
+                  cwd=tmp_path)
+    message = one_paragraph(done, code=1)
+    assert "argument 'h' (f32)" in message and "beyond the largest f32" in message
+    assert "precision: f64" in message

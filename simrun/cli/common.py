@@ -212,7 +212,10 @@ def exit_codes(on_interrupt: Callable[[], str] | None = None,
                        f"writes memory outside the field, silently.\n{excerpt}",
                        EXIT_BAD_INPUT) from None
         if is_kernel_failure(exc):
-            raise fail(f"simulation failed: {exc}", EXIT_FAILED) from None
+            hint = (" A value the job computed (an optimiser's step, a thermostat's scale) "
+                    "left the scene's precision: use precision: f64, smaller steps or "
+                    "optimize.bounds." if isinstance(exc, OverflowError) else "")
+            raise fail(f"simulation failed: {exc}.{hint}", EXIT_FAILED) from None
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)

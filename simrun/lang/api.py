@@ -17,7 +17,7 @@ from .compiler import compile_kernel
 from .compiler_cuda import compile_cuda_kernel
 from .config import Config, config  # noqa: F401 (api.config is public)
 from .enums import AutodiffMode
-from .errors import CompileError
+from .errors import CompileError, KernelArgumentError
 from .frontend.context import GlobalRef
 from .frontend.inline import Func
 from .frontend.lower import LocalMatrix, Lowerer, lower_body
@@ -123,7 +123,7 @@ def _checked(kernel: str, name: str, dt: DType, value):
         raise TypeError(f"{where} takes a number, got {type(value).__name__} {_short(value)}")
     if dt.is_float:
         if dt.bits == 32 and np.isfinite(value) and abs(float(value)) > _F32_MAX:
-            raise OverflowError(f"{where} got {_short(value)}, beyond the largest f32 "
+            raise KernelArgumentError(f"{where} got {_short(value)}, beyond the largest f32 "
                                 f"({_F32_MAX:.4g}): declare it ti.f64")
         return float(value)
     if not np.isfinite(value):
@@ -131,7 +131,7 @@ def _checked(kernel: str, name: str, dt: DType, value):
     iv = int(value)
     lo = -(1 << (dt.bits - 1)) if dt.kind == "i" else 0
     if not lo <= iv < lo + (1 << dt.bits):
-        raise OverflowError(f"{where} got {_short(iv)}, outside its range [{lo}, "
+        raise KernelArgumentError(f"{where} got {_short(iv)}, outside its range [{lo}, "
                             f"{lo + (1 << dt.bits) - 1}]: declare it ti.i64 (or the unsigned "
                             "type it needs), or pass a value in range")
     return iv

@@ -50,6 +50,12 @@ class AutodiffError(CompileError, RuntimeError):
     """A gradient simrun cannot compute correctly; raised instead of returning a wrong one."""
 
 
+class KernelArgumentError(SimrunError, OverflowError):
+    """A scalar argument its parameter's type cannot hold (an f32 past 3.4e38, an i32 past
+    2^31): refused, never wrapped or rounded to another number. An OverflowError, as Python's
+    own conversions raise; a SimrunError, so that a job reports it in one paragraph."""
+
+
 class InternalCompilerError(SimrunError, RuntimeError):
     """simrun's code generator wrote an LLVM module the verifier rejects: a bug in simrun,
     reported with the kernel's name instead of handing LLVM's optimiser a module it may
