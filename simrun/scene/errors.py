@@ -46,7 +46,7 @@ def error_at(node: Node | Mark | None, what: str, fix: str = "") -> SceneError:
 MAX_SHOWN = 80  # characters of a value a message may echo back
 
 
-PATH_SHOWN = 1000  # a file's path is where an error is: cut only what no path needs
+PATH_SHOWN = 240  # a path is where an error is: 80 would cut deep folders, 240 few
 
 
 def shorten_path(path: object) -> str:
