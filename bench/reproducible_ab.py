@@ -51,12 +51,12 @@ def time_job(job: str, tree: Path, cache: Path, work: Path) -> float:
     out = Path(tempfile.mkdtemp(prefix=f"{job}-", dir=work)) / "out"
     if job in RUNS:
         scene, options = RUNS[job]
-        _simrun(tree, cache, ["run", str(REPO / "scenes" / f"{scene}.yaml"), *options,
+        _simrun(tree, cache, ["run", str(tree / "scenes" / f"{scene}.yaml"), *options,
                               "--no-render", "-q", "--out", str(out)])
         timings = json.loads((out / "run.json").read_text())["timings"]
         return timings["wall_s"] - timings["setup_s"]
     scene, iterations = OPTIMIZE[job]
-    _simrun(tree, cache, ["optimize", str(REPO / "scenes" / f"{scene}.yaml"), "--iterations",
+    _simrun(tree, cache, ["optimize", str(tree / "scenes" / f"{scene}.yaml"), "--iterations",
                           str(iterations), "--no-render", "--out", str(out)])
     rows = np.loadtxt(out / "loss.csv", delimiter=",", skiprows=1, ndmin=2)
     wall = np.diff(np.concatenate([[0.0], rows[:, 4]]))
