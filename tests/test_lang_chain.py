@@ -142,8 +142,9 @@ def test_chain_program_runs_blocks_in_turn_and_stops_on_the_watch_word(pool, mon
 
 def test_chain_without_set_args_uses_what_the_contexts_hold():
     """run(set_args=False): the caller has written the arguments it changed (e.g. a
-    controller's step index) with set_args(compiled); launches of the same kernel outside the
-    chain, with other arguments, leave the chain's contexts alone."""
+    controller's step index) with set_args(compiled). A variant launched once in the chain
+    shares its context with Python-scope launches (no copy per step): run() writes the
+    chain's arguments again."""
     ti.init(arch=ti.cpu, default_fp=ti.f64, cpu_max_num_threads=1)
     x, y = ti.field(ti.f64, shape=3), ti.field(ti.f64, shape=3)
     x.fill(1.0)
@@ -152,13 +153,14 @@ def test_chain_without_set_args_uses_what_the_contexts_hold():
     chain = Chain(runtime(), [(compiled, flat)])
     chain.run(1)  # y = 2 * 0 + 1
     flat[0] = 0.5
-    chain.set_args(compiled)  # the chain's context now holds a = 0.5
-    axpy(x, y, 7.0)  # the same variant from Python, its own context: y = 7 * 1 + 1
-    chain.run(1, set_args=False)  # a = 0.5 still: y = 0.5 * 8 + 1
-    assert y.to_numpy().tolist() == [5.0] * 3
+    chain.set_args(compiled)  # the context now holds a = 0.5
+    chain.run(1, set_args=False)  # y = 0.5 * 1 + 1
+    assert y.to_numpy().tolist() == [1.5] * 3
+    axpy(x, y, 7.0)  # from Python: y = 7 * 1.5 + 1, and the context holds 7
+    assert y.to_numpy().tolist() == [11.5] * 3
     flat[0] = 2.0
-    chain.run(1)  # a = 2: y = 2 * 5 + 1
-    assert y.to_numpy().tolist() == [11.0] * 3
+    chain.run(1)  # a = 2 again: y = 2 * 11.5 + 1
+    assert y.to_numpy().tolist() == [24.0] * 3
 
 
 def test_two_launches_of_one_variant_keep_their_own_arguments():

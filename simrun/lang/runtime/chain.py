@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from collections import Counter
 
 import numpy as np
 from llvmlite import ir
@@ -141,6 +142,12 @@ def serial_scatters(compiled) -> bool:
     return bool(compiled.order_sensitive) and rt.deterministic and rt.num_threads > 1
 
 
+def _own_context(ctx: np.ndarray) -> tuple:
+    """A copy of a variant's context with its f64 and f32 views (set_args writes through)."""
+    copy = ctx.copy()
+    return copy, copy.view(np.float64), copy.view(np.float32)
+
+
 class Chain:
     """Launches [(compiled kernel, flat scalar arguments)] in order, ``repeats`` times.
 
@@ -157,11 +164,12 @@ class Chain:
             if compiled.ndarray_slots:
                 raise ValueError(f"kernel '{compiled.name}' takes ndarrays: chain fields only")
         self.runtime, self.launches, self.stop = runtime, launches, stop
-        # every launch its own copy of its variant's context: a variant's scalar arguments
-        # live in its context, and two launches of one variant (two energy terms of one
-        # kernel with different params) must not share them, nor two chains, nor a chain and
-        # the Python launches between its runs
-        self.contexts = [compiled.ctx.copy() for compiled, _ in launches]
+        # a variant's scalar arguments live in its context: two launches of one variant in
+        # this chain (two energy terms of one kernel with different params) each get a copy
+        # of it (with its views), the others use the variant's own (no copy per step)
+        uses = Counter(id(compiled) for compiled, _ in launches)
+        self.contexts = [_own_context(compiled.ctx) if uses[id(compiled)] > 1 else None
+                         for compiled, _ in launches]
         self.owner = [k for k, (compiled, _) in enumerate(launches) for _ in compiled.fns]
         self.serial = [serial_scatters(compiled) and t in compiled.order_sensitive
                        for compiled, _ in launches for t in range(len(compiled.fns))]
@@ -214,24 +222,29 @@ class Chain:
             k = self.owner[int(self.failed[0])]
             compiled = self.launches[k][0]
             self.failed[0] = -1
-            compiled.ctx[:] = self.contexts[k]  # the error the task wrote, where it reads it
-            self.contexts[k][compiled.layout.err_slot] = 0
+            own = self.contexts[k]
+            if own is not None:  # the error the task wrote, where raise_error reads it
+                compiled.ctx[:] = own[0]
+                own[0][compiled.layout.err_slot] = 0
             compiled.raise_error()
         return int(done)
 
     def set_args(self, only=None) -> None:
         """Write every launch's scalar arguments (its flat list, as it holds them now) into
         the launch's context; with `only` (a compiled kernel), just that kernel's launches."""
-        for (compiled, flat), ctx in zip(self.launches, self.contexts):
-            if only is None or compiled is only:
-                ctx[:] = compiled.ctx  # what the kernel's launches keep there (e.g. stacks)
-                ctx[compiled.layout.err_slot] = 0
-                if flat:
-                    compiled.set_args(flat, ctx)
+        for (compiled, flat), own in zip(self.launches, self.contexts):
+            if only is not None and compiled is not only:
+                continue
+            if own is not None:
+                own[0][:] = compiled.ctx  # what the variant keeps there (fields, stacks)
+                own[0][compiled.layout.err_slot] = 0
+            if flat:
+                compiled.set_args(flat, own)
 
     def _tasks(self) -> list:
         """(context address, task function) of every task, in order."""
-        return [(ctx.ctypes.data, fn) for (compiled, _), ctx in zip(self.launches, self.contexts)
+        return [(own[0].ctypes.data if own is not None else compiled.ctx_addr, fn)
+                for (compiled, _), own in zip(self.launches, self.contexts)
                 for fn in compiled.fns]
 
     def _run_python(self, program: np.ndarray) -> int:

@@ -47,13 +47,11 @@ class CompiledKernel:
         self.last_rng_key = None
         self.ctx[layout.stack_slot] = runtime.stacks.ctypes.data
 
-    def set_args(self, flat_args, ctx: np.ndarray | None = None) -> None:
-        """The scalar arguments into this kernel's context, or into `ctx`, a copy of it that
-        one launch owns (a Chain's: launches of one variant with different arguments)."""
-        if ctx is None:
-            ctx, f64, f32 = self.ctx, self.f64, self.f32
-        else:
-            f64, f32 = ctx.view(np.float64), ctx.view(np.float32)
+    def set_args(self, flat_args, own: tuple | None = None) -> None:
+        """The scalar arguments into this kernel's context, or into `own`, a copy of it that
+        one launch owns with its f64 and f32 views (a Chain's: launches of one variant with
+        different arguments)."""
+        ctx, f64, f32 = own if own is not None else (self.ctx, self.f64, self.f32)
         for (slot, dt), value in zip(self.arg_specs, flat_args):
             if dt.is_float:
                 if dt.bits == 64:
