@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from collections import Counter
 
 import numpy as np
 from llvmlite import ir
@@ -167,8 +166,11 @@ class Chain:
         # a variant's scalar arguments live in its context: two launches of one variant in
         # this chain (two energy terms of one kernel with different params) each get a copy
         # of it (with its views), the others use the variant's own (no copy per step)
-        uses = Counter(id(compiled) for compiled, _ in launches)
-        self.contexts = [_own_context(compiled.ctx) if uses[id(compiled)] > 1 else None
+        self.launches_of: dict[int, list[int]] = {}  # id(variant) -> its launches here
+        for k, (compiled, _) in enumerate(launches):
+            self.launches_of.setdefault(id(compiled), []).append(k)
+        self.contexts = [_own_context(compiled.ctx)
+                         if len(self.launches_of[id(compiled)]) > 1 else None
                          for compiled, _ in launches]
         self.owner = [k for k, (compiled, _) in enumerate(launches) for _ in compiled.fns]
         self.serial = [serial_scatters(compiled) and t in compiled.order_sensitive
@@ -232,9 +234,10 @@ class Chain:
     def set_args(self, only=None) -> None:
         """Write every launch's scalar arguments (its flat list, as it holds them now) into
         the launch's context; with `only` (a compiled kernel), just that kernel's launches."""
-        for (compiled, flat), own in zip(self.launches, self.contexts):
-            if only is not None and compiled is not only:
-                continue
+        picked = range(len(self.launches)) if only is None else \
+            self.launches_of.get(id(only), ())  # a controller's step: no walk over them all
+        for k in picked:
+            (compiled, flat), own = self.launches[k], self.contexts[k]
             if own is not None:
                 own[0][:] = compiled.ctx  # what the variant keeps there (fields, stacks)
                 own[0][compiled.layout.err_slot] = 0
