@@ -7,9 +7,9 @@ pool's run function, ``repeats`` times over, and stops early after a repetition 
 word (an i32, e.g. a 0-D field a NaN-watch kernel sets) is nonzero, or at the first task that
 reports an error. ``run_program`` runs blocks of the launches in turn, each repeated its own
 number of times (the adjoint's forward steps, copies and reverse steps in one call). The launches are exactly what ``CompiledKernel.launch`` would make: the same
-tasks and arguments, in the same order, so the results are the same bits. Each launch has its
-own copy of its variant's context (where the scalar arguments live), so launches of one
-variant with different scalars (two energy terms of one kernel) keep their own.
+tasks and arguments, in the same order, so the results are the same bits. A variant launched
+twice in one chain with different scalars (two energy terms of one kernel) gives each launch
+its own copy of the variant's context, where the scalar arguments live.
 
 Kernels that draw random numbers or take ndarray arguments need per-launch set-up and are
 refused. Under ``ti.init(deterministic=True)`` with threads, a task that scatters floats runs
@@ -189,8 +189,9 @@ class Chain:
         """Make the launches ``repeats`` times; returns the repetitions done (fewer when the
         stop word was set). A task's error (e.g. an index out of range) is raised as
         ``CompiledKernel.launch`` raises it. ``set_args=False`` skips writing the scalar
-        arguments into the launches' contexts (the chain's own): for a caller that wrote
-        them with ``set_args`` since the last change of a launch's flat arguments."""
+        arguments into the launches' contexts: for a caller that wrote them with
+        ``set_args`` since the last change of a launch's flat arguments and launched none of
+        those kernels from Python since (a variant launched once here shares its context)."""
         self.whole[2] = repeats
         return self._run(self.whole, set_args)
 
