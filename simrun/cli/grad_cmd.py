@@ -110,7 +110,7 @@ def grad_job(load: Callable[[], Scene], out_dir: Path | None, options: dict[str,
             bounds_checked(bool(options.get("debug"))):
         scene = load()
         if options.get("method", "trajectory") != "trajectory":
-            _ensemble_job(scene, out_dir, options, state, recorded, allow_changed)
+            _ensemble_job(scene, out_dir, options, state, recorded, allow_changed, quiet)
             return
         budget = parse_size(memory) if memory is not None else None
         n = options.get("steps") or scene.steps
@@ -169,7 +169,8 @@ def _target(scene: Scene, out_dir: Path | None, recorded: list | None, allow_cha
 
 
 def _ensemble_job(scene: Scene, out_dir: Path | None, options: dict[str, Any],
-                  state: dict[str, Path], recorded: list | None, allow_changed: bool) -> None:
+                  state: dict[str, Path], recorded: list | None, allow_changed: bool,
+                  quiet: bool) -> None:
     """`--method ensemble`: the fluctuation formula over one thermostatted run."""
     from simrun.adjoint.job import start_outputs
     from simrun.ensemble.job import ensemble_gradient
@@ -184,7 +185,8 @@ def _ensemble_job(scene: Scene, out_dir: Path | None, options: dict[str, Any],
     target = _target(scene, out_dir, recorded, allow_changed)
     start_outputs(target, scene, options)
     state["dir"] = target
-    with step_bar(f"grad {scene.name}", err.is_terminal, folder=lambda: target) as bar:
+    with step_bar(f"grad {scene.name}", err.is_terminal and not quiet,
+                  folder=lambda: target) as bar:
         report = (lambda phase, done, total: bar(done, total, phase)) if bar else None
         result = ensemble_gradient(scene, options["wrt"], target / "sampling",
                                    steps=options.get("steps"),

@@ -96,7 +96,7 @@ def optimize_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: boo
                              "'optimize: {parameters: [initial.velocity], iterations: 100}' "
                              "(scenes/README.md).")
         if scene.objective.targets is not None:
-            _fit_targets(scene, out_dir, options)
+            _fit_targets(scene, out_dir, options, quiet)
             return
         target = _target(scene, out_dir, resume)
         try:
@@ -126,14 +126,16 @@ def optimize_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: boo
     out.print(f"  wrote {target} (best.yaml: simrun run {target / 'best.yaml'})", markup=False)
 
 
-def _fit_targets(scene: Scene, out_dir: Path | None, options: dict[str, Any]) -> None:
+def _fit_targets(scene: Scene, out_dir: Path | None, options: dict[str, Any],
+                 quiet: bool) -> None:
     """Targets (ensemble averages): DiffTRe's reweighting loop, its pictures and a summary."""
     from simrun.ensemble.targets import read_rdf
     from simrun.optimize.reweighted import AVERAGED, fit_by_reweighting, fitted
     from simrun.render.fit import render_fit, render_rdf
 
     target = _target(scene, out_dir, False)
-    with iteration_bar(f"optimize {scene.name}", err.is_terminal, folder=target) as bar:
+    with iteration_bar(f"optimize {scene.name}", err.is_terminal and not quiet,
+                       folder=target) as bar:
         rows = fit_by_reweighting(scene, target, iterations=options.get("iterations"),
                                   threads=options.get("threads"), progress=bar)
     names = list(scene.optimize.parameters)
