@@ -32,6 +32,14 @@ from simrun.stepper.run import run_scene
 Progress = Callable[[str, int, int], None]
 EQUILIBRATION = 0.2  # default share of the steps discarded before averaging
 FRAMES = 2000  # default number of frames sampled (the run is long; frames cost an evaluation)
+
+
+def sampling_defaults(steps: int, every: int | None, equilibrate: int | None
+                      ) -> tuple[int, int]:
+    """(every, equilibrate) where not given: about FRAMES frames, the first EQUILIBRATION of
+    the steps discarded (the ensemble gradient and the reweighted fit sample alike)."""
+    every = every or max(1, steps // FRAMES)
+    return every, int(EQUILIBRATION * steps) if equilibrate is None else equilibrate
 MIN_BLOCK_TAUS = 3.0  # blocks shorter than this many correlation times: errors too small
 
 
@@ -181,8 +189,7 @@ def ensemble_gradient(scene: Scene, wrt: list[str], folder: Path, *, steps: int 
     require_canonical(scene)
     keys = [parse_ensemble_key(scene, text) for text in wrt]
     steps = steps or scene.steps
-    every = every or max(1, steps // FRAMES)
-    equilibrate = int(EQUILIBRATION * steps) if equilibrate is None else equilibrate
+    every, equilibrate = sampling_defaults(steps, every, equilibrate)
     t0 = time.perf_counter()
     samples = sample(sampling_scene(scene, steps, every), folder, equilibrate, threads,
                      progress)

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from simrun.ensemble.frames import FrameEvaluator
-from simrun.ensemble.job import sample, sampling_scene
+from simrun.ensemble.job import sample, sampling_defaults, sampling_scene
 from simrun.ensemble.keys import (
     ensemble_value,
     parse_ensemble_key,
@@ -119,7 +119,7 @@ def fit_by_reweighting(scene: Scene, out_dir: Path, *, iterations: int | None = 
         raise SceneError(f"{scene.source}: targets have no parameters; tune the energies' "
                          "parameters or integrator.temperature")
     steps, iterations = steps or scene.steps, iterations or opt.iterations
-    every = every or max(1, steps // 2000)
+    every, equilibrate = sampling_defaults(steps, every, None)
     energy_keys = [k.text for k in keys if k.kind == "energy"]
     low, high = _bounds(opt, keys)
     vector = np.array([ensemble_value(scene, k) for k in keys])
@@ -131,7 +131,7 @@ def fit_by_reweighting(scene: Scene, out_dir: Path, *, iterations: int | None = 
         for attempt in range(2):
             if ref is None or attempt:
                 ref = _reference(current, keys, out_dir, 0 if ref is None else ref.number + 1,
-                                 steps, every, steps // 5, threads)
+                                 steps, every, equilibrate, threads)
             table, w, neff = _reweighted(ref, current, keys, vector)
             if neff >= threshold or ref.scene is current:
                 break
