@@ -158,7 +158,6 @@ def _shl(a, b):
     return a << b
 
 
-_U, _B = 1, 2
 def _pow_base(m, a):
     base, exp = a
     e = m.const_value(exp)
