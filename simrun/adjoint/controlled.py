@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from simrun.adjoint.kernel_state import KernelAdjoint, KernelState
+from simrun.adjoint.kernel_state import KernelAdjoint, KernelState, Tangent
 from simrun.adjoint.kernel_sweep import KernelTrajectory
-from simrun.adjoint.sweep import Tangent
 from simrun.stepper.binding import BoundKernel, parameter_names
 
 

@@ -32,10 +32,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from simrun.adjoint import policy
 from simrun.adjoint.controlled import ControlledTrajectory
 from simrun.adjoint.integrated_native import IntegratedNative
-from simrun.adjoint.kernel_state import KernelAdjoint, KernelState
-from simrun.adjoint.sweep import Tangent
+from simrun.adjoint.kernel_state import KernelAdjoint, KernelState, Tangent
+from simrun.adjoint.program import NativeProgram
 from simrun.stepper import thermo, updates
 from simrun.stepper.binding import BoundKernel, parameter_names
 from simrun.stepper.plan import DAMPING, Update, build_plan
@@ -130,6 +131,19 @@ class IntegratedTrajectory(ControlledTrajectory):
         return KernelState(k + 1, x, v, f, potential, self._fields())
 
     # ------------------------------------------------------------------ reverse
+    def _native_gradient(self, native, adj, state0: KernelState, steps: int, snapshots: int):
+        """The whole schedule as native programs (program.py) where it can be one (at: end,
+        a chained stepper, the folded reverse step), else one native call per step."""
+        programs = self.__dict__.setdefault("_programs", {})  # kept with the trajectory
+        if snapshots not in programs and policy.current().program:
+            programs[snapshots] = NativeProgram.build(self, native, snapshots)
+        program = programs.get(snapshots) if policy.current().program else None
+        if program is None:
+            return super()._native_gradient(native, adj, state0, steps, snapshots)
+        native.prepare()
+        value, sched = program.gradient(state0, steps, snapshots, adj)
+        return value, adj, sched
+
     def _put(self, x: np.ndarray, v: np.ndarray, fields: dict, G, g: np.ndarray) -> None:
         """A stage's inputs into the fields: x, v, the carried fields and G = g."""
         self.system.set_state(x, v)

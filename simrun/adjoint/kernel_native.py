@@ -30,7 +30,6 @@ import numpy as np
 
 import simrun.lang as ti
 from simrun.adjoint.kernel_state import KernelState
-from simrun.adjoint.reverse import adjoint_watch
 from simrun.lang.api import runtime
 from simrun.lang.autodiff.tape import access_of
 from simrun.lang.fields import Field
@@ -53,6 +52,15 @@ def accumulate(src: ti.template(), dst: ti.template(), dtype: ti.template()):
     """dst += src, cast to dtype."""
     for I in ti.grouped(src):
         dst[I] += ti.cast(src[I], dtype)
+
+
+@ti.kernel
+def adjoint_watch(ax: ti.template(), av: ti.template(), bad: ti.template()):
+    """bad = 1 where an adjoint of x or v is NaN or Inf."""
+    for i in ax:
+        for c in ti.static(range(ax.n)):
+            if ax[i][c] - ax[i][c] != 0 or av[i][c] - av[i][c] != 0:
+                bad[None] = 1
 
 
 @ti.kernel
@@ -329,6 +337,13 @@ class KernelNative:
         for key, (_, acc) in self.energy_params.items():
             adj.add_params({key: float(acc.data[()])})
             acc.data[()] = 0.0
+
+    def begin(self, end) -> None:
+        """Before the first reverse step (its end state loaded): nothing to do here."""
+
+    def finish(self, state0) -> bool:
+        """After the last reverse step: nothing left here; False if not finite."""
+        return True
 
     def reverse_step(self, state, k: int) -> bool:
         """adj (in the fields) from after step k to before it; False when it is not finite."""

@@ -1,6 +1,6 @@
-"""The state and the adjoints of a step-kernel, controller or thermostat scene's trajectory:
-x, v, F and every field a step carries (shared by the Tape sweep, kernel_sweep.py, and the
-native steps, kernel_native.py)."""
+"""The state, the adjoints and the tangents of a scene's trajectory: x, v, F and every field
+a step carries (shared by the Tape sweep, kernel_sweep.py, the native steps, kernel_native.py,
+and forward mode, tangent.py)."""
 
 from __future__ import annotations
 
@@ -40,3 +40,15 @@ class KernelAdjoint:
     def add_params(self, values: dict[str, float], sign: float = 1.0) -> None:
         for k, val in values.items():
             self.params[k] = self.params.get(k, 0.0) + sign * val
+
+
+@dataclass
+class Tangent:
+    """Tangents of the state and of the parameters along one direction."""
+
+    x: np.ndarray
+    v: np.ndarray
+    mass: np.ndarray
+    dt: float = 0.0
+    damping: float = 0.0
+    params: dict[str, float] = field(default_factory=dict)  # energy and objective KEYs

@@ -23,16 +23,15 @@ import numpy as np
 
 from simrun.adjoint import policy, schedule
 from simrun.adjoint.kernel_native import KernelNative
-from simrun.adjoint.kernel_state import KernelAdjoint, KernelState
+from simrun.adjoint.kernel_state import KernelAdjoint, KernelState, Tangent
 from simrun.adjoint.model import DiffModel
-from simrun.adjoint.sweep import ObjectiveSum, Tangent
 from simrun.lang.autodiff.tape import recording
 from simrun.scene import SceneError
 from simrun.stepper.binding import BoundKernel, parameter_names
 from simrun.stepper.integrators import apply_boundary
 
 
-class KernelTrajectory(ObjectiveSum):
+class KernelTrajectory:
     """Steps, objective, reverse and tangent sweeps of a step-kernel scene on a DiffModel.
 
     `step_keys` maps each differentiated step-kernel scalar (a `step_kernels.params.<name>`
@@ -152,6 +151,26 @@ class KernelTrajectory(ObjectiveSum):
     def _reverse_before_kernels(self, adj: KernelAdjoint, state: KernelState, k: int) -> None:
         """The reverse of `_before_kernels` from `state` (step k), once the forces are
         reversed."""
+
+    def _weight(self, k: int, steps: int) -> float:
+        """The objective's weight on the state after k steps (end: the last; mean: 1/n each)."""
+        if self.at_mean:
+            return 1.0 / steps if k >= 1 else 0.0
+        return 1.0 if k == steps else 0.0
+
+    def objective(self, state0: KernelState, steps: int) -> float:
+        """J of the trajectory (the forward sweep, nothing stored)."""
+        total, state = [0.0], state0
+        for k in range(steps):
+            state = self.advance(state, k)
+            self._accumulate(total, state, steps)
+        return total[0]
+
+    def _accumulate(self, total: list, state: KernelState, steps: int) -> None:
+        w = self._weight(state.step, steps)
+        if w:
+            total[0] += w * self.model.objective(state.x, state.v, state.potential, state.step)
+        self.progress("forward", state.step, steps)
 
     # ------------------------------------------------------------------ reverse
     def _seed(self, adj: KernelAdjoint, state: KernelState, w: float) -> None:
@@ -304,6 +323,7 @@ class KernelTrajectory(ObjectiveSum):
                 native.load(end)
                 self._seed(adj, end, self._weight(steps, steps))
                 native.push(adj)
+                native.begin(end)
             finite = native.reverse_step(state, k)
             w = self._weight(k, steps)
             if w or not finite:
@@ -317,7 +337,10 @@ class KernelTrajectory(ObjectiveSum):
         sched = schedule.reverse(state0, steps, snapshots, advance, on_reverse,
                                  KernelState.copy, many)
         if steps > 0:
+            finite = native.finish(state0)
             native.pull(adj)
+            if not finite:
+                self._check_finite(adj, 0)
         return total[0], adj, sched
 
     # ------------------------------------------------------------------ forward mode
