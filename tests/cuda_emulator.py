@@ -23,6 +23,7 @@ class EmulatedDevice(Device):
         self.buffers: dict = {}
         self.copies: dict = {}
         self.moved = {"up": 0, "down": 0}  # bytes copied each way
+        self.transfers: list = []  # ("up" | "down", bytes) of every copy, in order
         self.kirs: dict = {}  # kernel name -> its IR, as the pipeline last produced it
         self.cpu: dict = {}   # id(kir) -> (kir, its CPU CompiledKernel): kir kept alive
         self.launches = 0
@@ -45,10 +46,12 @@ class EmulatedDevice(Device):
     def upload(self, dptr: int, arr: np.ndarray) -> None:
         ctypes.memmove(dptr, arr.ctypes.data, arr.nbytes)
         self.moved["up"] += arr.nbytes
+        self.transfers.append(("up", arr.nbytes))
 
     def download(self, arr: np.ndarray, dptr: int) -> None:
         ctypes.memmove(arr.ctypes.data, dptr, arr.nbytes)
         self.moved["down"] += arr.nbytes
+        self.transfers.append(("down", arr.nbytes))
 
     def load(self, ptx: str):
         assert ".entry" in ptx

@@ -11,6 +11,7 @@ import pytest
 import simrun
 import simrun.lang as ti
 from simrun.lang import pipeline
+from simrun.lang.codegen import layout
 from simrun.lang.codegen.cuda.target import CudaToolError, libdevice_bitcode
 from simrun.lang.config import on_device
 from simrun.lang.runtime import cuda
@@ -85,6 +86,63 @@ def test_fields_stay_on_the_device_until_python_looks(device):
     x[0] = 100.0  # Python's write reaches the next launch
     step()
     assert x[0] == 50.0 and x[1] == want[1] * 0.5 + 1
+
+
+def test_reads_bring_a_field_back_once_and_only_writes_are_uploaded_again(device):
+    x = ti.field(ti.f64, 1000)
+    v = ti.Vector.field(3, ti.f64, 1000)
+    n = 8000  # x's bytes (v's are 3n)
+
+    @ti.kernel
+    def step():
+        for i in x:
+            x[i] = x[i] * 0.5 + i
+            v[i][1] += 1.0
+
+    def copies(run) -> dict:
+        """Copies of x's and v's size each way while run() runs."""
+        first = len(device.transfers)
+        run()
+        moved = device.transfers[first:]
+        return {d: sum(1 for way, size in moved if way == d and size in (n, 3 * n))
+                for d in ("up", "down")}
+
+    assert copies(step) == {"up": 2, "down": 0}  # the first launch: both go up
+    reads = [x.to_numpy, lambda: x[3], lambda: v[7], lambda: v[7][1], v.to_numpy, x.to_numpy]
+    assert copies(lambda: [read() for read in reads]) == {"up": 0, "down": 2}
+    assert copies(step) == {"up": 0, "down": 0}  # nothing Python read goes up again
+    assert copies(step) == {"up": 0, "down": 0}
+    assert v[5][1] == 3.0 and x[1] == 1.75
+    step()
+    for write in (lambda: x.__setitem__(0, 100.0), lambda: x.from_numpy(np.ones(1000)),
+                  lambda: x.data.__setitem__(1, -1.0), lambda: v[7].__setitem__(0, 9.0)):
+        assert copies(write) == {"up": 0, "down": 1}  # as the last step left it, first
+        assert copies(step) == {"up": 1, "down": 0}  # then the host's write, once
+    want = np.ones(1000) * 0.5 + np.arange(1000)
+    want[1] = -1.0
+    want = want * 0.5 + np.arange(1000)
+    assert np.array_equal(x.to_numpy(), want * 0.5 + np.arange(1000))
+    assert v[7][0] == 9.0 and v[7][1] == 8.0 and v[6][0] == 0.0
+
+
+def test_a_launch_brings_back_only_its_returns_and_error_slots(device):
+    x = ti.field(ti.f64, 100)
+
+    @ti.kernel
+    def total(scale: ti.f64) -> ti.f64:
+        s = 0.0
+        for i in x:
+            x[i] = i * scale
+            s += x[i]
+        return s
+
+    assert total(1.0) == 4950.0
+    lay = next(iter(total.variants.values())).layout
+    first = len(device.transfers)
+    assert total(2.0) == 9900.0
+    down = [size for way, size in device.transfers[first:] if way == "down"]
+    assert down == [8 * (lay.err_slot + layout.ERR_SLOTS - lay.ret_slot)]
+    assert down[0] < 8 * lay.size / 4  # the context is larger: its scheduling slots stay
 
 
 def test_atomics_and_gradients_match_the_cpu(device):
