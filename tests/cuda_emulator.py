@@ -27,6 +27,8 @@ class EmulatedDevice(Device):
         self.kirs: dict = {}  # kernel name -> its IR, as the pipeline last produced it
         self.cpu: dict = {}   # id(kir) -> (kir, its CPU CompiledKernel): kir kept alive
         self.launches = 0
+        self.tasks: dict = {}  # fn -> (kernel name, task index, task kind)
+        self.log: list = []  # (kernel name, task index, task kind, serial) of every launch
         self.threads = api.runtime().num_threads
         self.stacks = self.alloc(self.threads * STACK_BYTES)
 
@@ -64,10 +66,13 @@ class EmulatedDevice(Device):
         if held is None or held[0] is not kir:  # an id is reused once its IR is collected
             held = self.cpu[id(kir)] = (kir, compile_kernel(kir, api.runtime(), api.config,
                                                             None, None))
-        return held[1].fns[int(task)]
+        fn = held[1].fns[int(task)]
+        self.tasks[fn] = (kir.name, int(task), kir.tasks[int(task)].kind)
+        return fn
 
     def launch(self, fn, dctx: int, serial: bool) -> None:
         self.launches += 1
+        self.log.append((*self.tasks[fn], serial))
         rt = api.runtime()
         (rt.run_serial if serial else rt.run)(fn, dctx)
 

@@ -168,6 +168,59 @@ def test_atomics_and_gradients_match_the_cpu(device):
     assert np.array_equal(bins.to_numpy(), np.bincount(np.arange(1000) % 7))
 
 
+def sums_and_scatters(hist, total_field, counts, y, x):
+    """A kernel with one loop of each kind: owned writes, a float scatter, a float sum into a
+    local, integer counts and a float maximum (the same in any order)."""
+
+    @ti.kernel
+    def k() -> ti.f64:
+        total = 0.0
+        for i in x:
+            y[i] = x[i] * 2.0
+        for i in x:
+            hist[i % 7] += x[i]
+        for i in x:
+            total += x[i] * x[i]
+        for i in x:
+            counts[i % 7] += 1
+            ti.atomic_max(total_field[None], x[i])
+        return total
+
+    return k
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_deterministic_runs_the_racing_float_adds_on_one_gpu_thread(device, capsys,
+                                                                    deterministic):
+    rng = np.random.default_rng(7)  # magnitudes 1e-6..1e6: every order rounds differently
+    xs = rng.standard_normal(5000) * 10.0 ** rng.integers(-6, 7, 5000)
+
+    def run(arch):
+        ti.init(arch=arch, deterministic=deterministic, default_fp=ti.f64)
+        fields = [ti.field(ti.f64, 7), ti.field(ti.f64, ()), ti.field(ti.i32, 7),
+                  ti.field(ti.f64, 5000), ti.field(ti.f64, 5000)]
+        fields[-1].from_numpy(xs)
+        k = sums_and_scatters(*fields)
+        return [k(), k()] + [f.to_numpy() for f in fields]
+
+    cpu = run(ti.cpu)
+    assert capsys.readouterr().err == ""
+    gpu = run(ti.cuda)
+    ranges = [serial for name, _, kind, serial in device.log if name == "k" and kind == "range"]
+    assert ranges == [False, deterministic, deterministic, False] * 2
+    warned = capsys.readouterr().err
+    if deterministic:  # one paragraph, once, naming the kernel, the reason and the choice
+        assert warned.count("[simrun]") == 1 and "\n\n" not in warned.strip()
+        assert "kernel 'k'" in warned and "one GPU thread" in warned
+        assert "deterministic=True" in warned and "deterministic=False" in warned
+        for a, b in zip(gpu, cpu):  # the emulator runs the CPU's tasks: the CPU's bits
+            assert np.array_equal(a, b)
+    else:
+        assert warned == ""
+    assert gpu[0] == gpu[1] == pytest.approx((xs * xs).sum(), rel=1e-12)
+    np.testing.assert_allclose(gpu[2], [xs[r::7].sum() * 2 for r in range(7)], rtol=1e-12)
+
+
 def test_ndarray_arguments_come_back(device):
     @ti.kernel
     def double(a: ti.types.ndarray()):
@@ -198,6 +251,7 @@ def test_a_shipped_scene_gives_the_cpu_bits(device, tmp_path):
     with on_device("cuda"):
         gpu = simrun.run_scene(scene, tmp_path / "gpu", steps=20)
     assert device.launches > 20  # launch by launch: GPU kernels are not chained
+    assert {serial for *_, kind, serial in device.log if kind == "range"} == {False, True}
     assert np.array_equal(gpu.x, cpu.x) and np.array_equal(gpu.total, cpu.total)
 
 

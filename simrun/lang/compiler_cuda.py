@@ -14,6 +14,7 @@ from pathlib import Path
 
 import llvmlite
 
+from .codegen.cuda.order import races_on_device
 from .codegen.cuda.target import libdevice_identity, ptx_of
 from .codegen.layout import Layout, build_layout
 from .compiler import build_module, kernel_text
@@ -93,5 +94,8 @@ def compile_cuda_kernel(kir, runtime, config) -> cuda.CudaKernel:
                      runtime.settings.cache_dir if config.offline_cache else None)
     slots = [(ptx.layout.var_slot[v], v.dtype) for v in kir.arg_vars]
     serial = [task.kind != "range" for task in kir.tasks]
-    return cuda.CudaKernel(kir.name, ptx.layout, ptx.text, ptx.kernels, serial, slots,
-                           kir.ret_types, runtime, dev)
+    compiled = cuda.CudaKernel(kir.name, ptx.layout, ptx.text, ptx.kernels, serial, slots,
+                               kir.ret_types, runtime, dev)
+    compiled.order_sensitive = frozenset(k for k, task in enumerate(kir.tasks)
+                                         if races_on_device(task, ptx.layout.var_slot))
+    return compiled

@@ -14,6 +14,7 @@ and of the context a launch brings back only its return values and error slots.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,6 +77,8 @@ class _Copy:
 
 class Device:
     """One GPU's primary context and what simrun keeps there."""
+
+    warned_ordered = False  # warn_ordered has spoken in this process
 
     def __init__(self, ordinal: int = 0):
         self.driver = d = _driver()
@@ -166,6 +169,20 @@ class Device:
     def function(self, module, name: str):
         return self._check(self.driver.cuModuleGetFunction(module, name.encode()))
 
+    def warn_ordered(self, kernel: str) -> None:
+        """Say once per process why a GPU launch runs on one thread, what it costs, and how
+        to choose speed instead (a CLI job asks for reproducible bits, and gets them)."""
+        if self.warned_ordered:
+            return
+        self.warned_ordered = True
+        print(f"[simrun] kernel '{kernel}' runs its float sums and scatters on one GPU "
+              "thread: ti.init(deterministic=True), which every simrun job sets, asks for "
+              "the same bits on every run, and a GPU's atomics add floats in an order that "
+              "changes from run to run. On one thread such a loop is much slower than on "
+              "the whole GPU; ti.init(arch=ti.cuda, deterministic=False) runs it on every "
+              "thread, with last bits that may vary from run to run, as in Taichi.",
+              file=sys.stderr)
+
     def launch(self, fn, dctx: int, serial: bool) -> None:
         arg = np.array([dctx], dtype=np.uint64)
         params = np.array([arg.ctypes.data], dtype=np.uint64)
@@ -195,7 +212,9 @@ def release_fields() -> None:
 
 class CudaKernel(CompiledKernel):
     """A kernel variant on the GPU; the same interface as the CPU's CompiledKernel. Not
-    chainable: a step program runs launch by launch on the device (for now)."""
+    chainable: a step program runs launch by launch on the device (for now). Under
+    ti.init(deterministic=True) its tasks whose float atomics race (order_sensitive,
+    codegen/cuda/order.py) run on one GPU thread, so their bits are the same on every run."""
 
     chainable = False
 
@@ -226,8 +245,11 @@ class CudaKernel(CompiledKernel):
             scratch.append((arr, int(self.ctx[slot])))
         self.ctx[lay.stack_slot] = dev.stacks
         dev.upload(self.dctx, self.ctx[:lay.sched_slot])  # the CPU's scheduling slots: unused
+        ordered = self.order_sensitive if self.runtime.deterministic else frozenset()
         for k in range(len(self.fns)) if tasks is None else tasks:
-            dev.launch(self.fns[k], self.dctx, self.serial[k])
+            if k in ordered:  # codegen/cuda/order.py
+                dev.warn_ordered(self.name)
+            dev.launch(self.fns[k], self.dctx, self.serial[k] or k in ordered)
         dev.synchronize()
         back = self.ctx[lay.ret_slot:lay.err_slot + ERR_SLOTS]  # what Python reads of it
         dev.download(back, self.dctx + 8 * lay.ret_slot)
