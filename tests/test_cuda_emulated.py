@@ -253,6 +253,10 @@ def test_a_shipped_scene_gives_the_cpu_bits(device, tmp_path):
     assert device.launches > 20  # launch by launch: GPU kernels are not chained
     assert {serial for *_, kind, serial in device.log if kind == "range"} == {False, True}
     assert np.array_equal(gpu.x, cpu.x) and np.array_equal(gpu.total, cpu.total)
+    # x, v and the forces go up once and again only where Python wrote them (the thermo
+    # rows), not after each step's reads
+    state = gpu.masses.size * 3 * 8  # x, v or forces: N x 3 f64
+    assert sum(1 for way, size in device.transfers if way == "up" and size == state) < 20
 
 
 @pytest.mark.parametrize("scene, wrt", [("fit_spring.yaml", "energy.0.params.k"),
