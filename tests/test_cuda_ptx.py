@@ -138,7 +138,8 @@ def test_a_cached_ptx_module_is_used_without_building_anything(kernels, tmp_path
         kernel_ptx(kir, 90, cache_dir=tmp_path)  # another SM: another module
 
 
-def test_the_ptx_cache_key_changes_with_everything_that_makes_the_ptx(tmp_path, monkeypatch):
+def test_the_ptx_cache_key_changes_with_everything_that_makes_the_ptx(tmp_path, monkeypatch,
+                                                                      request):
     """Every file of codegen/cuda (target.py too), the engine version and libdevice (a new
     wheel: another size or mtime) are in the key; a change to any of them misses."""
     from simrun.lang import compiler_cuda
@@ -152,6 +153,8 @@ def test_the_ptx_cache_key_changes_with_everything_that_makes_the_ptx(tmp_path, 
     def key():
         compiler_cuda.ptx_fingerprint.cache_clear()
         return compiler_cuda.ptx_cache_key("kernel k()", 90, False, True)
+
+    request.addfinalizer(compiler_cuda.ptx_fingerprint.cache_clear)  # not the test's files
 
     lib = tmp_path / "libdevice.10.bc"
     lib.write_bytes(b"BC" * 100)
