@@ -341,7 +341,7 @@ class Field(ElementShape):
         self.version += 1
 
     def copy_from(self, other: Field) -> None:
-        self.from_numpy(other.data)
+        self.from_numpy(other.host_values(write=False))
 
     def __repr__(self) -> str:
         return f"<field {self.name} {self.dtype} shape={self.shape} elem={self.elem_shape}>"
