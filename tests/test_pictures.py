@@ -62,6 +62,8 @@ def test_unit_systems_follow_from_their_constants() -> None:
     assert SYSTEMS["real"].time == "48.89 fs" and SYSTEMS["lj"].pressure(3) == "ε/σ³"
     assert SYSTEMS["si"].pressure(3) == "Pa" and units_of(None).reduced
     assert SYSTEMS["reduced"].label("energy", "total") == "energy"
+    assert SYSTEMS["reduced"].axis_label("time", "time") == "time (reduced units)"
+    assert SYSTEMS["si"].axis_label("x", "x", dim=2) == "x [m]"
 
 
 def _plot_of(folder: Path):
