@@ -227,3 +227,34 @@ def test_render_run_parses_scene_and_run_json_once(tmp_path, monkeypatch):
                         real_json(*a, **k))
     assert len(render_run(run)) == 4
     assert sorted(parsed) == ["json", "yaml"]
+
+
+def test_fit_pictures_are_saved_atomically(tmp_path, monkeypatch):
+    """A save that dies half way (a full disk) leaves the previous fit.png, whole."""
+    import errno
+    from types import SimpleNamespace
+
+    from matplotlib.figure import Figure
+
+    from simrun.render.fit import render_fit, render_rdf
+
+    rows = [SimpleNamespace(iteration=i, loss=1.0 / (i + 1), neff=0.9, trajectory=i // 2,
+                            stale=None, params=[1.0 + 0.1 * i]) for i in range(4)]
+    fit, rdf = render_fit(rows, ["energy.0.params.epsilon"], tmp_path / "fit.png"), \
+        render_rdf(np.linspace(0.5, 3, 20), np.ones(20), {"fit": np.ones(20)},
+                   tmp_path / "rdf.png")
+    before = {p: p.read_bytes() for p in (fit, rdf)}
+    assert all(Image.open(p).size[0] > 100 for p in before)
+
+    def half_then_full(self, fname, **kwargs):
+        Path(fname).write_bytes(before[fit][:100])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Figure, "savefig", half_then_full)
+    with pytest.raises(OSError) as fit_error:
+        render_fit(rows, ["energy.0.params.epsilon"], fit)
+    with pytest.raises(OSError) as rdf_error:
+        render_rdf(np.linspace(0.5, 3, 20), np.ones(20), {"fit": np.ones(20)}, rdf)
+    assert fit_error.value.filename == str(fit) and rdf_error.value.filename == str(rdf)
+    assert {p: p.read_bytes() for p in (fit, rdf)} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fit.png", "rdf.png"]
