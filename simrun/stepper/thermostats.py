@@ -184,7 +184,7 @@ def chi_square_draw(n, step, key):
     """A chi-square variate with ``n`` degrees of freedom (the sum of n squared standard
     normals), drawn at ``step`` from counters 1, 2, ...: 2 Gamma(n / 2) by Marsaglia &
     Tsang's exact rejection (attempt t: a normal from counter 2t + 1, a uniform from 2t + 2;
-    it accepts ~97% or more), one squared normal for n = 1 (Bussi's ``sumnoises``)."""
+    it accepts 95% (n = 2) to ~100%), one squared normal for n = 1 (Bussi's ``sumnoises``)."""
     out = ti.f64(0.0)
     if n == 1:
         z = gaussian_pair(ti.u32(1), step, key)[0]
