@@ -10,6 +10,7 @@ import numpy as np
 
 from .errors import SimrunError, Span
 from .ir import builder
+from .ir.access import cell_offset
 from .types import DType, constructors, f32, to_dtype
 
 _ids = itertools.count()
@@ -280,7 +281,7 @@ class Field(ElementShape):
         """Where an index past its axis lands in a field stored in Taichi's nesting order
         (Taichi's Python scope does not check it either), as a logical index; elsewhere (and
         past the whole field) an IndexError."""
-        cell = sum(k * s for k, s in zip(key, self.cell_strides or ()))
+        cell = cell_offset(key, self.shape, self.cell_strides)
         if self.cell_strides is None or not 0 <= cell < math.prod(self.shape):
             raise IndexError(f"index {key[axis]} out of range for axis {axis} of field "
                              f"'{self.name}' (size {self.shape[axis]})")
