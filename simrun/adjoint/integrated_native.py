@@ -1,6 +1,5 @@
-"""The reverse step of a scene on the integrator's or a thermostat's update plan
-(integrated.py) as one chain of engine launches: KernelNative's plan with the plan's update
-kernels as the step kernels.
+"""The reverse step of a scene's trajectory (integrated.py) as one chain of engine launches,
+put together from kernel_native.py's pieces.
 
 Without a controller (the forces at x_(k+1) that the second stage of step k reads are then
 those the first stage of step k + 1 reads, bit for bit) the step is folded, as velocity
@@ -37,7 +36,6 @@ from simrun.adjoint.kernel_native import (
 )
 from simrun.lang.api import runtime
 from simrun.lang.autodiff.tape import access_of
-from simrun.lang.fields import Field
 from simrun.lang.runtime.chain import Chain
 from simrun.stepper import updates
 
@@ -62,15 +60,14 @@ class IntegratedNative(KernelNative):
         if self.energy:  # the forces and H lambda as `run` compiles them (fast-math)
             system.forces()
             model.direct_hvp()
-        with updates.ieee():  # the update kernels as `run` compiles them
-            self._resolve_launches(traj, model, system)
-            self.folded = self._foldable()
-            if self.folded:
-                self.pending = _like(traj.G, self.fp)
-                self.backward = Chain(runtime(), self._folded_plan())
-                self.last = Chain(runtime(), self._last_forces())
-            else:
-                self.backward = Chain(runtime(), self._reverse_plan())
+        self._resolve_launches(traj, model, system)  # each as `run` compiles it
+        self.folded = self._foldable()
+        if self.folded:
+            self.pending = _like(traj.G, self.fp)
+            self.backward = Chain(runtime(), self._folded_plan())
+            self.last = Chain(runtime(), self._last_forces())
+        else:
+            self.backward = Chain(runtime(), self._reverse_plan())
 
     def _foldable(self) -> bool:
         """Whether the second stage's forces are the next step's first (see the module
@@ -85,10 +82,8 @@ class IntegratedNative(KernelNative):
         return self.traj.advance(state, k)
 
     def _reverse_plan(self) -> list:
-        system, traj, R, f64 = self.system, self.traj, _resolve, ti.f64
+        system, R, f64 = self.system, _resolve, ti.f64
         self._adjoint_fields()
-        self.step_params += [(key, f, Field(f64, ()), factor) for key, f, factor in
-                             traj.scalars]
         plan = self._replay(self.ctrl, self.ctrl_snaps)
         stages = self._stages()
         for launches, snaps, _, G in stages:
@@ -107,8 +102,6 @@ class IntegratedNative(KernelNative):
     def _folded_plan(self) -> list:
         system, traj, R, f64, fp = self.system, self.traj, _resolve, ti.f64, self.fp
         self._adjoint_fields()
-        self.step_params += [(key, f, Field(f64, ()), factor) for key, f, factor in
-                             traj.scalars]
         stages = self._stages()
         plan = [R(assign, (system.x.grad, traj.G, fp))]  # load() left -F_k there
         for launches, snaps, _, _ in stages:

@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 
-from simrun.adjoint.controlled import ControlledTrajectory
 from simrun.adjoint.horizon import growth_report
 from simrun.adjoint.integrated import IntegratedTrajectory
 from simrun.adjoint.kernel_state import Tangent
@@ -86,18 +85,14 @@ def _split_keys(keys: list[Key]) -> tuple[dict, dict]:
 
 
 def _trajectory(scene: Scene, keys: list[Key], threads: int | None, rest: np.ndarray,
-                progress: Progress | None = None) -> KernelTrajectory:
-    """The DiffModel and the sweep for this scene: its update plan's (integrated.py) or its
-    own step kernels' (kernel_sweep.py), differentiated by the engine."""
+                progress: Progress | None = None) -> IntegratedTrajectory:
+    """The DiffModel and the sweep for this scene: the engine's derivative of `run`'s step
+    (its controller, its step kernels or the integrator's updates, the walls)."""
     model = DiffModel(scene, rest, *_split_keys(keys), threads)
     check_field_keys(keys, model.system.extra)
     step_keys = {k.text: ("dt" if k.kind == "dt" else k.name) for k in keys
                  if k.kind in ("step", "dt", "damping", "thermostat")}
-    if scene.step_kernels is None:  # the integrator's or thermostat's update kernels
-        return IntegratedTrajectory(model, step_keys, progress)
-    if scene.controller is not None:
-        return ControlledTrajectory(model, step_keys, progress)
-    return KernelTrajectory(model, step_keys, progress)
+    return IntegratedTrajectory(model, step_keys, progress)
 
 
 def _start(scene: Scene, shifts: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

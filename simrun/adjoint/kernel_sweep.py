@@ -1,18 +1,18 @@
-"""Trajectory gradients of scenes whose dynamics are their own `step_kernels` (MPM).
+"""A trajectory's state, objective and gradient sweeps: the base of every scene's
+trajectory (integrated.py builds the step; controlled.py adds a controller).
 
-A step is: the energy terms give G = dU/dx at x (`run` leaves it in x.grad), then the step
-kernels advance x, v and the fields the kernel modules allocate (C, the grid). A step kernel
-that reads `x.grad` is run as a twin that reads G from a field of its own
-(`Kernel.with_grad_reads`), so G is an ordinary input with an adjoint: the reverse of a step
-replays its kernels on a Tape from the stored state, seeds the adjoints of the state after
-the step into the fields' .grad and gets those of the state before it, plus G's adjoint
-G-bar, which goes back through the forces as H G-bar (and the mixed derivatives in the
+A step is `run`'s: [controller;] the scene's step kernels or the integrator's or thermostat's
+updates, reading G = dU/dx at x (`run` leaves it in x.grad), the walls, the forces at the new
+x, [a second stage of updates]. A launch that reads `x.grad` runs as a twin that reads G
+from a field of its own (`Kernel.with_grad_reads`), so G is an ordinary input with an
+adjoint: G-bar goes back through the forces as H G-bar (and the mixed derivatives in the
 masses, energy parameters and fields the energy reads) by one forward-over-reverse pass:
 second order without finite differences and without gradients of gradients. Forward mode
 carries tangents through the same twins under FwdMode, with G's tangent H xdot + ...
 
-The forward sweep runs the same kernels on the same values as `run` (G holds x.grad's bits),
-so `grad` differentiates exactly the trajectory `run` computes.
+Here: the states (x, v, F and every field a step carries), J summed along the trajectory,
+the objective's seeds, and the binomial checkpoint sweep, with each reverse step one native
+call (integrated_native.py) or, under the interpreted policy, Tapes (integrated.py).
 """
 
 from __future__ import annotations
@@ -28,16 +28,16 @@ from simrun.adjoint.model import DiffModel
 from simrun.lang.autodiff.tape import recording
 from simrun.scene import SceneError
 from simrun.stepper.binding import BoundKernel, parameter_names
-from simrun.stepper.integrators import apply_boundary
 
 
 class KernelTrajectory:
-    """Steps, objective, reverse and tangent sweeps of a step-kernel scene on a DiffModel.
+    """State, objective and gradient sweeps of a scene's trajectory on a DiffModel.
 
-    `step_keys` maps each differentiated step-kernel scalar (a `step_kernels.params.<name>`
-    KEY, or `dt`) to its parameter name; those are read from 0-D fields in the twins."""
+    `step_keys` maps each differentiated scalar the steps read (a `step_kernels.params.<name>`
+    KEY, `dt`, a thermostat's) to its parameter name; those are read from 0-D fields in the
+    twins."""
 
-    native_class = KernelNative  # what builds them
+    native_class: type[KernelNative]  # what builds the native steps (integrated.py's)
 
     def __init__(self, model: DiffModel, step_keys: dict[str, str],
                  progress: Callable[[str, int, int], None] | None = None):
@@ -59,10 +59,10 @@ class KernelTrajectory:
             f._make_dual()
             f.grad._make_dual()  # the mixed derivative of energies that read the field
         self.twins = [self._twin(b) for b in system.step_kernels]
-        self.param_fields: dict[str, list] = {}
-        for tw in self.twins:
-            for name, f in tw.kernel.field_args.items():
-                self.param_fields.setdefault(name, []).append(f)
+        # (KEY, 0-D field, d value / d KEY) of each differentiated scalar the steps read
+        self.scalars: list = [(key, f, 1.0) for key, name in step_keys.items()
+                              for tw in self.twins for n, f in tw.kernel.field_args.items()
+                              if n == name]
 
     def _twin(self, bound: BoundKernel) -> BoundKernel:
         """The step kernel reading G where it reads x.grad, and the differentiated scalars
@@ -114,36 +114,6 @@ class KernelTrajectory:
         for n, f in system.extra.items():
             f.from_numpy(state.fields[n])
         self.G.from_numpy(np.negative(state.f))  # the bits x.grad held in `run`
-
-    def advance(self, state: KernelState, k: int) -> KernelState:
-        self._load(state)
-        self._before_kernels(k)
-        for tw in self.twins:
-            tw()
-        system = self.system
-        x, v = system.get_state()
-        if self.scene.boundary.type != "none":
-            apply_boundary(self.scene.boundary, x, v)
-            system.set_state(x, v)
-        fields = self._fields()
-        potential, f = system.forces()
-        return KernelState(k + 1, x, v, f, potential, fields)
-
-    def _wall_signs(self) -> np.ndarray:
-        """The derivative of the scene's boundary, applied after the step kernels (as in
-        ``advance``) to the positions the fields hold now: -1 on the components a reflecting
-        wall flips (position and velocity alike), else 1 (a periodic wrap: 1)."""
-        x = self.system.x.to_numpy()
-        b = self.scene.boundary
-        if b.type != "reflect":
-            return np.ones(x.shape)
-        low, high = np.asarray(b.low, x.dtype), np.asarray(b.high, x.dtype)
-        return np.where((x < low) | (x > high), -1.0, 1.0)
-
-    def _restore_fields(self, state: KernelState, k: int) -> None:
-        """The allocated fields as the forces of step k saw them (before the HVP)."""
-        for n, f in self.system.extra.items():
-            f.from_numpy(state.fields[n])
 
     def _before_kernels(self, k: int) -> None:
         """What runs between loading a state and the step kernels (a controller's hook)."""
@@ -198,42 +168,6 @@ class KernelTrajectory:
                 adj.add_params(sec.grad_p, w)
                 for n, f in self.floats.items():  # dU/dfield, e.g. a controller's output
                     adj.fields[n] += w * f.grad.to_numpy().astype(float)
-
-    def reverse_step(self, adj: KernelAdjoint, state: KernelState, k: int, steps: int) -> None:
-        """adj holds dJ/d(state after step k); make it dJ/d(state before step k)."""
-        system, ti = self.system, self.ti
-        self._load(state)
-        self._before_kernels(k)
-        grads = [system.x.grad, system.v.grad, system.m.grad, self.G.grad] + \
-            [f.grad for f in self.floats.values()] + \
-            [f.grad for fs in self.param_fields.values() for f in fs]
-        for g in grads:
-            g.fill(0)
-        with ti.ad.Tape(loss=None, clear_gradients=False):
-            for tw in self.twins:
-                tw()
-            signs = self._wall_signs()  # the boundary after the kernels, reversed
-            system.x.grad.from_numpy((signs * adj.x).astype(system.np_dtype))
-            system.v.grad.from_numpy((signs * adj.v).astype(system.np_dtype))
-            for n, f in self.floats.items():
-                f.grad.from_numpy(adj.fields[n].astype(f.grad.to_numpy().dtype))
-        adj.x = system.x.grad.to_numpy().astype(float)
-        adj.v = system.v.grad.to_numpy().astype(float)
-        adj.fields = {n: f.grad.to_numpy().astype(float) for n, f in self.floats.items()}
-        adj.mass += system.m.grad.to_numpy().astype(float)
-        for key, name in self.step_keys.items():
-            total = sum(float(f.grad[None]) for f in self.param_fields.get(name, ()))
-            if key == "dt":
-                adj.dt += total
-            else:
-                adj.add_params({key: total})
-        g_bar = self.G.grad.to_numpy().astype(float)
-        self._restore_fields(state, k)  # the Tape left them as the step ended
-        self._through_forces(adj, state.x, g_bar)
-        self._reverse_before_kernels(adj, state, k)
-        self._seed(adj, state, self._weight(k, steps))
-        self._check_finite(adj, k)
-        self.progress("reverse", steps - k, steps)
 
     def _check_finite(self, adj: KernelAdjoint, k: int) -> None:
         for name, value in (("positions", adj.x), ("velocities", adj.v)):
@@ -363,33 +297,3 @@ class KernelTrajectory:
             g_dot += system.x.grad.dual.to_numpy().astype(float)
             u_dot += float(system.U.dual[None])
         return g_dot, u_dot
-
-    def tangent_step(self, state: KernelState, tan: Tangent, fields_dot: dict
-                     ) -> tuple[np.ndarray, np.ndarray, dict, float]:
-        """(xdot, vdot, field tangents) after the step from `state`, and U's tangent there."""
-        return self._kernels_tangent(state, tan, fields_dot)
-
-    def _kernels_tangent(self, state: KernelState, tan: Tangent, fields_dot: dict
-                         ) -> tuple[np.ndarray, np.ndarray, dict, float]:
-        """The step kernels' share of `tangent_step` (a controller's runs before it)."""
-        system, ti = self.system, self.ti
-        g_dot, _ = self._force_tangent(state, tan, fields_dot)
-        self._load(state)
-        dtype = system.np_dtype
-        system.v.dual.from_numpy(tan.v.astype(dtype))
-        system.m.dual.from_numpy(tan.mass.astype(dtype))
-        self.G.dual.from_numpy(g_dot.astype(dtype))
-        for n, f in self.floats.items():
-            f.dual.from_numpy(fields_dot[n].astype(f.to_numpy().dtype))
-        for key, name in self.step_keys.items():
-            for f in self.param_fields.get(name, ()):
-                f.dual[None] = tan.dt if key == "dt" else tan.params.get(key, 0.0)
-        with ti.ad.FwdMode(loss=system.U, param=system.x, seed=tan.x.astype(dtype).reshape(-1),
-                           clear_gradients=False):
-            for tw in self.twins:
-                tw()
-            signs = self._wall_signs()
-            out = (signs * system.x.dual.to_numpy().astype(float),
-                   signs * system.v.dual.to_numpy().astype(float),
-                   {n: f.dual.to_numpy().astype(float) for n, f in self.floats.items()})
-        return out[0], out[1], out[2], 0.0
