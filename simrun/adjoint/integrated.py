@@ -26,6 +26,7 @@ first (G1's at x_k), the controller (controlled.py).
 from __future__ import annotations
 
 from contextlib import nullcontext
+from functools import cached_property
 
 import numpy as np
 
@@ -34,6 +35,7 @@ from simrun.adjoint.controlled import ControlledTrajectory
 from simrun.adjoint.integrated_native import IntegratedNative
 from simrun.adjoint.kernel_state import KernelAdjoint, KernelState, Tangent
 from simrun.adjoint.program import NativeProgram
+from simrun.lang.autodiff.tape import access_of
 from simrun.stepper import thermo, updates
 from simrun.stepper.binding import BoundKernel, parameter_names
 from simrun.stepper.plan import DAMPING, Update, build_plan
@@ -107,16 +109,28 @@ class IntegratedTrajectory(ControlledTrajectory):
     def advance_many(self, state: KernelState, a: int, b: int) -> KernelState:
         """Steps a .. b-1 by `run`'s own stepper, chained natively where `run` chains them
         (the schedule's advances between stored states)."""
-        stepper, system = self.model.stepper, self.system
-        for n, f in system.extra.items():
+        stepper, moving = self.model.stepper, self.moving
+        for n, f in moving.items():  # the others hold the values every state has
             f.from_numpy(state.fields[n])
         stepper.load(State(a, state.x, state.v, state.f, state.potential))
-        done = 0
+        potential, done = self.model.uses_potential(), 0
         while done < b - a:  # the NaN watch stops a chain early: go on as the steps would
-            done += stepper.advance(b - a - done)  # (the next reverse step finds the NaN)
+            done += stepper.advance(b - a - done, potential, set_args=not self.args_set)
         nxt = State(b, state.x, state.v, state.f, state.potential)
         stepper.store(nxt)
-        return KernelState(b, nxt.x, nxt.v, nxt.f, nxt.potential, self._fields())
+        if not potential and stepper.gradients is not None:
+            nxt.potential = float("nan")  # not taken: the objective does not read it
+        fields = {**state.fields, **{n: f.to_numpy() for n, f in moving.items()}}
+        return KernelState(b, nxt.x, nxt.v, nxt.f, nxt.potential, fields)
+
+    @cached_property
+    def moving(self) -> dict:
+        """The fields some launch of a step writes (the others keep their start values)."""
+        written = set()
+        for bound in self.twins + list(self.system.controller) + list(self.system.energy):
+            with self.compiled_as_run(bound):
+                written |= access_of(bound.kernel.prepare(bound.args, "primal")[0]).writes
+        return {n: f for n, f in self.system.extra.items() if f in written}
 
     def advance_launches(self, state: KernelState, k: int) -> KernelState:
         """Step k by the launches `reverse_step` replays (the update kernels' twins): the

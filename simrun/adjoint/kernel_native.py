@@ -221,6 +221,9 @@ class KernelNative:
         the parameters read from 0-D fields into those fields. Between two steps only the
         controller's `step` changes, and nothing else launches these kernels."""
         self.backward.set_args()
+        stepper = self.traj.model.stepper  # the forward steps' (`run`'s) launches too
+        if stepper.chain is not None:
+            stepper.chain.set_args()
         for f, value in self.field_values:
             f.data[()] = value
         if self.energy:

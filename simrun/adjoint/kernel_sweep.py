@@ -49,6 +49,7 @@ class KernelTrajectory:
         self.at_mean = scene.objective.at == "mean"
         self.progress = progress or (lambda *_: None)
         self.need_energy_grads = False
+        self.args_set = False  # a native gradient wrote every launch's scalar arguments
         ti, p = self.ti, scene.particles
         self.G = ti.Vector.field(p.dim, dtype=system.fp, shape=p.count, needs_grad=True,
                                  needs_dual=True)
@@ -268,8 +269,12 @@ class KernelTrajectory:
                 native.push(adj)
             self.progress("reverse", steps - k, steps)
 
-        sched = schedule.reverse(state0, steps, snapshots, advance, on_reverse,
-                                 KernelState.copy, many)
+        self.args_set = True  # prepare() wrote them: short advances need not again
+        try:
+            sched = schedule.reverse(state0, steps, snapshots, advance, on_reverse,
+                                     KernelState.copy, many)
+        finally:
+            self.args_set = False
         if steps > 0:
             finite = native.finish(state0)
             native.pull(adj)

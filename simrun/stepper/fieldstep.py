@@ -180,10 +180,12 @@ class FieldStepper:
             state.f, state.potential = np.zeros_like(state.x), 0.0
 
     # ------------------------------------------------------------------ steps
-    def advance(self, steps: int, potential: bool = True) -> int:
+    def advance(self, steps: int, potential: bool = True, set_args: bool = True) -> int:
         """Make up to `steps` steps on the fields; returns the steps made, fewer when the
         state after the last one is not finite (NaN or Inf). Without `potential`, U may be
-        left as it was (where the forces do not need it): the caller must not read it."""
+        left as it was (where the forces do not need it): the caller must not read it.
+        `set_args=False`: a controlled step trusts the launches' scalar arguments as the
+        last call left them (a gradient's many short advances; the step index is written)."""
         self.bad.data[()] = 0
         for bound in self.system.energy:
             bound.kernel.last_launch = None  # as the Tape's record leaves it
@@ -191,7 +193,7 @@ class FieldStepper:
             self.direct.set_field_args()
         if self.chain is not None and not recording():
             if self.control:
-                return self._controlled_steps(steps)
+                return self._controlled_steps(steps, set_args)
             chain = self.forces_only if not potential and self.forces_only is not None \
                 else self.chain
             done = chain.run(steps)
@@ -204,9 +206,10 @@ class FieldStepper:
                 return done
         return steps
 
-    def _controlled_steps(self, steps: int) -> int:
+    def _controlled_steps(self, steps: int, set_args: bool = True) -> int:
         """One native call per step: the controller's launches get the step index first."""
-        self.chain.set_args()
+        if set_args:
+            self.chain.set_args()
         for done in range(1, steps + 1):
             for (compiled, flat), at in self.control:
                 if at is not None:
