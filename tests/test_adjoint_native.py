@@ -1,6 +1,6 @@
-"""The reverse step as one chain of launches (adjoint/reverse.py) against the engine's reverse
-of the same update kernels (the interpreted policy: integrated.py's Tape sweep), and
-bit-reproducible from run to run."""
+"""The reverse step as one chain of launches (adjoint/integrated_native.py) against the
+engine's reverse of the same update kernels under Tapes (the interpreted policy,
+integrated.py), and bit-reproducible from run to run."""
 
 from __future__ import annotations
 

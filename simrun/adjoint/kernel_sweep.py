@@ -190,8 +190,8 @@ class KernelTrajectory:
 
     def gradient(self, state0: KernelState, steps: int, snapshots: int
                  ) -> tuple[float, KernelAdjoint, schedule.Schedule]:
-        """J and the adjoints by the binomial checkpoint schedule (as sweep.Trajectory); each
-        step and its reverse as one chain of launches where they can be (kernel_native.py)."""
+        """J and the adjoints by the binomial checkpoint schedule (schedule.py); each reverse
+        step one chain of launches where it can be (integrated_native.py), else Tapes."""
         n, dim = state0.x.shape
         adj = KernelAdjoint(np.zeros((n, dim)), np.zeros((n, dim)),
                             {k: np.zeros(a.shape) for k, a in state0.fields.items()
