@@ -21,8 +21,11 @@ class KernelState:
     fields: dict[str, np.ndarray]
 
     def copy(self) -> KernelState:
+        """A stored copy. A state's arrays are never written in place (each step makes new
+        ones, and the fields no step writes are shared by every state): the fields' arrays
+        are shared, not copied (a robot's network weights would be, every stored state)."""
         return KernelState(self.step, self.x.copy(), self.v.copy(), self.f.copy(),
-                           self.potential, {k: a.copy() for k, a in self.fields.items()})
+                           self.potential, dict(self.fields))
 
 
 @dataclass
