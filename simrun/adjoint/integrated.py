@@ -115,11 +115,14 @@ class IntegratedTrajectory(ControlledTrajectory):
         stepper.load(State(a, state.x, state.v, state.f, state.potential))
         potential, done = self.model.uses_potential(), 0
         while done < b - a:  # the NaN watch stops a chain early: go on as the steps would
-            done += stepper.advance(b - a - done, potential, set_args=not self.args_set)
+            done += stepper.advance(b - a - done, potential, set_args=not self.args_set,
+                                    forces_after=potential)
         nxt = State(b, state.x, state.v, state.f, state.potential)
         stepper.store(nxt)
         if not potential and stepper.gradients is not None:
             nxt.potential = float("nan")  # not taken: the objective does not read it
+        if stepper.control and stepper.forces_were_skipped:  # the controller's next step
+            nxt.f = np.full_like(nxt.f, np.nan)  # takes them again: nothing reads them
         fields = {**state.fields, **{n: f.to_numpy() for n, f in moving.items()}}
         return KernelState(b, nxt.x, nxt.v, nxt.f, nxt.potential, fields)
 
@@ -128,6 +131,8 @@ class IntegratedTrajectory(ControlledTrajectory):
         """The fields some launch of a step writes (the others keep their start values)."""
         written = set()
         for bound in self.twins + list(self.system.controller) + list(self.system.energy):
+            if getattr(bound.kernel, "prepare", None) is None:  # e.g. a custom gradient's
+                return dict(self.system.extra)  # writes are not known: every field moves
             with self.compiled_as_run(bound):
                 written |= access_of(bound.kernel.prepare(bound.args, "primal")[0]).writes
         return {n: f for n, f in self.system.extra.items() if f in written}

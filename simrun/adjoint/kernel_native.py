@@ -222,8 +222,11 @@ class KernelNative:
         controller's `step` changes, and nothing else launches these kernels."""
         self.backward.set_args()
         stepper = self.traj.model.stepper  # the forward steps' (`run`'s) launches too
-        if stepper.chain is not None:
-            stepper.chain.set_args()
+        for chain in (stepper.chain, stepper.stepped):
+            if chain is not None:
+                chain.set_args()
+        if stepper.direct is not None:
+            stepper.direct.set_field_args()
         for f, value in self.field_values:
             f.data[()] = value
         if self.energy:
