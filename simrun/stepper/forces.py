@@ -9,11 +9,26 @@ reverse order. ``DirectForces`` makes those same launches of the same
 compiled variants with the same arguments, so the bits are the Tape's. Parameters a kernel
 reads from 0-D fields (`Kernel.with_field_args`, for their gradients) are written into those
 fields before every evaluation, as each launch through the kernel writes them.
+
+Where every term only adds into fields no term reads (U), each term's value and gradient
+come from one launch instead (autodiff's value_reverse: the pair terms, square roots and
+divisions computed once for both), in the gradient's place; the value's place then holds an
+empty launch. The sums then differ from the Tape's by rounding, and every path that takes
+forces from ``calls`` (the stepper's chains, ``run``, the adjoint's replays) makes the same
+launches, so they agree with each other bit for bit.
 """
 
 from __future__ import annotations
 
+import simrun.lang as ti
 from simrun.lang.autodiff.tape import access_of, recording
+from simrun.lang.errors import AutodiffError
+
+
+@ti.kernel
+def value_shared():
+    """The value launch of a term whose gradient launch makes its value too: nothing."""
+    pass
 
 
 class DirectForces:
@@ -44,7 +59,26 @@ class DirectForces:
             calls.append((kernel, primal, pflat, grad, gflat))
             field_args = getattr(kernel, "field_args", {})
             self.field_values += [(f, f.data[()].copy()) for f in field_args.values()]
-        return calls
+        return self._fused(calls) or calls
+
+    def _fused(self, calls: list) -> list | None:
+        """calls with each term's value made by its gradient launch (value_reverse), or
+        None where some term reads what a term writes or writes other than by adds."""
+        written = set().union(*(access_of(p).writes for _, p, _, _, _ in calls))
+        read = set().union(*(access_of(k).reads for _, p, _, g, _ in calls for k in (p, g)))
+        if written & read:
+            return None
+        empty = value_shared.prepare((), "primal")[:2]
+        fused = []
+        for (kernel, _, _, _, _), bound in zip(calls, self.energy):
+            try:
+                both, flat, arrays = kernel.prepare(bound.args, "value_reverse")
+            except AutodiffError:
+                return None
+            if arrays:
+                return None
+            fused.append((kernel, *empty, both, flat))
+        return fused
 
     def usable(self) -> bool:
         """True while the resolved launches are what the Tape would make now."""
