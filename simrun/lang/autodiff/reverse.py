@@ -133,8 +133,8 @@ class TaskReverser:
     def forward(self, body) -> list:
         out = []
         for s in body:
-            if isinstance(s, Assign) and s.var in self.reductions and not self.with_value:
-                continue  # its reversal needs no value of the total (an add may)
+            if isinstance(s, Assign) and s.var in self.reductions:
+                continue  # its reversal needs no value of the total
             if isinstance(s, (Assign, Load, Random)):
                 if self.saves(s.var):
                     out.append(StackPush(s.var))
