@@ -157,7 +157,7 @@ def reads_what_it_writes(x: ti.template(), U: ti.template()):
 @ti.kernel
 def stores(x: ti.template(), U: ti.template()):
     for i in range(1):
-        U[None] = x[0] * x[1]
+        U[None] = x[i] * x[1]
 
 
 def test_an_inner_sum_added_after_its_loop():
