@@ -47,6 +47,7 @@ from .normalize import normalize
 from .races import _Canonical, check_races
 from .recompute import loop_defs, order_free, recomputable, recompute_body
 from .rules import partials
+from .seeds import hoist_seed_loads
 
 
 def has_grad(f) -> bool:
@@ -332,7 +333,7 @@ class TaskReverser:
         rev = self.reverse(body)
         init = [Assign(a, builder.const(0, a.dtype)) for v, a in self.adj.items()
                 if v not in self.slot_vars]
-        return dataclasses.replace(self.task, body=init + fwd + rev)
+        return dataclasses.replace(self.task, body=hoist_seed_loads(init + fwd + rev))
 
 
 def _refuse_grad_reads(kir: KernelIR, access) -> None:
