@@ -48,6 +48,7 @@ from .races import _Canonical, check_races
 from .recompute import loop_defs, order_free, recomputable, recompute_body
 from .rules import partials
 from .seeds import hoist_seed_loads
+from .value import refuse_value
 
 
 def has_grad(f) -> bool:
@@ -347,31 +348,14 @@ def _refuse_grad_reads(kir: KernelIR, access) -> None:
                             "or copy them into a plain field first")
 
 
-def _refuse_value(kir: KernelIR, replay: set) -> None:
-    """value_reverse makes the kernel's writes during its gradient: exact only where they are
-    adds into fields the kernel never reads (an energy's `U[None] += ...`), whose order
-    changes the sums by rounding alone and whose values nothing in the kernel sees."""
-    if replay:
-        raise AutodiffError(f"kernel '{kir.name}' reads the field "
-                            f"'{sorted(f.name for f in replay)[0]}' it writes: its value and "
-                            "gradient cannot share one launch; launch it, then its gradient")
-    for task in kir.tasks:
-        for s in walk(task.body):
-            if isinstance(s, Store) or (isinstance(s, Atomic) and (
-                    s.op not in (Op.ADD, Op.SUB) or s.result is not None)):
-                raise AutodiffError(f"kernel '{kir.name}' writes '{s.field.name}' other "
-                                    "than by an add: its value and gradient cannot share "
-                                    "one launch; launch it, then its gradient", s.span)
-
-
 def reverse_kernel(kir: KernelIR, with_value: bool = False) -> KernelIR:
     """The kernel's gradient; `with_value` (mode value_reverse): one launch that also makes
-    the kernel's own adds, sharing the pair terms between U and dU/dx (see _refuse_value)."""
+    the kernel's own adds, sharing the pair terms between U and dU/dx (see value.py)."""
     access = kernel_access(kir)
     _refuse_grad_reads(kir, access)
     replay = access.reads & access.writes
     if with_value:
-        _refuse_value(kir, replay)
+        refuse_value(kir, replay)
     slot_vars = set(kir.extra.get("top_level_vars", []))
     prologue, snaps, crosses = _replay_top_level(kir, slot_vars)
     tasks: list = []
