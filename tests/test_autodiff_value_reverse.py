@@ -20,7 +20,7 @@ import simrun.lang as ti
 from simrun.lang import pipeline
 from simrun.lang.errors import AutodiffError
 from simrun.lang.ir.access import stmt_exprs
-from simrun.lang.ir.nodes import For, OpExpr, walk
+from simrun.lang.ir.nodes import OpExpr, walk
 from simrun.lang.ir.ops import Op
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
@@ -231,20 +231,6 @@ def test_one_reciprocal_for_a_shared_divisor():
         divisions[mode] = sum(_count(e, Op.TRUEDIV) for t in out.tasks for s in walk(t.body)
                               for e in stmt_exprs(s))
     assert divisions == {"reverse": 3, "value_reverse": 1}
-
-
-def test_one_reciprocal_across_the_cutoff_branches():
-    """lj_all_pairs in value_reverse mode: the recomputed pair's `if r2 < rc2` (U's term)
-    and its reversal's (the derivative's) are one branch, and divide by r2 once."""
-    ti.init(arch=ti.cpu, default_fp=ti.f64)
-    x = ti.Vector.field(3, ti.f64, shape=8, needs_grad=True)
-    low, high = ti.Vector.field(3, ti.f64, shape=()), ti.Vector.field(3, ti.f64, shape=())
-    U = ti.field(ti.f64, shape=(), needs_grad=True)
-    args = (x, low, high, False, U, 1.0, 1.0, 2.5)
-    out = pipeline.run(_module("lj").lj_all_pairs.lower(args)[0], "value_reverse", "lj")
-    reverse_loop = [s for t in out.tasks for s in t.body if isinstance(s, For)][-1]
-    assert sum(_count(e, Op.TRUEDIV) for s in walk(reverse_loop.body)
-               for e in stmt_exprs(s)) == 1
 
 
 def _count(e, op) -> int:

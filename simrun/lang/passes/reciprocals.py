@@ -8,12 +8,9 @@ dearest instruction of the loop, where a hand-written loop takes ``inv = 1 / s``
 multiplies. This pass does what the hand-coder does: within one block, every float division
 by the same expression becomes a product with one ``r = 1 / divisor`` computed before the
 first of them (fast math's `arcp` already allows ``a / b = a * (1 / b)``, so the results
-change by rounding only). LJ's pair divides by r^2 in two branches on one test, the
-recomputed iteration's `if r2 < rc2` (U's term) and its reversal's (the derivative): they
-are merged first, so the pair divides once there too.
+change by rounding only).
 
-Pre: structured IR. Post: adjacent ifs on one unchanged condition local are merged; in
-each statement list, a float divisor that at least two
+Pre: structured IR. Post: in each statement list, a float divisor that at least two
 divisions share (compared as expression trees), whose locals no statement between the first
 and last of them assigns, is divided once, into a new local; those divisions read it.
 """
@@ -70,25 +67,8 @@ def _divisions(e, out: list) -> None:
         _divisions(a, out)
 
 
-def _merge_ifs(body: list) -> list:
-    """Adjacent `if c:` statements on one condition local that the first does not assign are
-    one `if`: a recomputed iteration's branch and its reversal's (LJ's `if r2 < rc2` twice),
-    so their divisions share a block."""
-    out: list = []
-    for s in body:
-        prev = out[-1] if out else None
-        if isinstance(s, If) and isinstance(prev, If) and isinstance(s.cond, VarRef) \
-                and isinstance(prev.cond, VarRef) and s.cond.var is prev.cond.var \
-                and not any(s.cond.var in stmt_writes(t) for t in walk(prev.then + prev.orelse)):
-            out[-1] = dataclasses.replace(prev, then=prev.then + s.then,
-                                          orelse=prev.orelse + s.orelse)
-        else:
-            out.append(s)
-    return out
-
-
 def _block(body: list) -> list:
-    body = [_nested(s) for s in _merge_ifs(body)]
+    body = [_nested(s) for s in body]
     at: dict = {}  # divisor key -> (divisor, indices of the statements dividing by it)
     for n, s in enumerate(body):
         found: list = []
