@@ -13,7 +13,7 @@ fields before every evaluation, as each launch through the kernel writes them.
 Where every term only adds into fields no term reads (U), each term's value and gradient
 come from one launch instead (autodiff's value_reverse: the pair terms, square roots and
 divisions computed once for both), in the gradient's place; the value's place then holds an
-empty launch. The sums then differ from the Tape's by rounding, and every path that takes
+empty launch (``shared``), which the stepper and ``run`` skip. The sums then differ from the Tape's by rounding, and every path that takes
 forces from ``calls`` (the stepper's chains, ``run``, the adjoint's replays) makes the same
 launches, so they agree with each other bit for bit.
 """
@@ -27,8 +27,10 @@ from simrun.lang.errors import AutodiffError
 
 @ti.kernel
 def value_shared():
-    """The value launch of a term whose gradient launch makes its value too: nothing."""
-    pass
+    """The value launch of a term whose gradient launch makes its value too: nothing (one
+    empty iteration: a CUDA module needs an entry)."""
+    for _ in range(1):
+        pass
 
 
 class DirectForces:
@@ -39,6 +41,7 @@ class DirectForces:
         self.args = [bound.args for bound in energy]
         self.kernels = [bound.kernel for bound in energy]
         self.field_values: list = []  # (0-D field, value) of parameters bound as fields
+        self.shared = False  # each term's value comes with its gradient (value_reverse)
         self.calls = self._resolve()
 
     def _resolve(self) -> list | None:
@@ -59,7 +62,9 @@ class DirectForces:
             calls.append((kernel, primal, pflat, grad, gflat))
             field_args = getattr(kernel, "field_args", {})
             self.field_values += [(f, f.data[()].copy()) for f in field_args.values()]
-        return self._fused(calls) or calls
+        fused = self._fused(calls)
+        self.shared = fused is not None
+        return fused or calls
 
     def _fused(self, calls: list) -> list | None:
         """calls with each term's value made by its gradient launch (value_reverse), or
@@ -97,7 +102,8 @@ class DirectForces:
         self.loss.fill(0)
         for kernel, primal, flat, _, _ in self.calls:
             kernel.last_launch = None  # as the Tape's record leaves it
-            primal.launch(flat)
+            if not self.shared:  # (else an empty launch)
+                primal.launch(flat)
         self.loss.grad.fill(1)
         for _, _, _, grad, flat in reversed(self.calls):
             grad.launch(flat)
