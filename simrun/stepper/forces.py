@@ -13,9 +13,9 @@ fields before every evaluation, as each launch through the kernel writes them.
 Where every term only adds into fields no term reads (U), each term's value and gradient
 come from one launch instead (autodiff's value_reverse: the pair terms, square roots and
 divisions computed once for both), in the gradient's place; the value's place then holds an
-empty launch (``shared``), which the stepper and ``run`` skip. The sums then differ from the Tape's by rounding, and every path that takes
-forces from ``calls`` (the stepper's chains, ``run``, the adjoint's replays) makes the same
-launches, so they agree with each other bit for bit.
+empty launch (``shared``), which the stepper and ``run`` skip. The sums then differ from the
+Tape's by rounding, and every path that takes forces from ``calls`` (the stepper's chains,
+``run``, the adjoint's replays) makes the same launches, so they agree bit for bit.
 """
 
 from __future__ import annotations
