@@ -149,7 +149,7 @@ class FieldStepper:
         if direct is None or direct.calls is None:
             return None
         self.direct = direct
-        primal = [(p, pflat) for _, p, pflat, _, _ in direct.calls]
+        primal = [] if direct.shared else [(p, pflat) for _, p, pflat, _, _ in direct.calls]
         grads = [(g, gflat) for _, _, _, g, gflat in reversed(direct.calls)]
         return primal + grads
 
