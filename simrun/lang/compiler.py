@@ -53,6 +53,7 @@ def compile_kernel(kir, runtime, config, arg_specs, ndarray_slots) -> CompiledKe
     slots = [(layout.var_slot[v], v.dtype) for v in kir.arg_vars]
     compiled = CompiledKernel(kir.name, layout, addresses, slots, kir.ret_types, runtime,
                               ndarray_slots)
+    compiled.source_name = kir.extra.get("source_name", kir.name)  # what errors name
     compiled.order_sensitive = frozenset(k for k, task in enumerate(kir.tasks)
                                          if racing_scatters(task, config.debug))
     return compiled

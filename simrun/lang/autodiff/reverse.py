@@ -385,6 +385,8 @@ def reverse_kernel(kir: KernelIR, with_value: bool = False) -> KernelIR:
     extra["n_prologue"] = len(prologue)
     extra["cross_task_locals"] = crosses
     suffix = "_value_grad" if with_value else "_grad"
+    if with_value:  # its errors are the user's kernel's own (the value is its forward)
+        extra["source_name"] = kir.extra.get("source_name", kir.name)
     return KernelIR(kir.name + suffix, prologue + tasks, kir.arg_vars, [], kir.span, extra)
 
 

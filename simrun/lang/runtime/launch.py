@@ -121,12 +121,13 @@ class CompiledKernel:
         kind, what, span, shape = info
         where = f"{span}: " if span is not None else ""
         text = f"\n    {span.text.strip()}" if span is not None and span.text else ""
+        name = getattr(self, "source_name", self.name)
         if code == 1:
             idx = [int(self.ctx[base + 2 + k]) for k in range(len(shape or ()))]
-            raise KernelIndexError(f"{where}in kernel '{self.name}': index {tuple(idx)} is out of "
+            raise KernelIndexError(f"{where}in kernel '{name}': index {tuple(idx)} is out of "
                              f"range for field '{what}' of shape {shape}{text}")
         if code == 2:
-            raise AssertionError(f"{where}in kernel '{self.name}': assertion failed: {what}{text}")
+            raise AssertionError(f"{where}in kernel '{name}': assertion failed: {what}{text}")
         if code == 3:
             raise MemoryError(f"kernel '{self.name}': out of memory for a per-group copy of "
                               f"field '{what}' ({self.runtime.num_threads} threads)")
