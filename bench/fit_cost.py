@@ -7,11 +7,15 @@ The trajectory optimisation's objective is <U> over the run (`builtin: potential
 mean`): the targets' loss has no trajectory gradient here (the pressure is an ensemble
 average), and a gradient costs the same reverse sweep whatever scalar it ends in.
 
-    python bench/fit_cost.py            # ~8 minutes on 2 cores
+    python bench/fit_cost.py [--keep DIR]      # ~8 minutes on 2 cores
+
+--keep DIR keeps both output folders (DIR/fit/best.yaml: the fitted scene, for
+`python scenes/fit_lj_targets.py --check DIR/fit/best.yaml`).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import resource
@@ -42,10 +46,14 @@ def timed(args: list[str]) -> dict:
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        fit = timed(["--out", f"{tmp}/fit"])
-        record = json.loads(Path(f"{tmp}/fit/fit.json").read_text())
-        plain = timed(["--out", f"{tmp}/trajectory", *TRAJECTORY])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keep", type=Path, help="keep the outputs in this folder")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = args.keep.resolve() if args.keep else Path(scratch)
+        fit = timed(["--out", str(tmp / "fit")])
+        record = json.loads((tmp / "fit" / "fit.json").read_text())
+        plain = timed(["--out", str(tmp / "trajectory"), *TRAJECTORY])
     print(fit["stdout"])
     print(f"fit: {record['trajectories']} runs; fitted {record['fitted']['params']} "
           f"+- {record['fitted'].get('errors')}")

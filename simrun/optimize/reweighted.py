@@ -292,7 +292,7 @@ def _fitted_record(names: list[str], fit: Fit) -> dict:
     last, at = fit.steps[-1], [r for r in fit.rows if r.stage == "gauss-newton"][-1]
     out.update({"errors": dict(zip(names, map(float, fit.errors))),
                 "covariance": fit.covariance.tolist(),
-                "errors_independent_components": dict(zip(
+                "errors_gauss_newton": dict(zip(  # (J^T W J)^-1: bins independent
                     names, map(float, np.sqrt(np.diag(last.independent))))),
                 "converged": bool(fit.converged), "last_step_chi2": last.chi2,
                 "polish_runs": len(fit.steps),
