@@ -11,6 +11,7 @@ two errors combined.
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -20,7 +21,7 @@ import numpy as np
 from simrun.ensemble.job import estimate_from, sample, sampling_scene
 from simrun.ensemble.stats import jackknife
 from simrun.ensemble.targets import rdf_frames, target_errors, target_values
-from simrun.scene import Scene, load_scene
+from simrun.scene import Scene, SceneError, load_scene
 
 HERE = Path(__file__).resolve().parent
 REFERENCE = {"epsilon": 1.0, "sigma": 1.0}  # what the fit must recover (not in fit_lj.yaml)
@@ -66,7 +67,11 @@ def main() -> None:
     parser.add_argument("--check", type=Path, help="a fitted scene to compare with the targets")
     args = parser.parse_args()
     if args.check:
-        check(args.check, args.steps)
+        try:
+            check(args.check, args.steps)
+        except SceneError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            sys.exit(2)
         return
     scene = load_scene(HERE / "lj_nvt.yaml", [f"energy.0.params.{k}={v}"
                                               for k, v in REFERENCE.items()])

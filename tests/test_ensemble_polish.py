@@ -58,6 +58,7 @@ def test_the_targets_error_propagates_through_the_jacobian(tmp_path: Path) -> No
     record = json.loads((tmp_path / "f" / "fit.json").read_text())["fitted"]
     assert record["errors"]["integrator.temperature"] == pytest.approx(fit.errors[0])
     assert record["converged"] is True and record["polish_runs"] == len(fit.steps)
+    assert json.loads((tmp_path / "f" / "fit.json").read_text())["status"] == "done"
     assert abs(record["last_run"]["z"]["potential_per_particle"][0]) < 4
     csv = (tmp_path / "f" / "fit.csv").read_text().splitlines()
     assert csv[0].endswith(",stage") and csv[-1].endswith(",gauss-newton")

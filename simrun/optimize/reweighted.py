@@ -151,9 +151,10 @@ class _Setup:
     def energy_keys(self) -> list[str]:
         return [k.text for k in self.keys if k.kind == "energy"]
 
-    def report(self, rows: list[FitRow], fit: Fit | None, size: float) -> None:
+    def report(self, rows: list[FitRow], fit: Fit | None, size: float,
+               done: bool = False) -> None:
         _write(self.out_dir, self.scene, self.keys, fit or Fit(rows, fitted(rows)),
-               time.perf_counter() - self.t0)
+               time.perf_counter() - self.t0, done)
         if self.progress is not None:
             self.progress(len(rows), self.total, rows[-1].loss, size)
 
@@ -184,7 +185,7 @@ def fit_by_reweighting(scene: Scene, out_dir: Path, *, iterations: int | None = 
     fit = Fit(rows, fitted(rows))
     if polish:
         fit = _polish(setup, fit, polish, polish_steps or POLISH_LENGTH * steps, polish_every)
-    setup.report(fit.rows, fit, 0.0)
+    setup.report(fit.rows, fit, 0.0, done=True)
     return fit
 
 
@@ -252,7 +253,8 @@ def _polish(setup: _Setup, fit: Fit, runs: int, steps: int, every: int | None) -
     return Fit(rows, vector, done[-1].covariance, done, False)
 
 
-def _write(out_dir: Path, scene: Scene, keys: list, fit: Fit, wall: float) -> None:
+def _write(out_dir: Path, scene: Scene, keys: list, fit: Fit, wall: float,
+           done: bool = False) -> None:
     """fit.csv (iteration, loss, N_eff/N, trajectory, the N_eff/N of a run just replaced,
     parameters, stage), fit.json and best.yaml (the scene at the fitted parameters)."""
     from simrun.outputs.provenance import relocate, save_sources
@@ -266,7 +268,7 @@ def _write(out_dir: Path, scene: Scene, keys: list, fit: Fit, wall: float) -> No
     atomic_write_text(out_dir / "fit.csv", "\n".join(lines) + "\n")
     adam = [r for r in rows if r.stage == "adam"]
     best = min(adam, key=lambda r: r.loss)
-    record = {"status": "running", "method": "reweighting (DiffTRe)", "wall_s": round(wall, 2),
+    record = {"status": "done" if done else "running", "method": "reweighting (DiffTRe)", "wall_s": round(wall, 2),
               "trajectories": len({r.trajectory for r in rows}),
               "fitted": _fitted_record(names, fit),
               "adam": {"params": dict(zip(names, map(float, fitted(adam)))),
