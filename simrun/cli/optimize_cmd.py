@@ -61,8 +61,9 @@ def optimize(
     DIR/state.npz (for --resume), DIR/optimize.json and DIR/episode/ (best.yaml run, with
     its animation and first/last frames, as `simrun run` writes them). An objective of
     ensemble `targets:` is fitted by reweighting one thermostatted run while N_eff/N >= 0.9
-    (DiffTRe): DIR/fit.csv, fit.json, fit.png, rdf.png, best.yaml (the mean of the last
-    quarter's iterates) and the runs in DIR/trajectory-NNN. Exit 0 ok, 1 a NaN loss or gradient
+    (DiffTRe), then polished by Gauss-Newton steps from fresh runs: DIR/fit.csv, fit.json
+    (the fitted parameters with their errors), fit.png, rdf.png, best.yaml and the runs in
+    DIR/trajectory-NNN. Exit 0 ok, 1 a NaN loss or gradient
     (the best parameters so far are kept), 2 bad input, 130 interrupted (--resume goes on)."""
     with on_device(device):
         optimize_job(lambda: load_scene(scene_path, list(sets or []), allow_outside=allow_outside),

@@ -78,5 +78,5 @@ def gauss_newton(scene: Scene, loss: TargetLoss, series: dict[str, np.ndarray],
                          "parameters.") from None
     gain = independent @ (jac.T * weight)
     covariance = covariance + (gain * target_var) @ gain.T
-    split = lambda a: dict(zip(names, np.split(a, sizes)))  # noqa: E731
-    return Step(step, covariance, independent, split(avg - target), split(np.sqrt(var)))
+    return Step(step, covariance, independent, dict(zip(names, np.split(avg - target, sizes))),
+                dict(zip(names, np.split(np.sqrt(var), sizes))))
