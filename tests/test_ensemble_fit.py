@@ -23,7 +23,7 @@ SETS = ["particles.count=60", "energy.0.params.count=60", "steps=3000",
 
 def test_reweighting_reuses_the_trajectory_and_descends(tmp_path: Path) -> None:
     scene = load_scene(ROOT / "scenes" / "oscillators.yaml", SETS)
-    rows = fit_by_reweighting(scene, tmp_path / "fit", every=3)
+    rows = fit_by_reweighting(scene, tmp_path / "fit", every=3, polish=0).rows
     temps = [float(r.params[0]) for r in rows]
     assert temps[0] == 0.5 and all(b > a for a, b in zip(temps, temps[1:]))  # towards 0.6
     assert rows[-1].trajectory == 0  # small steps: one run serves every iteration
@@ -32,7 +32,8 @@ def test_reweighting_reuses_the_trajectory_and_descends(tmp_path: Path) -> None:
         assert abs(float(r.averages["potential_per_particle"][0]) - 1.5 * t) < 0.03
     assert rows[-1].loss < rows[0].loss
     text = (tmp_path / "fit" / "fit.csv").read_text().splitlines()
-    assert text[0] == "iteration,loss,neff,trajectory,replaced_neff,integrator.temperature"
+    assert text[0] == ("iteration,loss,neff,trajectory,replaced_neff,integrator.temperature,"
+                       "stage")
     assert len(text) == 5 and all(r.stale is None for r in rows)
     best = load_scene(tmp_path / "fit" / "best.yaml")
     assert np.isclose(best.integrator.temperature, rows[-1].params[0])  # the last quarter: 1
@@ -46,11 +47,18 @@ def test_cli_fits_targets_and_resamples_when_n_eff_drops(tmp_path: Path) -> None
                            str(tmp_path / "o")], cwd=ROOT, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
-    rows = (tmp_path / "o" / "fit.csv").read_text().splitlines()[1:]
-    trajectories = [int(r.split(",")[3]) for r in rows]
-    assert trajectories == [0, 1, 2]  # steps of 0.05 in kT: N_eff / N falls below 0.9
-    assert all(float(r.split(",")[4]) < 0.9 for r in rows[1:])  # ... to this
-    assert (tmp_path / "o" / "fit.png").is_file() and "3 trajectories" in done.stdout
+    rows = [r.split(",") for r in (tmp_path / "o" / "fit.csv").read_text().splitlines()[1:]]
+    adam = [r for r in rows if r[-1] == "adam"]
+    assert [int(r[3]) for r in adam] == [0, 1, 2]  # steps of 0.05 in kT: N_eff/N < 0.9
+    assert all(float(r[4]) < 0.9 for r in adam[1:])  # ... to this
+    polish = [r for r in rows if r[-1] == "gauss-newton"]  # then fresh runs, 1 to 4
+    assert 1 <= len(polish) <= 4 and [int(r[3]) for r in polish] == list(
+        range(3, 3 + len(polish)))
+    assert (tmp_path / "o" / "fit.png").is_file()
+    assert f"{3 + len(polish)} trajectories" in done.stdout
+    fitted = [line for line in done.stdout.splitlines() if "integrator.temperature =" in line]
+    value, error = (float(v) for v in fitted[0].split("=")[1].split("+-"))
+    assert abs(value - 0.6) <= 4 * error and 0 < error < 0.05  # kT = 2 t / d
 
 
 def test_targets_are_checked_where_they_are_written() -> None:
@@ -65,7 +73,10 @@ def test_targets_are_checked_where_they_are_written() -> None:
         load_scene(scene, ["objective={at: end, targets: {pressure: 1.0}}"])
     with pytest.raises(SceneError, match="not one of|pressur"):
         load_scene(scene, ["objective={at: mean, targets: {pressur: 1.0}}"])
+    with pytest.raises(SceneError, match="error"):
+        load_scene(scene, ["objective={at: mean, targets: {pressure: {value: 1, error: -1}}}"])
     fit = load_scene(ROOT / "scenes" / "fit_lj.yaml")
+    assert fit.objective.targets["potential_per_particle"]["error"] > 0
     assert set(fit.objective.targets) == {"pressure", "potential_per_particle", "rdf"}
     again = fit.objective.to_dict()["targets"]
     assert again["rdf"]["file"].endswith("fit_lj_rdf.csv") and again["pressure"]["weight"] == 1

@@ -61,8 +61,9 @@ def optimize(
     DIR/state.npz (for --resume), DIR/optimize.json and DIR/episode/ (best.yaml run, with
     its animation and first/last frames, as `simrun run` writes them). An objective of
     ensemble `targets:` is fitted by reweighting one thermostatted run while N_eff/N >= 0.9
-    (DiffTRe): DIR/fit.csv, fit.json, fit.png, rdf.png, best.yaml (the mean of the last
-    quarter's iterates) and the runs in DIR/trajectory-NNN. Exit 0 ok, 1 a NaN loss or gradient
+    (DiffTRe), then polished by Gauss-Newton steps from fresh runs: DIR/fit.csv, fit.json
+    (the fitted parameters with their errors), fit.png, rdf.png, best.yaml and the runs in
+    DIR/trajectory-NNN. Exit 0 ok, 1 a NaN loss or gradient
     (the best parameters so far are kept), 2 bad input, 130 interrupted (--resume goes on)."""
     with on_device(device):
         optimize_job(lambda: load_scene(scene_path, list(sets or []), allow_outside=allow_outside),
@@ -130,26 +131,35 @@ def _fit_targets(scene: Scene, out_dir: Path | None, options: dict[str, Any],
                  quiet: bool) -> None:
     """Targets (ensemble averages): DiffTRe's reweighting loop, its pictures and a summary."""
     from simrun.ensemble.targets import read_rdf
-    from simrun.optimize.reweighted import AVERAGED, fit_by_reweighting, fitted
+    from simrun.optimize.reweighted import AVERAGED, fit_by_reweighting
     from simrun.render.fit import render_fit, render_rdf
 
     target = _target(scene, out_dir, False)
     with iteration_bar(f"optimize {scene.name}", err.is_terminal and not quiet,
                        folder=target) as bar:
-        rows = fit_by_reweighting(scene, target, iterations=options.get("iterations"),
-                                  threads=options.get("threads"), progress=bar)
-    names = list(scene.optimize.parameters)
-    render_fit(rows, names, target / "fit.png", title=scene.name)
+        fit = fit_by_reweighting(scene, target, iterations=options.get("iterations"),
+                                 threads=options.get("threads"), progress=bar)
+    rows, names = fit.rows, list(scene.optimize.parameters)
+    render_fit(rows, names, target / "fit.png", title=scene.name,
+               fitted=(fit.params, fit.errors))
     if "rdf" in scene.objective.targets:
         r, g = read_rdf(scene.objective.targets["rdf"]["file"])
-        render_rdf(r, g, {"start": rows[0].averages["rdf"], "fitted (last iteration)":
+        render_rdf(r, g, {"start": rows[0].averages["rdf"], "fitted (last fresh run)":
                           rows[-1].averages["rdf"]}, target / "rdf.png", title=scene.name)
     fresh = len({row.trajectory for row in rows})
     out.print(f"done: {len(rows)} iterations from {fresh} trajectories (reweighted while "
               f"N_eff/N >= 0.9); loss {rows[0].loss:.4g} -> {rows[-1].loss:.4g}")
-    out.print(f"  fitted (mean of the last {AVERAGED:.0%} of the iterations; best.yaml):")
-    for name, value in zip(names, fitted(rows)):
-        out.print(f"  {name} = {value:.6g}")
+    if fit.steps:
+        state = "converged: the last step is within its errors" if fit.converged else \
+            "NOT converged: the last step is larger than its errors; run more iterations"
+        out.print(f"  polished by Gauss-Newton over {len(fit.steps)} fresh runs ({state}, "
+                  f"chi^2 {fit.steps[-1].chi2:.2f}); fitted, +- the fit's own standard error "
+                  "(best.yaml):")
+    else:
+        out.print(f"  fitted (mean of the last {AVERAGED:.0%} of the iterations; best.yaml):")
+    errors = fit.errors if fit.errors is not None else [None] * len(names)
+    for name, value, error in zip(names, fit.params, errors):
+        out.print(f"  {name} = {value:.6g}" + ("" if error is None else f" +- {error:.2g}"))
     out.print(f"  wrote {target} (fit.csv, fit.json, fit.png, best.yaml)", markup=False)
 
 

@@ -74,3 +74,15 @@ def jackknife(series: dict[str, np.ndarray], estimator: Estimator, blocks: int =
     errors = {k: np.sqrt(v) for k, v in block_var.items()}
     return Estimate({k: np.asarray(v, float) for k, v in full.items()}, errors, effective,
                     n, blocks)
+
+
+def jackknife_covariance(series: dict[str, np.ndarray], estimator: Estimator, name: str,
+                         blocks: int = 20) -> tuple[np.ndarray, np.ndarray]:
+    """The vector output ``name`` of ``estimator`` on all frames and its block-jackknife
+    covariance matrix (the errors of its components and how they go together)."""
+    n = len(next(iter(series.values())))
+    edges = np.linspace(0, n, blocks + 1).round().astype(int)
+    full = estimator({k: s.mean(axis=0) for k, s in series.items()})[name]
+    rows = estimator(_leave_one_out(series, edges))[name]
+    d = rows - rows.mean(axis=0)
+    return np.asarray(full, float), (blocks - 1) / blocks * (d.T @ d)

@@ -18,17 +18,25 @@ from simrun.ensemble.observables import Observed, builtin, volume
 from simrun.scene import Scene, SceneError
 
 
-def read_rdf(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """(r, g) from a CSV with a header line and columns r,g (evenly spaced bin centres)."""
+def _rdf_table(path: Path) -> np.ndarray:
+    """The rows of a g(r) CSV: r, g and optionally the standard error of g."""
     try:
         data = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
     except ValueError as exc:
         raise SceneError(f"{path}: not a CSV of r,g rows ({exc}). Write a header line 'r,g' "
-                         "and one 'r,g' row per bin.") from None
+                         "(or 'r,g,error') and one such row per bin.") from None
     r = data[:, 0]
+    if data.shape[1] not in (2, 3):
+        raise SceneError(f"{path}: {data.shape[1]} columns; write r,g or r,g,error")
     if len(r) < 2 or not np.allclose(np.diff(r), r[1] - r[0]):
         raise SceneError(f"{path}: the r column must be evenly spaced bin centres")
-    return r, data[:, 1]
+    return data
+
+
+def read_rdf(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(r, g) from a CSV with a header line and columns r,g (evenly spaced bin centres)."""
+    data = _rdf_table(path)
+    return data[:, 0], data[:, 1]
 
 
 def rdf_frames(scene: Scene, frames: np.ndarray, centres: np.ndarray) -> np.ndarray:
@@ -62,6 +70,19 @@ def target_observables(scene: Scene, table: FrameTable, energy_keys: list[str], 
 def target_values(scene: Scene) -> dict[str, np.ndarray]:
     return {name: read_rdf(t["file"])[1] if name == "rdf" else np.array([t["value"]])
             for name, t in scene.objective.targets.items()}
+
+
+def target_errors(scene: Scene) -> dict[str, np.ndarray]:
+    """The targets' own standard errors (``error:``; g(r): a third CSV column), 0 if not
+    given."""
+    out = {}
+    for name, t in scene.objective.targets.items():
+        if name == "rdf":
+            data = _rdf_table(t["file"])
+            out[name] = data[:, 2] if data.shape[1] == 3 else np.zeros(len(data))
+        else:
+            out[name] = np.array([float(t.get("error", 0.0))])
+    return out
 
 
 def loss_series(observed: dict[str, Observed], keys: list[str], table: FrameTable,

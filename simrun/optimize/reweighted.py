@@ -4,6 +4,12 @@ reweighted by w ~ exp(-(U_theta / kT_theta - U_0 / kT_0)) to the current paramet
 loss (a function of the reweighted averages) and its gradient (the fluctuation formula under
 the weights) come from them, while the effective sample size N_eff = (sum w)^2 / sum w^2
 stays above ``threshold`` N; below it, a new run is sampled at the current parameters.
+
+Adam's iterates dither by about its rate around the optimum, and each run's averages are
+noisy: they stopped ~1% off in epsilon, ten errors of <U>/N. So the fit ends with a polish:
+Gauss-Newton steps (`ensemble/gauss_newton.py`, every target weighted by its inverse
+variance) from fresh, longer runs, until a step is no larger than its own errors; the last
+run's step gives the fitted parameters and their covariance.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import numpy as np
 
 from simrun.adjoint.keys import value_of, with_value
 from simrun.ensemble.frames import FrameEvaluator
+from simrun.ensemble.gauss_newton import Step, gauss_newton
 from simrun.ensemble.job import sample, sampling_defaults, sampling_scene
 from simrun.ensemble.keys import parse_ensemble_key, require_canonical
 from simrun.ensemble.targets import TargetLoss
@@ -28,7 +35,11 @@ from simrun.outputs.provenance import write_job_scene
 from simrun.scene import Scene, SceneError
 
 THRESHOLD = 0.9  # N_eff / N below which a new trajectory is sampled
-AVERAGED = 0.25  # the fitted parameters: the mean iterate over this last share of iterations
+AVERAGED = 0.25  # Adam's estimate: the mean iterate over this last share of its iterations
+POLISH_LENGTH = 4  # the polish's runs are this many times the scene's steps
+POLISH_RUNS = 4  # fresh runs at most in the polish
+MAX_STEP = 0.1  # a polish step moves no parameter by more than this share of its value
+CONVERGED = 0.9  # a step is within its errors below this quantile of chi^2 (p dof)
 
 
 def fitted(rows: list) -> np.ndarray:
@@ -47,6 +58,23 @@ class FitRow:
     trajectory: int  # which sampled run the averages came from
     averages: dict[str, np.ndarray] = field(default_factory=dict)
     stale: float | None = None  # N_eff / N the previous run fell to, when it was replaced
+    stage: str = "adam"  # or "gauss-newton" (the polish: a fresh run, unweighted)
+
+
+@dataclass
+class Fit:
+    """Every iteration, the polish's steps, and the fitted parameters with their covariance
+    (None without a polish)."""
+
+    rows: list[FitRow]
+    params: np.ndarray
+    covariance: np.ndarray | None = None
+    steps: list[Step] = field(default_factory=list)
+    converged: bool = False
+
+    @property
+    def errors(self) -> np.ndarray | None:
+        return None if self.covariance is None else np.sqrt(np.diag(self.covariance))
 
 
 @dataclass
@@ -101,13 +129,43 @@ def _reweighted(ref: _Reference, current: Scene, keys: list, vector: np.ndarray)
     return table, w, float(w.sum() ** 2 / (w * w).sum()) / len(w)
 
 
+@dataclass
+class _Setup:
+    """What every stage of one fit shares."""
+
+    scene: Scene
+    keys: list
+    out_dir: Path
+    low: np.ndarray
+    high: np.ndarray
+    threads: int | None
+    progress: Callable[[int, int, float, float], None] | None
+    total: int  # iterations the progress bar counts (Adam's and the polish's)
+    t0: float = field(default_factory=time.perf_counter)
+
+    @property
+    def energy_keys(self) -> list[str]:
+        return [k.text for k in self.keys if k.kind == "energy"]
+
+    def report(self, rows: list[FitRow], fit: Fit | None, size: float,
+               done: bool = False) -> None:
+        _write(self.out_dir, self.scene, self.keys, fit or Fit(rows, fitted(rows)),
+               time.perf_counter() - self.t0, done)
+        if self.progress is not None:
+            self.progress(len(rows), self.total, rows[-1].loss, size)
+
+
 def fit_by_reweighting(scene: Scene, out_dir: Path, *, iterations: int | None = None,
                        threshold: float = THRESHOLD, steps: int | None = None,
-                       every: int | None = None, threads: int | None = None,
+                       every: int | None = None, polish: int = POLISH_RUNS,
+                       polish_steps: int | None = None, polish_every: int | None = None,
+                       threads: int | None = None,
                        progress: Callable[[int, int, float, float], None] | None = None
-                       ) -> list[FitRow]:
+                       ) -> Fit:
     """Minimise the scene's target loss over ``optimize.parameters`` (Adam at optimize.lr,
-    within optimize.bounds); writes fit.csv, params and best.yaml into ``out_dir``."""
+    within optimize.bounds), then polish by Gauss-Newton from at most ``polish`` fresh runs
+    of ``polish_steps``, a frame every ``polish_every`` steps (0 runs: no polish); writes
+    fit.csv, fit.json and best.yaml."""
     require_canonical(scene)
     opt = scene.optimize
     keys = [parse_ensemble_key(scene, k) for k in opt.parameters]
@@ -115,60 +173,138 @@ def fit_by_reweighting(scene: Scene, out_dir: Path, *, iterations: int | None = 
         raise SceneError(f"{scene.source}: targets have no parameters; tune the energies' "
                          "parameters or integrator.temperature")
     steps, iterations = steps or scene.steps, iterations or opt.iterations
+<<<<<<< HEAD
     every, equilibrate = sampling_defaults(steps, every, None)
     energy_keys = [k.text for k in keys if k.kind == "energy"]
     low, high = _bounds(opt, keys)
     vector = np.array([float(value_of(scene, k)) for k in keys])
     adam, rows, ref, t0 = Adam(opt.lr, opt.betas), [], None, time.perf_counter()
+=======
+>>>>>>> fit32
     out_dir.mkdir(parents=True, exist_ok=True)
     write_job_scene(out_dir, scene)
+    setup = _Setup(scene, keys, out_dir, *_bounds(opt, keys), threads, progress,
+                   iterations + polish)
+    rows = _adam(setup, iterations, threshold, steps, every)
+    fit = Fit(rows, fitted(rows))
+    if polish:
+        fit = _polish(setup, fit, polish, polish_steps or POLISH_LENGTH * steps, polish_every)
+    setup.report(fit.rows, fit, 0.0, done=True)
+    return fit
+
+
+def _adam(setup: _Setup, iterations: int, threshold: float, steps: int, every: int | None
+          ) -> list[FitRow]:
+    """Adam over reweighted runs; a new run wherever N_eff / N falls below ``threshold``."""
+    scene, keys, opt = setup.scene, setup.keys, setup.scene.optimize
+    every, equilibrate = sampling_defaults(steps, every, None)
+    vector = np.array([ensemble_value(scene, k) for k in keys])
+    adam, rows, ref = Adam(opt.lr, opt.betas), [], None
     for it in range(iterations):
         current, stale = _scene_at(scene, keys, vector), None
         for attempt in range(2):
             if ref is None or attempt:
-                ref = _reference(current, keys, out_dir, 0 if ref is None else ref.number + 1,
-                                 steps, every, equilibrate, threads)
+                ref = _reference(current, keys, setup.out_dir,
+                                 0 if ref is None else ref.number + 1, steps, every,
+                                 equilibrate, setup.threads)
             table, w, neff = _reweighted(ref, current, keys, vector)
             if neff >= threshold or ref.scene is current:
                 break
             stale = neff
-        series = ref.loss.series(current, table, energy_keys, ref.samples.dof, w)
+        series = ref.loss.series(current, table, setup.energy_keys, ref.samples.dof, w)
         out = ref.loss.estimate({name: s.mean(axis=0) for name, s in series.items()})
         grad = np.array([float(out[f"grad:{k.text}"]) for k in keys])
         rows.append(FitRow(it, float(out["loss"]), vector.copy(), neff, ref.number,
                            {n: np.asarray(out[f"avg:{n}"]) for n in ref.loss.names}, stale))
-        _write(out_dir, scene, keys, rows, time.perf_counter() - t0)
-        if progress is not None:
-            progress(it + 1, iterations, rows[-1].loss, float(np.linalg.norm(grad)))
+        setup.report(rows, None, float(np.linalg.norm(grad)))
         rate = learning_rate(opt.lr, opt.schedule, it, iterations)
-        vector = project(adam.step(vector, grad, rate), low, high)
+        vector = project(adam.step(vector, grad, rate), setup.low, setup.high)
     return rows
 
 
-def _write(out_dir: Path, scene: Scene, keys: list, rows: list[FitRow], wall: float) -> None:
+def _clipped(step: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The step shortened (direction kept) so that no parameter moves by more than MAX_STEP
+    of its value: the linearised averages hold near where they were sampled."""
+    limit = MAX_STEP * np.maximum(np.abs(at), 1e-12)
+    return step / max(1.0, float(np.max(np.abs(step) / limit)))
+
+
+def _polish(setup: _Setup, fit: Fit, runs: int, steps: int, every: int | None) -> Fit:
+    """Gauss-Newton steps from fresh runs at the current parameters until a step is within
+    its own errors (chi^2 below the CONVERGED quantile) or ``runs`` runs are spent."""
+    from scipy.stats import chi2
+
+    scene, keys, rows = setup.scene, setup.keys, list(fit.rows)
+    every, equilibrate = sampling_defaults(steps, every, None)
+    vector, done, converged = fit.params.copy(), [], False
+    for _ in range(runs):
+        current = _scene_at(scene, keys, vector)
+        ref = _reference(current, keys, setup.out_dir, rows[-1].trajectory + 1, steps, every,
+                         equilibrate, setup.threads)
+        series = ref.loss.series(current, ref.table, setup.energy_keys, ref.samples.dof)
+        out = ref.loss.estimate({name: s.mean(axis=0) for name, s in series.items()})
+        done.append(gauss_newton(current, ref.loss, series))
+        rows.append(FitRow(len(rows), float(out["loss"]), vector.copy(), 1.0, ref.number,
+                           {n: np.asarray(out[f"avg:{n}"]) for n in ref.loss.names},
+                           stage="gauss-newton"))
+        converged = done[-1].chi2 <= chi2.ppf(CONVERGED, len(keys))
+        setup.report(rows, Fit(rows, vector, done[-1].covariance, done, converged),
+                     float(np.linalg.norm(done[-1].step)))
+        moved = project(vector + _clipped(done[-1].step, vector), setup.low, setup.high)
+        if converged:
+            return Fit(rows, moved, done[-1].covariance, done, True)
+        vector = moved
+    return Fit(rows, vector, done[-1].covariance, done, False)
+
+
+def _write(out_dir: Path, scene: Scene, keys: list, fit: Fit, wall: float,
+           done: bool = False) -> None:
     """fit.csv (iteration, loss, N_eff/N, trajectory, the N_eff/N of a run just replaced,
-    parameters), fit.json and best.yaml
-    (the scene at the fitted parameters, `fitted`)."""
+    parameters, stage), fit.json and best.yaml (the scene at the fitted parameters)."""
     from simrun.outputs.provenance import relocate, save_sources
     from simrun.outputs.writer import write_scene
 
-    names = [k.text for k in keys]
-    lines = ["iteration,loss,neff,trajectory,replaced_neff," + ",".join(names)]
+    names, rows = [k.text for k in keys], fit.rows
+    lines = ["iteration,loss,neff,trajectory,replaced_neff," + ",".join(names) + ",stage"]
     lines += [f"{r.iteration},{r.loss!r},{r.neff:.4f},{r.trajectory},"
               f"{'' if r.stale is None else f'{r.stale:.4f}'},"
-              + ",".join(repr(float(v)) for v in r.params) for r in rows]
+              + ",".join(repr(float(v)) for v in r.params) + f",{r.stage}" for r in rows]
     atomic_write_text(out_dir / "fit.csv", "\n".join(lines) + "\n")
-    best, estimate = min(rows, key=lambda r: r.loss), fitted(rows)
-    record = {"status": "running", "method": "reweighting (DiffTRe)", "wall_s": round(wall, 2),
+    adam = [r for r in rows if r.stage == "adam"]
+    best = min(adam, key=lambda r: r.loss)
+    record = {"status": "done" if done else "running", "method": "reweighting (DiffTRe)", "wall_s": round(wall, 2),
               "trajectories": len({r.trajectory for r in rows}),
-              "fitted": {"params": dict(zip(names, map(float, estimate))),
-                         "averaged_iterations": max(1, int(round(AVERAGED * len(rows))))},
+              "fitted": _fitted_record(names, fit),
+              "adam": {"params": dict(zip(names, map(float, fitted(adam)))),
+                       "averaged_iterations": max(1, int(round(AVERAGED * len(adam))))},
               "lowest_loss": {"iteration": best.iteration, "loss": best.loss,
                        "params": dict(zip(names, map(float, best.params))),
                        "averages": {n: a.tolist() for n, a in best.averages.items()}},
               "targets": {n: (t.get("value") if "value" in t else str(t["file"]))
                           for n, t in scene.objective.targets.items()}}
     atomic_write_text(out_dir / "fit.json", json.dumps(record, indent=2) + "\n")
-    best_scene = _scene_at(scene, keys, estimate)
+    best_scene = _scene_at(scene, keys, fit.params)
     write_scene(out_dir / "best.yaml", relocate(best_scene.to_dict(),
                                                 save_sources(out_dir, best_scene)))
+
+
+def _fitted_record(names: list[str], fit: Fit) -> dict:
+    """The fitted parameters, with (after a polish) their errors and the last fresh run's
+    averages against the targets in units of their errors."""
+    out: dict = {"params": dict(zip(names, map(float, fit.params))),
+                 "from": "gauss-newton polish" if fit.steps else "mean of Adam's last iterates"}
+    if not fit.steps:
+        return out
+    last, at = fit.steps[-1], [r for r in fit.rows if r.stage == "gauss-newton"][-1]
+    out.update({"errors": dict(zip(names, map(float, fit.errors))),
+                "covariance": fit.covariance.tolist(),
+                "errors_gauss_newton": dict(zip(  # (J^T W J)^-1: bins independent
+                    names, map(float, np.sqrt(np.diag(last.independent))))),
+                "converged": bool(fit.converged), "last_step_chi2": last.chi2,
+                "polish_runs": len(fit.steps),
+                "last_run": {"trajectory": at.trajectory,
+                             "params": dict(zip(names, map(float, at.params))),
+                             "z": {n: (r / np.where(last.sigma[n] > 0, last.sigma[n],
+                                                     np.inf)).tolist()
+                                   for n, r in last.residuals.items()}}})
+    return out

@@ -10,14 +10,22 @@ import numpy as np
 from simrun.render.frames import atomic_path
 
 
-def render_fit(rows: list, names: list[str], png: Path, title: str = "") -> Path:
-    """Three panels over the iterations; ``rows`` have loss, neff, trajectory and params."""
+def render_fit(rows: list, names: list[str], png: Path, title: str = "",
+               fitted: tuple[np.ndarray, np.ndarray | None] | None = None) -> Path:
+    """Three panels over the iterations; ``rows`` have loss, neff, trajectory, params and
+    stage (the Gauss-Newton polish is shaded); ``fitted``: the result and its errors."""
     import matplotlib.pyplot as plt
 
     it = np.array([r.iteration for r in rows])
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    polish = it[[r.stage != "adam" for r in rows]]
+    for ax in axes if len(polish) else ():
+        ax.axvspan(polish[0] - 0.5, polish[-1] + 1.5, color="0.92", zorder=0,
+                   label="Gauss-Newton polish (fresh runs)" if ax is axes[0] else None)
     axes[0].semilogy(it, [r.loss for r in rows], "o-", ms=3)
     axes[0].set(xlabel="iteration", ylabel="loss", title="loss")
+    if len(polish):
+        axes[0].legend(fontsize="small")
     neff = np.array([r.neff for r in rows])
     fresh = np.r_[True, np.diff([r.trajectory for r in rows]) != 0]
     axes[1].plot(it, neff, "o-", ms=3, label="reused trajectory (reweighted)")
@@ -31,7 +39,12 @@ def render_fit(rows: list, names: list[str], png: Path, title: str = "") -> Path
     axes[1].legend(fontsize="small")
     params = np.array([r.params for r in rows])
     for j, name in enumerate(names):
-        axes[2].plot(it, params[:, j], "o-", ms=3, label=name.split(".")[-1])
+        line, = axes[2].plot(it, params[:, j], "o-", ms=3, label=name.split(".")[-1])
+        if fitted is not None:
+            error = None if fitted[1] is None else fitted[1][j]
+            axes[2].errorbar([it[-1] + 1], [fitted[0][j]], yerr=error, fmt="*", ms=9,
+                             capsize=4, color=line.get_color(),
+                             label="fitted +- its error" if j == 0 else None)
     axes[2].set(xlabel="iteration", ylabel="value", title="parameters")
     axes[2].legend(fontsize="small")
     fig.suptitle(title, fontsize="medium")

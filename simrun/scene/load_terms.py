@@ -210,12 +210,14 @@ def _targets_objective(reader: MapReader, node: Node, scene_dir: Path) -> Object
             found[name] = {"value": as_float(item, f"objective.targets.{name}"), "weight": 1.0}
             continue
         r = MapReader(item, f"objective.targets.{name}")
-        r.done(("value", "weight"))
-        weight = r.get("weight")
+        r.done(("value", "weight", "error"))
+        weight, error = r.get("weight"), r.get("error")
         found[name] = {"value": as_float(r.require("value", "Add 'value: <target>'"),
                                          f"objective.targets.{name}.value"),
                        "weight": as_float(weight, "weight", nonnegative=True)
                        if weight is not None else 1.0}
+        if error is not None:  # the target's standard error: weights the polish, and its error
+            found[name]["error"] = as_float(error, "error", nonnegative=True)
     if not found:
         raise error_at(reader.get("targets"), "'objective.targets' names no target",
                        f"Give some of {', '.join(TARGETS)}")

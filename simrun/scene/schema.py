@@ -76,8 +76,9 @@ class Objective:
     at: str  # end | mean
     where: str = ""
     # ensemble averages to match (`simrun optimize` by reweighting): name -> {"value": v,
-    # "weight": w} for pressure / potential / potential_per_particle, {"file": csv, "weight":
-    # w} for rdf; the loss is sum w (<O> - target)^2 (g(r): the mean over its bins)
+    # "weight": w} for pressure / potential / potential_per_particle (and "error": e where
+    # given), {"file": csv, "weight": w} for rdf; the loss is sum w (<O> - target)^2 (g(r):
+    # the mean over its bins)
     targets: dict[str, dict[str, Any]] | None = None
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,0 +1,72 @@
+"""The Gauss-Newton polish of a fit to ensemble targets and its error estimate, on harmonic
+traps under Langevin, where both have closed forms: <U>/N = d kT / 2 whatever k, so the
+target t fixes kT = 2 t / d, and an error e of t (or s of the average) moves it by 2 e / d."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simrun.optimize.reweighted import fit_by_reweighting
+from simrun.scene import SceneError, load_scene
+
+ROOT = Path(__file__).resolve().parent.parent
+D, TARGET = 3, 0.9  # kT = 2 * 0.9 / 3 = 0.6
+
+
+def _scene(error: float | None = None, seed: int = 1, more: tuple = ()):
+    value = TARGET if error is None else f"{{value: {TARGET}, error: {error}}}"
+    return load_scene(ROOT / "scenes" / "oscillators.yaml", [
+        "particles.count=60", "energy.0.params.count=60", "steps=2000", f"seed={seed}",
+        f"objective={{at: mean, targets: {{potential_per_particle: {value}}}}}",
+        "optimize={parameters: [integrator.temperature], lr: 0.003, iterations: 1}", *more])
+
+
+def _fit(scene, out: Path):
+    """One Adam iteration, then the polish: runs of 4000 steps (dt 0.2: 800 times the
+    traps' correlation time 1 / friction), 320 frames kept of each."""
+    return fit_by_reweighting(scene, out, every=10, polish_steps=4000, polish_every=10)
+
+
+def test_polish_lands_on_the_closed_form_within_its_own_error(tmp_path: Path) -> None:
+    """Eight seeds: the fitted kT within 3 of its errors of 2 t / d in each, and the errors
+    the size of the seeds' spread (errors that are honest, neither far too small nor large)."""
+    fits = [_fit(_scene(seed=s), tmp_path / f"s{s}") for s in range(8)]
+    values = np.array([f.params[0] for f in fits])
+    errors = np.array([f.errors[0] for f in fits])
+    assert all(f.converged and 1 <= len(f.steps) <= 4 for f in fits)
+    exact = 2 * TARGET / D
+    assert np.all(np.abs(values - exact) <= 3 * errors), (values, errors)
+    assert 0.4 < np.std(values, ddof=1) / np.mean(errors) < 2.0  # 8 seeds: std to ~25%
+    last = fits[0].rows[-1]  # the polish's rows: fresh runs, unweighted, at the sampled kT
+    assert last.stage == "gauss-newton" and last.neff == 1.0
+
+
+def test_the_targets_error_propagates_through_the_jacobian(tmp_path: Path) -> None:
+    """With t's error e much larger than the average's, the error of kT is 2 e / d (to the
+    share the average adds in quadrature); the fit's outputs carry it."""
+    e = 0.03
+    fit = _fit(_scene(error=e), tmp_path / "f")
+    sampled = fit.steps[-1].sigma["potential_per_particle"][0]  # sqrt(s^2 + e^2)
+    assert e <= sampled < 1.1 * e
+    # J = d<U/N>/dkT = d / 2 comes from the run's fluctuations too: to a few per cent
+    assert fit.errors[0] == pytest.approx(2 * sampled / D, rel=0.05)
+    assert abs(fit.params[0] - 2 * TARGET / D) <= 3 * fit.errors[0]
+    record = json.loads((tmp_path / "f" / "fit.json").read_text())["fitted"]
+    assert record["errors"]["integrator.temperature"] == pytest.approx(fit.errors[0])
+    assert record["converged"] is True and record["polish_runs"] == len(fit.steps)
+    assert json.loads((tmp_path / "f" / "fit.json").read_text())["status"] == "done"
+    assert abs(record["last_run"]["z"]["potential_per_particle"][0]) < 4
+    csv = (tmp_path / "f" / "fit.csv").read_text().splitlines()
+    assert csv[0].endswith(",stage") and csv[-1].endswith(",gauss-newton")
+
+
+def test_parameters_the_targets_do_not_determine_are_refused(tmp_path: Path) -> None:
+    """<U>/N does not depend on k: no fit can find it, and saying so beats a number."""
+    scene = _scene(more=("optimize={parameters: [integrator.temperature, energy.0.params.k],"
+                         " lr: 0.003, iterations: 1}",))
+    with pytest.raises(SceneError, match="do not determine"):
+        _fit(scene, tmp_path / "k")
