@@ -210,7 +210,8 @@ class Chain:
         ``CompiledKernel.launch`` raises it. ``set_args=False`` skips writing the scalar
         arguments into the launches' contexts: for a caller that wrote them with
         ``set_args`` since the last change of a launch's flat arguments and launched none of
-        those kernels from Python since (a variant launched once here shares its context)."""
+        those kernels from Python since (launches of a variant with one flat list here
+        use the variant's context, which a Python launch rewrites: `_contexts`)."""
         self.whole[2] = repeats
         return self._run(self.whole, set_args)
 
