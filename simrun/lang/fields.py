@@ -120,39 +120,22 @@ class ElementShape:
         return len(self.elem_shape) == 1
 
 
-class _HostData:
-    """Field.data once a GPU may hold newer copies: the field's `_sync` hook first (the
-    device's copy brought back), then the host array, kept in the instance dict."""
-
-    def __get__(self, f, owner=None):
-        if f is None:
-            return self
-        if f._sync is not None:
-            f._sync(f)
-        return f.__dict__["data"]
-
-    def __set__(self, f, value) -> None:
-        f.__dict__["data"] = value
-
-
 class Field(ElementShape):
     """A scalar, vector or matrix field. `data` has shape (*shape, *elem_shape), C order."""
 
     version = 0  # bumped by every write (kernel launch or Python scope); kernel.grad() uses it
     _sync = None  # set by a GPU holding a copy (runtime/cuda.py): called on every host access
-    data: np.ndarray | None  # the values on the host (see watch_device_copies)
 
-    @staticmethod
-    def watch_device_copies() -> None:
-        """Route every host access to Field.data through the field's `_sync` hook: a GPU
-        runtime calls this before it holds its first copy. Until then `data` is a plain
-        attribute (a CPU step reads it many times per step)."""
-        if not isinstance(Field.__dict__.get("data"), _HostData):
-            Field.data = _HostData()
+    @property
+    def data(self) -> np.ndarray | None:
+        """The values on the host, as NumPy (the GPU's copy brought back first, if newer)."""
+        if self._sync is not None:
+            self._sync(self)
+        return self._data
 
-    def host_array(self) -> np.ndarray | None:
-        """The host array, without bringing a device copy back (the GPU runtime's use)."""
-        return self.__dict__.get("data")
+    @data.setter
+    def data(self, value: np.ndarray | None) -> None:
+        self._data = value
 
     def __init__(self, dtype=None, shape=None, name: str = "", needs_grad: bool = False,
                  needs_dual: bool = False, elem_shape: tuple = (), role: str = "primal",

@@ -119,13 +119,12 @@ class Device:
 
     def field_pointer(self, f) -> int:
         """f's device copy, current: uploaded where the host's may have changed."""
-        arr = f.host_array()
+        arr = f._data
         c = self.copies.get(id(f))
         if c is None or c.array is not arr:
             if c is not None:  # the field was given a new array
                 self.free(c.dptr)
             c = self.copies[id(f)] = _Copy(f, self.alloc(arr.nbytes), arr)
-            f.watch_device_copies()
             f._sync = self.to_host
         if c.host_newer:
             self.upload(c.dptr, arr)
