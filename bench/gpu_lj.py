@@ -6,6 +6,12 @@ velocity Verlet) at 32,000 atoms x 100 steps and 1,000,188 atoms x 20 steps, med
 its second, compiled run). JAX MD runs where `jax_md` imports (its wheel may travel beside
 the checkout); a peer that fails is recorded with its error, not fatal.
 
+simrun's jobs ask for reproducible bits (ti.init(deterministic=True)), which on a GPU runs
+the loops whose float atomics race (the forces' scatter, the energy's sum) on one GPU thread
+(codegen/cuda/order.py). The rows time simrun as JAX MD runs, with atomics on every thread
+(its `simrun_cuda`, deterministic=False), and the reproducible mode (`simrun_cuda_reproducible`)
+at 32,000 atoms over a few steps, for what it costs. Results are written after each row.
+
     python bench/gpu_lj.py --out RESULTS.json [--repeats 3] [--skip-jax] [--sizes 20 63]
 """
 
@@ -24,16 +30,24 @@ sys.path.insert(0, str(Path(__file__).parent))
 from lj_melt import jax_md, simrun  # noqa: E402 (a sibling script, not a package)
 
 STEPS = {20: 100, 63: 20}  # cells -> steps: 32,000 and 1,000,188 atoms
+REPRODUCIBLE_STEPS = 5  # the one-thread loops at 32,000 atoms: seconds a step
+# `simrun` with the engine's atomics on every GPU thread: its jobs' ti.init without
+# deterministic=True (as bench/grad_mpm.py measures the CPU's mode)
+ATOMICS_CLI = ("-c", "import sys, simrun.stepper.system as s\n"
+               "init = s.System.__init__\n"
+               "s.System.__init__ = lambda self, *a, **k: init(self, *a, **{**k, "
+               "'deterministic': False})\n"
+               "from simrun.cli import main\nmain()\n")
 
 
-def simrun_cuda(cells: int, steps: int) -> float:
-    return simrun(cells, steps, 1, "cuda")[0]
+def simrun_cuda(cells: int, steps: int, reproducible: bool = False) -> float:
+    return simrun(cells, steps, 1, "cuda", *(() if reproducible else (ATOMICS_CLI,)))[0]
 
 
 def measure(repeats: int, fn, *args) -> dict:
     try:
         return {"seconds": statistics.median(fn(*args) for _ in range(repeats))}
-    except (subprocess.CalledProcessError, RuntimeError, OSError) as exc:
+    except (subprocess.SubprocessError, RuntimeError, OSError) as exc:
         detail = getattr(exc, "stderr", "") or str(exc)
         return {"error": f"{type(exc).__name__}: {detail.strip()[-400:]}"}
 
@@ -47,19 +61,21 @@ def main() -> None:
     args = parser.parse_args()
     jax_ok = not args.skip_jax and importlib.util.find_spec("jax_md") is not None
     rows = []
-    for cells in args.sizes:
-        steps = STEPS.get(cells, 20)
+    sizes = [(cells, STEPS.get(cells, 20), False) for cells in args.sizes]
+    for cells, steps, reproducible in sizes + [(20, REPRODUCIBLE_STEPS, True)]:
         atoms = 4 * cells ** 3
+        peer = "simrun_cuda_reproducible" if reproducible else "simrun_cuda"
         row = {"atoms": atoms, "steps": steps, "load": os.getloadavg()[0],
-               "simrun_cuda": measure(args.repeats, simrun_cuda, cells, steps)}
-        if jax_ok:
+               peer: measure(1 if reproducible else args.repeats, simrun_cuda, cells, steps,
+                             reproducible)}
+        if jax_ok and not reproducible:
             row["jax_md_cuda"] = measure(args.repeats, jax_md, cells, steps, 1, "cuda")
-        for peer in ("simrun_cuda", "jax_md_cuda"):
-            if "seconds" in row.get(peer, {}):
-                row[peer]["atom_steps_per_s"] = atoms * steps / row[peer]["seconds"]
+        for name in (peer, "jax_md_cuda"):
+            if "seconds" in row.get(name, {}):
+                row[name]["atom_steps_per_s"] = atoms * steps / row[name]["seconds"]
         rows.append(row)
         print(json.dumps(row), flush=True)
-    args.out.write_text(json.dumps({"jax_md": jax_ok, "rows": rows}, indent=2) + "\n")
+        args.out.write_text(json.dumps({"jax_md": jax_ok, "rows": rows}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

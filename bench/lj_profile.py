@@ -1,5 +1,6 @@
 """Where a step of the LJ melt goes, per atom, at each size: the integrator's launches, the
-rebuild check, the list build (binning, search), and the force pass (primal, reverse).
+rebuild check, the list build (binning, search), and the force pass (primal, reverse, and
+both in one launch: autodiff's value_reverse, what each step launches).
 
     python bench/lj_profile.py --cells 10 20 30 40 --threads 1 --repeats 7
 
@@ -36,6 +37,9 @@ def profile(cells: int, threads: int, repeats: int, warm: int) -> dict[str, floa
     stepper = FieldStepper(scene, system)
     stepper.advance(warm)
     nl = system.neighbor_list
+    bound = system.energy[0]
+    primal, reverse, both = (bound.kernel.prepare(bound.args, mode)[:2]
+                             for mode in ("primal", "reverse", "value_reverse"))
     parts = {
         "10 steps": lambda: stepper.advance(10),
         "kick_drift": lambda: FieldStepper._make(stepper.pre[0]),
@@ -44,8 +48,9 @@ def profile(cells: int, threads: int, repeats: int, warm: int) -> dict[str, floa
         "bin": lambda: nl.bin(system.x),
         "search": nl.search,
         "clear": lambda: [FieldStepper._make(p) for p in stepper.clear],
-        "primal": lambda: FieldStepper._make(stepper.forces[0]),
-        "reverse": lambda: FieldStepper._make(stepper.forces[1]),
+        "primal": lambda: FieldStepper._make(primal),
+        "reverse": lambda: FieldStepper._make(reverse),
+        "U and dU/dx (1 launch)": lambda: FieldStepper._make(both),  # what a step launches
     }
     rebuilds, steps = nl.rebuilds, stepper.step_index
     out = {name: median_ns(fn, repeats, n) for name, fn in parts.items()}

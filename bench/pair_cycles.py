@@ -11,8 +11,11 @@ order, sums serial), with ``-ffast-math``, and with ``-ffast-math -fopenmp-simd`
 ``omp simd`` pragmas vectorise every row: the practical limit); it computes energy and
 forces in one loop, and the first build is checked against simrun's U and dU/dx first.
 
-"rev alone" is the reverse kernel without the forward: dU/dx without U, what a step runs
-when nobody reads U (FieldStepper's forces_only chain); the C loop computes both.
+"fwd, rev (2 launches)" is the forward launch, then the reverse kernel's (autodiff's
+"reverse" mode): both recompute the pair terms. "fwd+rev (1 launch)" is autodiff's
+"value_reverse" mode, U and dU/dx in one sweep: what the stepper launches (DirectForces).
+"rev alone" is the reverse kernel without the forward: dU/dx without U. The C loop computes
+both U and dU/dx in one pass.
 
 A pair is a listed pair (within the cutoff or the skin; the cutoff's share is printed) or,
 for gravity, an ordered pair. Cycles are ns x the clock that /proc/cpuinfo reports (this
@@ -44,6 +47,7 @@ SCENES = BENCH.parent / "scenes"
 FLAGS = {"C -O3": ["-O3", "-march=native"],
          "C -O3 fast-math": ["-O3", "-march=native", "-ffast-math"],
          "C -O3 simd": ["-O3", "-march=native", "-ffast-math", "-fopenmp-simd"]}
+REVERSE_ROWS = ("fwd, rev", "rev alone")  # shown with the fwd+rev rows
 
 
 def cpu_name() -> str:
@@ -98,10 +102,15 @@ class Case:
         self.params = scene.energy[0].params
 
     def simrun_calls(self) -> dict:
-        primal, reverse = self.stepper.forces[0], self.stepper.forces[1]
+        """The energy's launches by mode: U alone; U, then dU/dx (two launches, as before
+        value_reverse); U and dU/dx in one (what the stepper launches now); dU/dx alone."""
+        bound = self.system.energy[0]
+        primal, reverse, both = (bound.kernel.prepare(bound.args, mode)[:2]
+                                 for mode in ("primal", "reverse", "value_reverse"))
         return {"simrun forward": lambda: FieldStepper._make(primal),
-                "simrun fwd+rev": lambda: (FieldStepper._make(primal),
-                                           FieldStepper._make(reverse)),
+                "simrun fwd, rev (2 launches)": lambda: (FieldStepper._make(primal),
+                                                         FieldStepper._make(reverse)),
+                "simrun fwd+rev (1 launch)": lambda: FieldStepper._make(both),
                 "simrun rev alone": lambda: FieldStepper._make(reverse)}
 
     def simrun_values(self) -> tuple[float, np.ndarray]:
@@ -205,13 +214,13 @@ def report(case: Case, calls: dict, rounds: int, ghz: float) -> None:
     times = time_rounds(calls, rounds)
     print(f"\n{case.name}: {case.pairs} pairs ({case.within_cutoff():.0%} within the cutoff), "
           f"{case.scene.precision}, load average {os.getloadavg()[0]:.1f}")
-    print(f"  {'variant':<26}{'ms':>9}{'ns/pair':>10}{'cycles/pair':>13}{'x best C':>10}")
+    print(f"  {'variant':<30}{'ms':>9}{'ns/pair':>10}{'cycles/pair':>13}{'x best C':>10}")
     for mode in ("forward", "fwd+rev"):
         best = min(t for name, t in times.items() if name.startswith("C") and mode in name)
         for name, t in times.items():
-            if mode in name or (mode == "fwd+rev" and "rev alone" in name):
+            if mode in name or (mode == "fwd+rev" and any(r in name for r in REVERSE_ROWS)):
                 ns = t * 1e9 / case.pairs
-                print(f"  {name:<26}{t * 1e3:9.3f}{ns:10.3f}{ns * ghz:13.2f}{t / best:10.2f}")
+                print(f"  {name:<30}{t * 1e3:9.3f}{ns:10.3f}{ns * ghz:13.2f}{t / best:10.2f}")
 
 
 def main() -> None:

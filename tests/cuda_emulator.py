@@ -23,9 +23,12 @@ class EmulatedDevice(Device):
         self.buffers: dict = {}
         self.copies: dict = {}
         self.moved = {"up": 0, "down": 0}  # bytes copied each way
+        self.transfers: list = []  # ("up" | "down", bytes) of every copy, in order
         self.kirs: dict = {}  # kernel name -> its IR, as the pipeline last produced it
         self.cpu: dict = {}   # id(kir) -> (kir, its CPU CompiledKernel): kir kept alive
         self.launches = 0
+        self.tasks: dict = {}  # fn -> (kernel name, task index, task kind)
+        self.log: list = []  # (kernel name, task index, task kind, serial) of every launch
         self.threads = api.runtime().num_threads
         self.stacks = self.alloc(self.threads * STACK_BYTES)
 
@@ -45,10 +48,12 @@ class EmulatedDevice(Device):
     def upload(self, dptr: int, arr: np.ndarray) -> None:
         ctypes.memmove(dptr, arr.ctypes.data, arr.nbytes)
         self.moved["up"] += arr.nbytes
+        self.transfers.append(("up", arr.nbytes))
 
     def download(self, arr: np.ndarray, dptr: int) -> None:
         ctypes.memmove(arr.ctypes.data, dptr, arr.nbytes)
         self.moved["down"] += arr.nbytes
+        self.transfers.append(("down", arr.nbytes))
 
     def load(self, ptx: str):
         assert ".entry" in ptx
@@ -61,10 +66,13 @@ class EmulatedDevice(Device):
         if held is None or held[0] is not kir:  # an id is reused once its IR is collected
             held = self.cpu[id(kir)] = (kir, compile_kernel(kir, api.runtime(), api.config,
                                                             None, None))
-        return held[1].fns[int(task)]
+        fn = held[1].fns[int(task)]
+        self.tasks[fn] = (kir.name, int(task), kir.tasks[int(task)].kind)
+        return fn
 
     def launch(self, fn, dctx: int, serial: bool) -> None:
         self.launches += 1
+        self.log.append((*self.tasks[fn], serial))
         rt = api.runtime()
         (rt.run_serial if serial else rt.run)(fn, dctx)
 

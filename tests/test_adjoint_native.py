@@ -1,6 +1,6 @@
-"""The reverse step as one chain of launches (adjoint/reverse.py) against the engine's reverse
-of the same update kernels (the interpreted policy: integrated.py's Tape sweep), and
-bit-reproducible from run to run."""
+"""The reverse step as one chain of launches (adjoint/integrated_native.py) against the
+engine's reverse of the same update kernels under Tapes (the interpreted policy,
+integrated.py), and bit-reproducible from run to run."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 
 from simrun.adjoint import schedule
 from simrun.adjoint.job import scene_gradient
+from simrun.adjoint.kernel_sweep import KernelTrajectory
 from simrun.adjoint.policy import execution
 from simrun.adjoint.program import NativeProgram, stopped_at
-from simrun.adjoint.sweep import Trajectory
 from simrun.scene import load_scene
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
@@ -138,14 +138,14 @@ def test_a_nan_adjoint_names_its_step(tmp_path, monkeypatch, program):
     path.write_text(BODY.replace("steps: 300", "steps: 40") + "precision: f64\n"
                     "objective: {builtin: kinetic, at: end}\n")
     scene = load_scene(path, allow_outside=True)
-    seed = Trajectory._seed
+    seed = KernelTrajectory._seed
 
     def poisoned(self, adj, state, w):
         seed(self, adj, state, w)
         if w:
             adj.v[3, 1] = np.nan
 
-    monkeypatch.setattr(Trajectory, "_seed", poisoned)
+    monkeypatch.setattr(KernelTrajectory, "_seed", poisoned)
     with execution(program=program), pytest.raises(
             FloatingPointError, match=r"adjoint of the velocities became NaN or Inf at step 39 "
                                       r"\(time 0\.078\)"):

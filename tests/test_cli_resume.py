@@ -260,3 +260,20 @@ def test_resume_of_a_folder_with_no_job(tmp_path: Path) -> None:
         done = simrun("resume", folder, cwd=tmp_path)
         assert done.returncode == 2 and "nothing to resume" in done.stderr, done.stderr
         assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_an_unreadable_record_is_one_clear_error_and_not_advised(tmp_path: Path) -> None:
+    from simrun.outputs.resumable import how_to_continue
+
+    folder = tmp_path / "run-001"
+    folder.mkdir()
+    (folder / "scene.yaml").write_text("version: 1\n")
+    (folder / "run.json").write_text('{"status": "ru')  # cut short
+    (folder / "batch.json").write_text("{}")  # readable, but not the record resume reads
+    done = simrun("resume", "run-001", cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "run.json: cannot resume: the record cannot be read" in done.stderr
+    # the advice a full disk prints never names a command that then fails like this
+    assert "simrun resume" not in how_to_continue(folder)
+    (folder / "run.json").write_text('{"status": "interrupted"}')
+    assert "simrun resume" in how_to_continue(folder)

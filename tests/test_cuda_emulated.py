@@ -11,6 +11,7 @@ import pytest
 import simrun
 import simrun.lang as ti
 from simrun.lang import pipeline
+from simrun.lang.codegen import layout
 from simrun.lang.codegen.cuda.target import CudaToolError, libdevice_bitcode
 from simrun.lang.config import on_device
 from simrun.lang.runtime import cuda
@@ -87,6 +88,63 @@ def test_fields_stay_on_the_device_until_python_looks(device):
     assert x[0] == 50.0 and x[1] == want[1] * 0.5 + 1
 
 
+def test_reads_bring_a_field_back_once_and_only_writes_are_uploaded_again(device):
+    x = ti.field(ti.f64, 1000)
+    v = ti.Vector.field(3, ti.f64, 1000)
+    n = 8000  # x's bytes (v's are 3n)
+
+    @ti.kernel
+    def step():
+        for i in x:
+            x[i] = x[i] * 0.5 + i
+            v[i][1] += 1.0
+
+    def copies(run) -> dict:
+        """Copies of x's and v's size each way while run() runs."""
+        first = len(device.transfers)
+        run()
+        moved = device.transfers[first:]
+        return {d: sum(1 for way, size in moved if way == d and size in (n, 3 * n))
+                for d in ("up", "down")}
+
+    assert copies(step) == {"up": 2, "down": 0}  # the first launch: both go up
+    reads = [x.to_numpy, lambda: x[3], lambda: v[7], lambda: v[7][1], v.to_numpy, x.to_numpy]
+    assert copies(lambda: [read() for read in reads]) == {"up": 0, "down": 2}
+    assert copies(step) == {"up": 0, "down": 0}  # nothing Python read goes up again
+    assert copies(step) == {"up": 0, "down": 0}
+    assert v[5][1] == 3.0 and x[1] == 1.75
+    step()
+    for write in (lambda: x.__setitem__(0, 100.0), lambda: x.from_numpy(np.ones(1000)),
+                  lambda: x.data.__setitem__(1, -1.0), lambda: v[7].__setitem__(0, 9.0)):
+        assert copies(write) == {"up": 0, "down": 1}  # as the last step left it, first
+        assert copies(step) == {"up": 1, "down": 0}  # then the host's write, once
+    want = np.ones(1000) * 0.5 + np.arange(1000)
+    want[1] = -1.0
+    want = want * 0.5 + np.arange(1000)
+    assert np.array_equal(x.to_numpy(), want * 0.5 + np.arange(1000))
+    assert v[7][0] == 9.0 and v[7][1] == 8.0 and v[6][0] == 0.0
+
+
+def test_a_launch_brings_back_only_its_returns_and_error_slots(device):
+    x = ti.field(ti.f64, 100)
+
+    @ti.kernel
+    def total(scale: ti.f64) -> ti.f64:
+        s = 0.0
+        for i in x:
+            x[i] = i * scale
+            s += x[i]
+        return s
+
+    assert total(1.0) == 4950.0
+    lay = next(iter(total.variants.values())).layout
+    first = len(device.transfers)
+    assert total(2.0) == 9900.0
+    down = [size for way, size in device.transfers[first:] if way == "down"]
+    assert down == [8 * (lay.err_slot + layout.ERR_SLOTS - lay.ret_slot)]
+    assert down[0] < 8 * lay.size / 4  # the context is larger: its scheduling slots stay
+
+
 def test_atomics_and_gradients_match_the_cpu(device):
     x = ti.field(ti.f64, 1000, needs_grad=True)
     loss = ti.field(ti.f64, (), needs_grad=True)
@@ -108,6 +166,59 @@ def test_atomics_and_gradients_match_the_cpu(device):
     d = erf(xs) + xs * 2 / np.sqrt(np.pi) * np.exp(-xs * xs)
     np.testing.assert_allclose(x.grad.to_numpy(), d, rtol=1e-12)
     assert np.array_equal(bins.to_numpy(), np.bincount(np.arange(1000) % 7))
+
+
+def sums_and_scatters(hist, total_field, counts, y, x):
+    """A kernel with one loop of each kind: owned writes, a float scatter, a float sum into a
+    local, integer counts and a float maximum (the same in any order)."""
+
+    @ti.kernel
+    def k() -> ti.f64:
+        total = 0.0
+        for i in x:
+            y[i] = x[i] * 2.0
+        for i in x:
+            hist[i % 7] += x[i]
+        for i in x:
+            total += x[i] * x[i]
+        for i in x:
+            counts[i % 7] += 1
+            ti.atomic_max(total_field[None], x[i])
+        return total
+
+    return k
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_deterministic_runs_the_racing_float_adds_on_one_gpu_thread(device, capsys,
+                                                                    deterministic):
+    rng = np.random.default_rng(7)  # magnitudes 1e-6..1e6: every order rounds differently
+    xs = rng.standard_normal(5000) * 10.0 ** rng.integers(-6, 7, 5000)
+
+    def run(arch):
+        ti.init(arch=arch, deterministic=deterministic, default_fp=ti.f64)
+        fields = [ti.field(ti.f64, 7), ti.field(ti.f64, ()), ti.field(ti.i32, 7),
+                  ti.field(ti.f64, 5000), ti.field(ti.f64, 5000)]
+        fields[-1].from_numpy(xs)
+        k = sums_and_scatters(*fields)
+        return [k(), k()] + [f.to_numpy() for f in fields]
+
+    cpu = run(ti.cpu)
+    assert capsys.readouterr().err == ""
+    gpu = run(ti.cuda)
+    ranges = [serial for name, _, kind, serial in device.log if name == "k" and kind == "range"]
+    assert ranges == [False, deterministic, deterministic, False] * 2
+    warned = capsys.readouterr().err
+    if deterministic:  # one paragraph, once, naming the kernel, the reason and the choice
+        assert warned.count("[simrun]") == 1 and "\n\n" not in warned.strip()
+        assert "kernel 'k'" in warned and "one GPU thread" in warned
+        assert "deterministic=True" in warned and "deterministic=False" in warned
+        for a, b in zip(gpu, cpu):  # the emulator runs the CPU's tasks: the CPU's bits
+            assert np.array_equal(a, b)
+    else:
+        assert warned == ""
+    assert gpu[0] == gpu[1] == pytest.approx((xs * xs).sum(), rel=1e-12)
+    np.testing.assert_allclose(gpu[2], [xs[r::7].sum() * 2 for r in range(7)], rtol=1e-12)
 
 
 def test_ndarray_arguments_come_back(device):
@@ -140,7 +251,12 @@ def test_a_shipped_scene_gives_the_cpu_bits(device, tmp_path):
     with on_device("cuda"):
         gpu = simrun.run_scene(scene, tmp_path / "gpu", steps=20)
     assert device.launches > 20  # launch by launch: GPU kernels are not chained
+    assert {serial for *_, kind, serial in device.log if kind == "range"} == {False, True}
     assert np.array_equal(gpu.x, cpu.x) and np.array_equal(gpu.total, cpu.total)
+    # x, v and the forces go up once and again only where Python wrote them (the thermo
+    # rows), not after each step's reads
+    state = gpu.masses.size * 3 * 8  # x, v or forces: N x 3 f64
+    assert sum(1 for way, size in device.transfers if way == "up" and size == state) < 20
 
 
 @pytest.mark.parametrize("scene, wrt", [("fit_spring.yaml", "energy.0.params.k"),

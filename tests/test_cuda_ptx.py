@@ -5,6 +5,7 @@ extra); the test skips where it or libdevice (`nvidia-nvvm`) is missing."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -119,17 +120,59 @@ def test_ptx_command_prints_the_reverse_kernel(tmp_path):
     assert "Traceback" not in bad.stderr
 
 
-def test_ptx_is_cached_by_its_llvm_module(kernels, tmp_path, monkeypatch):
+def test_a_cached_ptx_module_is_used_without_building_anything(kernels, tmp_path, monkeypatch):
     from simrun.lang import compiler_cuda
 
     kir = lower_kernel(kernels.int_ops, (), "primal")
     first = kernel_ptx(kir, 80, cache_dir=tmp_path)
     assert len(list(tmp_path.glob("*.ptx"))) == 1
 
-    def no_backend(*args):
-        raise AssertionError("the cached PTX was not used")
+    def nothing_built(*args):
+        raise AssertionError("built on a cache hit")
 
-    monkeypatch.setattr(compiler_cuda, "ptx_of", no_backend)
-    assert kernel_ptx(kir, 80, cache_dir=tmp_path).text == first.text
-    with pytest.raises(AssertionError, match="not used"):
+    monkeypatch.setattr(compiler_cuda, "ptx_of", nothing_built)
+    monkeypatch.setattr(compiler_cuda, "build_module", nothing_built)
+    hit = kernel_ptx(kir, 80, cache_dir=tmp_path)
+    assert (hit.text, hit.kernels) == (first.text, first.kernels)
+    with pytest.raises(AssertionError, match="built on a cache hit"):
         kernel_ptx(kir, 90, cache_dir=tmp_path)  # another SM: another module
+
+
+def test_the_ptx_cache_key_changes_with_everything_that_makes_the_ptx(tmp_path, monkeypatch,
+                                                                      request):
+    """Every file of codegen/cuda (target.py too), the engine version and libdevice (a new
+    wheel: another size or mtime) are in the key; a change to any of them misses."""
+    from simrun.lang import compiler_cuda
+    from simrun.lang.codegen.cuda import target
+    from simrun.lang.runtime import jit
+
+    cuda_dir = Path(compiler_cuda.__file__).parent / "codegen" / "cuda"
+    assert set(cuda_dir.glob("*.py")) <= set(compiler_cuda.cuda_sources())
+    assert cuda_dir / "target.py" in compiler_cuda.cuda_sources()
+
+    def key():
+        compiler_cuda.ptx_fingerprint.cache_clear()
+        return compiler_cuda.ptx_cache_key("kernel k()", 90, False, True)
+
+    request.addfinalizer(compiler_cuda.ptx_fingerprint.cache_clear)  # not the test's files
+
+    lib = tmp_path / "libdevice.10.bc"
+    lib.write_bytes(b"BC" * 100)
+    monkeypatch.setattr(target, "libdevice_path", lambda: lib)
+    sources = [tmp_path / "emit.py", tmp_path / "target.py"]
+    for src in sources:
+        src.write_text("# v1\n")
+    monkeypatch.setattr(compiler_cuda, "cuda_sources", lambda: sources)
+    keys = [key()]
+    assert key() == keys[0]  # the same inputs: the same key
+    sources[1].write_text("# v2\n")
+    keys.append(key())
+    lib.write_bytes(b"BC" * 101)  # another libdevice: another size
+    keys.append(key())
+    os.utime(lib, ns=(0, lib.stat().st_mtime_ns + 10**9))  # same size, newer
+    keys.append(key())
+    monkeypatch.setattr(jit, "ENGINE_VERSION", jit.ENGINE_VERSION + "x")
+    keys.append(key())
+    keys.append(compiler_cuda.ptx_cache_key("kernel k()", 90, True, True))  # debug
+    keys.append(compiler_cuda.ptx_cache_key("kernel k(): 1", 90, True, True))  # the IR
+    assert len(set(keys)) == len(keys)

@@ -81,9 +81,10 @@ def test_a_chain_refuses_kernels_that_are_not_cpu_tasks():
 def test_gpu_check_script_skips_cleanly_without_a_gpu(tmp_path):
     done = subprocess.run(["bash", str(ROOT / "bench" / "gpu_check.sh"), str(tmp_path / "o")],
                           capture_output=True, text=True, cwd=tmp_path,
-                          env={**os.environ, "PYTHON": sys.executable,
+                          env={**os.environ, "PYTHON": sys.executable, "GPU_CHECK_PTX": "0",
                                "SIMRUN_WHEELS": str(tmp_path / "none")})
     assert done.returncode == 0, done.stdout + done.stderr
     summary = (tmp_path / "o" / "summary.txt").read_text()
     assert f"SKIPPED: no usable GPU: {WHY}" in summary
     assert not (tmp_path / "o" / "gpu-tests.log").exists()
+    assert not (tmp_path / "o" / "cpu-checks.log").exists()  # GPU_CHECK_PTX=0: none

@@ -20,8 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
+from simrun.adjoint.keys import with_value
 from simrun.ensemble.job import estimate_from, sample, sampling_scene
-from simrun.ensemble.keys import parse_ensemble_key, with_ensemble_value
+from simrun.ensemble.keys import parse_ensemble_key
 from simrun.scene import load_scene
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,8 +50,8 @@ def test_lj_derivatives_agree_with_central_differences(tmp_path: Path) -> None:
     base = _averages(scene, tmp_path / "base", [EPSILON, SIGMA])
     for key, h in ((EPSILON, 0.05), (SIGMA, 0.02)):  # sigma: 2% moves the density 6%
         parsed = parse_ensemble_key(scene, key)
-        plus = _averages(with_ensemble_value(scene, parsed, 1 + h), tmp_path / "p", [])
-        minus = _averages(with_ensemble_value(scene, parsed, 1 - h), tmp_path / "m", [])
+        plus = _averages(with_value(scene, parsed, 1 + h), tmp_path / "p", [])
+        minus = _averages(with_value(scene, parsed, 1 - h), tmp_path / "m", [])
         for name in ("potential", "pressure"):
             p, m = plus[name], minus[name]
             fd = _one(p.values["objective"] - m.values["objective"]) / (2 * h)

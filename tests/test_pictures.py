@@ -17,7 +17,7 @@ from test_cli import simrun
 from simrun.batch.plots import _colour_scale
 from simrun.outputs.thermo import read_thermo_csv
 from simrun.outputs.units import SYSTEMS, units_of
-from simrun.render import energy_plot, run_meta
+from simrun.render import energy_plot, run_info, run_meta, scene_of
 from simrun.render.energy import energy_figure
 from simrun.render.frames import FramePlot
 from simrun.render.loss import loss_figure
@@ -44,7 +44,7 @@ def test_units_label_thermo_csv_run_json_and_every_axis(scene: Path, tmp_path: P
     info = json.loads((tmp_path / "m" / "run.json").read_text())
     assert info["units"]["system"] == "metal" and info["units"]["energy"] == "eV"
     cols = read_thermo_csv(tmp_path / "m" / "thermo.csv")
-    fig = energy_figure(cols, plot=energy_plot(tmp_path / "m"))
+    fig = energy_figure(cols, plot=_plot_of(tmp_path / "m"))
     labels = _labels(fig)
     assert labels[0].endswith("[eV]") and labels[-1] == "time [10.18 fs]"
     assert any(label == "P [eV/Å²]" for label in labels)
@@ -62,6 +62,13 @@ def test_unit_systems_follow_from_their_constants() -> None:
     assert SYSTEMS["real"].time == "48.89 fs" and SYSTEMS["lj"].pressure(3) == "ε/σ³"
     assert SYSTEMS["si"].pressure(3) == "Pa" and units_of(None).reduced
     assert SYSTEMS["reduced"].label("energy", "total") == "energy"
+    assert SYSTEMS["reduced"].axis_label("time", "time") == "time (reduced units)"
+    assert SYSTEMS["si"].axis_label("x", "x", dim=2) == "x [m]"
+
+
+def _plot_of(folder: Path):
+    """What render_run draws in ``folder``'s energy plot."""
+    return energy_plot(scene_of(folder), run_info(folder))
 
 
 def _folder(tmp_path: Path, resolved: dict, info: dict | None) -> Path:
@@ -84,7 +91,7 @@ def _columns(rows: int = 20, **extra: np.ndarray) -> dict[str, np.ndarray]:
 def test_single_body_has_no_temperature_panel(tmp_path: Path) -> None:
     folder = _folder(tmp_path, {"particles": {"count": 1, "dim": 2}},
                      {"status": "ok", "energy_drift": {"quantity": "total"}})
-    fig = energy_figure(_columns(), plot=energy_plot(folder))
+    fig = energy_figure(_columns(), plot=_plot_of(folder))
     assert len(fig.axes) == 2 and fig.axes[-1].get_ylabel() == "rel. drift"
     assert not any("k_B T" in label for label in _labels(fig))
 
@@ -95,7 +102,7 @@ def test_a_run_that_conserves_nothing_has_no_drift_panel(tmp_path: Path) -> None
                                 "initial": {"temperature": 1.0},
                                 "integrator": {"type": "velocity_verlet", "damping": 0.5}},
                      {"status": "ok"})
-    fig = energy_figure(_columns(), plot=energy_plot(folder))
+    fig = energy_figure(_columns(), plot=_plot_of(folder))
     assert [ax.get_ylabel() for ax in fig.axes] == ["energy", "k_B T"]
 
 
@@ -104,7 +111,7 @@ def test_nose_hoover_shows_its_conserved_energy_drift(tmp_path: Path) -> None:
                                 "integrator": {"type": "nose_hoover", "temperature": 0.5}},
                      {"status": "ok", "energy_drift": {"quantity": "conserved"}})
     cols = _columns(conserved=np.full(20, 3.0) + 1e-4 * np.arange(20))
-    fig = energy_figure(cols, plot=energy_plot(folder))
+    fig = energy_figure(cols, plot=_plot_of(folder))
     assert fig.axes[-1].get_title(loc="right").startswith("conserved (E - E0)")
     target = [line for line in fig.axes[1].lines if line.get_label() == "target 0.5"]
     assert target and target[0].get_ydata()[0] == 0.5
@@ -117,7 +124,7 @@ def test_periodic_many_particles_plot_per_particle_energies_and_pressure(tmp_pat
                                              "high": [8, 8, 8]}},
                      {"status": "ok", "energy_drift": {"quantity": "total"}})
     cols = _columns(pressure=np.linspace(-5, 0.3, 20))
-    fig = energy_figure(cols, plot=energy_plot(folder))
+    fig = energy_figure(cols, plot=_plot_of(folder))
     energies = fig.axes[0]
     assert energies.get_ylabel() == "energy per particle (N = 400) [ε]"
     total = next(line for line in energies.lines if line.get_label() == "total")
@@ -205,7 +212,7 @@ def test_run_json_carries_the_objectives_target_and_render_draws_it(tmp_path: Pa
     assert done.returncode == 0, done.stderr
     info = json.loads((tmp_path / "p" / "run.json").read_text())
     assert info["shapes"]["targets"] == [[4.0, 1.0]]  # the objective's tx, ty
-    assert run_meta(tmp_path / "p")[1].targets == [(4.0, 1.0)]
+    assert run_meta(scene_of(tmp_path / "p"), run_info(tmp_path / "p"))[1].targets == [(4.0, 1.0)]
 
 
 def test_a_controller_makes_a_run_not_conservative() -> None:

@@ -9,7 +9,15 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from simrun.render import render_animation, render_energy, render_frame, render_run, run_meta
+from simrun.render import (
+    render_animation,
+    render_energy,
+    render_frame,
+    render_run,
+    run_info,
+    run_meta,
+    scene_of,
+)
 from simrun.render.animation import subsample
 from simrun.render.energy import read_energy, relative_drift
 from simrun.render.frames import _AXES_RECT, FramePlot, fit_limits, typical_spacing
@@ -161,7 +169,7 @@ def test_scene_name_boundary_box_and_module_shapes_are_drawn(tmp_path):
     (run / "scene.yaml").write_text(
         "version: 1\nname: demo\nboundary: {type: reflect, low: [-2, -2], high: [8, 8]}\n")
     (run / "run.json").write_text(json.dumps({"shapes": {"circles": [[6.5, 6.5, 1.0]]}}))
-    name, shapes = run_meta(run)
+    name, shapes = run_meta(scene_of(run), run_info(run))
     assert name == "demo"
     assert shapes.boxes == [((-2.0, -2.0), (8.0, 8.0))] and shapes.circles == [(6.5, 6.5, 1.0)]
     first = render_run(run)[0]
@@ -182,7 +190,7 @@ def test_unreadable_metadata_still_renders(tmp_path):
     (run / "scene.yaml").write_text("version: [1\n")
     (run / "run.json").write_text("{not json")
     (run / "run.json").write_text(json.dumps({"shapes": {"circles": [["a", 1]], "boxes": 3}}))
-    assert run_meta(run)[1].circles == [] and len(render_run(run)) == 4
+    assert run_meta(scene_of(run), run_info(run))[1].circles == [] and len(render_run(run)) == 4
 
 
 def test_marker_size_follows_particle_spacing():
@@ -202,3 +210,51 @@ def test_trails_leave_a_gap_at_a_periodic_wrap(tmp_path):
     trail = [c for c in plot.ax.collections if c is not plot.points][0].get_paths()[0]
     gaps = np.isnan(trail.vertices).any(axis=1)
     assert gaps.sum() == 1 and gaps[16]  # only the step from x = 1.0 back to 0.0
+
+
+def test_render_run_parses_scene_and_run_json_once(tmp_path, monkeypatch):
+    import yaml
+
+    run = _make_run(tmp_path, energy_rows=3)
+    (run / "scene.yaml").write_text("version: 1\nname: demo\nunits: lj\n"
+                                    "particles: {count: 4, dim: 2}\n")
+    (run / "run.json").write_text(json.dumps({"status": "ok"}))
+    parsed = []
+    real_yaml, real_json = yaml.safe_load, json.loads
+    monkeypatch.setattr(yaml, "safe_load", lambda *a, **k: parsed.append("yaml") or
+                        real_yaml(*a, **k))
+    monkeypatch.setattr(json, "loads", lambda *a, **k: parsed.append("json") or
+                        real_json(*a, **k))
+    assert len(render_run(run)) == 4
+    assert sorted(parsed) == ["json", "yaml"]
+
+
+def test_fit_pictures_are_saved_atomically(tmp_path, monkeypatch):
+    """A save that dies half way (a full disk) leaves the previous fit.png, whole."""
+    import errno
+    from types import SimpleNamespace
+
+    from matplotlib.figure import Figure
+
+    from simrun.render.fit import render_fit, render_rdf
+
+    rows = [SimpleNamespace(iteration=i, loss=1.0 / (i + 1), neff=0.9, trajectory=i // 2,
+                            stale=None, params=[1.0 + 0.1 * i]) for i in range(4)]
+    fit, rdf = render_fit(rows, ["energy.0.params.epsilon"], tmp_path / "fit.png"), \
+        render_rdf(np.linspace(0.5, 3, 20), np.ones(20), {"fit": np.ones(20)},
+                   tmp_path / "rdf.png")
+    before = {p: p.read_bytes() for p in (fit, rdf)}
+    assert all(Image.open(p).size[0] > 100 for p in before)
+
+    def half_then_full(self, fname, **kwargs):
+        Path(fname).write_bytes(before[fit][:100])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Figure, "savefig", half_then_full)
+    with pytest.raises(OSError) as fit_error:
+        render_fit(rows, ["energy.0.params.epsilon"], fit)
+    with pytest.raises(OSError) as rdf_error:
+        render_rdf(np.linspace(0.5, 3, 20), np.ones(20), {"fit": np.ones(20)}, rdf)
+    assert fit_error.value.filename == str(fit) and rdf_error.value.filename == str(rdf)
+    assert {p: p.read_bytes() for p in (fit, rdf)} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fit.png", "rdf.png"]

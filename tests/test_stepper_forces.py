@@ -114,3 +114,22 @@ def test_forces_leave_other_gradients_alone(tmp_path: Path) -> None:
     second = system.forces()[1]  # the energy kernels' gradients do start from zero each time
     np.testing.assert_array_equal(first, second)
     np.testing.assert_array_equal(other.grad.to_numpy(), np.full(5, 2.5))
+
+
+@pytest.mark.parametrize("body", [GRAVITY, MOLECULE, FEM], ids=["gravity", "molecule", "fem"])
+def test_each_term_makes_value_and_gradient_in_one_launch(tmp_path: Path, body: str) -> None:
+    """Energies that only add into U: System.forces (and so the stepper) launches each term
+    once (autodiff's value_reverse), and gets the Tape's U and forces (the value launch,
+    then the gradient launch) to rounding: 1e-12 of the sizes involved."""
+    from simrun.stepper.forces import energy_and_reverse
+
+    system, x = build(tmp_path, body)
+    system.x.from_numpy(x)
+    potential, forces = system.forces()
+    assert all(g.kir.name.endswith("_value_grad") for *_, g, _ in system._direct.calls)
+    system.x.grad.fill(0)
+    energy_and_reverse(system.U, system.energy)
+    two_launches = -system.x.grad.to_numpy()
+    assert potential == pytest.approx(float(system.U.to_numpy()), rel=1e-12)
+    np.testing.assert_allclose(forces, two_launches, rtol=0,
+                               atol=1e-12 * np.abs(two_launches).max())

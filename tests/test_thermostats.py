@@ -143,6 +143,45 @@ def test_csvr_samples_the_canonical_kinetic_energy(tmp_path: Path) -> None:
     assert abs(spread.mean() - 2 / 128) < 4 * standard_error(spread)
 
 
+def test_csvr_chi_square_draw_has_the_chi_square_distribution() -> None:
+    """CSVR's sum of n squared normals, drawn as one chi-square variate (2 Gamma(n / 2),
+    Marsaglia-Tsang): 40,000 steps' draws against the chi-square law (Kolmogorov-Smirnov),
+    its mean n and variance 2 n within 4 standard errors, for n = 1 (no rejection), 2 (the
+    smallest Gamma shape, 1) up to a 1,024-body 2-D system's 2,047."""
+    from scipy import stats
+
+    import simrun.lang as ti
+    from simrun.stepper.thermostats import chi_square_draw
+
+    ti.init(arch=ti.cpu, default_fp=ti.f64)
+    draws = ti.field(ti.f64, shape=40000)
+
+    @ti.kernel
+    def draw(n: ti.i32, key: ti.u32):
+        for step in draws:
+            draws[step] = chi_square_draw(n, ti.cast(step, ti.u32), key)
+
+    for n in (1, 2, 5, 127, 2047):
+        draw(n, 11)
+        x = draws.to_numpy()
+        assert stats.kstest(x, stats.chi2(n).cdf).pvalue > 1e-3, n
+        assert abs(x.mean() - n) < 4 * np.sqrt(2 * n / len(x)), n
+        fourth = 12 * n * (n + 4)  # var((x - n)^2) = E(x - n)^4 - (2 n)^2 = 8 n^2 + 48 n
+        assert abs(((x - n) ** 2).mean() - 2 * n) < 4 * np.sqrt((fourth - 4 * n * n) /
+                                                                len(x)), n
+
+
+def test_csvr_is_the_same_bits_at_any_thread_count(tmp_path: Path) -> None:
+    scene = load_scene(oscillators(tmp_path, CSVR, 300), ["initial.temperature=0.5"],
+                       allow_outside=True)
+    frames = []
+    for threads in (1, 2):
+        run_scene(scene, tmp_path / f"t{threads}", threads=threads)
+        with np.load(tmp_path / f"t{threads}" / "frames.npz") as f:
+            frames.append({k: f[k] for k in f.files})
+    assert all(np.array_equal(frames[0][k], frames[1][k]) for k in frames[0])
+
+
 def test_thermostat_parameters_are_checked(tmp_path: Path) -> None:
     with pytest.raises(SceneError, match="missing the required key 'friction'"):
         load_scene(MOLECULE, ["integrator={type: langevin, temperature: 1.0}"])

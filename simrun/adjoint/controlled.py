@@ -1,5 +1,6 @@
-"""Trajectory gradients of step-kernel scenes with a `controller` (kernels that run each
-step before the forces, e.g. a robot's network writing the actuations the springs read).
+"""A scene's `controller` in its trajectory (kernels that run each step before the forces,
+e.g. a robot's network writing the actuations the springs read); without one these hooks
+do nothing.
 
 A step is then: controller(x, v, step, weights) -> its outputs (fields); G = dU/dx at x with
 those outputs; the step kernels. Forward, the controller runs after the state is loaded and
@@ -17,9 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from simrun.adjoint.kernel_state import KernelAdjoint, KernelState
+from simrun.adjoint.kernel_state import KernelAdjoint, KernelState, Tangent
 from simrun.adjoint.kernel_sweep import KernelTrajectory
-from simrun.adjoint.sweep import Tangent
 from simrun.stepper.binding import BoundKernel, parameter_names
 
 
@@ -36,22 +36,20 @@ class ControlledTrajectory(KernelTrajectory):
             if "dt" in parameter_names(bound.kernel):
                 twin = bound.kernel.with_field_args(["dt"])
                 system.controller[i] = BoundKernel(bound.ref, twin, bound.args)
-                self.param_fields.setdefault("dt", []).append(twin.field_args["dt"])
                 self.control_params.append(("dt", twin.field_args["dt"]))
 
     def _before_kernels(self, k: int) -> None:
         system = self.system
+        if not system.controller:
+            return  # G is the state's (loaded)
         system.control(k)
         _potential, f = system.forces()
         self.G.from_numpy(np.negative(f))  # the bits x.grad holds, as in `run`
 
-    def _restore_fields(self, state: KernelState, k: int) -> None:
-        """The forces of step k read the controller's outputs at step k, not the state's."""
-        self._load(state)
-        self.system.control(k)
-
     def _reverse_before_kernels(self, adj: KernelAdjoint, state: KernelState, k: int) -> None:
         system, ti = self.system, self.ti
+        if not system.controller:
+            return
         dtype = system.np_dtype
         self._load(state)  # the step kernels' replay moved x, v and fields past the step
         for g in [system.x.grad, system.v.grad, system.m.grad] + \
@@ -76,6 +74,8 @@ class ControlledTrajectory(KernelTrajectory):
         tangents: what it writes gets its tangent in the dual, x and v included), then the
         step from the state as the controller left it (G taken again), as `advance` steps."""
         system, ti = self.system, self.ti
+        if not system.controller:
+            return self._kernels_tangent(state, tan, fields_dot)
         dtype = system.np_dtype
         self._load(state)
         system.x.dual.from_numpy(tan.x.astype(dtype))

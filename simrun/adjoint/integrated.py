@@ -1,41 +1,41 @@
-"""Trajectory gradients of scenes that step by the integrator's or a thermostat's update
-kernels (`stepper/plan.py`): NVT scenes (Langevin, Nosé-Hoover, rescaling, CSVR) and scenes
-with a `controller` on `integrator: symplectic_euler | velocity_verlet` (a thrust, a feedback
-law: kernels run each step before the forces).
+"""Every scene's trajectory: `run`'s step as stages of launches, differentiated by the
+engine. A step, as `simrun run` makes it (stepper/fieldstep.py, stepper/plan.py):
 
-The integrator's updates are already simrun.lang kernels (`stepper/updates.py`), so such a
-scene is differentiated by the step-kernel machinery (`ControlledTrajectory`), with those
-update kernels as its step kernels: the controller, the energies and the integrator go
-through one chain of differentiated launches, and fields the controller reads and writes are
-part of the state. A step, as `simrun run` makes it (stepper/fieldstep.py):
+    controller(k); G1 = dU/dx at x_k;
+    first stage (reads G1): the scene's step kernels and the walls, or the integrator's or
+        thermostat's first updates (kick_drift with the walls, BAOA, a chain half-step)
+    G2 = dU/dx at x_(k+1); second stage (reads G2): velocity Verlet's second kick, a
+        thermostat's updates
 
-    controller(k); G1 = dU/dx at x_k; first stage (reads G1)    e.g. kick_drift, or BAOA
-    G2 = dU/dx at x_(k+1); second stage (reads G2)              e.g. kick, chain half-step
+with the same kernels compiled the same way (the updates IEEE, no contraction) on the same
+values, so the differentiated trajectory is `run`'s bit for bit. Each launch reads its G
+from a field of its own (`Kernel.with_grad_reads`), and `dt` / `integrator.damping`, when
+differentiated, from 0-D fields (`Kernel.with_field_args`; h = dt/2 carries the factor); so
+are a thermostat's `integrator.temperature | friction | tau` and a step kernel's params.
+What a thermostat or a step kernel carries (a chain, a clock, an MPM grid) is fields of the
+state. Langevin's noise is drawn again from the seed, the same numbers, so the derivative is
+the pathwise one. No integrator, thermostat or wall has an adjoint of its own.
 
-with the same kernels compiled the same way (IEEE, no contraction) on the same values, so the
-differentiated trajectory is `run`'s bit for bit. Each update kernel reads its G from a field
-of its own (`Kernel.with_grad_reads`), and `dt` / `integrator.damping`, when differentiated,
-from 0-D fields (`Kernel.with_field_args`; h = dt/2 carries the factor); so are a
-thermostat's `integrator.temperature | friction | tau`. What a thermostat carries (its chain,
-its clock) is fields of the state. Reverse, a step is two Tapes: the second stage (G2's
-adjoint goes through the forces at x_(k+1) by one forward-over-reverse pass), then the first
-(G1's at x_k), then the controller (controlled.py). Walls are inside the update kernels, so
-the Tape differentiates the bounce; Langevin's noise is drawn again from the seed, the same
-numbers, so the derivative is the pathwise one. No update has an adjoint of its own.
-
-The forward steps (the schedule's advances) are `run`'s own stepper, one native call a step;
-each reverse step is one native call too (integrated_native.py, the integrators' one-launch
-stages), or the Tape replay below.
+The forward steps are `run`'s own stepper (chained natively where `run` chains them); each
+reverse step is one native call (integrated_native.py), the whole schedule a few native
+programs where it can be (program.py), or, under the interpreted policy, Tapes: the second
+stage (G2's adjoint through the forces at x_(k+1) by one forward-over-reverse pass), the
+first (G1's at x_k), the controller (controlled.py).
 """
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+from functools import cached_property
+
 import numpy as np
 
+from simrun.adjoint import policy
 from simrun.adjoint.controlled import ControlledTrajectory
 from simrun.adjoint.integrated_native import IntegratedNative
-from simrun.adjoint.kernel_state import KernelAdjoint, KernelState
-from simrun.adjoint.sweep import Tangent
+from simrun.adjoint.kernel_state import KernelAdjoint, KernelState, Tangent
+from simrun.adjoint.program import NativeProgram
+from simrun.lang.autodiff.tape import access_of
 from simrun.stepper import thermo, updates
 from simrun.stepper.binding import BoundKernel, parameter_names
 from simrun.stepper.plan import DAMPING, Update, build_plan
@@ -43,7 +43,7 @@ from simrun.stepper.state import State
 
 
 class IntegratedTrajectory(ControlledTrajectory):
-    """ControlledTrajectory whose step kernels are the scene's update plan."""
+    """A scene's trajectory: its step kernels and its update plan as the stages of a step."""
 
     native_class = IntegratedNative
 
@@ -52,12 +52,13 @@ class IntegratedTrajectory(ControlledTrajectory):
         scene, system = self.scene, self.system
         box = self.model.stepper.box  # the bounds `run`'s stepper gives the walls
         plan = build_plan(scene, system, box, frozenset(self.step_keys))
-        self.scalars: list = []  # (KEY, 0-D field, d value / d KEY) read by the updates
         self.G2 = self.ti.Vector.field(scene.particles.dim, dtype=system.fp,
                                        shape=scene.particles.count, needs_grad=True,
                                        needs_dual=True)  # G at x_(k+1), the second stage's
-        self.stages = ([self._update(u, self.G) for u in plan.first],
-                       [self._update(u, self.G2) for u in plan.second])
+        first = [self._update(u, self.G) for u in plan.first]
+        second = [self._update(u, self.G2) for u in plan.second]
+        self.strict = {id(b) for b in first + second}  # compiled as `run` compiles updates
+        self.stages = (self.twins + first, second)  # a scene's own step kernels first
         carried = [system.x, system.v, system.m, *system.extra.values()]
         self.scratch = list({id(a): a for u in plan.first + plan.second for a in u.args
                              if getattr(getattr(a, "grad", None), "data", None) is not None
@@ -91,11 +92,14 @@ class IntegratedTrajectory(ControlledTrajectory):
                     extra[name].fill(0)
         return super().start(x0, v0, field_shifts, field_values)
 
-    @staticmethod
-    def _launch(stage: list[BoundKernel]) -> None:
-        with updates.ieee():  # compiled as `run`'s stepper compiles them
-            for bound in stage:
+    def _launch(self, stage: list[BoundKernel]) -> None:
+        for bound in stage:
+            with self.compiled_as_run(bound):
                 bound()
+
+    def compiled_as_run(self, bound: BoundKernel):
+        """The context `run`'s stepper compiles this launch in: IEEE for the updates."""
+        return updates.ieee() if id(bound) in self.strict else nullcontext()
 
     # ------------------------------------------------------------------ forward
     def advance(self, state: KernelState, k: int) -> KernelState:
@@ -105,16 +109,33 @@ class IntegratedTrajectory(ControlledTrajectory):
     def advance_many(self, state: KernelState, a: int, b: int) -> KernelState:
         """Steps a .. b-1 by `run`'s own stepper, chained natively where `run` chains them
         (the schedule's advances between stored states)."""
-        stepper, system = self.model.stepper, self.system
-        for n, f in system.extra.items():
+        stepper, moving = self.model.stepper, self.moving
+        for n, f in moving.items():  # the others hold the values every state has
             f.from_numpy(state.fields[n])
         stepper.load(State(a, state.x, state.v, state.f, state.potential))
-        done = 0
+        potential, done = self.model.uses_potential(), 0
         while done < b - a:  # the NaN watch stops a chain early: go on as the steps would
-            done += stepper.advance(b - a - done)  # (the next reverse step finds the NaN)
+            done += stepper.advance(b - a - done, potential, set_args=not self.args_set,
+                                    forces_after=potential)
         nxt = State(b, state.x, state.v, state.f, state.potential)
         stepper.store(nxt)
-        return KernelState(b, nxt.x, nxt.v, nxt.f, nxt.potential, self._fields())
+        if not potential and stepper.gradients is not None:
+            nxt.potential = float("nan")  # not taken: the objective does not read it
+        if stepper.control and stepper.forces_were_skipped:  # the controller's next step
+            nxt.f = np.full_like(nxt.f, np.nan)  # takes them again: nothing reads them
+        fields = {**state.fields, **{n: f.to_numpy() for n, f in moving.items()}}
+        return KernelState(b, nxt.x, nxt.v, nxt.f, nxt.potential, fields)
+
+    @cached_property
+    def moving(self) -> dict:
+        """The fields some launch of a step writes (the others keep their start values)."""
+        written = set()
+        for bound in self.twins + list(self.system.controller) + list(self.system.energy):
+            if getattr(bound.kernel, "prepare", None) is None:  # e.g. a custom gradient's
+                return dict(self.system.extra)  # writes are not known: every field moves
+            with self.compiled_as_run(bound):
+                written |= access_of(bound.kernel.prepare(bound.args, "primal")[0]).writes
+        return {n: f for n, f in self.system.extra.items() if f in written}
 
     def advance_launches(self, state: KernelState, k: int) -> KernelState:
         """Step k by the launches `reverse_step` replays (the update kernels' twins): the
@@ -129,7 +150,24 @@ class IntegratedTrajectory(ControlledTrajectory):
         x, v = system.get_state()
         return KernelState(k + 1, x, v, f, potential, self._fields())
 
+    def _exact(self, stage: list[BoundKernel]):
+        """IEEE for a Tape's or FwdMode's derivative launches where the stage is all updates."""
+        return updates.ieee() if all(id(b) in self.strict for b in stage) else nullcontext()
+
     # ------------------------------------------------------------------ reverse
+    def _native_gradient(self, native, adj, state0: KernelState, steps: int, snapshots: int):
+        """The whole schedule as native programs (program.py) where it can be one (at: end,
+        a chained stepper, the folded reverse step), else one native call per step."""
+        programs = self.__dict__.setdefault("_programs", {})  # kept with the trajectory
+        if snapshots not in programs and policy.current().program:
+            programs[snapshots] = NativeProgram.build(self, native, snapshots)
+        program = programs.get(snapshots) if policy.current().program else None
+        if program is None:
+            return super()._native_gradient(native, adj, state0, steps, snapshots)
+        native.prepare()
+        value, sched = program.gradient(state0, steps, snapshots, adj)
+        return value, adj, sched
+
     def _put(self, x: np.ndarray, v: np.ndarray, fields: dict, G, g: np.ndarray) -> None:
         """A stage's inputs into the fields: x, v, the carried fields and G = g."""
         self.system.set_state(x, v)
@@ -154,9 +192,8 @@ class IntegratedTrajectory(ControlledTrajectory):
                 [f.grad for _, f, _ in self.scalars] + [f.grad for f in self.scratch] + \
                 [f.grad for f in self.floats.values()]:
             grad.fill(0)
-        with updates.ieee(), ti.ad.Tape(loss=None, clear_gradients=False):
-            for bound in stage:
-                bound()
+        with self._exact(stage), ti.ad.Tape(loss=None, clear_gradients=False):
+            self._launch(stage)
             system.x.grad.from_numpy(adj.x.astype(dtype))
             system.v.grad.from_numpy(adj.v.astype(dtype))
             for n, f in self.floats.items():
@@ -211,11 +248,10 @@ class IntegratedTrajectory(ControlledTrajectory):
             value = tan.dt if key == "dt" else (
                 tan.damping if key == DAMPING else tan.params.get(key, 0.0))
             f.dual[None] = factor * value
-        with updates.ieee(), ti.ad.FwdMode(loss=system.U, param=system.x,
+        with self._exact(stage), ti.ad.FwdMode(loss=system.U, param=system.x,
                                            seed=tan.x.astype(dtype).reshape(-1),
                                            clear_gradients=False):
-            for bound in stage:
-                bound()
+            self._launch(stage)
             return (system.x.dual.to_numpy().astype(float),
                     system.v.dual.to_numpy().astype(float),
                     {n: f.dual.to_numpy().astype(float) for n, f in self.floats.items()})

@@ -12,15 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from simrun.adjoint import policy
-from simrun.adjoint.controlled import ControlledTrajectory
 from simrun.adjoint.horizon import growth_report
 from simrun.adjoint.integrated import IntegratedTrajectory
+from simrun.adjoint.kernel_state import Tangent
 from simrun.adjoint.kernel_sweep import KernelTrajectory
 from simrun.adjoint.keys import Key, check_field_keys, parse_key, value_of
 from simrun.adjoint.model import DiffModel
 from simrun.adjoint.reuse import TrajectoryCache
-from simrun.adjoint.sweep import Tangent, Trajectory
 from simrun.adjoint.tangent import kernel_tangent_sweep
 from simrun.scene import Scene, SceneError, initial_state
 
@@ -87,35 +85,14 @@ def _split_keys(keys: list[Key]) -> tuple[dict, dict]:
 
 
 def _trajectory(scene: Scene, keys: list[Key], threads: int | None, rest: np.ndarray,
-                progress: Progress | None = None, generated: bool = False
-                ) -> Trajectory | KernelTrajectory:
-    """The DiffModel and the sweep for this scene: the update plan's, differentiated by the
-    engine (integrated.py; kernel_sweep.py for scenes that bring their own step kernels),
-    or, for a plain integrator scene unless `generated`, sweep.py's native programs."""
+                progress: Progress | None = None) -> IntegratedTrajectory:
+    """The DiffModel and the sweep for this scene: the engine's derivative of `run`'s step
+    (its controller, its step kernels or the integrator's updates, the walls)."""
     model = DiffModel(scene, rest, *_split_keys(keys), threads)
-    nvt = scene.integrator.thermostat and scene.step_kernels is None
-    if scene.step_kernels is None and scene.controller is None and not nvt and not generated:
-        return Trajectory(model, progress)
     check_field_keys(keys, model.system.extra)
     step_keys = {k.text: ("dt" if k.kind == "dt" else k.name) for k in keys
                  if k.kind in ("step", "dt", "damping", "thermostat")}
-    if scene.step_kernels is None:  # the integrator's or thermostat's update kernels
-        return IntegratedTrajectory(model, step_keys, progress)
-    if scene.controller is not None:
-        return ControlledTrajectory(model, step_keys, progress)
-    return KernelTrajectory(model, step_keys, progress)
-
-
-def _reverse_trajectory(scene: Scene, keys: list[Key], threads: int | None, rest: np.ndarray,
-                        progress: Progress | None = None) -> Trajectory | KernelTrajectory:
-    """The sweep for the reverse mode: a plain integrator scene's native programs where its
-    reverse step chains (sweep.py), else (interpreted policy, energies the engine cannot
-    chain) the engine's reverse of the update plan (integrated.py)."""
-    traj = _trajectory(scene, keys, threads, rest, progress,
-                       generated=not policy.current().native)
-    if isinstance(traj, Trajectory) and traj.native_reverse() is None:
-        traj = _trajectory(scene, keys, threads, rest, progress, generated=True)
-    return traj
+    return IntegratedTrajectory(model, step_keys, progress)
 
 
 def _start(scene: Scene, shifts: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -125,22 +102,16 @@ def _start(scene: Scene, shifts: dict[str, np.ndarray]) -> tuple[np.ndarray, np.
     return x0 + shifts.get("state.x0", 0.0), v0 + shifts.get("state.v0", 0.0)
 
 
-def _begin(traj, x0: np.ndarray, v0: np.ndarray, shifts: dict[str, np.ndarray],
-           fields: dict[str, np.ndarray] | None = None):
+def _begin(traj: KernelTrajectory, x0: np.ndarray, v0: np.ndarray,
+           shifts: dict[str, np.ndarray], fields: dict[str, np.ndarray] | None = None):
     """The first state; `fields` ({name: array}) replace the allocated fields' start values
-    and `fields.<name>` shifts move them (scenes with step kernels)."""
-    if isinstance(traj, KernelTrajectory):
-        unknown = sorted(set(fields or {}) - set(traj.system.extra))
-        if unknown:
-            check_field_keys([Key(f"fields.{unknown[0]}", "field", name=unknown[0])],
-                             traj.system.extra)
-        return traj.start(x0, v0, {k.split(".", 1)[1]: d for k, d in shifts.items()
-                                   if k.startswith("fields.")}, fields)
-    if fields:
-        raise SceneError(f"{traj.scene.source}: start values for fields "
-                         f"({', '.join(fields)}) need a scene with step_kernels or a "
-                         "controller")
-    return traj.start(x0, v0)
+    and `fields.<name>` shifts move them."""
+    unknown = sorted(set(fields or {}) - set(traj.system.extra))
+    if unknown:
+        check_field_keys([Key(f"fields.{unknown[0]}", "field", name=unknown[0])],
+                         traj.system.extra)
+    return traj.start(x0, v0, {k.split(".", 1)[1]: d for k, d in shifts.items()
+                               if k.startswith("fields.")}, fields)
 
 
 def objective_value(scene: Scene, steps: int, threads: int | None = None,
@@ -189,10 +160,10 @@ def scene_gradient(scene: Scene, wrt: list[str], *, steps: int | None = None,
     t0 = time.perf_counter()
     x0, v0 = _start(scene, {})
     if cache is None:
-        traj = _reverse_trajectory(scene, keys, threads, x0, progress)
+        traj = _trajectory(scene, keys, threads, x0, progress)
     else:
         traj = cache.get(scene, (tuple(wrt), threads),
-                         lambda: _reverse_trajectory(scene, keys, threads, x0))
+                         lambda: _trajectory(scene, keys, threads, x0))
         traj.progress = progress or (lambda *_: None)
     state0 = _begin(traj, *(start if start is not None else (x0, v0)), {}, fields)
     snapshots = snapshots_for(scene, steps, checkpoints, memory, state0)
@@ -247,7 +218,7 @@ def forward_gradient(scene: Scene, wrt: list[str], *, steps: int | None = None,
     steps = scene.steps if steps is None else steps
     t0 = time.perf_counter()
     x0, v0 = _start(scene, {})
-    traj = _trajectory(scene, keys, threads, x0, progress, generated=True)
+    traj = _trajectory(scene, keys, threads, x0, progress)
     state0 = _begin(traj, *(start if start is not None else (x0, v0)), {}, fields)
     rng = np.random.default_rng(seed)
     grads, directions, horizon, value = {}, {}, {}, 0.0

@@ -1,26 +1,19 @@
-"""The forward and reverse steps of step-kernel scenes (controllers included) as one chain of
-engine launches each: no Tape, no NumPy round trip of the adjoints, no per-launch Python.
+"""The pieces of the native reverse step (integrated_native.py puts them in order): every
+launch of a step resolved to a compiled variant and its scalar arguments, the snapshots a
+replay takes, the seeding of the engine's reverse launches from the f64 adjoints, and H
+G-bar through the energies. No Tape, no NumPy round trip of the adjoints, no per-launch
+Python: a reverse step is one `Chain` call.
 
-The same discrete adjoint as `KernelTrajectory.reverse_step` (kernel_sweep.py, and
-controlled.py for the controller), launch for launch:
-
-forward step k (x, v and the fields the step writes loaded from the stored state):
-    controller(k); forces (U, G = x.grad); G's field <- x.grad; the step kernels (the twins)
-reverse step k (adjoints of the state after it in f64 fields: x, v, every float field,
-the masses, the differentiated parameters):
-    replay: controller(k) and the step kernels, each launch saving the fields it overwrites
-        that a launch of this step reads (the Tape's snapshots, whole fields)
-    step kernels' adjoint: grads seeded from the f64 adjoints (cast to the field's
-        precision, as the NumPy sweep seeds them), gradient launches in reverse order, each
-        between two restores of its launch's snapshot (as the Tape), the f64 adjoints read back
-    forces' adjoint: G's adjoint through the energies by their forward-over-reverse launches
+    replay: each launch saving the fields it overwrites that a launch of this step reads
+        (the Tape's snapshots, whole fields)
+    a stage's adjoint: grads seeded from the f64 adjoints (cast to the field's precision,
+        as the Tape sweep seeds them), gradient launches in reverse order, each between two
+        restores of its launch's snapshot (as the Tape), the f64 adjoints read back
+    the forces' adjoint: G-bar through the energies by their forward-over-reverse launches
         (`DirectHVP`'s), H G-bar and the mixed derivatives added into the f64 adjoints
-    controller's adjoint: seeded again, its gradient launches in reverse order (snapshots
-        restored), read back; a NaN watch on the adjoints of x and v.
-The controller's `step` argument is written into its launch's scalar arguments before each
-call. Stored states keep x, v and only the fields a step writes (the others are constant
-along the trajectory). Gradients equal the Tape sweep's to rounding (the same kernels on the
-same values; only whole-field instead of region snapshots and the order of the parameter
+The controller's `step` argument is written into its launches' scalar arguments before
+each call. Gradients equal the Tape sweep's to rounding (the same kernels on the same
+values; only whole-field instead of region snapshots and the order of the parameter
 adjoints' sums differ).
 """
 
@@ -29,16 +22,10 @@ from __future__ import annotations
 import numpy as np
 
 import simrun.lang as ti
-from simrun.adjoint.kernel_state import KernelState
-from simrun.adjoint.reverse import adjoint_watch
-from simrun.lang.api import runtime
 from simrun.lang.autodiff.tape import access_of
 from simrun.lang.fields import Field
-from simrun.lang.runtime.chain import Chain
 from simrun.stepper import updates
 from simrun.stepper.fieldstep import chainable, flat_index
-
-NO_FORCE = np.zeros(0)  # stored states of the native sweep carry no F (the step recomputes G)
 
 
 @ti.kernel
@@ -53,6 +40,15 @@ def accumulate(src: ti.template(), dst: ti.template(), dtype: ti.template()):
     """dst += src, cast to dtype."""
     for I in ti.grouped(src):
         dst[I] += ti.cast(src[I], dtype)
+
+
+@ti.kernel
+def adjoint_watch(ax: ti.template(), av: ti.template(), bad: ti.template()):
+    """bad = 1 where an adjoint of x or v is NaN or Inf."""
+    for i in ax:
+        for c in ti.static(range(ax.n)):
+            if ax[i][c] - ax[i][c] != 0 or av[i][c] - av[i][c] != 0:
+                bad[None] = 1
 
 
 @ti.kernel
@@ -97,33 +93,10 @@ def _resolve(kernel, args, mode: str = "primal") -> tuple:
 
 
 class KernelNative:
-    """The native forward and reverse steps of a KernelTrajectory (see the module docstring).
-
-    ``build`` returns None where a launch cannot be chained (random numbers, ndarrays, a
-    kernel without simrun.lang's `prepare`, an energy the Tape must replay, a kernel whose
-    loops the Tape reverses one by one), the objective reads the potential or the scene has a
-    boundary (walls after the step kernels): the Tape sweep is used then."""
-
-    @classmethod
-    def build(cls, traj) -> KernelNative | None:
-        if traj.model.uses_potential():
-            return None  # the objective reads U and F at stored states, which keep neither
-        if traj.scene.boundary.type != "none":
-            return None  # walls after the step kernels: the Tape sweep applies them
-        try:
-            return cls(traj)
-        except _Unchainable:
-            return None
-
-    def __init__(self, traj) -> None:
-        self.traj = traj
-        model, system = traj.model, traj.system
-        self.system, self.fp = system, system.fp
-        self.floats = traj.floats
-        self.energy = bool(system.energy)
-        self._resolve_launches(traj, model, system)
-        self.forward = Chain(runtime(), self.ctrl + self.forces + self.twins)
-        self.backward = Chain(runtime(), self._reverse_plan())
+    """The launches of a trajectory's step and the pieces of its native reverse step (see
+    the module docstring); `_Unchainable` where a launch cannot be chained (random numbers,
+    ndarrays, a kernel without simrun.lang's `prepare`, an energy the Tape must replay, a
+    kernel whose loops the Tape reverses one by one): the Tape sweep is used then."""
 
     # ------------------------------------------------------------------ resolution
     def _resolve_launches(self, traj, model, system) -> None:
@@ -139,7 +112,8 @@ class KernelNative:
         self.forces = self._force_launches(traj, model, system)
         self.twins, twin_acc = [], []
         for tw in traj.twins:
-            compiled, flat = _resolve(tw.kernel, tw.args)
+            with traj.compiled_as_run(tw):
+                compiled, flat = _resolve(tw.kernel, tw.args)
             self.twins.append((compiled, flat))
             twin_acc.append((tw, access_of(compiled)))
         self.field_values = [(f, f.data[()].copy()) for b in traj.twins + system.controller
@@ -157,7 +131,10 @@ class KernelNative:
             at = flat_index(bound.kernel, "step")
             if at is not None:
                 self.step_at.append((compiled, flat, at))
-        self.twin_grads = [_resolve(t.kernel, t.args, "reverse") for t, _ in twin_acc]
+        self.twin_grads = []
+        for tw, _ in twin_acc:
+            with traj.compiled_as_run(tw):
+                self.twin_grads.append(_resolve(tw.kernel, tw.args, "reverse"))
 
     def _force_launches(self, traj, model, system) -> list:
         """U and G = dU/dx as `System.forces` makes them, then G's field <- x.grad."""
@@ -194,36 +171,11 @@ class KernelNative:
         self.am = _like(system.m, f64)
         self.af = {n: _like(f, f64) for n, f in self.floats.items()}
         # (KEY, 0-D field, its f64 adjoint, d value / d KEY)
-        self.step_params = [(key, f, Field(f64, ()), 1.0) for key, name in
-                            traj.step_keys.items() for f in traj.param_fields.get(name, ())]
+        self.step_params = [(key, f, Field(f64, ()), factor) for key, f, factor in
+                            traj.scalars + [(k, f, 1.0) for k, f in traj.control_params]]
         self.energy_params = {key: (f, Field(f64, ())) for key, f in
                               traj.model.param_fields.items()}
         self.bad = ti.field(ti.i32, shape=())
-
-    def _reverse_plan(self) -> list:
-        system, traj, f64 = self.system, self.traj, ti.f64
-        self._adjoint_fields()
-        state = [(system.x.grad, self.ax), (system.v.grad, self.av)] + \
-            [(f.grad, self.af[n]) for n, f in self.floats.items()]
-        R = _resolve
-        plan = self._replay(self.ctrl, self.ctrl_snaps) + self.forces + \
-            self._replay(self.twins, self.twin_snaps)
-        # the grads the seeds below do not overwrite
-        zeroed = [system.m.grad, traj.G.grad] + [f.grad for _, f, _, _ in self.step_params]
-        plan += [R(updates.zero, (g,)) for g in zeroed]
-        plan += self._seed_and_reverse(state, self.twin_grads, self.twin_snaps)
-        plan.append(R(accumulate, (system.m.grad, self.am, f64)))
-        if self.energy:
-            plan += self._through_forces()
-        if self.ctrl_grads:  # a controller reading the masses: its share of their adjoint
-            plan.append(R(updates.zero, (system.m.grad,)))
-        plan += self._seed_and_reverse(state, self.ctrl_grads, self.ctrl_snaps)
-        if self.ctrl_grads:
-            plan.append(R(accumulate, (system.m.grad, self.am, f64)))
-        # the step kernels' and the controller's (dt) parameter adjoints of this step
-        plan += [R(accumulate, (f.grad, acc, f64)) for _, f, acc, _ in self.step_params]
-        plan.append(R(adjoint_watch, (self.ax, self.av, self.bad)))
-        return plan
 
     @staticmethod
     def _replay(launches: list, snaps: list) -> list:
@@ -268,9 +220,13 @@ class KernelNative:
         """Before a gradient's steps: the launches' scalar arguments into their contexts and
         the parameters read from 0-D fields into those fields. Between two steps only the
         controller's `step` changes, and nothing else launches these kernels."""
-        if self.forward is not None:  # IntegratedNative steps with `run`'s stepper
-            self.forward.set_args()
         self.backward.set_args()
+        stepper = self.traj.model.stepper  # the forward steps' (`run`'s) launches too
+        for chain in (stepper.chain, stepper.stepped):
+            if chain is not None:
+                chain.set_args()
+        if stepper.direct is not None:
+            stepper.direct.set_field_args()
         for f, value in self.field_values:
             f.data[()] = value
         if self.energy:
@@ -279,9 +235,7 @@ class KernelNative:
     def _set_step(self, k: int) -> None:
         for compiled, flat, at in self.step_at:  # flat: the list the chains launch with
             flat[at] = k
-            for chain in (self.forward, self.backward):
-                if chain is not None:
-                    chain.set_args(compiled)
+            self.backward.set_args(compiled)
 
     def load(self, state) -> None:
         """x, v and the fields a step writes from a stored state."""
@@ -289,15 +243,6 @@ class KernelNative:
         system.set_state(state.x, state.v)
         for n, f in self.moving.items():
             f.from_numpy(state.fields[n])
-
-    def advance(self, state, k: int):
-        """The state after step k (x, v and the fields the step writes)."""
-        self.load(state)
-        self._set_step(k)
-        self.forward.run(1, set_args=False)
-        x, v = self.system.get_state()
-        return KernelState(k + 1, x, v, NO_FORCE, float("nan"),
-                           {n: f.to_numpy() for n, f in self.moving.items()})
 
     # ------------------------------------------------------------------ adjoints
     def push(self, adj) -> None:
@@ -329,6 +274,13 @@ class KernelNative:
         for key, (_, acc) in self.energy_params.items():
             adj.add_params({key: float(acc.data[()])})
             acc.data[()] = 0.0
+
+    def begin(self, end) -> None:
+        """Before the first reverse step (its end state loaded): nothing to do here."""
+
+    def finish(self, state0) -> bool:
+        """After the last reverse step: nothing left here; False if not finite."""
+        return True
 
     def reverse_step(self, state, k: int) -> bool:
         """adj (in the fields) from after step k to before it; False when it is not finite."""

@@ -1,6 +1,6 @@
-"""The state and the adjoints of a step-kernel, controller or thermostat scene's trajectory:
-x, v, F and every field a step carries (shared by the Tape sweep, kernel_sweep.py, and the
-native steps, kernel_native.py)."""
+"""The state, the adjoints and the tangents of a scene's trajectory: x, v, F and every field
+a step carries (shared by the Tape sweep, kernel_sweep.py, the native steps, kernel_native.py,
+and forward mode, tangent.py)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,11 @@ class KernelState:
     fields: dict[str, np.ndarray]
 
     def copy(self) -> KernelState:
+        """A stored copy. A state's arrays are never written in place (each step makes new
+        ones, and the fields no step writes are shared by every state): the fields' arrays
+        are shared, not copied (a robot's network weights would be, every stored state)."""
         return KernelState(self.step, self.x.copy(), self.v.copy(), self.f.copy(),
-                           self.potential, {k: a.copy() for k, a in self.fields.items()})
+                           self.potential, dict(self.fields))
 
 
 @dataclass
@@ -40,3 +43,15 @@ class KernelAdjoint:
     def add_params(self, values: dict[str, float], sign: float = 1.0) -> None:
         for k, val in values.items():
             self.params[k] = self.params.get(k, 0.0) + sign * val
+
+
+@dataclass
+class Tangent:
+    """Tangents of the state and of the parameters along one direction."""
+
+    x: np.ndarray
+    v: np.ndarray
+    mass: np.ndarray
+    dt: float = 0.0
+    damping: float = 0.0
+    params: dict[str, float] = field(default_factory=dict)  # energy and objective KEYs

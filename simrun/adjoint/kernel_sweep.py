@@ -1,18 +1,18 @@
-"""Trajectory gradients of scenes whose dynamics are their own `step_kernels` (MPM).
+"""A trajectory's state, objective and gradient sweeps: the base of every scene's
+trajectory (integrated.py builds the step; controlled.py adds a controller).
 
-A step is: the energy terms give G = dU/dx at x (`run` leaves it in x.grad), then the step
-kernels advance x, v and the fields the kernel modules allocate (C, the grid). A step kernel
-that reads `x.grad` is run as a twin that reads G from a field of its own
-(`Kernel.with_grad_reads`), so G is an ordinary input with an adjoint: the reverse of a step
-replays its kernels on a Tape from the stored state, seeds the adjoints of the state after
-the step into the fields' .grad and gets those of the state before it, plus G's adjoint
-G-bar, which goes back through the forces as H G-bar (and the mixed derivatives in the
+A step is `run`'s: [controller;] the scene's step kernels or the integrator's or thermostat's
+updates, reading G = dU/dx at x (`run` leaves it in x.grad), the walls, the forces at the new
+x, [a second stage of updates]. A launch that reads `x.grad` runs as a twin that reads G
+from a field of its own (`Kernel.with_grad_reads`), so G is an ordinary input with an
+adjoint: G-bar goes back through the forces as H G-bar (and the mixed derivatives in the
 masses, energy parameters and fields the energy reads) by one forward-over-reverse pass:
 second order without finite differences and without gradients of gradients. Forward mode
 carries tangents through the same twins under FwdMode, with G's tangent H xdot + ...
 
-The forward sweep runs the same kernels on the same values as `run` (G holds x.grad's bits),
-so `grad` differentiates exactly the trajectory `run` computes.
+Here: the states (x, v, F and every field a step carries), J summed along the trajectory,
+the objective's seeds, and the binomial checkpoint sweep, with each reverse step one native
+call (integrated_native.py) or, under the interpreted policy, Tapes (integrated.py).
 """
 
 from __future__ import annotations
@@ -23,22 +23,21 @@ import numpy as np
 
 from simrun.adjoint import policy, schedule
 from simrun.adjoint.kernel_native import KernelNative
-from simrun.adjoint.kernel_state import KernelAdjoint, KernelState
+from simrun.adjoint.kernel_state import KernelAdjoint, KernelState, Tangent
 from simrun.adjoint.model import DiffModel
-from simrun.adjoint.sweep import ObjectiveSum, Tangent
 from simrun.lang.autodiff.tape import recording
 from simrun.scene import SceneError
 from simrun.stepper.binding import BoundKernel, parameter_names
-from simrun.stepper.integrators import apply_boundary
 
 
-class KernelTrajectory(ObjectiveSum):
-    """Steps, objective, reverse and tangent sweeps of a step-kernel scene on a DiffModel.
+class KernelTrajectory:
+    """State, objective and gradient sweeps of a scene's trajectory on a DiffModel.
 
-    `step_keys` maps each differentiated step-kernel scalar (a `step_kernels.params.<name>`
-    KEY, or `dt`) to its parameter name; those are read from 0-D fields in the twins."""
+    `step_keys` maps each differentiated scalar the steps read (a `step_kernels.params.<name>`
+    KEY, `dt`, a thermostat's) to its parameter name; those are read from 0-D fields in the
+    twins."""
 
-    native_class = KernelNative  # what builds them
+    native_class: type[KernelNative]  # what builds the native steps (integrated.py's)
 
     def __init__(self, model: DiffModel, step_keys: dict[str, str],
                  progress: Callable[[str, int, int], None] | None = None):
@@ -50,6 +49,7 @@ class KernelTrajectory(ObjectiveSum):
         self.at_mean = scene.objective.at == "mean"
         self.progress = progress or (lambda *_: None)
         self.need_energy_grads = False
+        self.args_set = False  # a native gradient wrote every launch's scalar arguments
         ti, p = self.ti, scene.particles
         self.G = ti.Vector.field(p.dim, dtype=system.fp, shape=p.count, needs_grad=True,
                                  needs_dual=True)
@@ -60,10 +60,10 @@ class KernelTrajectory(ObjectiveSum):
             f._make_dual()
             f.grad._make_dual()  # the mixed derivative of energies that read the field
         self.twins = [self._twin(b) for b in system.step_kernels]
-        self.param_fields: dict[str, list] = {}
-        for tw in self.twins:
-            for name, f in tw.kernel.field_args.items():
-                self.param_fields.setdefault(name, []).append(f)
+        # (KEY, 0-D field, d value / d KEY) of each differentiated scalar the steps read
+        self.scalars: list = [(key, f, 1.0) for key, name in step_keys.items()
+                              for tw in self.twins for n, f in tw.kernel.field_args.items()
+                              if n == name]
 
     def _twin(self, bound: BoundKernel) -> BoundKernel:
         """The step kernel reading G where it reads x.grad, and the differentiated scalars
@@ -116,42 +116,32 @@ class KernelTrajectory(ObjectiveSum):
             f.from_numpy(state.fields[n])
         self.G.from_numpy(np.negative(state.f))  # the bits x.grad held in `run`
 
-    def advance(self, state: KernelState, k: int) -> KernelState:
-        self._load(state)
-        self._before_kernels(k)
-        for tw in self.twins:
-            tw()
-        system = self.system
-        x, v = system.get_state()
-        if self.scene.boundary.type != "none":
-            apply_boundary(self.scene.boundary, x, v)
-            system.set_state(x, v)
-        fields = self._fields()
-        potential, f = system.forces()
-        return KernelState(k + 1, x, v, f, potential, fields)
-
-    def _wall_signs(self) -> np.ndarray:
-        """The derivative of the scene's boundary, applied after the step kernels (as in
-        ``advance``) to the positions the fields hold now: -1 on the components a reflecting
-        wall flips (position and velocity alike), else 1 (a periodic wrap: 1)."""
-        x = self.system.x.to_numpy()
-        b = self.scene.boundary
-        if b.type != "reflect":
-            return np.ones(x.shape)
-        low, high = np.asarray(b.low, x.dtype), np.asarray(b.high, x.dtype)
-        return np.where((x < low) | (x > high), -1.0, 1.0)
-
-    def _restore_fields(self, state: KernelState, k: int) -> None:
-        """The allocated fields as the forces of step k saw them (before the HVP)."""
-        for n, f in self.system.extra.items():
-            f.from_numpy(state.fields[n])
-
     def _before_kernels(self, k: int) -> None:
         """What runs between loading a state and the step kernels (a controller's hook)."""
 
     def _reverse_before_kernels(self, adj: KernelAdjoint, state: KernelState, k: int) -> None:
         """The reverse of `_before_kernels` from `state` (step k), once the forces are
         reversed."""
+
+    def _weight(self, k: int, steps: int) -> float:
+        """The objective's weight on the state after k steps (end: the last; mean: 1/n each)."""
+        if self.at_mean:
+            return 1.0 / steps if k >= 1 else 0.0
+        return 1.0 if k == steps else 0.0
+
+    def objective(self, state0: KernelState, steps: int) -> float:
+        """J of the trajectory (the forward sweep, nothing stored)."""
+        total, state = [0.0], state0
+        for k in range(steps):
+            state = self.advance(state, k)
+            self._accumulate(total, state, steps)
+        return total[0]
+
+    def _accumulate(self, total: list, state: KernelState, steps: int) -> None:
+        w = self._weight(state.step, steps)
+        if w:
+            total[0] += w * self.model.objective(state.x, state.v, state.potential, state.step)
+        self.progress("forward", state.step, steps)
 
     # ------------------------------------------------------------------ reverse
     def _seed(self, adj: KernelAdjoint, state: KernelState, w: float) -> None:
@@ -180,42 +170,6 @@ class KernelTrajectory(ObjectiveSum):
                 for n, f in self.floats.items():  # dU/dfield, e.g. a controller's output
                     adj.fields[n] += w * f.grad.to_numpy().astype(float)
 
-    def reverse_step(self, adj: KernelAdjoint, state: KernelState, k: int, steps: int) -> None:
-        """adj holds dJ/d(state after step k); make it dJ/d(state before step k)."""
-        system, ti = self.system, self.ti
-        self._load(state)
-        self._before_kernels(k)
-        grads = [system.x.grad, system.v.grad, system.m.grad, self.G.grad] + \
-            [f.grad for f in self.floats.values()] + \
-            [f.grad for fs in self.param_fields.values() for f in fs]
-        for g in grads:
-            g.fill(0)
-        with ti.ad.Tape(loss=None, clear_gradients=False):
-            for tw in self.twins:
-                tw()
-            signs = self._wall_signs()  # the boundary after the kernels, reversed
-            system.x.grad.from_numpy((signs * adj.x).astype(system.np_dtype))
-            system.v.grad.from_numpy((signs * adj.v).astype(system.np_dtype))
-            for n, f in self.floats.items():
-                f.grad.from_numpy(adj.fields[n].astype(f.grad.to_numpy().dtype))
-        adj.x = system.x.grad.to_numpy().astype(float)
-        adj.v = system.v.grad.to_numpy().astype(float)
-        adj.fields = {n: f.grad.to_numpy().astype(float) for n, f in self.floats.items()}
-        adj.mass += system.m.grad.to_numpy().astype(float)
-        for key, name in self.step_keys.items():
-            total = sum(float(f.grad[None]) for f in self.param_fields.get(name, ()))
-            if key == "dt":
-                adj.dt += total
-            else:
-                adj.add_params({key: total})
-        g_bar = self.G.grad.to_numpy().astype(float)
-        self._restore_fields(state, k)  # the Tape left them as the step ended
-        self._through_forces(adj, state.x, g_bar)
-        self._reverse_before_kernels(adj, state, k)
-        self._seed(adj, state, self._weight(k, steps))
-        self._check_finite(adj, k)
-        self.progress("reverse", steps - k, steps)
-
     def _check_finite(self, adj: KernelAdjoint, k: int) -> None:
         for name, value in (("positions", adj.x), ("velocities", adj.v)):
             if not np.isfinite(value).all():
@@ -236,8 +190,8 @@ class KernelTrajectory(ObjectiveSum):
 
     def gradient(self, state0: KernelState, steps: int, snapshots: int
                  ) -> tuple[float, KernelAdjoint, schedule.Schedule]:
-        """J and the adjoints by the binomial checkpoint schedule (as sweep.Trajectory); each
-        step and its reverse as one chain of launches where they can be (kernel_native.py)."""
+        """J and the adjoints by the binomial checkpoint schedule (schedule.py); each reverse
+        step one chain of launches where it can be (integrated_native.py), else Tapes."""
         n, dim = state0.x.shape
         adj = KernelAdjoint(np.zeros((n, dim)), np.zeros((n, dim)),
                             {k: np.zeros(a.shape) for k, a in state0.fields.items()
@@ -304,6 +258,7 @@ class KernelTrajectory(ObjectiveSum):
                 native.load(end)
                 self._seed(adj, end, self._weight(steps, steps))
                 native.push(adj)
+                native.begin(end)
             finite = native.reverse_step(state, k)
             w = self._weight(k, steps)
             if w or not finite:
@@ -314,10 +269,17 @@ class KernelTrajectory(ObjectiveSum):
                 native.push(adj)
             self.progress("reverse", steps - k, steps)
 
-        sched = schedule.reverse(state0, steps, snapshots, advance, on_reverse,
-                                 KernelState.copy, many)
+        self.args_set = True  # prepare() wrote them: short advances need not again
+        try:
+            sched = schedule.reverse(state0, steps, snapshots, advance, on_reverse,
+                                     KernelState.copy, many)
+        finally:
+            self.args_set = False
         if steps > 0:
+            finite = native.finish(state0)
             native.pull(adj)
+            if not finite:
+                self._check_finite(adj, 0)
         return total[0], adj, sched
 
     # ------------------------------------------------------------------ forward mode
@@ -340,33 +302,3 @@ class KernelTrajectory(ObjectiveSum):
             g_dot += system.x.grad.dual.to_numpy().astype(float)
             u_dot += float(system.U.dual[None])
         return g_dot, u_dot
-
-    def tangent_step(self, state: KernelState, tan: Tangent, fields_dot: dict
-                     ) -> tuple[np.ndarray, np.ndarray, dict, float]:
-        """(xdot, vdot, field tangents) after the step from `state`, and U's tangent there."""
-        return self._kernels_tangent(state, tan, fields_dot)
-
-    def _kernels_tangent(self, state: KernelState, tan: Tangent, fields_dot: dict
-                         ) -> tuple[np.ndarray, np.ndarray, dict, float]:
-        """The step kernels' share of `tangent_step` (a controller's runs before it)."""
-        system, ti = self.system, self.ti
-        g_dot, _ = self._force_tangent(state, tan, fields_dot)
-        self._load(state)
-        dtype = system.np_dtype
-        system.v.dual.from_numpy(tan.v.astype(dtype))
-        system.m.dual.from_numpy(tan.mass.astype(dtype))
-        self.G.dual.from_numpy(g_dot.astype(dtype))
-        for n, f in self.floats.items():
-            f.dual.from_numpy(fields_dot[n].astype(f.to_numpy().dtype))
-        for key, name in self.step_keys.items():
-            for f in self.param_fields.get(name, ()):
-                f.dual[None] = tan.dt if key == "dt" else tan.params.get(key, 0.0)
-        with ti.ad.FwdMode(loss=system.U, param=system.x, seed=tan.x.astype(dtype).reshape(-1),
-                           clear_gradients=False):
-            for tw in self.twins:
-                tw()
-            signs = self._wall_signs()
-            out = (signs * system.x.dual.to_numpy().astype(float),
-                   signs * system.v.dual.to_numpy().astype(float),
-                   {n: f.dual.to_numpy().astype(float) for n, f in self.floats.items()})
-        return out[0], out[1], out[2], 0.0

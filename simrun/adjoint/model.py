@@ -229,24 +229,6 @@ class DiffModel:
             out.mixed_p[key] = float(f.grad.dual[None])
         return out
 
-    def force_tangent(self, x: np.ndarray, xdot: np.ndarray, seeds: dict) -> tuple[np.ndarray,
-                                                                                 float]:
-        """dF and dU at x along xdot and `seeds` ({"mass": per-particle tangent, energy KEY:
-        tangent}): one forward-over-reverse pass per nonzero seed."""
-        system = self.system
-        system.x.from_numpy(np.ascontiguousarray(x, dtype=system.np_dtype))
-        system.refresh_neighbors()  # any valid list: the same terms in the same order
-        passes = [(system.x, xdot)] + [(system.m if k == "mass" else self.param_fields[k], s)
-                                       for k, s in seeds.items()]
-        dforce, denergy = np.zeros_like(xdot, dtype=float), 0.0
-        for param, seed in passes:
-            if not np.any(seed):
-                continue
-            self._over_reverse(param, seed)
-            dforce -= system.x.grad.dual.to_numpy().astype(float)
-            denergy += float(system.U.dual[None])
-        return dforce, denergy
-
     # ------------------------------------------------------------------ objective
     def objective(self, x: np.ndarray, v: np.ndarray, potential: float, step: int = 0
                   ) -> float:

@@ -2,15 +2,16 @@
 steps run from machine code, a few thousand schedule actions per call.
 
 The binomial schedule (schedule.py) still decides every action, but its states are slots of
-one preallocated slab of engine fields (x, v, F per slot, in the state's precision) instead of
-NumPy arrays in Python objects, and its actions are rows of a `Chain` program: LOAD a slot into
-the system's fields, STEP n times (the stepper's own launches, without its NaN watch), STORE
-the fields into a slot, REVERSE one step (the state before it from a slot, the state after it
-kept from the step reversed just before; `reverse.NativeReverse`'s launches). A small kernel at
-the start of each LOAD, STORE and REVERSE reads that row's slot from an ops table, so one call
-runs a whole stretch of the schedule without Python or NumPy between its steps. Copies are
-bit-exact (F is stored as -x.grad, restored as -F), the launches the same as the per-step
-sweep's: the gradient has the same bits as `Trajectory`'s step-by-step native sweep.
+one preallocated slab of engine fields (x, v, F and each field a step carries, e.g. a
+thermostat's chain and clock, per slot, in their own precision) instead of NumPy arrays in
+Python objects, and its actions are rows of a `Chain` program: LOAD a slot into the system's
+fields, STEP n times (the stepper's own launches, without its NaN watch), STORE the fields
+into a slot, REVERSE one step (the state before it from a slot, then the folded reverse step
+of `integrated_native.IntegratedNative`, which keeps the forces after the step from the step
+reversed just before). A small kernel at the start of each LOAD, STORE and REVERSE reads that
+row's slot from an ops table, so one call runs a whole stretch of the schedule without Python
+or NumPy between its steps. Copies are bit-exact (F is stored as -x.grad, restored as -F):
+the gradient has the same bits as the step-by-step native sweep's.
 
 The objective must read only the final state (at: end): its seed, the last step and the
 first reverse step run from Python once. A NaN or Inf in the adjoint stops the program after
@@ -22,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 import simrun.lang as ti
+from simrun.adjoint.kernel_state import KernelState
 from simrun.adjoint.schedule import Schedule, reverse
 from simrun.lang.api import runtime
 from simrun.lang.runtime.chain import Chain
@@ -64,18 +66,23 @@ def store_slot(x: ti.template(), v: ti.template(), sx: ti.template(), sv: ti.tem
 
 
 @ti.kernel
-def load_reverse(sx: ti.template(), sv: ti.template(), sf: ti.template(), slot: ti.template(),
-                 rx: ti.template(), rv: ti.template(), rf: ti.template(), nf: ti.template(),
-                 x: ti.template()):
-    """Reverse step j: the state after it (the state before step j + 1, which the reverse
-    fields still hold) into x and nf, the state before it from its slot into them."""
-    for i in x:
-        k = slot[None]
-        x[i] = rx[i]
-        nf[i] = rf[i]
-        rx[i] = sx[k, i]
-        rv[i] = sv[k, i]
-        rf[i] = sf[k, i]
+def load_field(slab: ti.template(), slot: ti.template(), f: ti.template()):
+    """A carried field (0-D or 1-D) from its slab's row `slot`."""
+    for i in range(slab.shape[1]):
+        if ti.static(len(f.shape) == 0):
+            f[None] = slab[slot[None], i]
+        else:
+            f[i] = slab[slot[None], i]
+
+
+@ti.kernel
+def store_field(f: ti.template(), slab: ti.template(), slot: ti.template()):
+    """A carried field (0-D or 1-D) into its slab's row `slot`."""
+    for i in range(slab.shape[1]):
+        if ti.static(len(f.shape) == 0):
+            slab[slot[None], i] = f[None]
+        else:
+            slab[slot[None], i] = f[i]
 
 
 def stopped_at(program: np.ndarray, done: int, reverse_first: int, first_reversed: int) -> int:
@@ -95,31 +102,51 @@ class Held:
         self.step, self.slot = step, slot
 
 
-class NativeProgram:
-    """The gradient sweep of a `Trajectory` as native programs (see the module docstring)."""
+def _slabs(fields: dict, slots: int) -> dict | None:
+    """A slab per carried field ({name: (field, slab)}), or None where one is not 0-D or 1-D."""
+    if any(len(f.shape) > 1 for f in fields.values()):
+        return None
+    return {n: (f, ti.field(f.dtype, shape=(slots, f.shape[0] if f.shape else 1)))
+            for n, f in fields.items()}
 
-    def __init__(self, traj, native, snapshots: int) -> None:
-        system, stepper = traj.model.system, traj.stepper
+
+class NativeProgram:
+    """The gradient sweep of an `IntegratedTrajectory` as native programs (see the module
+    docstring); ``build`` returns None where the schedule cannot be one."""
+
+    @classmethod
+    def build(cls, traj, native, snapshots: int) -> NativeProgram | None:
+        if traj.at_mean or traj.model.stepper.chain is None or not native.folded:
+            return None
+        slabs = _slabs(native.moving, snapshots + 2)
+        if slabs is None:
+            return None
+        program = cls(traj, native, snapshots, slabs)
+        return program if program.chain is not None else None
+
+    def __init__(self, traj, native, snapshots: int, slabs: dict) -> None:
+        system, stepper = traj.system, traj.model.stepper
         n, dim, fp = traj.scene.particles.count, traj.scene.particles.dim, system.fp
         self.traj, self.native, self.stepper, self.system = traj, native, stepper, system
         self.scratch = snapshots + 1  # slot 0: the start; 1 .. snapshots: the stored states
         vec = ti.Vector.field
         self.sx, self.sv, self.sf = (vec(dim, fp, shape=(snapshots + 2, n)) for _ in range(3))
+        self.slabs = slabs
         self.ops = ti.field(ti.i32, shape=OPS)
         self.pc, self.slot = ti.field(ti.i32, shape=()), ti.field(ti.i32, shape=())
-        slab, x = (self.sx, self.sv, self.sf), system.x
-        tick = (next_slot, (self.ops, self.pc, self.slot))
+        slab, x, slot = (self.sx, self.sv, self.sf), system.x, self.slot
+        tick = (next_slot, (self.ops, self.pc, slot))
+        load = [(load_slot, (*slab, slot, x, system.v))] + \
+            [(load_field, (s, slot, f)) for f, s in slabs.values()]
+        store = [(store_slot, (x, system.v, *slab, slot))] + \
+            [(store_field, (f, s, slot)) for f, s in slabs.values()]
         with updates.ieee():
-            blocks = {
-                "load": [tick, (load_slot, (*slab, self.slot, x, system.v))],
-                "store": [tick, (store_slot, (x, system.v, *slab, self.slot))],
-                "reverse": [tick, (load_reverse, (*slab, self.slot, native.sx, native.sv,
-                                                  native.sf, native.nf, x))]}
+            blocks = {"load": [tick, *load], "store": [tick, *store], "reverse": [tick, *load]}
             blocks = {k: [chainable(*launch) for launch in b] for k, b in blocks.items()}
         # recomputed steps never need U (only the final state's, which _first_reverse makes):
         # the gradients alone where they read nothing the energies' forward launches write
         blocks["step"] = stepper.step_launches(potential=False) or [None]
-        blocks["reverse"] += native.launches
+        blocks["reverse"] += native.backward.launches
         launches, rows = [], {}
         for name, block in blocks.items():
             rows[name] = [len(launches), len(block), 1]
@@ -223,7 +250,7 @@ class NativeProgram:
 
     def _first_reverse(self, held: Held) -> None:
         """The last step from Python: its end state's objective and seed, the adjoint into
-        the reverse fields, and the state after the step into them."""
+        the native step's fields, the forces after the step into its G2."""
         traj, native = self.traj, self.native
         if self.live is not held:
             self._emit(self.load_row, held.slot)
@@ -232,34 +259,38 @@ class NativeProgram:
             held.slot = self.scratch
         self.flush()
         self.first_descent = False
-        potential = traj.model.uses_potential()
-        done = 0
+        potential, done = traj.model.uses_potential(), 0
         while done < 1:
             done += self.stepper.advance(1, potential)
         nxt = State(self.steps, None, None, None, 0.0)
         self.stepper.store(nxt)
         if not potential and self.stepper.gradients is not None:  # U was not taken
             nxt.potential = float("nan")
-        traj._accumulate(self.total, nxt, self.steps)
-        traj._seed(self.adj, nxt, traj._weight(self.steps, self.steps))
+        end = KernelState(self.steps, nxt.x, nxt.v, nxt.f, nxt.potential, traj._fields())
+        traj._accumulate(self.total, end, self.steps)
+        traj._seed(self.adj, end, traj._weight(self.steps, self.steps))
         native.push(self.adj)
-        native.sx.from_numpy(nxt.x)
-        native.sv.from_numpy(nxt.v)
-        native.sf.from_numpy(nxt.f)
+        native.begin(end)
         self.live = None
         self._progress(self.steps - 1)
 
     # ------------------------------------------------------------------ the sweep
-    def gradient(self, state0: State, steps: int, snapshots: int, adj) -> tuple[float, Schedule]:
+    def gradient(self, state0: KernelState, steps: int, snapshots: int, adj
+                 ) -> tuple[float, Schedule]:
         """J (at: end) and the adjoint (in ``adj``) after the whole reverse sweep."""
         self.steps, self.adj, self.total = steps, adj, [0.0]
         self.first_descent, self.reversed_to = True, steps
         self.sx.data[0], self.sv.data[0], self.sf.data[0] = state0.x, state0.v, state0.f
+        for name, (_, slab) in self.slabs.items():
+            slab.data[0] = np.reshape(state0.fields[name], -1)
         start = Held(0, 0)
         sched = reverse(start, steps, snapshots, self.advance, self.reverse_step, self.copy,
                         self.advance_many, self.release)
         self.flush()
         if steps:
             self.traj.progress("reverse", steps, steps)
+            if not self.native.finish(state0):
+                self.native.pull(adj)
+                self.traj._check_finite(adj, 0)
         self.native.pull(adj)
         return self.total[0], sched

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from simrun.adjoint.kernel_state import KernelState
+from simrun.adjoint.kernel_state import KernelState, Tangent
 from simrun.adjoint.kernel_sweep import KernelTrajectory
-from simrun.adjoint.sweep import Tangent
 
 
 def kernel_tangent_sweep(traj: KernelTrajectory, state0: KernelState, steps: int, tan: Tangent,

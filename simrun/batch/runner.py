@@ -171,7 +171,7 @@ def _dispatch(plan: Plan, todo: list[int], engine: Engine, options: dict[str, An
         write_summary(plan.out_dir, plan.rows)
         for future in futures:
             i, _ = owner.pop(future.key)
-            _mark_started(plan, before)
+            _mark_started(plan, before, _handed_out(client, owner))
             row = plan.rows[i]
             record = _outcome(future)
             row.seconds, row.error = record.get("seconds"), record.get("error", "")
@@ -191,11 +191,20 @@ def _dispatch(plan: Plan, todo: list[int], engine: Engine, options: dict[str, An
             write_summary(plan.out_dir, plan.rows)
 
 
-def _mark_started(plan: Plan, before: dict[int, dict | None]) -> None:
+def _handed_out(client, owner: dict[str, tuple[int, Any]]) -> list[int]:
+    """The jobs the scheduler has handed to a worker (a few per worker, however long the
+    sweep), in no particular order."""
+    return [owner[key][0] for keys in client.processing().values() for key in keys
+            if key in owner]
+
+
+def _mark_started(plan: Plan, before: dict[int, dict | None], handed_out: list[int]) -> None:
     """Queued jobs whose worker has started them (their record, rewritten at the start of
     the task, says running): what the log and summary count as running, never more jobs
-    than the workers run at once."""
-    for i, row in enumerate(plan.rows):
+    than the workers run at once. Only the jobs handed to a worker can have started, so only
+    their records are read: each finished job costs the same, however long the sweep."""
+    for i in handed_out:
+        row = plan.rows[i]
         if row.status == "queued":
             record = read_record(plan.specs[i].record_path)
             if record and record != before.get(i) and record.get("status") == "running":

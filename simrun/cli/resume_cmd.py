@@ -8,7 +8,6 @@ folder alone is enough, wherever it was moved.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -22,7 +21,7 @@ from simrun.cli.common import (
     fail,
     out,
 )
-from simrun.outputs.resumable import JOB_RECORDS as RECORDS
+from simrun.outputs.resumable import UnreadableRecord, job_record
 from simrun.scene import Scene, SceneError, load_scene
 
 BATCH_ARGUMENTS = ("scene", "sweeps", "sweep_file", "samples", "sample_seed", "job", "sets",
@@ -31,17 +30,12 @@ BATCH_ARGUMENTS = ("scene", "sweeps", "sweep_file", "samples", "sample_seed", "j
 
 def job_of(folder: Path) -> tuple[str, dict[str, Any]]:
     """The job a folder holds and its json record (typer.Exit 2 when it holds none)."""
-    for name, job in RECORDS.items():
-        path = folder / name
-        if path.is_file():
-            try:
-                record = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                raise fail(f"error: {path}: cannot resume: the record cannot be read "
-                           f"({type(exc).__name__}: {exc}). Start the job again.",
-                           EXIT_BAD_INPUT) from None
-            if isinstance(record, dict):
-                return job, record
+    try:
+        found = job_record(folder)
+    except UnreadableRecord as exc:
+        raise fail(f"error: {exc}", EXIT_BAD_INPUT) from None
+    if found is not None:
+        return found
     what = "does not exist" if not folder.exists() else "holds no job record (run.json, " \
         "gradients.json, optimize.json or batch.json)"
     raise fail(f"error: {folder}: {what}, so there is nothing to resume. Give the folder of a "

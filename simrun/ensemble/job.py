@@ -101,11 +101,11 @@ def _series(keys: list[Key], obs: Observed, table, kt: float) -> dict[str, np.nd
     for key in keys:
         if key.kind == "energy":
             c = table.grad[:, energy.index(key.text)] / kt
-        elif key.kind == "temperature":
+        elif key.kind == "thermostat":  # the temperature, the only one
             c = -table.potential / kt ** 2
         else:
             c = np.zeros(len(o))
-        a = obs.partial_t if key.kind == "temperature" else obs.partial.get(key.text, 0.0)
+        a = obs.partial_t if key.kind == "thermostat" else obs.partial.get(key.text, 0.0)
         series[f"a:{key.text}"] = np.broadcast_to(np.asarray(a, float), o.shape)
         series[f"c:{key.text}"] = c
         series[f"oc:{key.text}"] = o * c[:, None]

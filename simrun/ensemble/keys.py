@@ -8,13 +8,12 @@ temperature) or what O does (the objective's parameters)."""
 from __future__ import annotations
 
 import difflib
-from dataclasses import replace
 
-from simrun.adjoint.keys import Key, known_keys, value_of, with_value
+from simrun.adjoint.keys import Key, known_keys
 from simrun.scene import Scene, SceneError
+from simrun.stepper.plan import TEMPERATURE
 
 CANONICAL = ("langevin", "nose_hoover")
-TEMPERATURE = "integrator.temperature"
 
 
 def require_canonical(scene: Scene) -> None:
@@ -41,9 +40,11 @@ def require_canonical(scene: Scene) -> None:
 
 
 def parse_ensemble_key(scene: Scene, text: str) -> Key:
-    """energy.<i>.params.<name>, objective.params.<name> or integrator.temperature."""
+    """energy.<i>.params.<name>, objective.params.<name> or integrator.temperature (the
+    adjoint's thermostat KEY: ``simrun.adjoint.keys.value_of`` and ``with_value`` read and
+    set all three kinds)."""
     if text == TEMPERATURE:
-        return Key(text, "temperature")
+        return Key(text, "thermostat", name="temperature")
     known = [k for k in known_keys(scene) if k.startswith(("energy.", "objective."))]
     if text not in known:
         close = difflib.get_close_matches(text, known + [TEMPERATURE], n=3)
@@ -54,18 +55,6 @@ def parse_ensemble_key(scene: Scene, text: str) -> Key:
     if parts[0] == "energy":
         return Key(text, "energy", int(parts[1]), parts[3])
     return Key(text, "objective", name=parts[2])
-
-
-def ensemble_value(scene: Scene, key: Key) -> float:
-    if key.kind == "temperature":
-        return float(scene.integrator.temperature)
-    return float(value_of(scene, key))
-
-
-def with_ensemble_value(scene: Scene, key: Key, value: float) -> Scene:
-    if key.kind == "temperature":
-        return replace(scene, integrator=replace(scene.integrator, temperature=float(value)))
-    return with_value(scene, key, value)
 
 
 def is_ensemble_objective(scene: Scene) -> bool:

@@ -6,17 +6,19 @@ so nothing from the CUDA toolkit is needed at run time beyond the driver.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import llvmlite
 
-from .codegen.cuda.target import ptx_of
+from .codegen.cuda.order import races_on_device
+from .codegen.cuda.target import libdevice_identity, ptx_of
 from .codegen.layout import Layout, build_layout
-from .compiler import build_module
-from .runtime import cuda
-from .runtime.jit import write_atomic
+from .compiler import build_module, kernel_text
+from .runtime import cuda, jit
 
 
 @dataclass
@@ -28,23 +30,61 @@ class PtxModule:
     layout: Layout
 
 
+def cuda_sources() -> list[Path]:
+    """The files that write PTX beyond the CPU's code generator: every file of codegen/cuda
+    and this driver."""
+    here = Path(__file__).parent
+    return sorted((here / "codegen" / "cuda").glob("*.py")) + [Path(__file__)]
+
+
+@functools.cache
+def ptx_fingerprint() -> str:
+    return jit.files_fingerprint(cuda_sources())
+
+
+def ptx_cache_key(text: str, sm: int, debug: bool, fast_math: bool) -> str:
+    """A PTX module's cache key: the kernel's printed IR and options, and everything that
+    turns it into PTX (the engine version, the CPU's and the CUDA target's code generator
+    files, llvmlite, and which libdevice is linked in), so an edit to any of them misses."""
+    h = hashlib.sha256()
+    for part in (jit.ENGINE_VERSION, jit.codegen_fingerprint(), ptx_fingerprint(),
+                 llvmlite.__version__, libdevice_identity(),
+                 f"sm={sm} debug={debug} fast_math={fast_math}", text):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:24]
+
+
 def kernel_ptx(kir, sm: int = 90, debug: bool = False, fast_math: bool = True,
                cache_dir: Path | None = None) -> PtxModule:
     """PTX of a KernelIR that has been through the pass pipeline; with cache_dir, PTX made
-    before from the same LLVM module (the NVPTX back end with libdevice takes ~0.5 s) is read
-    from there."""
+    before for the same key (ptx_cache_key) is read from there, and neither the LLVM
+    module nor the NVPTX back end with libdevice (~0.5 s) runs. In debug mode the module
+    is still built on a hit: building it lists the bounds checks' error sites."""
     from .codegen.cuda.emit import CudaTaskEmitter  # llvmlite.ir only when compiling
 
     layout = build_layout(kir)
-    text, names = build_module(kir, layout, f"sm{sm}", debug, fast_math, CudaTaskEmitter)
-    key = hashlib.sha256(f"{llvmlite.__version__}\0{sm}\0{text}".encode()).hexdigest()[:24]
+    key = ptx_cache_key(kernel_text(kir, layout), sm, debug, fast_math)
     path = cache_dir / f"{key}.ptx" if cache_dir is not None else None
-    if path is not None and path.exists():
-        return PtxModule(path.read_text(), names, layout)
-    ptx = ptx_of(text, names, sm)
-    if path is not None:
-        write_atomic(path, ptx.encode())
+    ptx = _read_cached(path)
+    if ptx is not None and not debug:
+        return PtxModule(ptx, re.findall(r"\.entry (\w+)", ptx), layout)
+    text, names = build_module(kir, layout, f"sm{sm}", debug, fast_math, CudaTaskEmitter)
+    if ptx is None:
+        ptx = ptx_of(text, names, sm)
+        if path is not None:
+            jit.write_atomic(path, ptx.encode())
     return PtxModule(ptx, names, layout)
+
+
+def _read_cached(path: Path | None) -> str | None:
+    """A cached PTX module's text; None where there is none (or it cannot be read)."""
+    if path is None:
+        return None
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def compile_cuda_kernel(kir, runtime, config) -> cuda.CudaKernel:
@@ -54,5 +94,8 @@ def compile_cuda_kernel(kir, runtime, config) -> cuda.CudaKernel:
                      runtime.settings.cache_dir if config.offline_cache else None)
     slots = [(ptx.layout.var_slot[v], v.dtype) for v in kir.arg_vars]
     serial = [task.kind != "range" for task in kir.tasks]
-    return cuda.CudaKernel(kir.name, ptx.layout, ptx.text, ptx.kernels, serial, slots,
-                           kir.ret_types, runtime, dev)
+    compiled = cuda.CudaKernel(kir.name, ptx.layout, ptx.text, ptx.kernels, serial, slots,
+                               kir.ret_types, runtime, dev)
+    compiled.order_sensitive = frozenset(k for k, task in enumerate(kir.tasks)
+                                         if races_on_device(task, ptx.layout.var_slot))
+    return compiled

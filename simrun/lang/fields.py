@@ -10,6 +10,7 @@ import numpy as np
 
 from .errors import SimrunError, Span
 from .ir import builder
+from .ir.access import cell_offset
 from .types import DType, constructors, f32, to_dtype
 
 _ids = itertools.count()
@@ -124,13 +125,19 @@ class Field(ElementShape):
     """A scalar, vector or matrix field. `data` has shape (*shape, *elem_shape), C order."""
 
     version = 0  # bumped by every write (kernel launch or Python scope); kernel.grad() uses it
-    _sync = None  # set by a GPU holding a copy (runtime/cuda.py): called on every host access
+    _sync = None  # set by a GPU holding a copy (runtime/cuda.py): _sync(field, write)
 
     @property
     def data(self) -> np.ndarray | None:
-        """The values on the host, as NumPy (the GPU's copy brought back first, if newer)."""
+        """The values on the host, as NumPy (the GPU's copy brought back first, if newer).
+        The caller may write them, so a GPU re-uploads them before its next launch."""
+        return self.host_values(write=True)
+
+    def host_values(self, write: bool) -> np.ndarray | None:
+        """The host array, current; write=False promises not to change it (to_numpy, f[i]),
+        so that looking at a field costs a GPU no upload."""
         if self._sync is not None:
-            self._sync(self)
+            self._sync(self, write)
         return self._data
 
     @data.setter
@@ -239,17 +246,17 @@ class Field(ElementShape):
     def parent(self, n: int = 1):
         return self
 
-    def _require_placed(self) -> np.ndarray:
-        if self.data is None:
+    def _require_placed(self, write: bool = True) -> np.ndarray:
+        if self._data is None:
             raise RuntimeError(
                 f"field '{self.name}' has no shape yet: pass shape= to ti.field or place it with "
                 "ti.root.dense(...).place(...)"
             )
-        return self.data
+        return self.host_values(write)
 
     # ------------------------------------------------------------ Python-scope access
     def _key(self, key) -> tuple:
-        data = self._require_placed()
+        data = self._require_placed(write=False)
         if key is None:
             key = ()
         elif not isinstance(key, tuple):
@@ -274,7 +281,7 @@ class Field(ElementShape):
         """Where an index past its axis lands in a field stored in Taichi's nesting order
         (Taichi's Python scope does not check it either), as a logical index; elsewhere (and
         past the whole field) an IndexError."""
-        cell = sum(k * s for k, s in zip(key, self.cell_strides or ()))
+        cell = cell_offset(key, self.shape, self.cell_strides)
         if self.cell_strides is None or not 0 <= cell < math.prod(self.shape):
             raise IndexError(f"index {key[axis]} out of range for axis {axis} of field "
                              f"'{self.name}' (size {self.shape[axis]})")
@@ -285,7 +292,7 @@ class Field(ElementShape):
         idx = self._key(key)
         if self.elem_shape:  # a matrix.FieldElement (matrix.py imports this module)
             return constructors["field_element"](self, idx)
-        return self.data[idx].item()
+        return self.host_values(write=False)[idx].item()
 
     def __setitem__(self, key, value):
         idx = self._key(key)
@@ -314,7 +321,7 @@ class Field(ElementShape):
                 f"{str(bad)[:30]}, outside [{info.min}, {info.max}]: use a wider dtype")
 
     def to_numpy(self, dtype=None, keep_dims: bool = False) -> np.ndarray:
-        arr = self._require_placed().copy()
+        arr = self._require_placed(write=False).copy()
         return arr.astype(dtype) if dtype is not None else arr
 
     def from_numpy(self, arr) -> None:
@@ -335,7 +342,7 @@ class Field(ElementShape):
         self.version += 1
 
     def copy_from(self, other: Field) -> None:
-        self.from_numpy(other.data)
+        self.from_numpy(other.host_values(write=False))
 
     def __repr__(self) -> str:
         return f"<field {self.name} {self.dtype} shape={self.shape} elem={self.elem_shape}>"

@@ -362,7 +362,8 @@ class FieldElement(Matrix):
     a plain copy would drop them silently."""
 
     def __init__(self, field, idx: tuple, row: int | None = None):
-        value = field.data[idx] if row is None else field.data[idx][row]
+        data = field.host_values(write=False)  # a component write marks it (__setitem__)
+        value = data[idx] if row is None else data[idx][row]
         super().__init__(value.tolist(), _vector=field.is_vector or row is not None)
         self._field, self._idx, self._row = field, idx, row
 

@@ -12,17 +12,19 @@ from collections.abc import Callable
 
 from .autodiff import transform
 from .ir.nodes import KernelIR
-from .passes import dead_code, hoist_atomics
+from .passes import dead_code, hoist_atomics, reciprocals
 
 checks: list[Callable[[KernelIR, str], None]] = []
 
 
 def passes(mode: str, name: str) -> list[tuple[str, Callable[[KernelIR], KernelIR]]]:
     """(name, pass) in the order they run, for a launch in `mode` of kernel `name`."""
+    shared = [("reciprocals", reciprocals.run)] if mode == "value_reverse" else []
     return [
         ("frontend", lambda kir: kir),
         (f"autodiff ({mode})", lambda kir: transform(kir, mode, name)),
         ("dead_code", dead_code.run),
+        *shared,
         ("hoist_atomics", hoist_atomics.run),
     ]
 

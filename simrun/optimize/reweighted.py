@@ -16,14 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
+from simrun.adjoint.keys import value_of, with_value
 from simrun.ensemble.frames import FrameEvaluator
 from simrun.ensemble.job import sample, sampling_defaults, sampling_scene
-from simrun.ensemble.keys import (
-    ensemble_value,
-    parse_ensemble_key,
-    require_canonical,
-    with_ensemble_value,
-)
+from simrun.ensemble.keys import parse_ensemble_key, require_canonical
 from simrun.ensemble.targets import TargetLoss
 from simrun.optimize.optimizers import Adam, project
 from simrun.optimize.schedules import learning_rate
@@ -82,7 +78,7 @@ def _reference(scene: Scene, keys: list, out_dir: Path, number: int, steps: int,
 
 def _scene_at(scene: Scene, keys: list, vector: np.ndarray) -> Scene:
     for key, value in zip(keys, vector):
-        scene = with_ensemble_value(scene, key, float(value))
+        scene = with_value(scene, key, float(value))
     return scene
 
 
@@ -122,7 +118,7 @@ def fit_by_reweighting(scene: Scene, out_dir: Path, *, iterations: int | None = 
     every, equilibrate = sampling_defaults(steps, every, None)
     energy_keys = [k.text for k in keys if k.kind == "energy"]
     low, high = _bounds(opt, keys)
-    vector = np.array([ensemble_value(scene, k) for k in keys])
+    vector = np.array([float(value_of(scene, k)) for k in keys])
     adam, rows, ref, t0 = Adam(opt.lr, opt.betas), [], None, time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
     write_job_scene(out_dir, scene)

@@ -23,22 +23,38 @@ def is_no_room(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in NO_ROOM
 
 
+class UnreadableRecord(ValueError):
+    """A folder's json record exists but cannot be read: what `simrun resume` says."""
+
+    def __init__(self, path: Path, exc: Exception) -> None:
+        super().__init__(f"{path}: cannot resume: the record cannot be read "
+                         f"({type(exc).__name__}: {exc}). Start the job again.")
+
+
 def job_record(folder: Path) -> tuple[str, dict] | None:
-    """The job a folder holds and its json record; None when it has no readable one."""
+    """The job a folder holds and its json record (the first of JOB_RECORDS the folder has
+    that holds an object); None when it has none, UnreadableRecord when that file is there
+    but cannot be read."""
     for name, job in JOB_RECORDS.items():
-        try:
-            record = json.loads((folder / name).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        path = folder / name
+        if not path.is_file():
             continue
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise UnreadableRecord(path, exc) from None
         if isinstance(record, dict):
             return job, record
     return None
 
 
 def resumable(folder: Path) -> bool:
-    """Whether ``simrun resume folder`` has what it needs: a record, and the scene.yaml a
-    run, grad or optimize reloads (a batch's record names its scene itself)."""
-    found = job_record(folder)
+    """Whether ``simrun resume folder`` has what it needs: a readable record, and the
+    scene.yaml a run, grad or optimize reloads (a batch's record names its scene itself)."""
+    try:
+        found = job_record(folder)
+    except UnreadableRecord:
+        return False
     return found is not None and (found[0] == "batch" or (folder / "scene.yaml").is_file())
 
 

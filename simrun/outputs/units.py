@@ -60,6 +60,11 @@ class Units:
         unit = self.of(column, dim)
         return f"{text} [{unit}]" if unit else text
 
+    def axis_label(self, text: str, column: str, dim: int = 3) -> str:
+        """A picture's horizontal axis label: ``label``, and in reduced units it says so
+        (once per picture, not on every axis)."""
+        return self.label(text, column, dim) + " (reduced units)" * self.reduced
+
     def header(self, column: str, dim: int = 3) -> str:
         """A thermo.csv header name: ``time[fs]``; the bare name without a unit."""
         unit = self.of(column, dim)

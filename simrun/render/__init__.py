@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from simrun.outputs.units import Units, units_of
+from simrun.outputs.units import units_of
 from simrun.render.animation import render_animation
 from simrun.render.energy import EnergyPlot, render_energy
 from simrun.render.frames import (
@@ -52,7 +52,7 @@ def scene_of(run_dir: Path) -> dict:
     return {}
 
 
-def _info(run_dir: Path) -> dict | None:
+def run_info(run_dir: Path) -> dict | None:
     """The run's run.json (None when missing or unreadable)."""
     with contextlib.suppress(OSError, ValueError):
         info = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
@@ -60,24 +60,16 @@ def _info(run_dir: Path) -> dict | None:
     return None
 
 
-def run_meta(run_dir: Path) -> tuple[str, Shapes]:
-    """The scene's name and the scenery to draw, from the run's scene.yaml and run.json.
-
-    Either file may be missing or unreadable (pictures of bare frames are still drawn).
-    """
-    scene, info = scene_of(run_dir), _info(run_dir) or {}
+def run_meta(scene: dict, info: dict | None) -> tuple[str, Shapes]:
+    """The scene's name and the scenery to draw, from the run's scene.yaml and run.json
+    (``scene_of``, ``run_info``: either may be empty, bare frames are still drawn)."""
     name, shapes = str(scene.get("name") or ""), Shapes()
     boundary = scene.get("boundary")
     if isinstance(boundary, dict) and boundary.get("type") in ("reflect", "periodic"):
         shapes = Shapes.from_dict({"boxes": [[boundary.get("low"), boundary.get("high")]]})
-    extra = Shapes.from_dict(info.get("shapes"))
+    extra = Shapes.from_dict((info or {}).get("shapes"))
     extra.boxes = shapes.boxes + extra.boxes
     return name, extra
-
-
-def units(run_dir: Path) -> Units:
-    """The unit labels of the run's scene (``units:``; reduced when it says none)."""
-    return units_of(scene_of(run_dir).get("units"))
 
 
 def _number(value: object, default: float) -> float:
@@ -87,12 +79,12 @@ def _number(value: object, default: float) -> float:
         return default
 
 
-def energy_plot(run_dir: Path) -> EnergyPlot:
+def energy_plot(scene: dict, info: dict | None) -> EnergyPlot:
     """What the run's energy plot shows: a temperature panel where a temperature means
     something (a thermostat, a thermal start, or a periodic box, and more than one body),
     energies per particle for a periodic many-particle system, and the drift panel of the
-    quantity the run checked (run.json's ``energy_drift``: none when it conserves nothing)."""
-    scene, info = scene_of(run_dir), _info(run_dir)
+    quantity the run checked (run.json's ``energy_drift``: none when it conserves nothing);
+    from the run's scene.yaml and run.json (``scene_of``, ``run_info``)."""
     particles = scene.get("particles") if isinstance(scene.get("particles"), dict) else {}
     integrator = scene.get("integrator")
     integrator = integrator if isinstance(integrator, dict) else {}
@@ -130,8 +122,9 @@ def render_run(
         energy = run_dir / "energy.csv"
     if not frames.exists() and not energy.exists():
         raise FileNotFoundError(f"{run_dir}: no frames.npz or energy.csv to render")
-    name, shapes = run_meta(run_dir)
-    labels = units(run_dir)
+    scene, info = scene_of(run_dir), run_info(run_dir)  # each file parsed once
+    name, shapes = run_meta(scene, info)
+    labels = units_of(scene.get("units"))
     written: list[Path] = []
     x = np.zeros((0, 0, 2))
     bonds = triangles = limits = spacing = None
@@ -170,7 +163,7 @@ def render_run(
             )
     if energy.exists():
         written.append(render_energy(energy, run_dir / "energy.png", title=name,
-                                     plot=energy_plot(run_dir)))
+                                     plot=energy_plot(scene, info)))
     if len(x):
         written.append(
             render_animation(

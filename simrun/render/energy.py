@@ -191,6 +191,5 @@ def energy_figure(cols: dict[str, np.ndarray], title: str = "",
     if xkey == "step":
         axes[-1].set_xlabel("step")
     else:
-        axes[-1].set_xlabel("time (reduced units)" if plot.units.reduced
-                            else plot.units.label("time", "time"))
+        axes[-1].set_xlabel(plot.units.axis_label("time", "time"))
     return fig

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
+from simrun.render.frames import atomic_path
+
 
 def render_fit(rows: list, names: list[str], png: Path, title: str = "") -> Path:
     """Three panels over the iterations; ``rows`` have loss, neff, trajectory and params."""
@@ -33,10 +35,7 @@ def render_fit(rows: list, names: list[str], png: Path, title: str = "") -> Path
     axes[2].set(xlabel="iteration", ylabel="value", title="parameters")
     axes[2].legend(fontsize="small")
     fig.suptitle(title, fontsize="medium")
-    fig.tight_layout()
-    fig.savefig(png, dpi=110)
-    plt.close(fig)
-    return png
+    return _save(fig, png)
 
 
 def render_rdf(r: np.ndarray, target: np.ndarray, curves: dict[str, np.ndarray], png: Path,
@@ -51,7 +50,18 @@ def render_rdf(r: np.ndarray, target: np.ndarray, curves: dict[str, np.ndarray],
     ax.axhline(1.0, color="0.7", lw=0.8)
     ax.set(xlabel="r", ylabel="g(r)", title=title or "radial distribution")
     ax.legend(fontsize="small")
-    fig.tight_layout()
-    fig.savefig(png, dpi=110)
-    plt.close(fig)
-    return png
+    return _save(fig, png)
+
+
+def _save(fig, png: Path) -> Path:
+    """Through a temporary file, as every picture: a full disk or an interrupted save
+    leaves the previous picture (or none), never a broken one; the figure is closed."""
+    import matplotlib.pyplot as plt
+
+    try:
+        fig.tight_layout()
+        with atomic_path(png) as tmp:
+            fig.savefig(tmp, dpi=110)
+    finally:
+        plt.close(fig)
+    return Path(png)

@@ -131,7 +131,7 @@ class FramePlot:
         self.axes_pts = 72 * np.array(frame.axes_in)
         self.ax.set_aspect("equal", adjustable="box")
         self.ax.set_autoscale_on(False)
-        self.ax.set_xlabel(units.label("x", "x") + " (reduced units)" * units.reduced)
+        self.ax.set_xlabel(units.axis_label("x", "x"))
         self.ax.set_ylabel(units.label("y", "y"))
         self.depth_range = depth_range
         self.is_3d = dim >= 3
@@ -177,7 +177,7 @@ class FramePlot:
                                           color=colour, mec="none", zorder=3)
         self.title = self.ax.set_title("", fontsize="medium")
         if self.is_3d:
-            self.ax.set_xlabel(units.label("x", "x") + " (reduced units)" * units.reduced
+            self.ax.set_xlabel(units.axis_label("x", "x")
                                + "    (3-D seen along z: bright = near, large z)")
 
     def _to_points(self, spacing: float | None, limits: np.ndarray) -> float | None:

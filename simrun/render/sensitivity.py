@@ -77,7 +77,7 @@ def position_gradient_figure(x0: np.ndarray, grad: np.ndarray, *, title: str = "
     ax.quiver(x0[:, 0], x0[:, 1], -grad[:, 0], -grad[:, 1], color="#d62728", angles="xy",
               scale_units="xy", scale=scale / (0.15 * span), width=0.004)
     ax.set_aspect("equal", adjustable="datalim")
-    ax.set_xlabel(units.label("x", "x") + " (reduced units)" * units.reduced
+    ax.set_xlabel(units.axis_label("x", "x")
                   + "    arrows: -dJ/dx0, longest scaled to 15% of the span")
     ax.set_ylabel(units.label("y", "y"))
     ax.set_title(f"{title}: -dJ/dx0 at the start (longest arrow |dJ/dx| = {scale:.3g})"
@@ -96,7 +96,7 @@ def render_horizon(times: np.ndarray, series: dict[str, np.ndarray], png_path, *
     for name, values in series.items():
         ax.plot(times, np.abs(values), lw=1.2, label=name)
     ax.set_yscale("log")
-    ax.set_xlabel(units.label("horizon t", "time") + " (reduced units)" * units.reduced
+    ax.set_xlabel(units.axis_label("horizon t", "time")
                   + ": the objective taken at time t")
     ax.set_ylabel("|dJ(t) / dp|")
     ax.set_title(f"{title}: sensitivity against horizon" if title else

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from yaml.nodes import Node, ScalarNode
 
+from simrun.outputs.units import SYSTEMS
 from simrun.scene import (
     limits,
     load_fields,
@@ -38,7 +39,6 @@ from simrun.scene.schema import (
     PRECISIONS,
     READABLE_VERSIONS,
     SCHEMA_VERSION,
-    UNIT_SYSTEMS,
     Boundary,
     Neighbors,
     Outputs,
@@ -259,7 +259,7 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
         step_kernels=stepk, controller=control, fields=field_files, fields_where=field_where,
         objective=objective,
         optimize=load_optimize.optimize(r.get("optimize"), objective is not None),
-        units=as_choice(r.get("units"), "units", UNIT_SYSTEMS) if r.get("units") else "reduced")
+        units=as_choice(r.get("units"), "units", tuple(SYSTEMS)) if r.get("units") else "reduced")
     ranges.check_ranges(scene, root)  # every kernel-bound number fits the precision
     return scene
 

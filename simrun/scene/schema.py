@@ -21,8 +21,6 @@ SCHEMA_VERSION = 2
 # folders keep `version: 1` in their scene.yaml and still render and resume).
 READABLE_VERSIONS = (1, 2)
 PRECISIONS = ("f32", "f64")
-# what the numbers are in, for labels only (simrun converts nothing: see scenes/README.md)
-UNIT_SYSTEMS = ("reduced", "lj", "real", "metal", "si")
 THERMOSTATS = ("langevin", "nose_hoover", "rescale", "csvr")  # NVT: simrun/stepper/thermostats.py
 INTEGRATORS = ("symplectic_euler", "velocity_verlet") + THERMOSTATS
 BOUNDARIES = ("none", "reflect", "periodic")
@@ -315,7 +313,7 @@ class Scene:
     objective: Objective | None = None
     optimize: Optimize | None = None
     thermo: int | None = None  # steps between thermo.csv rows; None: the frame cadence
-    units: str = "reduced"  # one of UNIT_SYSTEMS: labels axes, thermo.csv and run.json
+    units: str = "reduced"  # a name of outputs.units.SYSTEMS: labels axes, thermo.csv, run.json
 
     @property
     def thermo_every(self) -> int:

@@ -69,6 +69,7 @@ class FieldStepper:
         self.has_energy = bool(system.energy)
         self.direct = None
         self.step_index = 0  # the controller's `step` argument; `load` and `advance` keep it
+        self.forces_were_skipped = False  # the last `advance` left F and U before its step
         self.bad = ti.field(ti.i32, shape=())
         dim = scene.particles.dim
         self.box = ti.Vector.field(dim, dtype=system.fp, shape=2)
@@ -87,7 +88,7 @@ class FieldStepper:
             self.post = [self._launch(k, a) for k, a in post]
             self.clear = [self._launch(updates.zero, (g,)) for g in to_clear]
             self.clear.append(self._launch(updates.reset_loss, (system.U,)))
-        self.chain = self.forces_only = self.gradients = None
+        self.chain = self.forces_only = self.gradients = self.stepped = None
         self.control = self._control_launches()  # [] without a controller
         gradients = self._gradients_alone() if self.forces is not None else None
         if not system.controller:  # forces without U, for Python steps and chains alike
@@ -100,6 +101,8 @@ class FieldStepper:
                 control += self.clear + self.forces
             self.chain = Chain(runtime(), control + self.pre + self.clear + self.forces +
                                self.post, stop=self.bad)
+            if control and len(self.post) == 1:  # no second stage reads F at x_(k+1)
+                self.stepped = Chain(runtime(), control + self.pre + self.post, stop=self.bad)
             if gradients is not None and not control:
                 self.forces_only = Chain(runtime(), self.pre + self.clear + gradients +
                                          self.post, stop=self.bad)
@@ -146,7 +149,7 @@ class FieldStepper:
         if direct is None or direct.calls is None:
             return None
         self.direct = direct
-        primal = [(p, pflat) for _, p, pflat, _, _ in direct.calls]
+        primal = [] if direct.shared else [(p, pflat) for _, p, pflat, _, _ in direct.calls]
         grads = [(g, gflat) for _, _, _, g, gflat in reversed(direct.calls)]
         return primal + grads
 
@@ -180,18 +183,26 @@ class FieldStepper:
             state.f, state.potential = np.zeros_like(state.x), 0.0
 
     # ------------------------------------------------------------------ steps
-    def advance(self, steps: int, potential: bool = True) -> int:
+    def advance(self, steps: int, potential: bool = True, set_args: bool = True,
+                forces_after: bool = True) -> int:
         """Make up to `steps` steps on the fields; returns the steps made, fewer when the
         state after the last one is not finite (NaN or Inf). Without `potential`, U may be
-        left as it was (where the forces do not need it): the caller must not read it."""
+        left as it was (where the forces do not need it): the caller must not read it.
+        `set_args=False`: a controlled step trusts the launches' scalar arguments as the
+        last call left them (a gradient's many short advances; the step index is written).
+        `forces_after=False`: a controlled step may leave F and U as the forces before its
+        step kernels were (the next step's controller takes them again anyway), where the
+        caller reads neither (`forces_were_skipped` says whether they were)."""
         self.bad.data[()] = 0
         for bound in self.system.energy:
             bound.kernel.last_launch = None  # as the Tape's record leaves it
-        if self.direct is not None:
+        if self.direct is not None and set_args:
             self.direct.set_field_args()
         if self.chain is not None and not recording():
             if self.control:
-                return self._controlled_steps(steps)
+                chain = self.chain if forces_after or self.stepped is None else self.stepped
+                self.forces_were_skipped = chain is not self.chain
+                return self._controlled_steps(steps, set_args, chain)
             chain = self.forces_only if not potential and self.forces_only is not None \
                 else self.chain
             done = chain.run(steps)
@@ -204,15 +215,16 @@ class FieldStepper:
                 return done
         return steps
 
-    def _controlled_steps(self, steps: int) -> int:
+    def _controlled_steps(self, steps: int, set_args: bool, chain: Chain) -> int:
         """One native call per step: the controller's launches get the step index first."""
-        self.chain.set_args()
+        if set_args:
+            chain.set_args()
         for done in range(1, steps + 1):
             for (compiled, flat), at in self.control:
                 if at is not None:
                     flat[at] = self.step_index
-                    self.chain.set_args(compiled)
-            self.chain.run(1, set_args=False)
+                    chain.set_args(compiled)
+            chain.run(1, set_args=False)
             self.step_index += 1
             if self.bad.data[()]:
                 return done

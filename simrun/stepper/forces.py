@@ -9,11 +9,28 @@ reverse order. ``DirectForces`` makes those same launches of the same
 compiled variants with the same arguments, so the bits are the Tape's. Parameters a kernel
 reads from 0-D fields (`Kernel.with_field_args`, for their gradients) are written into those
 fields before every evaluation, as each launch through the kernel writes them.
+
+Where every term only adds into fields no term reads (U), each term's value and gradient
+come from one launch instead (autodiff's value_reverse: the pair terms, square roots and
+divisions computed once for both), in the gradient's place; the value's place then holds an
+empty launch (``shared``), which the stepper and ``run`` skip. The sums then differ from the
+Tape's by rounding, and every path that takes forces from ``calls`` (the stepper's chains,
+``run``, the adjoint's replays) makes the same launches, so they agree bit for bit.
 """
 
 from __future__ import annotations
 
+import simrun.lang as ti
 from simrun.lang.autodiff.tape import access_of, recording
+from simrun.lang.errors import AutodiffError
+
+
+@ti.kernel
+def value_shared():
+    """The value launch of a term whose gradient launch makes its value too: nothing (one
+    empty iteration: a CUDA module needs an entry)."""
+    for _ in range(1):
+        pass
 
 
 class DirectForces:
@@ -24,6 +41,7 @@ class DirectForces:
         self.args = [bound.args for bound in energy]
         self.kernels = [bound.kernel for bound in energy]
         self.field_values: list = []  # (0-D field, value) of parameters bound as fields
+        self.shared = False  # each term's value comes with its gradient (value_reverse)
         self.calls = self._resolve()
 
     def _resolve(self) -> list | None:
@@ -44,7 +62,28 @@ class DirectForces:
             calls.append((kernel, primal, pflat, grad, gflat))
             field_args = getattr(kernel, "field_args", {})
             self.field_values += [(f, f.data[()].copy()) for f in field_args.values()]
-        return calls
+        fused = self._fused(calls)
+        self.shared = fused is not None
+        return fused or calls
+
+    def _fused(self, calls: list) -> list | None:
+        """calls with each term's value made by its gradient launch (value_reverse), or
+        None where some term reads what a term writes or writes other than by adds."""
+        written = set().union(*(access_of(p).writes for _, p, _, _, _ in calls))
+        read = set().union(*(access_of(k).reads for _, p, _, g, _ in calls for k in (p, g)))
+        if written & read:
+            return None
+        empty = value_shared.prepare((), "primal")[:2]
+        fused = []
+        for (kernel, _, _, _, _), bound in zip(calls, self.energy):
+            try:
+                both, flat, arrays = kernel.prepare(bound.args, "value_reverse")
+            except AutodiffError:
+                return None
+            if arrays:
+                return None
+            fused.append((kernel, *empty, both, flat))
+        return fused
 
     def usable(self) -> bool:
         """True while the resolved launches are what the Tape would make now."""
@@ -63,7 +102,8 @@ class DirectForces:
         self.loss.fill(0)
         for kernel, primal, flat, _, _ in self.calls:
             kernel.last_launch = None  # as the Tape's record leaves it
-            primal.launch(flat)
+            if not self.shared:  # (else an empty launch)
+                primal.launch(flat)
         self.loss.grad.fill(1)
         for _, _, _, grad, flat in reversed(self.calls):
             grad.launch(flat)

@@ -22,7 +22,8 @@ degrees of freedom, decided at step 0) and the chain's ``nvt_xi`` / ``nvt_vxi``.
   kinetic temperature is exactly the target: for equilibration, not for sampling.
 - ``csvr``: velocity Verlet, then the kinetic energy resampled by Bussi, Donadio & Parrinello
   (2007): K' = K + (1 - c)(K_t (R1^2 + S) / dof - K) + 2 R1 sqrt(c (1 - c) K K_t / dof), c =
-  exp(-dt / tau), R1 normal and S a sum of dof - 1 squared normals; v scaled by sqrt(K'/K).
+  exp(-dt / tau), R1 normal and S a sum of dof - 1 squared normals (drawn as one chi-square
+  variate, Bussi's ``sumnoises``); v scaled by sqrt(K'/K).
   It samples the canonical ensemble; a system at rest (K = 0) stays at rest.
 
 The noise is counter-based (Philox-2x32-10 of (particle or draw, step) under the seed), so it
@@ -172,15 +173,43 @@ def rescale_factor(K: ti.template(), scale: ti.template(), clock: ti.template(),
     scale[None] = s
 
 
+@ti.func
+def uniform_open(counter, step, key):
+    """A uniform number in (0, 1) (never 0: its log is finite), in float64."""
+    return (ti.cast(philox2x32(counter, step, key)[0], ti.f64) + 0.5) * (1.0 / 4294967296.0)
+
+
+@ti.func
+def chi_square_draw(n, step, key):
+    """A chi-square variate with ``n`` degrees of freedom (the sum of n squared standard
+    normals), drawn at ``step`` from counters 1, 2, ...: 2 Gamma(n / 2) by Marsaglia &
+    Tsang's exact rejection (attempt t: a normal from counter 2t + 1, a uniform from 2t + 2;
+    it accepts 95% (n = 2) to ~100%), one squared normal for n = 1 (Bussi's ``sumnoises``)."""
+    out = ti.f64(0.0)
+    if n == 1:
+        z = gaussian_pair(ti.u32(1), step, key)[0]
+        out = z * z
+    elif n >= 2:
+        d = 0.5 * ti.cast(n, ti.f64) - 1.0 / 3.0
+        c = 1.0 / ti.sqrt(9.0 * d)
+        t, accepted = 0, 0
+        while accepted == 0:
+            x = gaussian_pair(ti.cast(2 * t + 1, ti.u32), step, key)[0]
+            u = uniform_open(ti.cast(2 * t + 2, ti.u32), step, key)
+            v = 1.0 + c * x
+            if v > 0.0:
+                v = v * v * v
+                if ti.log(u) < 0.5 * x * x + d - d * v + d * ti.log(v):
+                    out, accepted = 2.0 * d * v, 1
+            t += 1
+    return out
+
+
 @ti.kernel
 def chi_square(S: ti.template(), clock: ti.template(), dof_field: ti.template(), key: ti.u32):
-    """S += the sum of dof - 1 squared standard normals drawn at this step (CSVR's; S
-    zeroed by the launch before), in a fixed order."""
-    step = ti.cast(clock[None], ti.u32)
-    ti.loop_config(serialize=True)
-    for j in range(dof_field[None] - 1):
-        z = gaussian_pair(ti.cast(j + 1, ti.u32), step, key)
-        S[None] += z[0] * z[0]
+    """S += CSVR's sum of dof - 1 squared standard normals, drawn at this step as one
+    chi-square variate (S zeroed by the launch before): a few draws, not dof - 1."""
+    S[None] += chi_square_draw(dof_field[None] - 1, ti.cast(clock[None], ti.u32), key)
 
 
 @ti.kernel

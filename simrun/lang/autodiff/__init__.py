@@ -11,6 +11,8 @@ def transform(kir, mode: str, name: str):
         return kir
     if mode == "reverse":
         return reverse_kernel(kir)
+    if mode == "value_reverse":  # the kernel's adds and its gradient in one launch
+        return reverse_kernel(kir, with_value=True)
     if mode == "fwd":
         return forward_kernel(kir)
     if mode == "fwd_reverse":

@@ -175,14 +175,15 @@ def order_free(loop: For) -> bool:
     return not any(isinstance(s, Store) for s in walk(loop.body))
 
 
-def recompute_body(body) -> list:
-    """The loop body's local computations only: what re-running an iteration needs."""
+def recompute_body(body, writes: bool = False) -> list:
+    """The loop body's local computations only: what re-running an iteration needs; with
+    `writes`, also its atomics (a value_reverse kernel adds U where it recomputes it)."""
     out = []
     for s in body:
-        if isinstance(s, (Assign, Load)):
+        if isinstance(s, (Assign, Load)) or (writes and isinstance(s, Atomic)):
             out.append(s)
         elif isinstance(s, If):
-            then, orelse = recompute_body(s.then), recompute_body(s.orelse)
+            then, orelse = recompute_body(s.then, writes), recompute_body(s.orelse, writes)
             if then or orelse:
                 out.append(If(s.cond, then, orelse, span=s.span))
     return out

@@ -47,6 +47,8 @@ from .normalize import normalize
 from .races import _Canonical, check_races
 from .recompute import loop_defs, order_free, recomputable, recompute_body
 from .rules import partials
+from .seeds import hoist_seed_loads
+from .value import refuse_value
 
 
 def has_grad(f) -> bool:
@@ -55,8 +57,10 @@ def has_grad(f) -> bool:
 
 class TaskReverser:
     def __init__(self, task: Task, replay_fields: set, kernel_name: str, slot_vars: set,
-                 stopped: frozenset = frozenset(), written: frozenset = frozenset()):
+                 stopped: frozenset = frozenset(), written: frozenset = frozenset(),
+                 with_value: bool = False):
         self.task = task
+        self.with_value = with_value  # also make the kernel's own writes (value_reverse)
         self.written = written  # fields any statement of the kernel writes
         self.write_stmts: dict = {}  # field -> the kernel's stores and atomics into it
         self.stopped = stopped  # ti.stop_grad fields: their loads take no adjoint
@@ -143,8 +147,8 @@ class TaskReverser:
             elif isinstance(s, Atomic):
                 if s.result is not None and self.saves(s.result):
                     out.append(StackPush(s.result))
-                if s.field in self.replay:
-                    out.append(s)
+                if s.field in self.replay or (self.with_value and not self.in_recompute):
+                    out.append(s)  # a recomputed loop adds in its reverse iterations instead
                 elif s.result is not None and s.result in self.used:
                     raise self.error(
                         f"the value returned by ti.atomic_{ATOMIC_NAMES[s.op]} on field "
@@ -251,7 +255,7 @@ class TaskReverser:
                     body = [Assign(s.var, s.end - 1 - VarRef(rv))]
                 if s in self.recompute:
                     with self.recomputing():
-                        body += recompute_body(s.body) + self.reverse(s.body)
+                        body += recompute_body(s.body, self.with_value) + self.reverse(s.body)
                 else:
                     body += self.reverse(s.body)
                 out.append(For(rv, builder.const(0, s.var.dtype), n, body, span=s.span))
@@ -330,7 +334,7 @@ class TaskReverser:
         rev = self.reverse(body)
         init = [Assign(a, builder.const(0, a.dtype)) for v, a in self.adj.items()
                 if v not in self.slot_vars]
-        return dataclasses.replace(self.task, body=init + fwd + rev)
+        return dataclasses.replace(self.task, body=hoist_seed_loads(init + fwd + rev))
 
 
 def _refuse_grad_reads(kir: KernelIR, access) -> None:
@@ -344,10 +348,14 @@ def _refuse_grad_reads(kir: KernelIR, access) -> None:
                             "or copy them into a plain field first")
 
 
-def reverse_kernel(kir: KernelIR) -> KernelIR:
+def reverse_kernel(kir: KernelIR, with_value: bool = False) -> KernelIR:
+    """The kernel's gradient; `with_value` (mode value_reverse): one launch that also makes
+    the kernel's own adds, sharing the pair terms between U and dU/dx (see value.py)."""
     access = kernel_access(kir)
     _refuse_grad_reads(kir, access)
     replay = access.reads & access.writes
+    if with_value:
+        refuse_value(kir, replay)
     slot_vars = set(kir.extra.get("top_level_vars", []))
     prologue, snaps, crosses = _replay_top_level(kir, slot_vars)
     tasks: list = []
@@ -362,7 +370,8 @@ def reverse_kernel(kir: KernelIR) -> KernelIR:
             tasks.append(Task("serial", [Assign(v, VarRef(snap)) for v, snap in snaps[k]],
                               span=kir.tasks[k].span))
         rv = TaskReverser(kir.tasks[k], replay, kir.name, slot_vars,
-                          frozenset(kir.extra.get("stop_grad", ())), frozenset(access.writes))
+                          frozenset(kir.extra.get("stop_grad", ())), frozenset(access.writes),
+                          with_value)
         rv.adj = adj_slots
         rv.write_stmts = write_stmts
         tasks.append(rv.run())
@@ -375,7 +384,8 @@ def reverse_kernel(kir: KernelIR) -> KernelIR:
         [snap for k in sorted(snaps) for _, snap in snaps[k]]
     extra["n_prologue"] = len(prologue)
     extra["cross_task_locals"] = crosses
-    return KernelIR(kir.name + "_grad", prologue + tasks, kir.arg_vars, [], kir.span, extra)
+    suffix = "_value_grad" if with_value else "_grad"
+    return KernelIR(kir.name + suffix, prologue + tasks, kir.arg_vars, [], kir.span, extra)
 
 
 def _zero_adjoints(tasks: list, adjoints: list) -> list:

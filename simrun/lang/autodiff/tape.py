@@ -39,7 +39,8 @@ def access_of(compiled):
 
 
 def _is_storage(f) -> bool:
-    return getattr(f, "data", None) is not None and not getattr(f, "is_ndarray_arg", False)
+    """A placed field (not an ndarray argument); looks at no values, so a GPU's copy stays."""
+    return getattr(f, "_data", None) is not None and not getattr(f, "is_ndarray_arg", False)
 
 
 def regions_of(compiled):
@@ -55,7 +56,7 @@ def _snapshot(fields, regions=None, flat_args=()) -> dict:
     for f in fields:
         if _is_storage(f):
             index = regions.index(f, flat_args) if regions is not None else Ellipsis
-            snap[f] = (index, f.data[index].copy())
+            snap[f] = (index, f.host_values(write=False)[index].copy())
     return snap
 
 

@@ -18,7 +18,7 @@ import math
 
 from llvmlite import ir
 
-from ..ir.access import stmt_writes
+from ..ir.access import cell_offset, stmt_writes
 from ..ir.nodes import Const, OpExpr, Random, VarRef, walk
 from ..ir.ops import Op
 from ..types import DType
@@ -134,13 +134,8 @@ class TaskEmitter(Statements, RangeTask, PrivateCopies):
             idx.append(self._i64(self.expr(i)))
         if self.debug:
             self.bounds_check(s, idx)
-        offset = ir.Constant(I64, 0)
-        for k, i in enumerate(idx):
-            if f.cell_strides is not None:  # stored in Taichi's nesting order (fields.SNode)
-                term = b.mul(i, ir.Constant(I64, f.cell_strides[k]))
-                offset = b.add(offset, term) if k else term
-            else:
-                offset = b.add(b.mul(offset, ir.Constant(I64, f.shape[k])), i) if k else i
+        offset = cell_offset(idx, f.shape, f.cell_strides, zero=ir.Constant(I64, 0),
+                             mul=lambda v, n: b.mul(v, ir.Constant(I64, n)), add=b.add)
         if id(f) in self.by_component:
             offset = b.add(offset, i64c(s.comp * math.prod(f.shape)))
         elif f.ncomp > 1:

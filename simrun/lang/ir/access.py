@@ -6,6 +6,8 @@ and replay, codegen for slots and schedules), so they live here, below all of th
 
 from __future__ import annotations
 
+import operator
+
 from . import nodes
 from .nodes import expr_vars, walk
 
@@ -79,3 +81,18 @@ def task_locals(task) -> set:
         if e is not None:
             out.update(expr_vars(e))
     return out
+
+
+def cell_offset(index, shape: tuple, cell_strides: tuple | None, mul=operator.mul,
+                add=operator.add, zero=0):
+    """Cells from a field's first to the one at ``index``: sum of index_k * cell_strides[k]
+    when stored in Taichi's nesting order, row-major (Horner) otherwise. The one formula of
+    both Python scope (ints) and codegen (``mul``/``add`` emit it; strides come as ints)."""
+    offset = zero
+    for k, i in enumerate(index):
+        if cell_strides is not None:
+            term = mul(i, cell_strides[k])
+            offset = add(offset, term) if k else term
+        else:
+            offset = add(mul(offset, shape[k]), i) if k else i
+    return offset

@@ -4,19 +4,22 @@ A CudaKernel is a CompiledKernel whose tasks are PTX kernels (codegen/cuda) and 
 context lives in device memory. A field's values live on the host (NumPy, `Field.data`) and,
 once a launch touches it, on the device too; each copy knows whether it is the newer one.
 A launch uploads the fields whose host copy may have changed and marks those it writes as
-newer on the device; `Field.data` (every host access goes through it) brings a newer device
-copy back first and then counts the host copy as possibly changed, so Python always sees
-the device's results, as Taichi's synchronising accessors do, and the next launch sees
-Python's writes. Between launches that Python does not look at, nothing moves.
+newer on the device; every host access (`Field.host_values`, which `Field.data` calls) brings
+a newer device copy back first, so Python always sees the device's results, as Taichi's
+synchronising accessors do. An access that may write (`Field.data`, `f[i] = ...`,
+`from_numpy`) counts the host copy as changed, and the next launch uploads it; a read
+(`to_numpy`, `f[i]`) does not. Between launches that Python does not look at, nothing moves,
+and of the context a launch brings back only its return values and error slots.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..codegen.layout import STACK_BYTES
+from ..codegen.layout import ERR_SLOTS, STACK_BYTES
 from .launch import CompiledKernel, KernelRuntimeError
 
 BLOCK = 256  # threads per block of every launch
@@ -74,6 +77,8 @@ class _Copy:
 
 class Device:
     """One GPU's primary context and what simrun keeps there."""
+
+    warned_ordered = False  # warn_ordered has spoken in this process
 
     def __init__(self, ordinal: int = 0):
         self.driver = d = _driver()
@@ -137,20 +142,21 @@ class Device:
         if c is not None:
             c.device_newer = True
 
-    def to_host(self, f) -> None:
-        """Field.data's hook: bring a newer device copy back; the host may change it now."""
+    def to_host(self, f, write: bool) -> None:
+        """Field.host_values's hook: bring a newer device copy back; with write, the host
+        may change it now (the next launch uploads it)."""
         c = self.copies.get(id(f))
         if c is None:
             return
         if c.device_newer:
             self.download(c.array, c.dptr)
             c.device_newer = False
-        c.host_newer = True
+        c.host_newer = c.host_newer or write
 
     def release(self) -> None:
         """Every field back on the host and its device copy freed (ti.init, ti.reset)."""
         for c in list(self.copies.values()):
-            self.to_host(c.field)
+            self.to_host(c.field, write=False)
             c.field._sync = None
             self.free(c.dptr)
         self.copies.clear()
@@ -162,6 +168,20 @@ class Device:
 
     def function(self, module, name: str):
         return self._check(self.driver.cuModuleGetFunction(module, name.encode()))
+
+    def warn_ordered(self, kernel: str) -> None:
+        """Say once per process why a GPU launch runs on one thread, what it costs, and how
+        to choose speed instead (a CLI job asks for reproducible bits, and gets them)."""
+        if self.warned_ordered:
+            return
+        self.warned_ordered = True
+        print(f"[simrun] kernel '{kernel}' runs its float sums and scatters on one GPU "
+              "thread: ti.init(deterministic=True), which every simrun job sets, asks for "
+              "the same bits on every run, and a GPU's atomics add floats in an order that "
+              "changes from run to run. On one thread such a loop is much slower than on "
+              "the whole GPU; ti.init(arch=ti.cuda, deterministic=False) runs it on every "
+              "thread, with last bits that may vary from run to run, as in Taichi.",
+              file=sys.stderr)
 
     def launch(self, fn, dctx: int, serial: bool) -> None:
         arg = np.array([dctx], dtype=np.uint64)
@@ -192,7 +212,9 @@ def release_fields() -> None:
 
 class CudaKernel(CompiledKernel):
     """A kernel variant on the GPU; the same interface as the CPU's CompiledKernel. Not
-    chainable: a step program runs launch by launch on the device (for now)."""
+    chainable: a step program runs launch by launch on the device (for now). Under
+    ti.init(deterministic=True) its tasks whose float atomics race (order_sensitive,
+    codegen/cuda/order.py) run on one GPU thread, so their bits are the same on every run."""
 
     chainable = False
 
@@ -222,11 +244,15 @@ class CudaKernel(CompiledKernel):
             dev.upload(int(self.ctx[slot]), arr)
             scratch.append((arr, int(self.ctx[slot])))
         self.ctx[lay.stack_slot] = dev.stacks
-        dev.upload(self.dctx, self.ctx)
+        dev.upload(self.dctx, self.ctx[:lay.sched_slot])  # the CPU's scheduling slots: unused
+        ordered = self.order_sensitive if self.runtime.deterministic else frozenset()
         for k in range(len(self.fns)) if tasks is None else tasks:
-            dev.launch(self.fns[k], self.dctx, self.serial[k])
+            if k in ordered:  # codegen/cuda/order.py
+                dev.warn_ordered(self.name)
+            dev.launch(self.fns[k], self.dctx, self.serial[k] or k in ordered)
         dev.synchronize()
-        dev.download(self.ctx, self.dctx)
+        back = self.ctx[lay.ret_slot:lay.err_slot + ERR_SLOTS]  # what Python reads of it
+        dev.download(back, self.dctx + 8 * lay.ret_slot)
         for f in self.written:
             f.version += 1
             dev.wrote(f)

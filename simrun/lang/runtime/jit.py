@@ -103,26 +103,32 @@ def write_atomic(path: Path, data: bytes) -> None:
         pass
 
 
+def files_fingerprint(paths) -> str:
+    """A hash of these source files' bytes: a cache key that any edit to them changes."""
+    h = hashlib.sha256()
+    for path in paths:
+        h.update(Path(path).read_bytes())
+    return h.hexdigest()
+
+
 @functools.cache
-def _codegen_fingerprint() -> str:
+def codegen_fingerprint() -> str:
     """Any change to the code generator invalidates cached objects, with no version to bump:
     codegen/, the IR it reads (ops, access and reduction analyses), the compiler driver, and
-    the runtime modules that shape or load objects (this JIT, the pool, the ELF loader)."""
-    h = hashlib.sha256()
+    the runtime modules that shape or load objects (this JIT, the pool, the ELF loader).
+    The CUDA target adds its own files (compiler_cuda.ptx_fingerprint)."""
     lang = Path(__file__).parent.parent
     runtime, ir = lang / "runtime", lang / "ir"
-    for path in sorted((lang / "codegen").glob("*.py")) + [
-            lang / "compiler.py", ir / "ops.py", ir / "access.py", ir / "reductions.py",
-            runtime / "jit.py", runtime / "objload.py", runtime / "pool.py",
-            runtime / "pool_state.py"]:
-        h.update(path.read_bytes())
-    return h.hexdigest()
+    return files_fingerprint(sorted((lang / "codegen").glob("*.py")) + [
+        lang / "compiler.py", ir / "ops.py", ir / "access.py", ir / "reductions.py",
+        runtime / "jit.py", runtime / "objload.py", runtime / "pool.py",
+        runtime / "pool_state.py"])
 
 
 def cache_key(text: str, settings: Settings) -> str:
     cpu, features = host_cpu(settings.cache_dir)
     h = hashlib.sha256()
-    for part in (ENGINE_VERSION, _codegen_fingerprint(), llvmlite.__version__, cpu, features,
+    for part in (ENGINE_VERSION, codegen_fingerprint(), llvmlite.__version__, cpu, features,
                  text):
         h.update(part.encode())
         h.update(b"\0")

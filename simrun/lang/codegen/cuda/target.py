@@ -40,8 +40,24 @@ def find_nvidia_file(pattern: str) -> Path | None:
 
 
 @functools.cache
+def libdevice_path() -> Path | None:
+    """libdevice.10.bc from the `nvidia-nvvm` wheel or CUDA_HOME; None where neither has it."""
+    return find_nvidia_file("**/libdevice/libdevice.10.bc")
+
+
+def libdevice_identity() -> str:
+    """What PTX made with libdevice depends on, without reading it: path, size and mtime
+    (a cache key part; "none" where libdevice is not installed)."""
+    path = libdevice_path()
+    if path is None:
+        return "none"
+    st = path.stat()
+    return f"{path}\0{st.st_size}\0{st.st_mtime_ns}"
+
+
+@functools.cache
 def libdevice_bitcode() -> bytes:
-    path = find_nvidia_file("**/libdevice/libdevice.10.bc")
+    path = libdevice_path()
     if path is None:
         raise CudaToolError(
             "libdevice.10.bc (NVIDIA's math library for GPUs) was not found: install the "
