@@ -174,3 +174,28 @@ def test_two_launches_of_one_variant_keep_their_own_arguments():
     assert first[0] is second[0]  # one variant: its scalars are launch arguments
     Chain(runtime(), [first, second]).run(2)  # y: 1, 4, 9, 28
     assert y.to_numpy().tolist() == [28.0] * 3
+
+
+def test_launches_sharing_one_argument_list_share_the_context():
+    """Launches of one variant with one flat list (the same scene term twice in a step) run
+    in the variant's own context, a second list gets a copy; a step's new value written with
+    set_args(compiled) reaches every launch of that list, the other list keeps its own."""
+    ti.init(arch=ti.cpu, default_fp=ti.f64, cpu_max_num_threads=1)
+    x, y = ti.field(ti.f64, shape=3), ti.field(ti.f64, shape=3)
+    x.fill(1.0)
+    compiled, flat, _ = axpy.prepare((x, y, 2.0), "primal")
+    shared, other = list(flat), list(axpy.prepare((x, y, 3.0), "primal")[1])
+    alone = Chain(runtime(), [(compiled, shared), (compiled, shared)])
+    assert alone.contexts == [None, None]  # no copy: the values are the same at every step
+    alone.run(1)  # y: 1, 3
+    shared[0] = 0.5
+    alone.set_args(compiled)
+    alone.run(1, set_args=False)  # y = a * y + x: 0.5 * 3 + 1 = 2.5, then 2.25
+    assert y.to_numpy().tolist() == [2.25] * 3
+    mixed = Chain(runtime(), [(compiled, shared), (compiled, other), (compiled, shared)])
+    assert mixed.contexts[0] is mixed.contexts[2] and mixed.contexts[1] is not None
+    assert mixed.contexts[0] is not mixed.contexts[1]
+    shared[0] = 2.0
+    mixed.set_args(compiled)
+    mixed.run(1, set_args=False)  # y: 2 * 2.25 + 1 = 5.5, 3 * 5.5 + 1 = 17.5, then 36
+    assert y.to_numpy().tolist() == [36.0] * 3

@@ -8,8 +8,8 @@ word (an i32, e.g. a 0-D field a NaN-watch kernel sets) is nonzero, or at the fi
 reports an error. ``run_program`` runs blocks of the launches in turn, each repeated its own
 number of times (the adjoint's forward steps, copies and reverse steps in one call). The launches are exactly what ``CompiledKernel.launch`` would make: the same
 tasks and arguments, in the same order, so the results are the same bits. A variant launched
-twice in one chain with different scalars (two energy terms of one kernel) gives each launch
-its own copy of the variant's context, where the scalar arguments live.
+with two different lists of scalars in one chain (two energy terms of one kernel) gives each
+list its own copy of the variant's context, where the scalar arguments live (`_contexts`).
 
 Kernels that draw random numbers or take ndarray arguments need per-launch set-up and are
 refused. Under ``ti.init(deterministic=True)`` with threads, a task that scatters floats runs
@@ -147,6 +147,29 @@ def _own_context(ctx: np.ndarray) -> tuple:
     return copy, copy.view(np.float64), copy.view(np.float32)
 
 
+def _contexts(launches: list) -> tuple[list, dict]:
+    """Per launch, its own context (or None: the variant's), and per variant (by id) its
+    writers [(compiled, flat list, own context or None)], one per distinct flat list.
+
+    A variant's scalar arguments live in its context. Launches of one variant that share
+    one flat list (the same object: the same values at every step) or take no scalars
+    share the variant's context, as a Python loop of launches would; only a variant
+    launched with two different flat lists (two energy terms of one kernel with different
+    params) gives each list its own copy, so no copy is made or refreshed per step for the
+    rest."""
+    lists: dict[int, dict[int, list]] = {}  # id(variant) -> id(flat) -> flat, in order
+    variant = {id(compiled): compiled for compiled, _ in launches}
+    for compiled, flat in launches:
+        if compiled.arg_kinds:
+            lists.setdefault(id(compiled), {})[id(flat)] = flat
+    owned = {(v, f): _own_context(variant[v].ctx) for v, flats in lists.items()
+             if len(flats) > 1 for f in flats}
+    contexts = [owned.get((id(compiled), id(flat))) for compiled, flat in launches]
+    writers = {v: [(variant[v], flat, owned.get((v, f))) for f, flat in flats.items()]
+               for v, flats in lists.items()}
+    return contexts, writers
+
+
 class Chain:
     """Launches [(compiled kernel, flat scalar arguments)] in order, ``repeats`` times.
 
@@ -163,15 +186,8 @@ class Chain:
             if compiled.ndarray_slots:
                 raise ValueError(f"kernel '{compiled.name}' takes ndarrays: chain fields only")
         self.runtime, self.launches, self.stop = runtime, launches, stop
-        # a variant's scalar arguments live in its context: two launches of one variant in
-        # this chain (two energy terms of one kernel with different params) each get a copy
-        # of it (with its views), the others use the variant's own (no copy per step)
-        self.launches_of: dict[int, list[int]] = {}  # id(variant) -> its launches here
-        for k, (compiled, _) in enumerate(launches):
-            self.launches_of.setdefault(id(compiled), []).append(k)
-        self.contexts = [_own_context(compiled.ctx)
-                         if len(self.launches_of[id(compiled)]) > 1 else None
-                         for compiled, _ in launches]
+        self.contexts, self.writers_of = _contexts(launches)
+        self.writers = [w for ws in self.writers_of.values() for w in ws]
         self.owner = [k for k, (compiled, _) in enumerate(launches) for _ in compiled.fns]
         self.serial = [serial_scatters(compiled) and t in compiled.order_sensitive
                        for compiled, _ in launches for t in range(len(compiled.fns))]
@@ -180,9 +196,12 @@ class Chain:
         self.failed = np.full(1, -1, dtype=np.int64)
         self.first_task = np.cumsum([0] + [len(c.fns) for c, _ in launches]).astype(np.int64)
         self.whole = np.array([0, len(self.owner), 0], dtype=np.int64)  # run(): one entry
-        self.written = [f for compiled, _ in launches for f in compiled.written]
+        # each field once: a run bumps its version (readers only ask whether it changed)
+        self.written = list({id(f): f for compiled, _ in launches
+                             for f in compiled.written}.values())
         if stop is not None and (stop.data.dtype != np.int32 or stop.data.shape != ()):
             raise ValueError("the stop word must be a 0-D ti.i32 field")
+        self._native = None  # (pool's run partial, the call's fixed arguments), once known
         self.set_args()
 
     def run(self, repeats: int, set_args: bool = True) -> int:
@@ -191,7 +210,8 @@ class Chain:
         ``CompiledKernel.launch`` raises it. ``set_args=False`` skips writing the scalar
         arguments into the launches' contexts: for a caller that wrote them with
         ``set_args`` since the last change of a launch's flat arguments and launched none of
-        those kernels from Python since (a variant launched once here shares its context)."""
+        those kernels from Python since (launches of a variant with one flat list here
+        use the variant's context, which a Python launch rewrites: `_contexts`)."""
         self.whole[2] = repeats
         return self._run(self.whole, set_args)
 
@@ -211,14 +231,12 @@ class Chain:
     def _run(self, program: np.ndarray, set_args: bool = True) -> int:
         if set_args:
             self.set_args()
-        address = self.runtime.native_run_address()
-        if address is None:
+        native = self._native_call()
+        if native is None:
             done = self._run_python(program)
         else:
-            stop = self.stop.data.ctypes.data if self.stop is not None else None
-            done = _chain_function(self.runtime.settings)(
-                address, self.runtime.state.ctypes.data, self.plan.ctypes.data,
-                program.ctypes.data, len(program) // 3, stop, self.failed.ctypes.data)
+            call, (run, state, plan, stop, failed) = native
+            done = call(run, state, plan, program.ctypes.data, len(program) // 3, stop, failed)
         for f in self.written:  # as each launch does: readers see that the field changed
             f.version += 1
         if self.failed[0] >= 0:
@@ -232,18 +250,32 @@ class Chain:
             compiled.raise_error()
         return int(done)
 
+    def _native_call(self) -> tuple | None:
+        """The native chain function and its fixed arguments (addresses), worked out on the
+        first run and kept while the runtime's pool function is the same; None without the
+        native pool. A step calls this once: no settings hash or ctypes objects per call."""
+        rt, known = self.runtime, self._native
+        if known is not None and rt.run is known[0]:
+            return known[1]
+        address = rt.native_run_address()
+        if address is None:
+            return None
+        stop = self.stop.data.ctypes.data if self.stop is not None else None
+        call = (_chain_function(rt.settings), (address, rt.state.ctypes.data,
+                                               self.plan.ctypes.data, stop,
+                                               self.failed.ctypes.data))
+        self._native = (rt.run, call)
+        return call
+
     def set_args(self, only=None) -> None:
         """Write every launch's scalar arguments (its flat list, as it holds them now) into
         the launch's context; with `only` (a compiled kernel), just that kernel's launches."""
-        picked = range(len(self.launches)) if only is None else \
-            self.launches_of.get(id(only), ())  # a controller's step: no walk over them all
-        for k in picked:
-            (compiled, flat), own = self.launches[k], self.contexts[k]
+        writers = self.writers if only is None else self.writers_of.get(id(only), ())
+        for compiled, flat, own in writers:  # a controller's step: no walk over them all
             if own is not None:
                 own[0][:] = compiled.ctx  # what the variant keeps there (fields, stacks)
                 own[0][compiled.layout.err_slot] = 0
-            if flat:
-                compiled.set_args(flat, own)
+            compiled.set_args(flat, own)
 
     def _tasks(self) -> list:
         """(context address, task function) of every task, in order."""

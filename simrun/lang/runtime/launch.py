@@ -11,6 +11,15 @@ from ..errors import SimrunError
 TASK_FN = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 
 
+F64, F32, INT = 0, 1, 2  # how set_args writes an argument into its 8-byte slot
+
+
+def _kind(dt) -> int:
+    if not dt.is_float:
+        return INT
+    return F64 if dt.bits == 64 else F32
+
+
 class KernelRuntimeError(SimrunError, RuntimeError):
     pass
 
@@ -35,6 +44,9 @@ class CompiledKernel:
         self.f32 = self.ctx.view(np.float32)
         self.i32 = self.ctx.view(np.int32)
         self.arg_specs = arg_specs  # (slot, dtype) per flattened scalar argument
+        # (slot, F64 | F32 | INT) per argument: set_args runs once per step in chains
+        self.arg_kinds = tuple((slot, _kind(dt)) for slot, dt in arg_specs)
+        self.views = (self.ctx, self.f64, self.f32)
         self.ret_types = ret_types
         self.ndarray_slots = ndarray_slots  # argument position -> slot
         self.tracked = True  # set by the compiler: launches that may need snapshots
@@ -51,14 +63,13 @@ class CompiledKernel:
         """The scalar arguments into this kernel's context, or into `own`, a copy of it that
         one launch owns with its f64 and f32 views (a Chain's: launches of one variant with
         different arguments)."""
-        ctx, f64, f32 = own if own is not None else (self.ctx, self.f64, self.f32)
-        for (slot, dt), value in zip(self.arg_specs, flat_args):
-            if dt.is_float:
-                if dt.bits == 64:
-                    f64[slot] = value
-                else:
-                    ctx[slot] = 0
-                    f32[2 * slot] = value
+        ctx, f64, f32 = own if own is not None else self.views
+        for (slot, kind), value in zip(self.arg_kinds, flat_args):
+            if kind == F64:
+                f64[slot] = value
+            elif kind == F32:
+                ctx[slot] = 0
+                f32[2 * slot] = value
             else:
                 ctx[slot] = int(value)
 
