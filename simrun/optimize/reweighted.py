@@ -173,14 +173,6 @@ def fit_by_reweighting(scene: Scene, out_dir: Path, *, iterations: int | None = 
         raise SceneError(f"{scene.source}: targets have no parameters; tune the energies' "
                          "parameters or integrator.temperature")
     steps, iterations = steps or scene.steps, iterations or opt.iterations
-<<<<<<< HEAD
-    every, equilibrate = sampling_defaults(steps, every, None)
-    energy_keys = [k.text for k in keys if k.kind == "energy"]
-    low, high = _bounds(opt, keys)
-    vector = np.array([float(value_of(scene, k)) for k in keys])
-    adam, rows, ref, t0 = Adam(opt.lr, opt.betas), [], None, time.perf_counter()
-=======
->>>>>>> fit32
     out_dir.mkdir(parents=True, exist_ok=True)
     write_job_scene(out_dir, scene)
     setup = _Setup(scene, keys, out_dir, *_bounds(opt, keys), threads, progress,
@@ -198,7 +190,7 @@ def _adam(setup: _Setup, iterations: int, threshold: float, steps: int, every: i
     """Adam over reweighted runs; a new run wherever N_eff / N falls below ``threshold``."""
     scene, keys, opt = setup.scene, setup.keys, setup.scene.optimize
     every, equilibrate = sampling_defaults(steps, every, None)
-    vector = np.array([ensemble_value(scene, k) for k in keys])
+    vector = np.array([float(value_of(scene, k)) for k in keys])
     adam, rows, ref = Adam(opt.lr, opt.betas), [], None
     for it in range(iterations):
         current, stale = _scene_at(scene, keys, vector), None
