@@ -239,7 +239,7 @@ def test_fit_pictures_are_saved_atomically(tmp_path, monkeypatch):
     from simrun.render.fit import render_fit, render_rdf
 
     rows = [SimpleNamespace(iteration=i, loss=1.0 / (i + 1), neff=0.9, trajectory=i // 2,
-                            stale=None, params=[1.0 + 0.1 * i]) for i in range(4)]
+                            stale=None, params=[1.0 + 0.1 * i], stage="adam") for i in range(4)]
     fit, rdf = render_fit(rows, ["energy.0.params.epsilon"], tmp_path / "fit.png"), \
         render_rdf(np.linspace(0.5, 3, 20), np.ones(20), {"fit": np.ones(20)},
                    tmp_path / "rdf.png")
