@@ -58,6 +58,7 @@ class IntegratedTrajectory(ControlledTrajectory):
         first = [self._update(u, self.G) for u in plan.first]
         second = [self._update(u, self.G2) for u in plan.second]
         self.strict = {id(b) for b in first + second}  # compiled as `run` compiles updates
+        self.programs: dict = {}  # snapshots -> the schedule's NativeProgram (or None)
         self.stages = (self.twins + first, second)  # a scene's own step kernels first
         carried = [system.x, system.v, system.m, *system.extra.values()]
         self.scratch = list({id(a): a for u in plan.first + plan.second for a in u.args
@@ -121,7 +122,7 @@ class IntegratedTrajectory(ControlledTrajectory):
         stepper.store(nxt)
         if not potential and stepper.gradients is not None:
             nxt.potential = float("nan")  # not taken: the objective does not read it
-        if stepper.control and stepper.forces_were_skipped:  # the controller's next step
+        if stepper.forces_were_skipped:  # the controller's next step
             nxt.f = np.full_like(nxt.f, np.nan)  # takes them again: nothing reads them
         fields = {**state.fields, **{n: f.to_numpy() for n, f in moving.items()}}
         return KernelState(b, nxt.x, nxt.v, nxt.f, nxt.potential, fields)
@@ -158,10 +159,11 @@ class IntegratedTrajectory(ControlledTrajectory):
     def _native_gradient(self, native, adj, state0: KernelState, steps: int, snapshots: int):
         """The whole schedule as native programs (program.py) where it can be one (at: end,
         a chained stepper, the folded reverse step), else one native call per step."""
-        programs = self.__dict__.setdefault("_programs", {})  # kept with the trajectory
-        if snapshots not in programs and policy.current().program:
-            programs[snapshots] = NativeProgram.build(self, native, snapshots)
-        program = programs.get(snapshots) if policy.current().program else None
+        program = None
+        if policy.current().program:
+            if snapshots not in self.programs:  # kept with the trajectory (reuse.py)
+                self.programs[snapshots] = NativeProgram.build(self, native, snapshots)
+            program = self.programs[snapshots]
         if program is None:
             return super()._native_gradient(native, adj, state0, steps, snapshots)
         native.prepare()

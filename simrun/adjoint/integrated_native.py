@@ -56,7 +56,6 @@ class IntegratedNative(KernelNative):
         self.system, self.fp = system, system.fp
         self.floats = traj.floats
         self.energy = bool(system.energy)
-        self.forward = None
         if self.energy:  # the forces and H lambda as `run` compiles them (fast-math)
             system.forces()
             model.direct_hvp()
@@ -77,9 +76,6 @@ class IntegratedNative(KernelNative):
         reads = set().union(*(access_of(c).reads for c, _ in self.forces))
         second = self.twins[len(self.traj.stages[0]):]
         return not any(access_of(c).writes & reads for c, _ in second)
-
-    def advance(self, state, k: int):
-        return self.traj.advance(state, k)
 
     def _reverse_plan(self) -> list:
         system, R, f64 = self.system, _resolve, ti.f64

@@ -124,8 +124,7 @@ class KernelNative:
         ctrl_reads = set().union(*(a.reads for _, a in ctrl_acc))
         self.ctrl_snaps = self._snapshots(ctrl_acc, set())
         self.twin_snaps = self._snapshots(twin_acc, energy_reads | ctrl_reads)
-        written = set().union(*(a.writes for _, a in ctrl_acc + twin_acc))
-        self.moving = {n: f for n, f in system.extra.items() if f in written}
+        self.moving = traj.moving  # the fields a step writes
         self.ctrl_grads = [_resolve(b.kernel, b.args, "reverse") for b, _ in ctrl_acc]
         for (bound, _), (compiled, flat) in zip(ctrl_acc, self.ctrl_grads):
             at = flat_index(bound.kernel, "step")

@@ -250,7 +250,7 @@ class KernelTrajectory:
         come out to NumPy only where the objective seeds them (and at the end)."""
         total = [0.0]
         native.prepare()
-        advance, many = self._summing(native.advance, total, steps)
+        advance, many = self._summing(self.advance, total, steps)
 
         def on_reverse(state: KernelState, k: int) -> None:
             if k == steps - 1:  # the last step: the objective starts at its end state

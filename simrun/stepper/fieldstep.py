@@ -194,6 +194,7 @@ class FieldStepper:
         step kernels were (the next step's controller takes them again anyway), where the
         caller reads neither (`forces_were_skipped` says whether they were)."""
         self.bad.data[()] = 0
+        self.forces_were_skipped = False
         for bound in self.system.energy:
             bound.kernel.last_launch = None  # as the Tape's record leaves it
         if self.direct is not None and set_args:
