@@ -200,7 +200,7 @@ class KernelTrajectory:
         if native is not None:
             return self._native_gradient(native, adj, state0, steps, snapshots)
         total = [0.0]
-        advance, many = self._summing(self.advance, total, steps)
+        advance, many = self._summing(total, steps)
 
         def on_reverse(state: KernelState, k: int) -> None:
             if k == steps - 1:  # the last step: the objective starts at its end state
@@ -211,15 +211,14 @@ class KernelTrajectory:
                                  KernelState.copy, many)
         return total[0], adj, sched
 
-    def _summing(self, step: Callable[[KernelState, int], KernelState], total: list,
-                 steps: int) -> tuple[Callable, Callable | None]:
-        """`step`, and the trajectory's `advance_many` (None where it has none or every
-        state counts: at: mean), that add each state they reach for the first time into the
-        objective's sum `total` (the schedule's first descent; recomputations add nothing)."""
+    def _summing(self, total: list, steps: int) -> tuple[Callable, Callable | None]:
+        """The trajectory's `advance` and `advance_many` (None where every state counts: at:
+        mean), adding each state they reach for the first time into the objective's sum
+        `total` (the schedule's first descent; recomputations add nothing)."""
         reached = [0]
 
         def advance(state: KernelState, k: int) -> KernelState:
-            nxt = step(state, k)
+            nxt = self.advance(state, k)
             if k + 1 > reached[0]:
                 reached[0] = k + 1
                 self._accumulate(total, nxt, steps)
@@ -231,8 +230,7 @@ class KernelTrajectory:
                 reached[0] = b
                 self._accumulate(total, nxt, steps)
             return nxt
-        chained = getattr(self, "advance_many", None) is not None and not self.at_mean
-        return advance, (advance_many if chained else None)
+        return advance, (None if self.at_mean else advance_many)
 
     def _native_steps(self) -> KernelNative | None:
         """The native steps (built on first use, kept: `reuse.TrajectoryCache` reuses the
@@ -250,7 +248,7 @@ class KernelTrajectory:
         come out to NumPy only where the objective seeds them (and at the end)."""
         total = [0.0]
         native.prepare()
-        advance, many = self._summing(self.advance, total, steps)
+        advance, many = self._summing(total, steps)
 
         def on_reverse(state: KernelState, k: int) -> None:
             if k == steps - 1:  # the last step: the objective starts at its end state
