@@ -161,3 +161,47 @@ def test_a_stopped_program_names_the_step_of_its_reverse_row():
     assert stopped_at(program, 5, rev, 9) == 9
     assert stopped_at(program, 7, rev, 9) == 8
     assert stopped_at(program, 10, rev, 9) == 7
+
+
+CARRIED = '''
+import simrun.lang as ti
+
+
+def allocate(ctx) -> dict:
+    return {"kept": ti.Vector.field(ctx.dim, dtype=ctx.dtype, shape=ctx.n)}
+
+
+@ti.kernel
+def advance(x: ti.template(), v: ti.template(), m: ti.template(), kept: ti.template(),
+            dt: float):
+    for i in x:
+        kept[i] = 0.5 * kept[i] + v[i]
+        v[i] += dt * (-x.grad[i] / m[i]) - 0.01 * dt * kept[i]
+        x[i] += dt * v[i]
+'''
+
+
+def test_native_program_carries_a_vector_field_a_step_kernel_writes(tmp_path, monkeypatch):
+    """A step kernel's per-particle vector field is part of every stored state: its slab
+    holds vectors (it held scalars, and the program failed to compile). The program, the
+    step-by-step native sweep and the Tape sweep give the same bits."""
+    (tmp_path / "mod.py").write_text(CARRIED)
+    path = tmp_path / "s.yaml"
+    path.write_text(BODY.replace("steps: 300", "steps: 50").replace(
+        "particles: {count: 12, dim: 2, mass: [1, 2, 1, 1, 3, 1, 1, 2, 1, 1, 1, 2]}",
+        "particles: {count: 6, dim: 2, mass: 1.0}") + "precision: f64\n"
+        "step_kernels: {kernels: [mod.py:advance]}\nobjective: {builtin: kinetic, at: end}\n")
+    scene = load_scene(path, allow_outside=True)
+    keys = ["state.v0", "dt", "fields.kept"]
+    programs = []
+    monkeypatch.setattr(NativeProgram, "gradient", _spy(NativeProgram.gradient, programs))
+    chained = scene_gradient(scene, keys, checkpoints=5, threads=1)
+    assert programs, "the native program did not run"
+    with execution(program=False):
+        stepwise = scene_gradient(scene, keys, checkpoints=5, threads=1)
+    with execution(native=False):
+        tape = scene_gradient(scene, keys, checkpoints=5, threads=1)
+    for key in keys:
+        assert np.any(np.asarray(tape.gradients[key]) != 0), key
+        np.testing.assert_array_equal(chained.gradients[key], stepwise.gradients[key])
+        np.testing.assert_array_equal(chained.gradients[key], tape.gradients[key])

@@ -103,11 +103,21 @@ class Held:
 
 
 def _slabs(fields: dict, slots: int) -> dict | None:
-    """A slab per carried field ({name: (field, slab)}), or None where one is not 0-D or 1-D."""
+    """A slab per carried field ({name: (field, slab)}): rows of the field's elements
+    (scalars, vectors or matrices), or None where a field is not 0-D or 1-D."""
     if any(len(f.shape) > 1 for f in fields.values()):
         return None
-    return {n: (f, ti.field(f.dtype, shape=(slots, f.shape[0] if f.shape else 1)))
-            for n, f in fields.items()}
+    return {n: (f, _slab(f, (slots, f.shape[0] if f.shape else 1))) for n, f in fields.items()}
+
+
+def _slab(f, shape: tuple):
+    """A field of `shape` whose elements are f's."""
+    elem = f.elem_shape
+    if not elem:
+        return ti.field(f.dtype, shape=shape)
+    if len(elem) == 1:
+        return ti.Vector.field(elem[0], f.dtype, shape=shape)
+    return ti.Matrix.field(*elem, f.dtype, shape=shape)
 
 
 class NativeProgram:
@@ -282,7 +292,7 @@ class NativeProgram:
         self.first_descent, self.reversed_to = True, steps
         self.sx.data[0], self.sv.data[0], self.sf.data[0] = state0.x, state0.v, state0.f
         for name, (_, slab) in self.slabs.items():
-            slab.data[0] = np.reshape(state0.fields[name], -1)
+            slab.data[0] = np.reshape(state0.fields[name], slab.data.shape[1:])
         start = Held(0, 0)
         sched = reverse(start, steps, snapshots, self.advance, self.reverse_step, self.copy,
                         self.advance_many, self.release)
