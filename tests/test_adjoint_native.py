@@ -129,8 +129,9 @@ def _spy(method, calls: list):
     return spied
 
 
+@pytest.mark.parametrize("checkpoints", [5, 39], ids=["5-states", "every-state"])
 @pytest.mark.parametrize("program", [True, False], ids=["program", "stepwise"])
-def test_a_nan_adjoint_names_its_step(tmp_path, monkeypatch, program):
+def test_a_nan_adjoint_names_its_step(tmp_path, monkeypatch, program, checkpoints):
     """An adjoint that turns NaN stops the reverse sweep at that step with the step-by-step
     sweep's message (here the seed of the final state is NaN: the last step is the first
     reversed, and the error names it)."""
@@ -149,7 +150,7 @@ def test_a_nan_adjoint_names_its_step(tmp_path, monkeypatch, program):
     with execution(program=program), pytest.raises(
             FloatingPointError, match=r"adjoint of the velocities became NaN or Inf at step 39 "
                                       r"\(time 0\.078\)"):
-        scene_gradient(scene, KEYS, checkpoints=5, threads=1)
+        scene_gradient(scene, KEYS, checkpoints=checkpoints, threads=1)
 
 
 def test_a_stopped_program_names_the_step_of_its_reverse_row():
@@ -161,6 +162,16 @@ def test_a_stopped_program_names_the_step_of_its_reverse_row():
     assert stopped_at(program, 5, rev, 9) == 9
     assert stopped_at(program, 7, rev, 9) == 8
     assert stopped_at(program, 10, rev, 9) == 7
+
+
+def test_a_stopped_repeated_reverse_row_names_its_step():
+    """Every state stored: one reverse row repeated (steps 9, 8, ..., 0) after a store row
+    repeated; a stop after the store row's 5 and 4 of the reverse row's is step 6."""
+    store, rev = 2, 6
+    program = np.array([(store, 3, 5), (rev, 9, 10)])
+    assert stopped_at(program, 6, rev, 9) == 9
+    assert stopped_at(program, 9, rev, 9) == 6
+    assert stopped_at(program, 15, rev, 9) == 0
 
 
 CARRIED = '''
@@ -183,8 +194,10 @@ def advance(x: ti.template(), v: ti.template(), m: ti.template(), kept: ti.templ
 
 def test_native_program_carries_a_vector_field_a_step_kernel_writes(tmp_path, monkeypatch):
     """A step kernel's per-particle vector field is part of every stored state: its slab
-    holds vectors (it held scalars, and the program failed to compile). The program, the
-    step-by-step native sweep and the Tape sweep give the same bits."""
+    holds vectors (it held scalars, and the program failed to compile). The program and the
+    step-by-step native sweep give the same bits; the Tape sweep the same numbers to rounding
+    (its H lambda also makes dU/dx, which the native one leaves out: LLVM may group the
+    shared operations differently; 50 steps of f64, 1e-13 is ~500 roundings)."""
     (tmp_path / "mod.py").write_text(CARRIED)
     path = tmp_path / "s.yaml"
     path.write_text(BODY.replace("steps: 300", "steps: 50").replace(
@@ -204,4 +217,6 @@ def test_native_program_carries_a_vector_field_a_step_kernel_writes(tmp_path, mo
     for key in keys:
         assert np.any(np.asarray(tape.gradients[key]) != 0), key
         np.testing.assert_array_equal(chained.gradients[key], stepwise.gradients[key])
-        np.testing.assert_array_equal(chained.gradients[key], tape.gradients[key])
+        b = np.asarray(tape.gradients[key])
+        np.testing.assert_allclose(chained.gradients[key], b, rtol=1e-13,
+                                   atol=1e-13 * np.abs(b).max(), err_msg=key)

@@ -58,7 +58,7 @@ class IntegratedNative(KernelNative):
         self.energy = bool(system.energy)
         if self.energy:  # the forces and H lambda as `run` compiles them (fast-math)
             system.forces()
-            model.direct_hvp()
+            model.direct_hvp(lean=True)
         self._resolve_launches(traj, model, system)  # each as `run` compiles it
         self.folded = self._foldable()
         if self.folded:

@@ -88,7 +88,8 @@ def _trajectory(scene: Scene, keys: list[Key], threads: int | None, rest: np.nda
                 progress: Progress | None = None) -> IntegratedTrajectory:
     """The DiffModel and the sweep for this scene: the engine's derivative of `run`'s step
     (its controller, its step kernels or the integrator's updates, the walls)."""
-    model = DiffModel(scene, rest, *_split_keys(keys), threads)
+    model = DiffModel(scene, rest, *_split_keys(keys), threads,
+                      mass_gradient=any(k.kind == "mass" for k in keys))
     check_field_keys(keys, model.system.extra)
     step_keys = {k.text: ("dt" if k.kind == "dt" else k.name) for k in keys
                  if k.kind in ("step", "dt", "damping", "thermostat")}

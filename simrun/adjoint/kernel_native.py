@@ -142,7 +142,7 @@ class KernelNative:
             return []
         system.forces()  # resolves system._direct
         direct = system._direct
-        self.hvp = model.direct_hvp()
+        self.hvp = model.direct_hvp(lean=True)
         if direct is None or direct.calls is None or not self.hvp.usable():
             raise _Unchainable(direct)
         clear = [g for g in system._energy_grads() if g is not system.U.grad]

@@ -45,9 +45,12 @@ class DirectHVP:
     their forward-over-reverse gradients in reverse order. The same compiled variants with
     the same inputs as `kernel.grad()` under FwdMode launches when no kernel reads a field it
     writes (then run_grad snapshots and replays nothing): the same bits, without the
-    per-launch variant lookup, snapshots and process-wide clearing (~200 us a step)."""
+    per-launch variant lookup, snapshots and process-wide clearing (~200 us a step).
+    `lean`: the gradient launches make only the tangents (dU/dx etc. left out: the native
+    reverse reads H lambda and the mixed terms alone, ~25% of the launch); without
+    `masses`, not the mixed mass term either (~10% more)."""
 
-    def __init__(self, system: System) -> None:
+    def __init__(self, system: System, lean: bool = False, masses: bool = True) -> None:
         self.system = system
         self.calls, touched = [], set()
         self.energy_free = True  # the gradients read nothing the forward launches write
@@ -64,7 +67,10 @@ class DirectHVP:
             for f in acc.reads | acc.writes:  # as run_grad's _ensure_grad_duals
                 if getattr(f, "dual", None) is not None and grad_of(f) is not None:
                     f.grad._make_dual()
-            grad, gflat, garrays = prepare(bound.args, "fwd_reverse")
+            unread = [grad_of(f) for f in acc.reads if lean and grad_of(f) is not None]
+            if lean and not masses:  # nobody asked for d/dm: no mixed mass term either
+                unread += [system.m.grad.dual]
+            grad, gflat, garrays = prepare(bound.args, "fwd_reverse", unread)
             if garrays or grad.uses_random:
                 self.calls = None
                 return
@@ -78,7 +84,10 @@ class DirectHVP:
             for f in (getattr(p, "dual", None), getattr(getattr(p, "grad", None), "dual", None)):
                 if f is not None and getattr(f, "data", None) is not None:
                     self.zero_fields.append(f)
-        self.zero_fields = [f for f in self.zero_fields if f is not system.U.grad]
+        used = set().union(*(access_of(g).writes | access_of(g).reads
+                             for _, _, g, _ in self.calls))  # lean: no dU/dx to clear
+        self.zero_fields = list({id(f): f for f in self.zero_fields if f is not system.U.grad
+                                 and (f in used or not lean)}.values())  # each once
 
     def usable(self) -> bool:
         return self.calls is not None and not recording()
@@ -112,8 +121,10 @@ class DiffModel:
     """Forces, their derivatives and the objective for one scene (one per process: ti.init)."""
 
     def __init__(self, scene: Scene, x0: np.ndarray, energy_keys: dict[str, tuple[int, str]],
-                 objective_keys: dict[str, str], threads: int | None = None) -> None:
+                 objective_keys: dict[str, str], threads: int | None = None,
+                 mass_gradient: bool = True) -> None:
         self.scene = scene
+        self.mass_gradient = mass_gradient  # False: no KEY asks for d/dm (H lambda skips it)
         # built as `run` builds it (deterministic, System's default): the forward sweep is
         # run's frames, a checkpoint's recomputation replays the forward bit for bit, and
         # gradients repeat exactly at any thread count
@@ -141,7 +152,7 @@ class DiffModel:
                     self.param_fields[key] = twin.field_args[name]
         system._grads = None  # the twins read other fields: find them again
         system._direct = None  # and force evaluations outside the stepper launch the twins
-        self._hvp: DirectHVP | None = None
+        self._hvp: dict[bool, DirectHVP] = {}
         self.objective_fields: dict[str, object] = {}
         self.loss = None
         self.objective_kernel = self._bind_objective(objective_keys)
@@ -194,18 +205,19 @@ class DiffModel:
                              "the scene's objective and particles for this module.") from None
 
     # ------------------------------------------------------------------ forces
-    def direct_hvp(self) -> DirectHVP:
-        """The resolved forward-over-reverse launches (made on first use)."""
-        if self._hvp is None:
-            self._hvp = DirectHVP(self.system)
-        return self._hvp
+    def direct_hvp(self, lean: bool = False) -> DirectHVP:
+        """The resolved forward-over-reverse launches (made on first use); `lean`: tangents
+        only (see DirectHVP)."""
+        if self._hvp.get(lean) is None:
+            self._hvp[lean] = DirectHVP(self.system, lean, self.mass_gradient)
+        return self._hvp[lean]
 
     def _over_reverse(self, param, seed, energy: bool = True) -> None:
         """U and dU/d(every field) at the current x, with their tangents along `seed` of the
         field `param` (forward mode over the reverse pass)."""
         system, ti = self.system, self.system.ti
         if self.direct_hvp().usable():
-            self._hvp.run(param, seed, energy)
+            self.direct_hvp().run(param, seed, energy)
             return
         grads = list(system._energy_grads()) + [system.m.grad]
         with ti.ad.FwdMode(loss=system.U, param=param,

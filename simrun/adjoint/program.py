@@ -88,9 +88,13 @@ def store_field(f: ti.template(), slab: ti.template(), slot: ti.template()):
 def stopped_at(program: np.ndarray, done: int, reverse_first: int, first_reversed: int) -> int:
     """The step whose reverse row stopped a program after ``done`` repetitions: rows that
     start at launch ``reverse_first`` reverse the steps first_reversed, first_reversed - 1,
-    ... in turn (the schedule reverses in order)."""
-    row = int(np.searchsorted(np.cumsum(program[:, 2]), done))
-    return first_reversed - int(np.count_nonzero(program[:row, 0] == reverse_first))
+    ... in turn, one a repetition (the schedule reverses in order)."""
+    ends = np.cumsum(program[:, 2])
+    row = int(np.searchsorted(ends, done))
+    reversing = program[:, 0] == reverse_first
+    before = int(program[:row, 2][reversing[:row]].sum())
+    within = done - (int(ends[row]) - int(program[row, 2])) - 1 if reversing[row] else 0
+    return first_reversed - before - within
 
 
 class Held:
@@ -157,6 +161,7 @@ class NativeProgram:
         # the gradients alone where they read nothing the energies' forward launches write
         blocks["step"] = stepper.step_launches(potential=False) or [None]
         blocks["reverse"] += native.backward.launches
+        blocks["step_store"] = blocks["step"] + blocks["store"]
         launches, rows = [], {}
         for name, block in blocks.items():
             rows[name] = [len(launches), len(block), 1]
@@ -165,6 +170,7 @@ class NativeProgram:
         self.load_row, self.store_row, self.reverse_row = rows["load"], rows["store"], \
             rows["reverse"]
         self.step_row = [*rows["step"][:2], 0]  # the steps are added to its repeats
+        self.step_store_row = rows["step_store"]
         self.program: list[int] = []  # (first launch, launch count, repeats) per row, flat
         self.args: list[int] = []  # the slot of each load, store and reverse row, in order
         self.step_end = -1  # len(program) after the last step row (more steps extend it)
@@ -195,6 +201,13 @@ class NativeProgram:
                                                          self.first_reversed))
         self.program, self.args, self.pending_steps, self.step_end = [], [], 0, -1
         self.first_reversed = -1
+
+    def _emit_repeated(self, row: list[int], slots: range) -> None:
+        """One row repeated once per slot (its tick reads them in turn)."""
+        if len(self.args) + len(slots) > OPS:
+            self.flush()
+        self.args += slots
+        self.program += [row[0], row[1], len(slots)]
 
     def _emit(self, row: list[int], slot: int) -> None:
         if len(self.args) >= OPS:
@@ -294,8 +307,11 @@ class NativeProgram:
         for name, (_, slab) in self.slabs.items():
             slab.data[0] = np.reshape(state0.fields[name], slab.data.shape[1:])
         start = Held(0, 0)
-        sched = reverse(start, steps, snapshots, self.advance, self.reverse_step, self.copy,
-                        self.advance_many, self.release)
+        if 1 < steps <= snapshots + 1:
+            sched = self._every_state(steps)
+        else:
+            sched = reverse(start, steps, snapshots, self.advance, self.reverse_step,
+                            self.copy, self.advance_many, self.release)
         self.flush()
         if steps:
             self.traj.progress("reverse", steps, steps)
@@ -304,3 +320,20 @@ class NativeProgram:
                 self.traj._check_finite(adj, 0)
         self.native.pull(adj)
         return self.total[0], sched
+
+    def _every_state(self, steps: int) -> Schedule:
+        """The schedule when every state fits (the binomial one's, without a call from
+        Python per step): step and store as one row repeated OPS times a native call, the
+        last step from Python, then the reverse steps as one repeated row."""
+        for first in range(1, steps, OPS):  # slot k: the state before step k
+            self._emit_repeated(self.step_store_row, range(first, min(first + OPS, steps)))
+            self._progress(min(first + OPS, steps) - 1)
+            self.flush()
+        self.live = held = Held(steps - 1, steps - 1)
+        self._first_reverse(held)
+        for top in range(steps - 1, -1, -OPS):
+            self._emit_repeated(self.reverse_row, range(top, max(top - OPS, -1), -1))
+            self.first_reversed, self.reversed_to = top, max(top - OPS + 1, 0)
+            self._progress(self.reversed_to)
+            self.flush()
+        return Schedule(steps, steps - 1, advances=steps - 1, peak_stored=steps - 1)

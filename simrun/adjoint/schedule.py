@@ -40,7 +40,10 @@ def forward_steps(steps: int, snapshots: int) -> int:
 def _split(n: int, s: int) -> int:
     """The optimal first segment: advance k steps, store, reverse the n - k after it with
     s - 1 snapshots, then the k before it with s (the cost k + T(n-k, s-1) + T(k, s) is
-    convex in k, so the first k where it stops falling is a minimum)."""
+    convex in k, so the first k where it stops falling is a minimum). With a snapshot for
+    every step, k = 1: no search (storing every state of a long run asks n times)."""
+    if s >= n - 1:
+        return 1
     lo, hi = 1, n - 1
     while lo < hi:
         k = (lo + hi) // 2

@@ -337,20 +337,23 @@ class Kernel:
         bound = sig.bind(*extra, *args, **kwargs)
         return tuple(bound.arguments.values())[len(extra):]
 
-    def prepare(self, args, mode: str):
-        """(compiled variant, flat scalar arguments, [(slot, contiguous array)])."""
-        return self._prepare(args, mode)[:3]
+    def prepare(self, args, mode: str, unread: tuple = ()):
+        """(compiled variant, flat scalar arguments, [(slot, contiguous array)]); `unread`:
+        fields whose writes the caller never reads, left out of the variant."""
+        return self._prepare(args, mode, tuple(unread))[:3]
 
-    def _prepare(self, args, mode: str):
+    def _prepare(self, args, mode: str, unread: tuple = ()):
         """prepare() plus [(caller's array, contiguous copy)] to write back after a launch."""
         params, rets, specialised = self.params()
         if len(args) != len(params):
             raise TypeError(f"kernel '{self.name}' takes {len(params)} argument(s), "
                             f"got {len(args)}")
         key = self._key(params, args, mode) if specialised else (mode,)
+        if unread:
+            key += (tuple(sorted(id(f) for f in unread)),)
         compiled = self.variants.get(key)
         if compiled is None:
-            compiled = self.compile(args, mode)
+            compiled = self.compile(args, mode, unread)
             self.variants[key] = compiled
         flat, arrays, copies = [], [], []
         for k, (p, a) in enumerate(zip(params, args)):
@@ -431,9 +434,9 @@ class Kernel:
                               "split_expressions": em.spills})
         return kir, ndarrays
 
-    def compile(self, args, mode: str):
+    def compile(self, args, mode: str, unread: tuple = ()):
         kir, ndarrays = self.lower(args)
-        kir = pipeline.run(kir, mode, self.name)
+        kir = pipeline.run(kir, mode, self.name, unread)
         if config.arch == "cuda":
             compiled = compile_cuda_kernel(kir, runtime(), config)
         else:

@@ -12,26 +12,32 @@ from collections.abc import Callable
 
 from .autodiff import transform
 from .ir.nodes import KernelIR
-from .passes import dead_code, hoist_atomics, reciprocals
+from .passes import dead_code, hoist_atomics, reciprocals, unread_outputs
 
 checks: list[Callable[[KernelIR, str], None]] = []
 
 
-def passes(mode: str, name: str) -> list[tuple[str, Callable[[KernelIR], KernelIR]]]:
-    """(name, pass) in the order they run, for a launch in `mode` of kernel `name`."""
-    shared = [("reciprocals", reciprocals.run)] if mode == "value_reverse" else []
+def passes(mode: str, name: str, unread: tuple = ()
+           ) -> list[tuple[str, Callable[[KernelIR], KernelIR]]]:
+    """(name, pass) in the order they run, for a launch in `mode` of kernel `name`; `unread`:
+    fields whose writes the caller never reads (dropped, and what fed only them)."""
+    shared = [("reciprocals", reciprocals.run)] if mode in ("value_reverse", "fwd_reverse") \
+        else []
+    pruned = [("unread_outputs", lambda kir: unread_outputs.run(kir, unread)),
+              ("dead_code", dead_code.run)] if unread else []
     return [
         ("frontend", lambda kir: kir),
         (f"autodiff ({mode})", lambda kir: transform(kir, mode, name)),
         ("dead_code", dead_code.run),
+        *pruned,
         *shared,
         ("hoist_atomics", hoist_atomics.run),
     ]
 
 
-def run(kir: KernelIR, mode: str, name: str) -> KernelIR:
+def run(kir: KernelIR, mode: str, name: str, unread: tuple = ()) -> KernelIR:
     """The kernel's IR after every pass, ready for compiler.compile_kernel."""
-    for pass_name, run_pass in passes(mode, name):
+    for pass_name, run_pass in passes(mode, name, unread):
         kir = run_pass(kir)
         for check in checks:
             check(kir, pass_name)
