@@ -52,9 +52,11 @@ def test_native_gradient_equals_the_tape_sweep(case):
     the same bits (f32 robots included). Sums over steps add in another order: a scalar
     parameter's adjoint (dt), and the masses' (the folded step takes H G-bar and the mixed
     derivatives one step later than the Tape sweep: the same terms, another order). f64
-    here, 8 steps: 1e-13 relative is rounding. Where the scene has energies (MPM), the
-    native H lambda is the lean variant (no dU/dx: model.DirectHVP), whose instructions LLVM
-    may group differently: every adjoint to rounding there."""
+    here, 8 steps: 1e-13 relative is rounding. Where the scene has energies (MPM, and the
+    mass_spring robot's springs), the native H lambda is the lean variant (tangents along x
+    alone, no dU/dx: model.DirectHVP), a different instruction sequence for the same sums:
+    every adjoint to rounding there, steps x 50 x eps of the largest (f32: the robot's 60
+    steps measured ~90 eps32 of the scale apart)."""
     scene, keys, checkpoints = _scene(case)
     x0, v0 = initial_state(scene)  # deformed: the MPM energy's parameters then matter
     start = (x0 + 5e-4 * np.random.default_rng(1).normal(size=x0.shape), v0)
@@ -67,9 +69,12 @@ def test_native_gradient_equals_the_tape_sweep(case):
     for key in keys:
         a, b = np.asarray(native.gradients[key]), np.asarray(tape.gradients[key])
         assert np.any(b != 0), key
-        if key in ("dt", "particles.mass") or scene.energy:
-            np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-13 * np.abs(b).max(),
-                                       err_msg=key)
+        if scene.energy:
+            tol = scene.steps * 50 * float(np.finfo(np.dtype(scene.precision.replace(
+                "f", "float"))).eps)
+            np.testing.assert_allclose(a, b, rtol=tol, atol=tol * np.abs(b).max(), err_msg=key)
+        elif key in ("dt", "particles.mass"):
+            np.testing.assert_allclose(a, b, rtol=1e-13, atol=0, err_msg=key)
         else:
             np.testing.assert_array_equal(a, b, err_msg=key)
 

@@ -70,7 +70,8 @@ class DirectHVP:
             unread = [grad_of(f) for f in acc.reads if lean and grad_of(f) is not None]
             if lean and not masses:  # nobody asked for d/dm: no mixed mass term either
                 unread += [system.m.grad.dual]
-            grad, gflat, garrays = prepare(bound.args, "fwd_reverse", unread)
+            varied = (system.x,) if lean else None  # the native reverse seeds x.dual alone
+            grad, gflat, garrays = prepare(bound.args, "fwd_reverse", unread, varied)
             if garrays or grad.uses_random:
                 self.calls = None
                 return

@@ -337,23 +337,25 @@ class Kernel:
         bound = sig.bind(*extra, *args, **kwargs)
         return tuple(bound.arguments.values())[len(extra):]
 
-    def prepare(self, args, mode: str, unread: tuple = ()):
+    def prepare(self, args, mode: str, unread: tuple = (), varied: tuple | None = None):
         """(compiled variant, flat scalar arguments, [(slot, contiguous array)]); `unread`:
-        fields whose writes the caller never reads, left out of the variant."""
-        return self._prepare(args, mode, tuple(unread))[:3]
+        fields whose writes the caller never reads, left out of the variant; `varied`: in
+        forward modes, the only fields whose tangents the caller seeds nonzero."""
+        return self._prepare(args, mode, tuple(unread), varied)[:3]
 
-    def _prepare(self, args, mode: str, unread: tuple = ()):
+    def _prepare(self, args, mode: str, unread: tuple = (), varied: tuple | None = None):
         """prepare() plus [(caller's array, contiguous copy)] to write back after a launch."""
         params, rets, specialised = self.params()
         if len(args) != len(params):
             raise TypeError(f"kernel '{self.name}' takes {len(params)} argument(s), "
                             f"got {len(args)}")
         key = self._key(params, args, mode) if specialised else (mode,)
-        if unread:
-            key += (tuple(sorted(id(f) for f in unread)),)
+        if unread or varied is not None:
+            key += (tuple(sorted(id(f) for f in unread)),
+                    None if varied is None else tuple(sorted(id(f) for f in varied)))
         compiled = self.variants.get(key)
         if compiled is None:
-            compiled = self.compile(args, mode, unread)
+            compiled = self.compile(args, mode, unread, varied)
             self.variants[key] = compiled
         flat, arrays, copies = [], [], []
         for k, (p, a) in enumerate(zip(params, args)):
@@ -434,9 +436,9 @@ class Kernel:
                               "split_expressions": em.spills})
         return kir, ndarrays
 
-    def compile(self, args, mode: str, unread: tuple = ()):
+    def compile(self, args, mode: str, unread: tuple = (), varied: tuple | None = None):
         kir, ndarrays = self.lower(args)
-        kir = pipeline.run(kir, mode, self.name, unread)
+        kir = pipeline.run(kir, mode, self.name, unread, varied)
         if config.arch == "cuda":
             compiled = compile_cuda_kernel(kir, runtime(), config)
         else:

@@ -17,17 +17,19 @@ from .passes import dead_code, hoist_atomics, reciprocals, unread_outputs
 checks: list[Callable[[KernelIR, str], None]] = []
 
 
-def passes(mode: str, name: str, unread: tuple = ()
+def passes(mode: str, name: str, unread: tuple = (), varied: tuple | None = None
            ) -> list[tuple[str, Callable[[KernelIR], KernelIR]]]:
     """(name, pass) in the order they run, for a launch in `mode` of kernel `name`; `unread`:
-    fields whose writes the caller never reads (dropped, and what fed only them)."""
+    fields whose writes the caller never reads (dropped, and what fed only them); `varied`:
+    in forward modes, the fields whose tangents may be nonzero (None: all)."""
     shared = [("reciprocals", reciprocals.run)] if mode in ("value_reverse", "fwd_reverse") \
         else []
     pruned = [("unread_outputs", lambda kir: unread_outputs.run(kir, unread)),
               ("dead_code", dead_code.run)] if unread else []
     return [
         ("frontend", lambda kir: kir),
-        (f"autodiff ({mode})", lambda kir: transform(kir, mode, name)),
+        (f"autodiff ({mode})", lambda kir: transform(
+            kir, mode, name, None if varied is None else frozenset(varied))),
         ("dead_code", dead_code.run),
         *pruned,
         *shared,
@@ -35,9 +37,10 @@ def passes(mode: str, name: str, unread: tuple = ()
     ]
 
 
-def run(kir: KernelIR, mode: str, name: str, unread: tuple = ()) -> KernelIR:
+def run(kir: KernelIR, mode: str, name: str, unread: tuple = (),
+        varied: tuple | None = None) -> KernelIR:
     """The kernel's IR after every pass, ready for compiler.compile_kernel."""
-    for pass_name, run_pass in passes(mode, name, unread):
+    for pass_name, run_pass in passes(mode, name, unread, varied):
         kir = run_pass(kir)
         for check in checks:
             check(kir, pass_name)

@@ -24,6 +24,7 @@ from ..ir.nodes import (
     VarRef,
     While,
     expr_vars,
+    walk,
 )
 from ..ir.ops import ATOMIC_NAMES, Op
 from ..ir.reductions import accumulation
@@ -35,10 +36,21 @@ def has_dual(f) -> bool:
 
 
 class Dualizer:
-    def __init__(self, kernel_name: str, stopped: frozenset = frozenset()):
+    def __init__(self, kernel_name: str, stopped: frozenset = frozenset(),
+                 varied: frozenset | None = None, active: set | None = None):
         self.kernel_name = kernel_name
         self.stopped = stopped  # ti.stop_grad fields: their loads carry no tangent
+        self.varied = varied  # fields whose tangents may be nonzero (None: every one)
+        self.active = active  # float locals whose tangent may be nonzero (None: every one)
         self.duals: dict = {}
+
+    def moves(self, v: Var) -> bool:
+        return v.dtype.is_float and (self.active is None or v in self.active)
+
+    def loads_dual(self, s: Load) -> bool:
+        f = s.field
+        return has_dual(f) and not s.no_grad and f not in self.stopped and \
+            (self.varied is None or f in self.varied)
 
     def dual(self, v: Var) -> Var:
         d = self.duals.get(v)
@@ -52,7 +64,7 @@ class Dualizer:
         if isinstance(e, Const) or not e.dtype.is_float:
             return None
         if isinstance(e, VarRef):
-            return VarRef(self.dual(e.var)) if e.var.dtype.is_float else None
+            return VarRef(self.dual(e.var)) if self.moves(e.var) else None
         if isinstance(e, OpExpr):
             total = None
             for a, p in zip(e.args, partials(e)):
@@ -72,7 +84,10 @@ class Dualizer:
     def block(self, body) -> list:
         out = []
         for s in body:
-            if isinstance(s, Assign):
+            if isinstance(s, (Assign, Load, Random)) and not self.moves(s.var) or \
+                    isinstance(s, (StackPush, StackPop)) and not self.moves(s.var):
+                out.append(s)  # an integer, or a tangent that stays zero: nothing to add
+            elif isinstance(s, Assign):
                 delta = accumulation(s) if s.var.dtype.is_float else None
                 if delta is not None and s.var not in expr_vars(delta):
                     # `v += e` gives `dv += de`, again an accumulation: inside a parallel loop
@@ -93,7 +108,7 @@ class Dualizer:
             elif isinstance(s, Load):
                 out.append(s)
                 if s.var.dtype.is_float:
-                    if has_dual(s.field) and not s.no_grad and s.field not in self.stopped:
+                    if self.loads_dual(s):
                         out.append(Load(self.dual(s.var), s.field.dual, s.comp, s.indices,
                                         span=s.span))
                     else:
@@ -145,8 +160,34 @@ class Dualizer:
         return out
 
 
-def forward_kernel(kir: KernelIR) -> KernelIR:
-    dz = Dualizer(kir.name, frozenset(kir.extra.get("stop_grad", ())))
+def _active(kir: KernelIR, dz: Dualizer) -> set:
+    """The float locals whose tangent may be nonzero when only `dz.varied`'s fields carry
+    tangents into the kernel (activity analysis, to a fixpoint over loops): those loaded
+    from such a field or from one the kernel writes, an atomic's old value, and those
+    assigned from an active local."""
+    stmts = [s for t in kir.tasks for s in walk(t.body)]
+    active: set = set()
+    while True:
+        size = len(active)
+        for s in stmts:
+            if isinstance(s, Load) and dz.loads_dual(s):
+                active.add(s.var)
+            elif isinstance(s, Atomic) and s.result is not None and has_dual(s.field):
+                active.add(s.result)
+            elif isinstance(s, Assign) and any(v in active for v in expr_vars(s.value)):
+                active.add(s.var)
+        if len(active) == size:
+            return {v for v in active if v.dtype.is_float}
+
+
+def forward_kernel(kir: KernelIR, varied: frozenset | None = None) -> KernelIR:
+    """Tangents of every float local; `varied`: the fields whose tangents may be nonzero
+    on entry (a Hessian-vector product seeds x alone), so the others' terms are left out."""
+    dz = Dualizer(kir.name, frozenset(kir.extra.get("stop_grad", ())), varied)
+    if varied is not None:
+        dz.varied = frozenset(varied) | {f for t in kir.tasks for s in walk(t.body)
+                                         if isinstance(s, (Store, Atomic)) for f in [s.field]}
+        dz.active = _active(kir, dz)
     tasks = []
     for t in kir.tasks:
         body = dz.block(t.body)
