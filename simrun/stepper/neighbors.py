@@ -175,20 +175,18 @@ def _around(home, s, box, grid: ti.template(), periodic: ti.template(), dim: ti.
             c[d] = home[d] + offset - 1
             if c[d] < 0 or c[d] >= n:
                 inside = 0
-    return _linear(c, grid, dim), shift, inside, c
+    return _linear(c, grid, dim), shift, inside
 
 
 @ti.func
-def _gather(lane, cell, shift, low, high, home_first, home_last, fold: ti.template(),
+def _gather(lane, cell, shift, home_first, home_last, fold: ti.template(),
             box_low: ti.template(), box_high: ti.template(), periodic: ti.template(),
             cell_start: ti.template(), cell_particles: ti.template(), cell_x: ti.template(),
             unsorted: ti.template(), neighbors: ti.template(), reach2, cut2,
             half: ti.template()):
     """Append to the rows of the home cell's particles (the lane's scratch rows) their
     partners in ``cell``; ``neighbors[i, 0]`` counts each row's partners found so far (past
-    capacity too). A partner beyond the cutoff (in the skin) is entered as j + N. Unless
-    ``fold``, a particle farther than reach from the cell's box [low, high] (widened for
-    rounding) skips the cell's candidates: about a quarter of them on a 3^dim stencil."""
+    capacity too). A partner beyond the cutoff (in the skin) is entered as j + N."""
     capacity = neighbors.shape[1] - 1
     top = cell_particles.shape[0] - 1
     n = cell_particles.shape[0]
@@ -200,15 +198,10 @@ def _gather(lane, cell, shift, low, high, home_first, home_last, fold: ti.templa
             # start only moves on (both sides of `and` are evaluated: the index stays valid)
             while first < last and cell_particles[ti.min(first, top)] <= i:
                 first += 1
-        stop = last
-        if ti.static(not fold):
-            gap = ti.max(ti.max(low - origin, origin - high), 0.0)
-            if gap.dot(gap) >= reach2:
-                stop = first
         found = neighbors[i, 0]
         base = ti.min(found, capacity)
         count = base
-        for slot in range(first, stop):
+        for slot in range(first, last):
             j = cell_particles[slot]
             r = cell_x[slot] - origin
             if ti.static(fold):
@@ -248,8 +241,7 @@ def _partition_row(i, lane, row, unsorted: ti.template(), neighbors: ti.template
 
 @ti.kernel
 def _search(box_low: ti.template(), box_high: ti.template(), periodic: ti.template(),
-            grid: ti.template(), grid_low: ti.template(), grid_width: ti.template(),
-            cell_start: ti.template(), cell_particles: ti.template(),
+            grid: ti.template(), cell_start: ti.template(), cell_particles: ti.template(),
             cell_x: ti.template(), unsorted: ti.template(), neighbors: ti.template(),
             reach2: float, cut2: float, longest: ti.template(), dim: ti.template(),
             half: ti.template(),
@@ -279,12 +271,9 @@ def _search(box_low: ti.template(), box_high: ti.template(), periodic: ti.templa
             for slot in range(home_first, home_last):
                 neighbors[cell_particles[slot], 0] = 0
             for s in range(3 ** dim):
-                cell, shift, inside, c = _around(home, s, box, grid, periodic, dim)
-                low = grid_low[None] + c * grid_width[None]
-                slack = 1e-4 * (ti.abs(low) + grid_width[None])  # rounding of wrap and binning
+                cell, shift, inside = _around(home, s, box, grid, periodic, dim)
                 if inside == 1:
-                    _gather(lane, cell, shift, low - slack, low + grid_width[None] + slack,
-                            home_first, home_last, fold, box_low, box_high,
+                    _gather(lane, cell, shift, home_first, home_last, fold, box_low, box_high,
                             periodic, cell_start, cell_particles, cell_x, unsorted, neighbors,
                             reach2, cut2, half)
             for slot in range(home_first, home_last):
@@ -386,8 +375,7 @@ class NeighborList:
         if self.unsorted.shape[1] < fullest:
             self.unsorted = self._scratch(2 * fullest)
         b = self.box
-        _search(b["box_low"], b["box_high"], b["periodic"], self.grid, self.grid_low,
-                self.grid_width, self.cell_start,
+        _search(b["box_low"], b["box_high"], b["periodic"], self.grid, self.cell_start,
                 self.cell_particles, self.cell_x, self.unsorted, self.neighbors,
                 self.reach ** 2, self.cutoff ** 2, self.longest, self.dim, self.half,
                 self.fold)
