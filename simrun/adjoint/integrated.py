@@ -189,21 +189,10 @@ class IntegratedTrajectory(ControlledTrajectory):
         """adj.x, adj.v and the carried fields' adjoints from after the stage's launches (from
         the inputs `_put` left) to before them; the masses' and scalars' adjoints added;
         returns G's adjoint."""
-        system, ti, dtype = self.system, self.ti, self.system.np_dtype
-        for grad in [system.x.grad, system.v.grad, system.m.grad, G.grad] + \
-                [f.grad for _, f, _ in self.scalars] + [f.grad for f in self.scratch] + \
-                [f.grad for f in self.floats.values()]:
-            grad.fill(0)
-        with self._exact(stage), ti.ad.Tape(loss=None, clear_gradients=False):
-            self._launch(stage)
-            system.x.grad.from_numpy(adj.x.astype(dtype))
-            system.v.grad.from_numpy(adj.v.astype(dtype))
-            for n, f in self.floats.items():
-                f.grad.from_numpy(adj.fields[n].astype(f.grad.to_numpy().dtype))
-        adj.x = system.x.grad.to_numpy().astype(float)
-        adj.v = system.v.grad.to_numpy().astype(float)
-        adj.fields = {n: f.grad.to_numpy().astype(float) for n, f in self.floats.items()}
-        adj.mass += system.m.grad.to_numpy().astype(float)
+        with self._exact(stage):
+            self._tape_reverse(adj, lambda: self._launch(stage),
+                               [G.grad] + [f.grad for _, f, _ in self.scalars] +
+                               [f.grad for f in self.scratch])
         for key, f, factor in self.scalars:
             self._add_scalar(adj, key, factor * float(f.grad[None]))
         return G.grad.to_numpy().astype(float)
@@ -239,11 +228,9 @@ class IntegratedTrajectory(ControlledTrajectory):
         """(xdot, vdot, the carried fields' tangents) after the stage's launches from the
         inputs `_put` left (tangents tan.x, tan.v, fields_dot; G's g_dot)."""
         system, ti, dtype = self.system, self.ti, self.system.np_dtype
-        system.v.dual.from_numpy(tan.v.astype(dtype))
+        self._seed_duals(tan, fields_dot)
         system.m.dual.from_numpy(tan.mass.astype(dtype))
         G.dual.from_numpy(g_dot.astype(dtype))
-        for n, f in self.floats.items():
-            f.dual.from_numpy(np.asarray(fields_dot[n]).astype(f.to_numpy().dtype))
         for f in self.scratch:
             f.dual.fill(0)
         for key, f, factor in self.scalars:
@@ -254,9 +241,7 @@ class IntegratedTrajectory(ControlledTrajectory):
                                            seed=tan.x.astype(dtype).reshape(-1),
                                            clear_gradients=False):
             self._launch(stage)
-            return (system.x.dual.to_numpy().astype(float),
-                    system.v.dual.to_numpy().astype(float),
-                    {n: f.dual.to_numpy().astype(float) for n, f in self.floats.items()})
+            return self._duals()
 
     def _kernels_tangent(self, state: KernelState, tan: Tangent, fields_dot: dict
                          ) -> tuple[np.ndarray, np.ndarray, dict, float]:

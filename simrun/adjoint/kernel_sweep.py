@@ -116,13 +116,6 @@ class KernelTrajectory:
             f.from_numpy(state.fields[n])
         self.G.from_numpy(np.negative(state.f))  # the bits x.grad held in `run`
 
-    def _before_kernels(self, k: int) -> None:
-        """What runs between loading a state and the step kernels (a controller's hook)."""
-
-    def _reverse_before_kernels(self, adj: KernelAdjoint, state: KernelState, k: int) -> None:
-        """The reverse of `_before_kernels` from `state` (step k), once the forces are
-        reversed."""
-
     def _weight(self, k: int, steps: int) -> float:
         """The objective's weight on the state after k steps (end: the last; mean: 1/n each)."""
         if self.at_mean:
