@@ -165,7 +165,7 @@ class IntegratedTrajectory(ControlledTrajectory):
                 self.programs[snapshots] = NativeProgram.build(self, native, snapshots)
             program = self.programs[snapshots]
         if program is None:
-            return super()._native_gradient(native, adj, state0, steps, snapshots)
+            return self._stepwise(native, adj, state0, steps, snapshots)
         native.prepare()
         value, sched = program.gradient(state0, steps, snapshots, adj)
         return value, adj, sched
@@ -197,7 +197,7 @@ class IntegratedTrajectory(ControlledTrajectory):
             self._add_scalar(adj, key, factor * float(f.grad[None]))
         return G.grad.to_numpy().astype(float)
 
-    def reverse_step(self, adj: KernelAdjoint, state: KernelState, k: int, steps: int) -> None:
+    def reverse_step(self, adj: KernelAdjoint, state: KernelState, k: int) -> None:
         """adj holds dJ/d(state after step k); make it dJ/d(state before step k)."""
         system = self.system
         self._load(state)
@@ -218,9 +218,6 @@ class IntegratedTrajectory(ControlledTrajectory):
         self._put(x1, v1, fields1, self.G, g1)
         self._through_forces(adj, x1.astype(float), g_bar)
         self._reverse_before_kernels(adj, state, k)
-        self._seed(adj, state, self._weight(k, steps))
-        self._check_finite(adj, k)
-        self.progress("reverse", steps - k, steps)
 
     # ------------------------------------------------------------------ forward mode
     def _tangent_stage(self, stage: list[BoundKernel], G, tan: Tangent, g_dot: np.ndarray,
