@@ -47,23 +47,30 @@ class ControlledTrajectory(KernelTrajectory):
         self.G.from_numpy(np.negative(f))  # the bits x.grad holds, as in `run`
 
     def _reverse_before_kernels(self, adj: KernelAdjoint, state: KernelState, k: int) -> None:
-        system, ti = self.system, self.ti
-        if not system.controller:
+        """The controller's reverse from `state` (step k), once the forces are reversed."""
+        if not self.system.controller:
             return
-        dtype = system.np_dtype
         self._load(state)  # the step kernels' replay moved x, v and fields past the step
-        for g in [system.x.grad, system.v.grad, system.m.grad] + \
-                [f.grad for f in self.floats.values()] + [f.grad for _, f in self.control_params]:
+        self._tape_reverse(adj, lambda: self.system.control(k),
+                           [f.grad for _, f in self.control_params])
+        for _key, f in self.control_params:  # dt: the only one so far
+            adj.dt += float(f.grad[None])
+
+    def _tape_reverse(self, adj: KernelAdjoint, launch, grads: list) -> None:
+        """`launch` reversed on a Tape seeded with adj's x, v and carried fields (`grads`,
+        and x's, v's, m's and the fields' adjoints, cleared first): adj.x, adj.v and
+        adj.fields become the adjoints before it, the masses' added."""
+        system, dtype = self.system, self.system.np_dtype
+        for g in [system.x.grad, system.v.grad, system.m.grad] + grads + \
+                [f.grad for f in self.floats.values()]:
             g.fill(0)
-        with ti.ad.Tape(loss=None, clear_gradients=False):
-            system.control(k)
+        with self.ti.ad.Tape(loss=None, clear_gradients=False):
+            launch()
             system.x.grad.from_numpy(adj.x.astype(dtype))
             system.v.grad.from_numpy(adj.v.astype(dtype))
             for n, f in self.floats.items():
                 f.grad.from_numpy(adj.fields[n].astype(f.grad.to_numpy().dtype))
-        for _key, f in self.control_params:  # dt: the only one so far
-            adj.dt += float(f.grad[None])
-        adj.mass += system.m.grad.to_numpy().astype(float)  # a controller reading the masses
+        adj.mass += system.m.grad.to_numpy().astype(float)  # e.g. a controller reading them
         adj.x = system.x.grad.to_numpy().astype(float)
         adj.v = system.v.grad.to_numpy().astype(float)
         adj.fields = {n: f.grad.to_numpy().astype(float) for n, f in self.floats.items()}
@@ -78,10 +85,7 @@ class ControlledTrajectory(KernelTrajectory):
             return self._kernels_tangent(state, tan, fields_dot)
         dtype = system.np_dtype
         self._load(state)
-        system.x.dual.from_numpy(tan.x.astype(dtype))
-        system.v.dual.from_numpy(tan.v.astype(dtype))
-        for n, f in self.floats.items():
-            f.dual.from_numpy(np.asarray(fields_dot[n]).astype(f.to_numpy().dtype))
+        self._seed_duals(tan, fields_dot)
         for _key, f in self.control_params:
             f.dual[None] = tan.dt
         # the masses are the mode's nominal parameter: its exit clears their seed alone, not
@@ -89,11 +93,23 @@ class ControlledTrajectory(KernelTrajectory):
         with ti.ad.FwdMode(loss=system.U, param=system.m, seed=tan.mass.astype(dtype),
                            clear_gradients=False):
             system.control(state.step)
-        moved = Tangent(system.x.dual.to_numpy().astype(float),
-                        system.v.dual.to_numpy().astype(float), tan.mass, tan.dt, tan.damping,
-                        tan.params)
-        controlled = {n: f.dual.to_numpy().astype(float) for n, f in self.floats.items()}
+        xdot, vdot, controlled = self._duals()
+        moved = Tangent(xdot, vdot, tan.mass, tan.dt, tan.damping, tan.params)
         x, v = system.get_state()
         potential, f = system.forces()
         after = KernelState(state.step, x, v, f, potential, self._fields())
         return self._kernels_tangent(after, moved, controlled)
+
+    def _seed_duals(self, tan: Tangent, fields_dot: dict) -> None:
+        """x's, v's and the carried fields' tangents into their duals."""
+        system, dtype = self.system, self.system.np_dtype
+        system.x.dual.from_numpy(tan.x.astype(dtype))
+        system.v.dual.from_numpy(tan.v.astype(dtype))
+        for n, f in self.floats.items():
+            f.dual.from_numpy(np.asarray(fields_dot[n]).astype(f.to_numpy().dtype))
+
+    def _duals(self) -> tuple[np.ndarray, np.ndarray, dict]:
+        """x's, v's and the carried fields' tangents, as a forward launch left them."""
+        system = self.system
+        return (system.x.dual.to_numpy().astype(float), system.v.dual.to_numpy().astype(float),
+                {n: f.dual.to_numpy().astype(float) for n, f in self.floats.items()})

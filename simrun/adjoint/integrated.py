@@ -165,7 +165,7 @@ class IntegratedTrajectory(ControlledTrajectory):
                 self.programs[snapshots] = NativeProgram.build(self, native, snapshots)
             program = self.programs[snapshots]
         if program is None:
-            return super()._native_gradient(native, adj, state0, steps, snapshots)
+            return self._stepwise(native, adj, state0, steps, snapshots)
         native.prepare()
         value, sched = program.gradient(state0, steps, snapshots, adj)
         return value, adj, sched
@@ -189,26 +189,15 @@ class IntegratedTrajectory(ControlledTrajectory):
         """adj.x, adj.v and the carried fields' adjoints from after the stage's launches (from
         the inputs `_put` left) to before them; the masses' and scalars' adjoints added;
         returns G's adjoint."""
-        system, ti, dtype = self.system, self.ti, self.system.np_dtype
-        for grad in [system.x.grad, system.v.grad, system.m.grad, G.grad] + \
-                [f.grad for _, f, _ in self.scalars] + [f.grad for f in self.scratch] + \
-                [f.grad for f in self.floats.values()]:
-            grad.fill(0)
-        with self._exact(stage), ti.ad.Tape(loss=None, clear_gradients=False):
-            self._launch(stage)
-            system.x.grad.from_numpy(adj.x.astype(dtype))
-            system.v.grad.from_numpy(adj.v.astype(dtype))
-            for n, f in self.floats.items():
-                f.grad.from_numpy(adj.fields[n].astype(f.grad.to_numpy().dtype))
-        adj.x = system.x.grad.to_numpy().astype(float)
-        adj.v = system.v.grad.to_numpy().astype(float)
-        adj.fields = {n: f.grad.to_numpy().astype(float) for n, f in self.floats.items()}
-        adj.mass += system.m.grad.to_numpy().astype(float)
+        with self._exact(stage):
+            self._tape_reverse(adj, lambda: self._launch(stage),
+                               [G.grad] + [f.grad for _, f, _ in self.scalars] +
+                               [f.grad for f in self.scratch])
         for key, f, factor in self.scalars:
             self._add_scalar(adj, key, factor * float(f.grad[None]))
         return G.grad.to_numpy().astype(float)
 
-    def reverse_step(self, adj: KernelAdjoint, state: KernelState, k: int, steps: int) -> None:
+    def reverse_step(self, adj: KernelAdjoint, state: KernelState, k: int) -> None:
         """adj holds dJ/d(state after step k); make it dJ/d(state before step k)."""
         system = self.system
         self._load(state)
@@ -229,9 +218,6 @@ class IntegratedTrajectory(ControlledTrajectory):
         self._put(x1, v1, fields1, self.G, g1)
         self._through_forces(adj, x1.astype(float), g_bar)
         self._reverse_before_kernels(adj, state, k)
-        self._seed(adj, state, self._weight(k, steps))
-        self._check_finite(adj, k)
-        self.progress("reverse", steps - k, steps)
 
     # ------------------------------------------------------------------ forward mode
     def _tangent_stage(self, stage: list[BoundKernel], G, tan: Tangent, g_dot: np.ndarray,
@@ -239,11 +225,9 @@ class IntegratedTrajectory(ControlledTrajectory):
         """(xdot, vdot, the carried fields' tangents) after the stage's launches from the
         inputs `_put` left (tangents tan.x, tan.v, fields_dot; G's g_dot)."""
         system, ti, dtype = self.system, self.ti, self.system.np_dtype
-        system.v.dual.from_numpy(tan.v.astype(dtype))
+        self._seed_duals(tan, fields_dot)
         system.m.dual.from_numpy(tan.mass.astype(dtype))
         G.dual.from_numpy(g_dot.astype(dtype))
-        for n, f in self.floats.items():
-            f.dual.from_numpy(np.asarray(fields_dot[n]).astype(f.to_numpy().dtype))
         for f in self.scratch:
             f.dual.fill(0)
         for key, f, factor in self.scalars:
@@ -254,9 +238,7 @@ class IntegratedTrajectory(ControlledTrajectory):
                                            seed=tan.x.astype(dtype).reshape(-1),
                                            clear_gradients=False):
             self._launch(stage)
-            return (system.x.dual.to_numpy().astype(float),
-                    system.v.dual.to_numpy().astype(float),
-                    {n: f.dual.to_numpy().astype(float) for n, f in self.floats.items()})
+            return self._duals()
 
     def _kernels_tangent(self, state: KernelState, tan: Tangent, fields_dot: dict
                          ) -> tuple[np.ndarray, np.ndarray, dict, float]:

@@ -282,16 +282,11 @@ def _state_seeds(key: Key, scene: Scene, rng) -> list[tuple[str, Tangent]]:
 
 
 def _gradient_of(key: Key, adj, scene: Scene):
-    if key.kind == "x0":
-        return adj.x
-    if key.kind == "v0":
-        return adj.v
+    plain = {"x0": adj.x, "v0": adj.v, "dt": adj.dt, "damping": adj.damping}
+    if key.kind in plain:
+        return plain[key.kind]
     if key.kind == "velocity":
         return adj.v.sum(axis=0)
-    if key.kind == "dt":
-        return adj.dt
-    if key.kind == "damping":
-        return adj.damping
     if key.kind == "mass":
         uniform = len(set(scene.particles.masses)) == 1
         return float(adj.mass.sum()) if uniform else adj.mass

@@ -116,13 +116,6 @@ class KernelTrajectory:
             f.from_numpy(state.fields[n])
         self.G.from_numpy(np.negative(state.f))  # the bits x.grad held in `run`
 
-    def _before_kernels(self, k: int) -> None:
-        """What runs between loading a state and the step kernels (a controller's hook)."""
-
-    def _reverse_before_kernels(self, adj: KernelAdjoint, state: KernelState, k: int) -> None:
-        """The reverse of `_before_kernels` from `state` (step k), once the forces are
-        reversed."""
-
     def _weight(self, k: int, steps: int) -> float:
         """The objective's weight on the state after k steps (end: the last; mean: 1/n each)."""
         if self.at_mean:
@@ -199,17 +192,7 @@ class KernelTrajectory:
         native = self._native_steps()
         if native is not None:
             return self._native_gradient(native, adj, state0, steps, snapshots)
-        total = [0.0]
-        advance, many = self._summing(total, steps)
-
-        def on_reverse(state: KernelState, k: int) -> None:
-            if k == steps - 1:  # the last step: the objective starts at its end state
-                self._seed(adj, advance(state, k), self._weight(steps, steps))
-            self.reverse_step(adj, state, k, steps)
-
-        sched = schedule.reverse(state0, steps, snapshots, advance, on_reverse,
-                                 KernelState.copy, many)
-        return total[0], adj, sched
+        return self._stepwise(TapeSteps(self), adj, state0, steps, snapshots)
 
     def _summing(self, total: list, steps: int) -> tuple[Callable, Callable | None]:
         """The trajectory's `advance` and `advance_many` (None where every state counts: at:
@@ -241,11 +224,11 @@ class KernelTrajectory:
             self._native = self.native_class.build(self)
         return self._native
 
-    def _native_gradient(self, native: KernelNative, adj: KernelAdjoint, state0: KernelState,
-                         steps: int, snapshots: int
-                         ) -> tuple[float, KernelAdjoint, schedule.Schedule]:
-        """`gradient` with the native steps: the adjoints stay in the engine's fields, and
-        come out to NumPy only where the objective seeds them (and at the end)."""
+    def _stepwise(self, native, adj: KernelAdjoint, state0: KernelState, steps: int,
+                  snapshots: int) -> tuple[float, KernelAdjoint, schedule.Schedule]:
+        """`gradient` one reverse step at a time (`native`: the native steps, or TapeSteps):
+        the adjoints stay in the native steps' fields, and come out to NumPy only where the
+        objective seeds them (and at the end)."""
         total = [0.0]
         native.prepare()
         advance, many = self._summing(total, steps)
@@ -267,7 +250,7 @@ class KernelTrajectory:
                 native.push(adj)
             self.progress("reverse", steps - k, steps)
 
-        self.args_set = True  # prepare() wrote them: short advances need not again
+        self.args_set = not isinstance(native, TapeSteps)  # prepare() wrote them
         try:
             sched = schedule.reverse(state0, steps, snapshots, advance, on_reverse,
                                      KernelState.copy, many)
@@ -300,3 +283,26 @@ class KernelTrajectory:
             g_dot += system.x.grad.dual.to_numpy().astype(float)
             u_dot += float(system.U.dual[None])
         return g_dot, u_dot
+
+
+class TapeSteps:
+    """The interpreted executor with the native steps' interface: each reverse step on
+    Tapes (`IntegratedTrajectory.reverse_step`), the adjoints updated in place in NumPy."""
+
+    def __init__(self, traj: KernelTrajectory) -> None:
+        self.traj, self.adj = traj, None
+
+    def push(self, adj: KernelAdjoint) -> None:
+        self.adj = adj  # pull need do nothing: the Tapes update this one
+
+    def reverse_step(self, state: KernelState, k: int) -> bool:
+        self.traj.reverse_step(self.adj, state, k)
+        return bool(np.isfinite(self.adj.x).all() and np.isfinite(self.adj.v).all())
+
+    def prepare(self, *_args) -> None:
+        """Nothing to do before or after the sweep, nor to load or pull."""
+
+    load = pull = begin = prepare
+
+    def finish(self, _state0: KernelState) -> bool:
+        return True

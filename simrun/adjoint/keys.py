@@ -190,17 +190,14 @@ def with_value(scene: Scene, key: Key, value) -> Scene:
                                                 masses=tuple(float(m) for m in masses)))
     if key.kind == "thermostat":
         return replace(scene, integrator=replace(scene.integrator, **{key.name: float(value)}))
+    def with_param(part):  # an energy term, the step kernels or the objective
+        return replace(part, params={**part.params, key.name: float(value)})
     if key.kind == "energy":
         terms = list(scene.energy)
-        term = terms[key.index]
-        terms[key.index] = replace(term, params={**term.params, key.name: float(value)})
+        terms[key.index] = with_param(terms[key.index])
         return replace(scene, energy=tuple(terms))
     if key.kind == "step":
-        sk = scene.step_kernels
-        return replace(scene, step_kernels=replace(sk, params={**sk.params,
-                                                               key.name: float(value)}))
+        return replace(scene, step_kernels=with_param(scene.step_kernels))
     if key.kind == "objective":
-        obj = scene.objective
-        return replace(scene, objective=replace(obj, params={**obj.params,
-                                                             key.name: float(value)}))
+        return replace(scene, objective=with_param(scene.objective))
     raise ValueError(f"{key.text} is not a scene value")
