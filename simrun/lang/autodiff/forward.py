@@ -37,11 +37,11 @@ def has_dual(f) -> bool:
 
 class Dualizer:
     def __init__(self, kernel_name: str, stopped: frozenset = frozenset(),
-                 varied: frozenset | None = None, active: set | None = None):
+                 varied: frozenset | None = None):
         self.kernel_name = kernel_name
         self.stopped = stopped  # ti.stop_grad fields: their loads carry no tangent
         self.varied = varied  # fields whose tangents may be nonzero (None: every one)
-        self.active = active  # float locals whose tangent may be nonzero (None: every one)
+        self.active: set | None = None  # float locals whose tangent may be nonzero (None: all)
         self.duals: dict = {}
 
     def moves(self, v: Var) -> bool:
@@ -84,11 +84,11 @@ class Dualizer:
     def block(self, body) -> list:
         out = []
         for s in body:
-            if isinstance(s, (Assign, Load, Random)) and not self.moves(s.var) or \
-                    isinstance(s, (StackPush, StackPop)) and not self.moves(s.var):
+            if isinstance(s, (Assign, Load, Random, StackPush, StackPop)) and \
+                    not self.moves(s.var):
                 out.append(s)  # an integer, or a tangent that stays zero: nothing to add
             elif isinstance(s, Assign):
-                delta = accumulation(s) if s.var.dtype.is_float else None
+                delta = accumulation(s)
                 if delta is not None and s.var not in expr_vars(delta):
                     # `v += e` gives `dv += de`, again an accumulation: inside a parallel loop
                     # codegen makes both reductions (through a temporary, the tangent's
@@ -98,21 +98,18 @@ class Dualizer:
                     if de is not None:
                         dual = self.dual(s.var)
                         out.append(Assign(dual, VarRef(dual) + builder.cast(de, s.var.dtype)))
-                elif s.var.dtype.is_float:
+                else:
                     t = Var("dtmp", s.var.dtype)
                     out.append(Assign(t, self.zero_or(self.d(s.value), s.var.dtype)))
                     out.append(s)
                     out.append(Assign(self.dual(s.var), VarRef(t)))
-                else:
-                    out.append(s)
             elif isinstance(s, Load):
                 out.append(s)
-                if s.var.dtype.is_float:
-                    if self.loads_dual(s):
-                        out.append(Load(self.dual(s.var), s.field.dual, s.comp, s.indices,
-                                        span=s.span))
-                    else:
-                        out.append(Assign(self.dual(s.var), builder.const(0, s.var.dtype)))
+                if self.loads_dual(s):
+                    out.append(Load(self.dual(s.var), s.field.dual, s.comp, s.indices,
+                                    span=s.span))
+                else:
+                    out.append(Assign(self.dual(s.var), builder.const(0, s.var.dtype)))
             elif isinstance(s, Store):
                 out.append(s)
                 if has_dual(s.field):
@@ -136,10 +133,9 @@ class Dualizer:
                                           span=s.span))
                 elif old is not None:
                     out.append(Assign(self.dual(old), builder.const(0, old.dtype)))
-            elif isinstance(s, Random):
+            elif isinstance(s, Random):  # a draw does not depend on the inputs
                 out.append(s)
-                if s.var.dtype.is_float:  # a draw does not depend on the inputs
-                    out.append(Assign(self.dual(s.var), builder.const(0, s.var.dtype)))
+                out.append(Assign(self.dual(s.var), builder.const(0, s.var.dtype)))
             elif isinstance(s, If):
                 out.append(If(s.cond, self.block(s.then), self.block(s.orelse), span=s.span))
             elif isinstance(s, For):
@@ -149,11 +145,9 @@ class Dualizer:
                 out.append(w)
             elif isinstance(s, StackPush):
                 out.append(s)
-                if s.var.dtype.is_float:
-                    out.append(StackPush(self.dual(s.var)))
+                out.append(StackPush(self.dual(s.var)))
             elif isinstance(s, StackPop):
-                if s.var.dtype.is_float:
-                    out.append(StackPop(self.dual(s.var)))
+                out.append(StackPop(self.dual(s.var)))
                 out.append(s)
             else:
                 out.append(s)
@@ -183,10 +177,11 @@ def _active(kir: KernelIR, dz: Dualizer) -> set:
 def forward_kernel(kir: KernelIR, varied: frozenset | None = None) -> KernelIR:
     """Tangents of every float local; `varied`: the fields whose tangents may be nonzero
     on entry (a Hessian-vector product seeds x alone), so the others' terms are left out."""
+    if varied is not None:  # a field the kernel writes may carry a tangent it made
+        varied = frozenset(varied) | {s.field for t in kir.tasks for s in walk(t.body)
+                                      if isinstance(s, (Store, Atomic))}
     dz = Dualizer(kir.name, frozenset(kir.extra.get("stop_grad", ())), varied)
     if varied is not None:
-        dz.varied = frozenset(varied) | {f for t in kir.tasks for s in walk(t.body)
-                                         if isinstance(s, (Store, Atomic)) for f in [s.field]}
         dz.active = _active(kir, dz)
     tasks = []
     for t in kir.tasks:
