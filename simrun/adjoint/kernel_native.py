@@ -98,6 +98,8 @@ class KernelNative:
     ndarrays, a kernel without simrun.lang's `prepare`, an energy the Tape must replay, a
     kernel whose loops the Tape reverses one by one): the Tape sweep is used then."""
 
+    writes_args = True  # prepare() writes every launch's scalar arguments for the sweep
+
     # ------------------------------------------------------------------ resolution
     def _resolve_launches(self, traj, model, system) -> None:
         self.step_at = []  # (compiled, flat list, index) of the controller's `step` arguments

@@ -250,7 +250,7 @@ class KernelTrajectory:
                 native.push(adj)
             self.progress("reverse", steps - k, steps)
 
-        self.args_set = not isinstance(native, TapeSteps)  # prepare() wrote them
+        self.args_set = native.writes_args  # short advances need not write them again
         try:
             sched = schedule.reverse(state0, steps, snapshots, advance, on_reverse,
                                      KernelState.copy, many)
@@ -288,6 +288,8 @@ class KernelTrajectory:
 class TapeSteps:
     """The interpreted executor with the native steps' interface: each reverse step on
     Tapes (`IntegratedTrajectory.reverse_step`), the adjoints updated in place in NumPy."""
+
+    writes_args = False  # the Tapes launch from Python: each launch writes its own
 
     def __init__(self, traj: KernelTrajectory) -> None:
         self.traj, self.adj = traj, None
