@@ -326,8 +326,9 @@ class NativeProgram:
         Python per step): step and store as one row repeated OPS times a native call, the
         last step from Python, then the reverse steps as one repeated row."""
         for first in range(1, steps, OPS):  # slot k: the state before step k
-            self._emit_repeated(self.step_store_row, range(first, min(first + OPS, steps)))
-            self._progress(min(first + OPS, steps) - 1)
+            slots = range(first, min(first + OPS, steps))
+            self._emit_repeated(self.step_store_row, slots)
+            self._progress(slots[-1])
             self.flush()
         self.live = held = Held(steps - 1, steps - 1)
         self._first_reverse(held)
