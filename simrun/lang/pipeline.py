@@ -22,8 +22,7 @@ def passes(mode: str, name: str, unread: tuple = (), varied: tuple | None = None
     """(name, pass) in the order they run, for a launch in `mode` of kernel `name`; `unread`:
     fields whose writes the caller never reads (dropped, and what fed only them); `varied`:
     in forward modes, the fields whose tangents may be nonzero (None: all)."""
-    shared = [("reciprocals", reciprocals.run)] if mode in ("value_reverse", "fwd_reverse") \
-        else []
+    shared = [("reciprocals", reciprocals.run)] if mode == "value_reverse" else []
     pruned = [("unread_outputs", lambda kir: unread_outputs.run(kir, unread)),
               ("dead_code", dead_code.run)] if unread else []
     return [

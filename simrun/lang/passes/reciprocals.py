@@ -1,7 +1,7 @@
 """One reciprocal for a divisor that several divisions of a block share.
 
-A value_reverse kernel (autodiff: U and dU/dx in one launch), and likewise a
-forward-over-reverse one (H lambda), divides by one quantity many times: gravity's pair term is ``A / s`` for U, and its derivative ``-(A / s) / s * (0.5 / s)``
+A value_reverse kernel (autodiff: U and dU/dx in one launch) divides by one quantity many
+times: gravity's pair term is ``A / s`` for U, and its derivative ``-(A / s) / s * (0.5 / s)``
 with ``s = sqrt(r2 + eps)``. LLVM merges the derivative's divisions into ``X / (s * s)``
 (fast math's reassociation) but keeps that beside ``A / s``: two vector divisions a pair, the
 dearest instruction of the loop, where a hand-written loop takes ``inv = 1 / s`` once and
