@@ -9,18 +9,22 @@
 # and shipped scenes compile, tests/test_cuda_ptx.py; the driver code on an emulated
 # device, tests/test_cuda_emulated.py) run where no GPU is found, and on a GPU machine
 # only with GPU_CHECK_PTX=1 (device time is short); GPU_CHECK_PTX=0 skips them anywhere.
-# No network: Python packages the machine lacks (nvidia-nvvm for libdevice, jax-md, ...)
-# are installed from wheels in $SIMRUN_WHEELS (default: ../wheels beside the checkout), with
-# pip --no-index into OUTDIR/venv (system site packages visible). Without a usable GPU it
-# says why in OUTDIR/summary.txt, runs the CPU-side checks and exits with their status.
+# No network: Python packages the machine lacks (llvmlite of our version, jax-md and the
+# packages it imports, ...) are installed with pip --no-index --no-deps --target from the
+# wheels in $SIMRUN_WHEELS (default: .whl in the checkout, else ../wheels beside it) into a
+# scratch folder put first on PYTHONPATH; a libdevice.10.bc under $SIMRUN_WHEELS/cuda/nvvm
+# is used where simrun finds none (CUDA_HOME). Without a usable GPU it says why in
+# OUTDIR/summary.txt, runs the CPU-side checks and exits with their status.
 set -uo pipefail
 OUT=${1:?usage: bench/gpu_check.sh OUTDIR}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
 PY=${PYTHON:-python3}
-WHEELS=${SIMRUN_WHEELS:-$ROOT/../wheels}
+WHEELS=${SIMRUN_WHEELS:-$ROOT/.whl}
+[ -d "$WHEELS" ] || WHEELS=$ROOT/../wheels
+WORK=$(mktemp -d)  # installed wheels and the kernel cache: scratch, not results
 export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH} MPLBACKEND=Agg PIP_NO_INDEX=1
-export SIMRUN_CACHE_DIR=${SIMRUN_CACHE_DIR:-$OUT/cache}
+export SIMRUN_CACHE_DIR=${SIMRUN_CACHE_DIR:-$WORK/cache} PYTHONUNBUFFERED=1
 cd "$ROOT"
 
 say() { echo "$*" | tee -a "$OUT/summary.txt"; }
@@ -30,10 +34,22 @@ say "gpu_check $(date -u +%FT%TZ) git $(git rev-parse --short HEAD 2>/dev/null |
 # every wheel there but JAX's own (the machine's JAX has CUDA; a downloaded jaxlib may not)
 wheels=$(ls "$WHEELS"/*.whl 2> /dev/null | grep -Ev '/(jax|jaxlib|jax_cuda[0-9]*_[a-z]+)-[0-9]')
 if [ -n "$wheels" ]; then
-    "$PY" -m venv --system-site-packages "$OUT/venv" && PY=$OUT/venv/bin/python
     # shellcheck disable=SC2086
-    "$PY" -m pip install -q --no-index --find-links "$WHEELS" $wheels \
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$WORK/site" $wheels \
         > "$OUT/wheels.log" 2>&1 || say "some wheels did not install (see wheels.log)"
+    export PYTHONPATH=$ROOT:$WORK/site${PYTHONPATH#"$ROOT"}
+fi
+if [ -z "$("$PY" -c 'from simrun.lang.codegen.cuda.target import libdevice_path
+print(libdevice_path() or "")' 2> /dev/null)" ] && [ -d "$WHEELS/cuda/nvvm" ]; then
+    export CUDA_HOME=$WHEELS/cuda
+fi
+say "python: $("$PY" -c 'import sys, llvmlite, numpy
+from simrun.lang.codegen.cuda.target import libdevice_path
+print(sys.version.split()[0], "llvmlite", llvmlite.__version__, "numpy", numpy.__version__,
+      "libdevice", libdevice_path())' 2>&1 | tail -1)"
+XDIST=()  # the tests compile kernels on the CPU: spread them over its cores
+if "$PY" -c 'import xdist' 2> /dev/null && [ "$(nproc)" -ge 8 ]; then
+    XDIST=(-n 8)
 fi
 
 if ! why=$("$PY" -c 'from simrun.lang.runtime.cuda import device_status
@@ -63,15 +79,43 @@ if [ -n "$why" ]; then
 fi
 say "device: $(nvidia-smi -L 2>/dev/null | head -1 || echo 'nvidia-smi not found')"
 
-# limits add up to 11 minutes, inside a 15-minute device budget with the machine's start
-part gpu-tests 180 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py \
+# the parts in order of what the check needs; on a first device run they take ~4 minutes
+part smoke 90 "$PY" -c 'import simrun.lang as ti
+ti.init(arch=ti.cuda, default_fp=ti.f64)
+assert ti.api.config.arch == "cuda", "fell back to the CPU"
+from simrun.lang.runtime.cuda import device
+d = device()
+print("sm", d.sm, "SMs", d.sms)
+x = ti.field(ti.f64, 1000, needs_grad=True)
+s = ti.field(ti.f64, (), needs_grad=True)
+@ti.kernel
+def f():
+    for i in x:
+        s[None] += ti.sin(x[i]) * x[i]
+x.from_numpy(__import__("numpy").linspace(0, 1, 1000))
+with ti.ad.Tape(loss=s):
+    f()
+print("sum", s[None], "grad[999]", x.grad[999])
+import math
+assert abs(x.grad[999] - (math.cos(1) + math.sin(1))) < 1e-12
+print("smoke ok")'
+part gpu-tests 150 "$PY" -m pytest -q -p no:cacheprovider -ra "${XDIST[@]}" -m gpu tests/test_gpu.py \
     --junitxml "$OUT/gpu-tests.xml"
-TI_ARCH=cuda part engine-on-gpu 180 "$PY" -m pytest -q -p no:cacheprovider \
+TI_ARCH=cuda part engine-on-gpu 120 "$PY" -m pytest -q -p no:cacheprovider "${XDIST[@]}" \
     tests/test_autodiff_ops.py tests/test_lang_fields.py tests/test_lang_math_semantics.py \
     tests/test_lang_parallel.py tests/test_lang_expressions.py tests/test_autodiff_matrix.py \
     --junitxml "$OUT/engine-on-gpu.xml"
-part lj-bench 300 "$PY" bench/gpu_lj.py --out "$OUT/lj.json" --repeats "${REPEATS:-1}"
+# the rest of the engine's autodiff and language tests, on the device (not all of them
+# compare values a GPU computes: their failures are read, not counted as the check's)
+TI_ARCH=cuda part engine-more 100 "$PY" -m pytest -q -p no:cacheprovider "${XDIST[@]}" -ra \
+    $(ls tests/test_autodiff_*.py tests/test_lang_*.py | grep -Ev \
+      'autodiff_(ops|matrix)|lang_(fields|math_semantics|parallel|expressions)\.py')
+part lj-bench 240 "$PY" bench/gpu_lj.py --out "$OUT/lj.json" --repeats "${REPEATS:-1}"
+# 64 gravity bodies: grad/run on the GPU and on this machine's CPU (bench/grad_cost.py)
+part grad-bench 150 bash -c "$PY bench/grad_cost.py --steps ${GRAD_STEPS:-8000} --device cuda \
+    && $PY bench/grad_cost.py --steps ${GRAD_STEPS:-8000} --device cpu"
 if [ "${GPU_CHECK_PTX:-0}" = 1 ]; then  # CI does this without a GPU; here on request
     cpu_checks 300
 fi
 say "done: $OUT"
+rm -rf "$WORK"

@@ -5,6 +5,7 @@ gravity bodies in 2-D, f64, velocity Verlet. Usage:
 
     python bench/grad_cost.py --steps 40000 --checkpoints 20 --threads 1
     python bench/grad_cost.py --steps 160000 --memory 64   # checkpoints that fit 64 MiB
+    python bench/grad_cost.py --steps 16000 --device cuda     # kernels on the GPU
     python bench/grad_cost.py --steps 4000 --integrator '{type: langevin, temperature: 0.01, friction: 1.0}'
 
 Besides time and peak RSS it prints what the binomial schedule's formula says the run must
@@ -50,11 +51,13 @@ CHILD = textwrap.dedent("""
     import json, resource, sys, time
     from pathlib import Path
     from simrun.scene import load_scene
-    job, scene_path, out, threads, checkpoints, memory = sys.argv[1:7]
+    job, scene_path, out, threads, checkpoints, memory, device = sys.argv[1:8]
     threads = int(threads)
     checkpoints = int(checkpoints) if int(checkpoints) >= 0 else None
     memory = int(memory) * 2**20 if int(memory) > 0 else None
     scene = load_scene(scene_path, allow_outside=True)
+    from simrun.lang.config import on_device
+    on_device(device).__enter__()
     t0, c0 = time.perf_counter(), time.process_time()
     if job == "run":
         from simrun.stepper import run_scene
@@ -74,10 +77,11 @@ CHILD = textwrap.dedent("""
 
 
 def measure(job: str, scene: Path, out: Path, threads: int, checkpoints: int,
-            memory_mib: int = 0, root: Path = REPO) -> dict:
+            memory_mib: int = 0, root: Path = REPO, device: str = "cpu") -> dict:
     env = {**os.environ, "PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1"}
     done = subprocess.run([sys.executable, "-c", CHILD, job, str(scene), str(out), str(threads),
-                           str(checkpoints), str(memory_mib)], capture_output=True, text=True,
+                           str(checkpoints), str(memory_mib), device], capture_output=True,
+                          text=True,
                           check=True, env=env, cwd=root)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -93,6 +97,7 @@ def main() -> None:
     parser.add_argument("--integrator", default="velocity_verlet",
                         help="the scene's integrator, e.g. '{type: langevin, temperature: "
                              "0.01, friction: 1.0}' (a thermostat: NVT gradients)")
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda: kernels on the GPU")
     parser.add_argument("--baseline", type=Path, default=None,
                         help="another checkout (e.g. main's) to measure in turn with this one")
     args = parser.parse_args()
@@ -106,9 +111,10 @@ def main() -> None:
         for r in range(args.rounds):
             for name, root in trees:
                 run = measure("run", scene, Path(tmp) / f"run{r}{name}", args.threads, 0,
-                              root=root)
+                              root=root, device=args.device)
                 grad = measure("grad", scene, Path(tmp) / f"grad{r}{name}", args.threads,
-                               -1 if args.memory else args.checkpoints, args.memory, root)
+                               -1 if args.memory else args.checkpoints, args.memory, root,
+                               args.device)
                 ratios[name].append((grad["wall_s"] / run["wall_s"],
                                      grad["cpu_s"] / run["cpu_s"]))
                 print(f"[{name}, load {os.getloadavg()[0]:.1f}] " + _line(args, run, grad),

@@ -1,5 +1,7 @@
 """Every kernel the suite compiles has its IR verified after each pass (simrun/lang/pipeline.py)."""
 
+import os
+
 import pytest
 
 from simrun.lang import pipeline
@@ -16,7 +18,14 @@ def _verify_ir_after_each_pass():
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked `gpu` need a CUDA device: skipped, with the reason, where none is found."""
+    """Tests marked `gpu` need a CUDA device: skipped, with the reason, where none is found.
+    Tests marked `cpu_only` (the CPU runtime's own promises) are skipped when TI_ARCH sends
+    every kernel to a GPU (bench/gpu_check.sh)."""
+    if os.environ.get("TI_ARCH", "").lower() in ("cuda", "gpu"):
+        for item in items:
+            if "cpu_only" in item.keywords:
+                item.add_marker(pytest.mark.skip(
+                    reason=f"the CPU runtime's own: {item.get_closest_marker('cpu_only').args[0]}"))
     gpu = [item for item in items if "gpu" in item.keywords]
     if not gpu:
         return

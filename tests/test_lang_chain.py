@@ -10,6 +10,8 @@ import simrun.lang as ti
 from simrun.lang.api import runtime
 from simrun.lang.runtime.chain import Chain
 
+pytestmark = pytest.mark.cpu_only("native chains post CPU tasks; a GPU runs launch by launch")
+
 
 @ti.kernel
 def axpy(x: ti.template(), y: ti.template(), a: float):

@@ -65,6 +65,7 @@ def test_results_independent_of_thread_count():
     np.testing.assert_array_equal(single[1], np.bincount((i * 7919) % 16, minlength=16))
 
 
+@pytest.mark.cpu_only("the fallback where no GPU is found")
 def test_gpu_arch_falls_back_to_cpu(capsys):
     ti.init(arch=ti.gpu)
     captured = capsys.readouterr()
@@ -129,6 +130,7 @@ def _run_cache_script(script, cache_dir):
     return result, int(n_compiles), float(seconds)
 
 
+@pytest.mark.cpu_only("it counts the CPU's LLVM compilations")
 def test_disk_cache_second_process_loads_without_compiling(tmp_path):
     script = tmp_path / "cached_kernel.py"
     script.write_text(CACHE_SCRIPT)

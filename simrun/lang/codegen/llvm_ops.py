@@ -259,7 +259,7 @@ def cast(b, value, src: DType, dst: DType):
     if src.is_float and dst.is_float:
         return b.fpext(value, t) if dst.bits > src.bits else b.fptrunc(value, t)
     if src.is_float:
-        return b.fptosi(value, t) if dst.kind == "i" else b.fptoui(value, t)
+        return _float_to_int(b, value, t) if dst.kind == "i" else b.fptoui(value, t)
     if dst.is_float:
         return b.sitofp(value, t) if src.kind == "i" else b.uitofp(value, t)
     sw, dw = value.type.width, t.width
@@ -268,6 +268,21 @@ def cast(b, value, src: DType, dst: DType):
     if dw < sw:
         return b.trunc(value, t)
     return b.sext(value, t) if src.kind == "i" else b.zext(value, t)
+
+
+def _float_to_int(b, x, t):
+    """Truncation toward zero; NaN and values outside the target (at least 32 bits wide)
+    give its minimum, then narrower targets wrap. That is x86's cvttss2si, which Taichi
+    follows; LLVM leaves such an fptosi undefined, and NVPTX and ARM saturate instead, so it
+    is spelled out: the same integers on every CPU and on the GPU."""
+    if isinstance(x.type, ir.HalfType):
+        x = b.fpext(x, ir.FloatType())
+    wide = t if t.width >= 32 else ir.IntType(32)
+    bound = float(2 ** (wide.width - 1))
+    inside = b.and_(b.fcmp_ordered(">=", x, ir.Constant(x.type, -bound)),
+                    b.fcmp_ordered("<", x, ir.Constant(x.type, bound)))
+    v = b.select(inside, b.fptosi(x, wide), ir.Constant(wide, -(2 ** (wide.width - 1))))
+    return v if wide is t else b.trunc(v, t)
 
 
 # ops whose LLVM is code; the float functions are lowered from ir/ops.py (emit_op)

@@ -14,7 +14,11 @@ and of the context a launch brings back only its return values and error slots.
 
 from __future__ import annotations
 
+import atexit
+import os
 import sys
+import time
+from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +29,40 @@ from .launch import CompiledKernel, KernelRuntimeError
 BLOCK = 256  # threads per block of every launch
 BLOCKS_PER_SM = 8
 HEAP_BYTES = 1 << 30
+
+
+class Profile:
+    """SIMRUN_CUDA_PROFILE=1 (or =FILE): every task launch and copy synchronised and timed,
+    a table of where the time went printed to stderr (or FILE) at exit. For finding the
+    launch that dominates a step; it makes every launch wait for the device."""
+
+    def __init__(self, target: str):
+        self.target = target
+        self.rows: dict = defaultdict(lambda: [0, 0.0, 0])  # key -> [count, seconds, bytes]
+        atexit.register(self.report)
+
+    def add(self, key: tuple, seconds: float, nbytes: int = 0) -> None:
+        row = self.rows[key]
+        row[0] += 1
+        row[1] += seconds
+        row[2] += nbytes
+
+    def report(self) -> None:
+        total = sum(r[1] for r in self.rows.values()) or 1.0
+        lines = [f"{'what':<44} {'count':>8} {'seconds':>9} {'share':>6} {'mean us':>9} MiB"]
+        for key, (n, sec, nbytes) in sorted(self.rows.items(), key=lambda kv: -kv[1][1]):
+            lines.append(f"{' '.join(map(str, key))[:44]:<44} {n:>8} {sec:>9.4f} "
+                         f"{sec / total:>6.1%} {1e6 * sec / n:>9.1f} {nbytes / 2**20:.1f}")
+        text = "\n".join(["[simrun] CUDA profile", *lines]) + "\n"
+        if self.target in ("1", "stderr"):
+            sys.stderr.write(text)
+        else:
+            with open(self.target, "a") as f:
+                f.write(text)
+
+
+_profile_target = os.environ.get("SIMRUN_CUDA_PROFILE")
+PROFILE = Profile(_profile_target) if _profile_target else None
 
 
 class CudaError(KernelRuntimeError):
@@ -113,11 +151,17 @@ class Device:
 
     def upload(self, dptr: int, arr: np.ndarray) -> None:
         if arr.nbytes:
+            t0 = time.perf_counter()
             self._check(self.driver.cuMemcpyHtoD(dptr, arr.ctypes.data, arr.nbytes))
+            if PROFILE:
+                PROFILE.add(("copy to device",), time.perf_counter() - t0, arr.nbytes)
 
     def download(self, arr: np.ndarray, dptr: int) -> None:
         if arr.nbytes:
+            t0 = time.perf_counter()
             self._check(self.driver.cuMemcpyDtoH(arr.ctypes.data, dptr, arr.nbytes))
+            if PROFILE:
+                PROFILE.add(("copy to host",), time.perf_counter() - t0, arr.nbytes)
 
     def free(self, dptr: int) -> None:
         self._check(self.driver.cuMemFree(dptr))
@@ -249,7 +293,13 @@ class CudaKernel(CompiledKernel):
         for k in range(len(self.fns)) if tasks is None else tasks:
             if k in ordered:  # codegen/cuda/order.py
                 dev.warn_ordered(self.name)
-            dev.launch(self.fns[k], self.dctx, self.serial[k] or k in ordered)
+            serial = self.serial[k] or k in ordered
+            t0 = time.perf_counter()
+            dev.launch(self.fns[k], self.dctx, serial)
+            if PROFILE:
+                dev.synchronize()
+                PROFILE.add((self.name, f"task{k}", "serial" if serial else "grid"),
+                            time.perf_counter() - t0)
         dev.synchronize()
         back = self.ctx[lay.ret_slot:lay.err_slot + ERR_SLOTS]  # what Python reads of it
         dev.download(back, self.dctx + 8 * lay.ret_slot)

@@ -2,7 +2,9 @@
 
 The task body is the CPU's `i64 task(ctx, tid, nthreads)` (emit.py), with tid the global
 thread index and nthreads the grid's thread count; a range task walks its iterations with a
-grid-stride loop instead of taking chunks, and its reductions and scatters are device
+grid-stride loop instead of taking chunks; a reduction (`total += ...` onto one place) adds
+into a thread's own partial, which one atomic adds to the target when the thread is done
+(fewer atomics, and a shorter chain of float roundings), and scatters are device
 atomics (float add is PTX's native `red.add`/`atom.add`; the rest are compare-and-swap
 loops LLVM expands). A `void` kernel, marked in nvvm.annotations, reads the thread ids from
 `llvm.nvvm.read.ptx.sreg.*` and calls the body; a serial task runs on thread 0 alone.
@@ -15,6 +17,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...ir.ops import MathFn
+from ..chunks import identity
 from ..emit import TaskEmitter
 from ..llvm_ops import cpu_math
 from ..llvm_types import I32, I64, PTR, i64c
@@ -92,8 +95,15 @@ class CudaTaskEmitter(TaskEmitter):
         def stride():
             b.store(b.add(b.load(k_p, typ=I64), self.nthreads), k_p)
 
+        reds = self._reduction_accumulators()
+        for dtype, acc, _, kind in reds:
+            b.store(identity(kind, dtype), acc)
         self._loop(lambda: b.icmp_signed("<", b.load(k_p, typ=I64), n), task.body, before,
                    stride)
+        if reds:  # one atomic a thread that had iterations, not one an iteration
+            with b.if_then(b.icmp_signed("<", self.tid, n)):
+                for _, acc, apply, _ in reds:
+                    apply(b.load(acc, typ=acc.allocated_type))
         self.index64 = None
         b.ret(i64c(0))
 

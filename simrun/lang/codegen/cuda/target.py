@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 from pathlib import Path
 
 TRIPLE = "nvptx64-nvidia-cuda"
@@ -28,11 +29,15 @@ def _nvidia_dirs() -> list[Path]:
 
 
 def find_nvidia_file(pattern: str) -> Path | None:
-    """The first file matching pattern (a glob below the wheels' folders or CUDA_HOME)."""
+    """The first file matching pattern: a glob below the wheels' folders, CUDA_HOME, the
+    toolkit of the nvcc on PATH, or /usr/local/cuda."""
     roots = _nvidia_dirs()
     home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
     if home:
         roots.append(Path(home))
+    nvcc = shutil.which("nvcc")  # a CUDA toolkit on PATH, or in its usual place
+    roots += [Path(nvcc).resolve().parents[1]] if nvcc else []
+    roots.append(Path("/usr/local/cuda"))
     for root in roots:
         for path in sorted(root.glob(pattern)):
             return path
