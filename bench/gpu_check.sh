@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
 # The GPU check of issue 33, in one command: bench/gpu_check.sh OUTDIR
 #
-# Runs, on the machine's first NVIDIA GPU: the `gpu` tests (tests/test_gpu.py), the engine's
-# value-comparing tests with TI_ARCH=cuda, and the LJ melt benchmark (bench/gpu_lj.py: 32,000
-# and 10^6 atoms, against JAX MD where jax_md imports). Everything it finds goes to OUTDIR:
-# summary.txt, one log per part, lj.json.
+# On the machine's first NVIDIA GPU, in this order (each part under its own time limit, so
+# that the whole fits a few minutes of device time): a smoke kernel; the `gpu` tests
+# (tests/test_gpu.py: every shipped scene's run and gradient against the CPU's); the
+# engine's value-comparing tests with TI_ARCH=cuda (engine-on-gpu), then the rest of its
+# autodiff and language tests (engine-more: read, not counted); the LJ melt benchmark
+# (bench/gpu_lj.py: 32,000 and 10^6 atoms, against JAX MD where jax_md imports); the
+# launch profile of a 10^6-atom melt step (SIMRUN_CUDA_PROFILE); grad/run of 64 gravity
+# bodies on the GPU and this machine's CPU (bench/grad_cost.py --device). OUTDIR gets at
+# most 8 files (a device tool's limit): summary.txt, one log per part, lj.json.
+#
 # The CPU-side checks (part cpu-checks: ptxas assembles the PTX of every kernel the tests
 # and shipped scenes compile, tests/test_cuda_ptx.py; the driver code on an emulated
 # device, tests/test_cuda_emulated.py) run where no GPU is found, and on a GPU machine
 # only with GPU_CHECK_PTX=1 (device time is short); GPU_CHECK_PTX=0 skips them anywhere.
-# No network: Python packages the machine lacks (llvmlite of our version, jax-md and the
-# packages it imports, ...) are installed with pip --no-index --no-deps --target from the
-# wheels in $SIMRUN_WHEELS (default: .whl in the checkout, else ../wheels beside it) into a
-# scratch folder put first on PYTHONPATH; a libdevice.10.bc under $SIMRUN_WHEELS/cuda/nvvm
-# is used where simrun finds none (CUDA_HOME). Without a usable GPU it says why in
+# No network: Python packages the machine lacks (jax-md and the packages it imports, or
+# another llvmlite) are installed with pip --no-index --no-deps --target from the wheels in
+# $SIMRUN_WHEELS (default: .whl in the checkout, else ../wheels beside it) into a scratch
+# folder put first on PYTHONPATH; a libdevice.10.bc under $SIMRUN_WHEELS/cuda/nvvm is used
+# where simrun finds none (CUDA_HOME). Without a usable GPU it says why in
 # OUTDIR/summary.txt, runs the CPU-side checks and exits with their status.
 set -uo pipefail
 OUT=${1:?usage: bench/gpu_check.sh OUTDIR}
@@ -22,7 +28,7 @@ mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
 PY=${PYTHON:-python3}
 WHEELS=${SIMRUN_WHEELS:-$ROOT/.whl}
 [ -d "$WHEELS" ] || WHEELS=$ROOT/../wheels
-WORK=$(mktemp -d)  # installed wheels and the kernel cache: scratch, not results
+WORK=$(mktemp -d)  # installed wheels, the kernel cache, the smaller logs: scratch
 export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH} MPLBACKEND=Agg PIP_NO_INDEX=1
 export SIMRUN_CACHE_DIR=${SIMRUN_CACHE_DIR:-$WORK/cache} PYTHONUNBUFFERED=1
 cd "$ROOT"
@@ -36,7 +42,7 @@ wheels=$(ls "$WHEELS"/*.whl 2> /dev/null | grep -Ev '/(jax|jaxlib|jax_cuda[0-9]*
 if [ -n "$wheels" ]; then
     # shellcheck disable=SC2086
     "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$WORK/site" $wheels \
-        > "$OUT/wheels.log" 2>&1 || say "some wheels did not install (see wheels.log)"
+        > "$WORK/wheels.log" 2>&1 || say "some wheels did not install: $(tail -1 "$WORK/wheels.log")"
     export PYTHONPATH=$ROOT:$WORK/site${PYTHONPATH#"$ROOT"}
 fi
 if [ -z "$("$PY" -c 'from simrun.lang.codegen.cuda.target import libdevice_path
@@ -47,14 +53,17 @@ say "python: $("$PY" -c 'import sys, llvmlite, numpy
 from simrun.lang.codegen.cuda.target import libdevice_path
 print(sys.version.split()[0], "llvmlite", llvmlite.__version__, "numpy", numpy.__version__,
       "libdevice", libdevice_path())' 2>&1 | tail -1)"
-XDIST=()  # the tests compile kernels on the CPU: spread them over its cores
+PYTEST=("$PY" -m pytest -q -p no:cacheprovider -rfE --tb=short)
 if "$PY" -c 'import xdist' 2> /dev/null && [ "$(nproc)" -ge 8 ]; then
-    XDIST=(-n 8)
+    PYTEST+=(-n 8)  # the tests compile kernels on the CPU: spread them over its cores
+fi
+if "$PY" -c 'import pytest_timeout' 2> /dev/null; then
+    PYTEST+=(--timeout 60)  # a test that hangs the device fails alone
 fi
 
 if ! why=$("$PY" -c 'from simrun.lang.runtime.cuda import device_status
-print(device_status() or "")' 2> "$OUT/import.log"); then
-    say "ERROR: simrun does not import with $PY: $(tail -1 "$OUT/import.log")"
+print(device_status() or "")' 2> "$WORK/import.log"); then
+    say "ERROR: simrun does not import with $PY: $(tail -1 "$WORK/import.log")"
     exit 1
 fi
 part() {  # part NAME SECONDS COMMAND...: run with a time limit, log, record the exit status
@@ -66,7 +75,7 @@ part() {  # part NAME SECONDS COMMAND...: run with a time limit, log, record the
 }
 cpu_checks() {  # no GPU needed: ptxas (nvidia-cuda-nvcc) and libdevice (nvidia-nvvm)
     part cpu-checks "$1" "$PY" -m pytest -q -p no:cacheprovider tests/test_cuda_ptx.py \
-        tests/test_cuda_emulated.py --junitxml "$OUT/cpu-checks.xml"
+        tests/test_cuda_emulated.py
 }
 
 if [ -n "$why" ]; then
@@ -79,40 +88,46 @@ if [ -n "$why" ]; then
 fi
 say "device: $(nvidia-smi -L 2>/dev/null | head -1 || echo 'nvidia-smi not found')"
 
-# the parts in order of what the check needs; on a first device run they take ~4 minutes
-part smoke 90 "$PY" -c 'import simrun.lang as ti
+cat > "$WORK/smoke.py" <<'PY'  # a kernel's source must be in a file
+import math
+
+import numpy as np
+
+import simrun.lang as ti
+
 ti.init(arch=ti.cuda, default_fp=ti.f64)
 assert ti.api.config.arch == "cuda", "fell back to the CPU"
-from simrun.lang.runtime.cuda import device
-d = device()
-print("sm", d.sm, "SMs", d.sms)
 x = ti.field(ti.f64, 1000, needs_grad=True)
 s = ti.field(ti.f64, (), needs_grad=True)
+
+
 @ti.kernel
 def f():
     for i in x:
         s[None] += ti.sin(x[i]) * x[i]
-x.from_numpy(__import__("numpy").linspace(0, 1, 1000))
+
+
+x.from_numpy(np.linspace(0, 1, 1000))
 with ti.ad.Tape(loss=s):
     f()
-print("sum", s[None], "grad[999]", x.grad[999])
-import math
-assert abs(x.grad[999] - (math.cos(1) + math.sin(1))) < 1e-12
-print("smoke ok")'
-part gpu-tests 150 "$PY" -m pytest -q -p no:cacheprovider -ra "${XDIST[@]}" -m gpu tests/test_gpu.py \
-    --junitxml "$OUT/gpu-tests.xml"
-TI_ARCH=cuda part engine-on-gpu 120 "$PY" -m pytest -q -p no:cacheprovider "${XDIST[@]}" \
+assert abs(x.grad[999] - (math.cos(1) + math.sin(1))) < 1e-12, x.grad[999]
+print("smoke ok: sum", s[None])
+PY
+timeout 60 "$PY" "$WORK/smoke.py" > "$WORK/smoke.log" 2>&1
+say "smoke: exit $? ($(tail -1 "$WORK/smoke.log"))"
+part gpu-tests 110 "${PYTEST[@]}" -m gpu tests/test_gpu.py
+TI_ARCH=cuda part engine-on-gpu 80 "${PYTEST[@]}" \
     tests/test_autodiff_ops.py tests/test_lang_fields.py tests/test_lang_math_semantics.py \
-    tests/test_lang_parallel.py tests/test_lang_expressions.py tests/test_autodiff_matrix.py \
-    --junitxml "$OUT/engine-on-gpu.xml"
+    tests/test_lang_parallel.py tests/test_lang_expressions.py tests/test_autodiff_matrix.py
 # the rest of the engine's autodiff and language tests, on the device (not all of them
 # compare values a GPU computes: their failures are read, not counted as the check's)
-TI_ARCH=cuda part engine-more 100 "$PY" -m pytest -q -p no:cacheprovider "${XDIST[@]}" -ra \
-    $(ls tests/test_autodiff_*.py tests/test_lang_*.py | grep -Ev \
+TI_ARCH=cuda part engine-more 50 "${PYTEST[@]}" \
+    $(ls tests/test_autodiff_*.py tests/test_lang_*.py tests/test_neighbor_build.py | grep -Ev \
       'autodiff_(ops|matrix)|lang_(fields|math_semantics|parallel|expressions)\.py')
-part lj-bench 240 "$PY" bench/gpu_lj.py --out "$OUT/lj.json" --repeats "${REPEATS:-1}"
+part lj-bench 100 "$PY" bench/gpu_lj.py --out "$OUT/lj.json" --repeats "${REPEATS:-1}"
+part profile 40 "$PY" bench/gpu_lj.py --profile 63
 # 64 gravity bodies: grad/run on the GPU and on this machine's CPU (bench/grad_cost.py)
-part grad-bench 150 bash -c "$PY bench/grad_cost.py --steps ${GRAD_STEPS:-8000} --device cuda \
+part grad-bench 40 bash -c "$PY bench/grad_cost.py --steps ${GRAD_STEPS:-8000} --device cuda \
     && $PY bench/grad_cost.py --steps ${GRAD_STEPS:-8000} --device cpu"
 if [ "${GPU_CHECK_PTX:-0}" = 1 ]; then  # CI does this without a GPU; here on request
     cpu_checks 300

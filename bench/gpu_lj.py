@@ -13,6 +13,7 @@ the loops whose float atomics race (the forces' scatter, the energy's sum) on on
 at 32,000 atoms over a few steps, for what it costs. Results are written after each row.
 
     python bench/gpu_lj.py --out RESULTS.json [--repeats 3] [--skip-jax] [--sizes 20 63]
+    python bench/gpu_lj.py --profile 63   # where a step's time goes (SIMRUN_CUDA_PROFILE)
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -54,11 +56,18 @@ def measure(repeats: int, fn, *args) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--profile", type=int, metavar="CELLS",
+                        help="print the launch profile of one run at 4 CELLS^3 atoms")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip-jax", action="store_true")
     parser.add_argument("--sizes", type=int, nargs="+", default=list(STEPS))
     args = parser.parse_args()
+    if args.profile:
+        profile(args.profile)
+        return
+    if args.out is None:
+        parser.error("--out is required (or --profile)")
     jax_ok = not args.skip_jax and importlib.util.find_spec("jax_md") is not None
     rows = []
     sizes = [(cells, STEPS.get(cells, 20), False) for cells in args.sizes]
@@ -76,6 +85,18 @@ def main() -> None:
         rows.append(row)
         print(json.dumps(row), flush=True)
         args.out.write_text(json.dumps({"jax_md": jax_ok, "rows": rows}, indent=2) + "\n")
+
+
+def profile(cells: int) -> None:
+    """Every launch and copy of one run, synchronised and timed (runtime/cuda.py's Profile)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        table = Path(tmp) / "profile.txt"
+        os.environ["SIMRUN_CUDA_PROFILE"] = str(table)
+        steps = STEPS.get(cells, 20)
+        seconds = simrun_cuda(cells, steps)
+        print(f"{4 * cells ** 3} atoms, {steps} steps: {seconds:.3f} s stepping (profiled: "
+              "every launch waits for the device)")
+        print(table.read_text())
 
 
 if __name__ == "__main__":

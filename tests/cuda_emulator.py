@@ -11,7 +11,7 @@ import ctypes
 
 import numpy as np
 
-from simrun.lang import api, pipeline
+from simrun.lang import api
 from simrun.lang.codegen.layout import STACK_BYTES
 from simrun.lang.compiler import compile_kernel
 from simrun.lang.runtime.cuda import Device
@@ -24,6 +24,7 @@ class EmulatedDevice(Device):
         self.copies: dict = {}
         self.moved = {"up": 0, "down": 0}  # bytes copied each way
         self.transfers: list = []  # ("up" | "down", bytes) of every copy, in order
+        self.named: list = []  # ("up" | "down", what, bytes): the field's name, where known
         self.kirs: dict = {}  # kernel name -> its IR, as the pipeline last produced it
         self.cpu: dict = {}   # id(kir) -> (kir, its CPU CompiledKernel): kir kept alive
         self.launches = 0
@@ -33,9 +34,9 @@ class EmulatedDevice(Device):
         self.stacks = self.alloc(self.threads * STACK_BYTES)
 
     def capture(self, kir, pass_name: str) -> None:
-        """pipeline.checks hook: the IR each kernel is compiled from."""
-        if pass_name == pipeline.passes("primal", "")[-1][0]:
-            self.kirs[kir.name] = kir
+        """pipeline.checks hook: the IR each kernel is compiled from (after its last pass,
+        which the passes a mode and unread outputs choose make the last call here)."""
+        self.kirs[kir.name] = kir
 
     def alloc(self, nbytes: int) -> int:
         buf = np.zeros(max(8, nbytes), dtype=np.uint8)
@@ -45,15 +46,17 @@ class EmulatedDevice(Device):
     def free(self, dptr: int) -> None:
         del self.buffers[dptr]
 
-    def upload(self, dptr: int, arr: np.ndarray) -> None:
+    def upload(self, dptr: int, arr: np.ndarray, what: str = "") -> None:
         ctypes.memmove(dptr, arr.ctypes.data, arr.nbytes)
         self.moved["up"] += arr.nbytes
         self.transfers.append(("up", arr.nbytes))
+        self.named.append(("up", what, arr.nbytes))
 
-    def download(self, arr: np.ndarray, dptr: int) -> None:
+    def download(self, arr: np.ndarray, dptr: int, what: str = "") -> None:
         ctypes.memmove(arr.ctypes.data, dptr, arr.nbytes)
         self.moved["down"] += arr.nbytes
         self.transfers.append(("down", arr.nbytes))
+        self.named.append(("down", what, arr.nbytes))
 
     def load(self, ptx: str):
         assert ".entry" in ptx

@@ -128,6 +128,18 @@ def test_cli_refuses_scenes_that_do_not_sample_the_canonical_ensemble(
     assert not (tmp_path / "g").exists()
 
 
+def test_too_few_frames_for_the_error_blocks_is_refused_before_the_run(tmp_path: Path) -> None:
+    """A run too short for the jackknife's 20 blocks of two frames is bad input, said
+    before sampling, with the least --steps that works (which then runs)."""
+    args = ("grad", str(OSCILLATORS), "--method", "ensemble", "--wrt", "energy.0.params.k")
+    done = _cli(*args, "--steps", "20", "--out", str(tmp_path / "short"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "give 16 frames" in done.stderr and "--steps 49" in done.stderr, done.stderr
+    assert not (tmp_path / "short" / "sampling").exists()
+    done = _cli(*args, "--steps", "49", "--out", str(tmp_path / "least"))
+    assert done.returncode == 0, done.stderr
+
+
 def test_ensemble_only_observables_and_keys_are_refused_clearly(tmp_path: Path) -> None:
     with pytest.raises(SceneError, match="only --method ensemble"):
         from simrun.adjoint.keys import parse_key

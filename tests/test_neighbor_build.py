@@ -40,9 +40,11 @@ def brute_force(x: np.ndarray, side: float | None, half: bool) -> list[list[int]
 
 
 def build(x: np.ndarray, side: float | None, half: bool = True,
-          capacity: int | None = None, spare: list[int] | None = None) -> NeighborList:
+          capacity: int | None = None, spare: list[int] | None = None,
+          parallel: bool = False) -> NeighborList:
     """A bounds-checked (debug) build of the list for positions ``x`` (``spare`` gets how
-    many particles of one cell the search's scratch held before the build)."""
+    many particles of one cell the search's scratch held before the build); ``parallel``:
+    the kernels a GPU runs (_bin_parallel, _search_parallel), here on the CPU."""
     n, dim = x.shape
     ti.init(arch=ti.cpu, default_fp=ti.f64, debug=True)
     boundary = SimpleNamespace(type="none" if side is None else "periodic",
@@ -51,6 +53,7 @@ def build(x: np.ndarray, side: float | None, half: bool = True,
     positions.from_numpy(x)
     nl = NeighborList(CUTOFF, SKIN, x, boundary, ti.f64, box_values(ti, boundary, dim, ti.f64),
                       capacity, half)
+    nl.parallel = parallel
     if spare is not None:
         spare.append(nl.unsorted.shape[1])
     nl.build(positions)
@@ -87,14 +90,15 @@ def random_positions(rng: np.random.Generator, n: int, dim: int, side: float) ->
 SIDES = [1.3, 2.2, 2.9999, 3.0001, 3.6, 4.3]
 
 
+@pytest.mark.parametrize("parallel", [False, True])
 @pytest.mark.parametrize("dim", [2, 3])
 @pytest.mark.parametrize("sides", SIDES)
-def test_periodic_list_equals_brute_force(dim, sides):
+def test_periodic_list_equals_brute_force(dim, sides, parallel):
     rng = np.random.default_rng(int(sides * 1e4) + dim)
     side = sides * REACH
     n = int(0.6 * side ** dim) if dim == 3 else int(2.0 * side ** dim)
     x = random_positions(rng, max(n, 12), dim, side)
-    nl = build(x, side)
+    nl = build(x, side, parallel=parallel)
     expected = brute_force(x, side, half=True)
     assert rows_of(nl, x, side) == expected
     assert nl.grid.to_numpy().tolist() == [max(int(sides), 1)] * dim  # the threshold side
@@ -117,13 +121,33 @@ def test_open_list_equals_brute_force_with_a_crowded_cell(dim):
     assert nl.unsorted.shape[1] >= int(nl.fullest[None])
 
 
+@pytest.mark.parametrize("parallel", [False, True])
 @pytest.mark.parametrize("dim,side", [(2, None), (3, None), (2, 2.2 * REACH), (3, 3.6 * REACH)])
-def test_full_list_equals_brute_force(dim, side):
+def test_full_list_equals_brute_force(dim, side, parallel):
     """half=False (bench/lj_neighbors.py's full list): every j != i, in the same order."""
     rng = np.random.default_rng(7 + dim)
     x = random_positions(rng, 150, dim, side or 9.0)
-    assert rows_of(build(x, side, half=False, capacity=149), x, side) == \
+    assert rows_of(build(x, side, half=False, capacity=149, parallel=parallel), x, side) == \
         brute_force(x, side, half=False)
+
+
+@pytest.mark.parametrize("half", [True, False])
+@pytest.mark.parametrize("dim,side", [(2, None), (3, None), (2, 1.3 * REACH),
+                                      (3, 2.2 * REACH), (3, 4.3 * REACH)])
+def test_parallel_build_equals_the_serial_one_entry_for_entry(dim, side, half):
+    """The GPU's kernels make the CPU's cells and rows, in the same order (so a GPU's
+    forces add the same pairs in the same order), with an open crowded cell too."""
+    rng = np.random.default_rng(11 + dim)
+    x = random_positions(rng, 300, dim, side or 9.0)
+    if side is None:
+        x[:40] = rng.uniform(2.0, 2.3, (40, dim))
+    names = ("cell_start", "cell_particles", "cell_x", "neighbors", "fullest", "longest",
+             "x_ref")
+    serial, parallel = ({name: getattr(nl, name).to_numpy() for name in names}
+                        for nl in (build(x, side, half, capacity=299, parallel=p)
+                                   for p in (False, True)))
+    for name in names:
+        assert np.array_equal(serial[name], parallel[name]), name
 
 
 def test_overflow_names_the_longest_row_and_what_to_set():

@@ -43,6 +43,29 @@ def sampling_defaults(steps: int, every: int | None, equilibrate: int | None
 MIN_BLOCK_TAUS = 3.0  # blocks shorter than this many correlation times: errors too small
 
 
+def require_frames(steps: int, every: int | None, equilibrate: int | None,
+                   blocks: int) -> None:
+    """SceneError before the run where it cannot sample the two frames a block that the
+    jackknife's errors need (``every`` and ``equilibrate`` as given: None for defaults)."""
+    def frames(n: int) -> int:
+        e, q = sampling_defaults(n, every, equilibrate)
+        return n // e - q // e
+
+    if frames(steps) >= 2 * blocks:
+        return
+    least = steps
+    while frames(least) < 2 * blocks:
+        least = max(least + 1, least * 2 * blocks // max(frames(least), 1))
+    while frames(least - 1) >= 2 * blocks:  # the search may overshoot: back to the least
+        least -= 1
+    e, q = sampling_defaults(steps, every, equilibrate)
+    raise SceneError(
+        f"--method ensemble: {steps} steps, sampled every {e} after the first {q}, give "
+        f"{max(frames(steps), 0)} frames, and its error estimate needs at least {2 * blocks} "
+        f"({blocks} blocks of two): run at least {least} steps (--steps {least}), or "
+        "sample more often (--sample-every) or discard fewer (--equilibrate).")
+
+
 @dataclass
 class Samples:
     """Frames of a thermostatted run after equilibration, and what the run decided."""
@@ -189,6 +212,7 @@ def ensemble_gradient(scene: Scene, wrt: list[str], folder: Path, *, steps: int 
     require_canonical(scene)
     keys = [parse_ensemble_key(scene, text) for text in wrt]
     steps = steps or scene.steps
+    require_frames(steps, every, equilibrate, blocks)
     every, equilibrate = sampling_defaults(steps, every, equilibrate)
     t0 = time.perf_counter()
     samples = sample(sampling_scene(scene, steps, every), folder, equilibrate, threads,

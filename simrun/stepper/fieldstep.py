@@ -51,12 +51,22 @@ def flat_index(kernel, name: str) -> int | None:
 
 def chainable(kernel, args) -> tuple | None:
     """(compiled variant, flat scalar arguments) of a launch a chain can make, else None."""
+    found = direct_launch(kernel, args)
+    if found is None or not found[0].chainable:
+        return None  # not chainable: a GPU kernel (--device cuda) launches one by one
+    return found
+
+
+def direct_launch(kernel, args) -> tuple | None:
+    """(compiled variant, flat scalar arguments) of a launch the stepper can make without a
+    Python kernel call, else None. Such a call keeps what a later ``kernel.grad()`` would
+    need (the fields the launch overwrites): on a GPU, a download of x and v every step."""
     prepare = getattr(kernel, "prepare", None)  # simrun.lang kernels (not grad_replaced ones)
     if prepare is None:
         return None
     compiled, flat, arrays = prepare(args, "primal")
-    if arrays or compiled.uses_random or compiled.ndarray_slots or not compiled.chainable:
-        return None  # not chainable: a GPU kernel (--device cuda) launches one by one
+    if arrays or compiled.uses_random or compiled.ndarray_slots:
+        return None
     return compiled, flat
 
 
@@ -118,7 +128,13 @@ class FieldStepper:
 
     def _launch(self, kernel, args) -> tuple | Callable[[], None]:
         found = chainable(kernel, args)
-        return found if found is not None else (lambda: kernel(*args))
+        if found is not None:
+            return found
+        direct = direct_launch(kernel, args)  # a GPU's: launched one by one
+        if direct is None:
+            return lambda: kernel(*args)
+        compiled, flat = direct
+        return lambda: compiled.launch(flat) if not recording() else kernel(*args)
 
     def _control_launches(self) -> list | None:
         """[((compiled, flat), index of `step` in flat or None)] of the controller kernels,

@@ -137,6 +137,54 @@ def _bin(x: ti.template(), x_ref: ti.template(), box_low: ti.template(),
         cell_fill[c] += 1
 
 
+@ti.kernel
+def _bin_parallel(x: ti.template(), x_ref: ti.template(), box_low: ti.template(),
+                  box_high: ti.template(), periodic: ti.template(), grid: ti.template(),
+                  grid_low: ti.template(), grid_width: ti.template(),
+                  cell_start: ti.template(), cell_fill: ti.template(),
+                  cell_particles: ti.template(), cell_x: ti.template(), fullest: ti.template(),
+                  dim: ti.template()):
+    """_bin's cells from parallel loops (a GPU runs _bin's on one thread): counts and
+    places by integer atomics, one running sum over the cells, then each cell's particles
+    sorted by index, so every cell holds what _bin puts there, in the same order."""
+    ncells = 1
+    for d in ti.static(range(dim)):
+        ncells *= grid[None][d]
+    for c in range(ncells + 1):
+        cell_start[c] = 0
+        cell_fill[c] = 0
+    for i in range(x.shape[0]):
+        x_ref[i] = x[i]
+        c = _linear(_cell_coords(_wrapped(x[i], box_low, box_high, periodic), grid, grid_low,
+                                 grid_width), grid, dim)
+        ti.atomic_add(cell_start[c + 1], 1)
+    ti.loop_config(serialize=True)
+    for _ in range(1):
+        running = 0
+        most = 0
+        for c in range(ncells):
+            count = cell_start[c + 1]
+            most = ti.max(most, count)
+            running += count
+            cell_start[c + 1] = running
+        fullest[None] = most
+    for i in range(x.shape[0]):
+        c = _linear(_cell_coords(_wrapped(x[i], box_low, box_high, periodic), grid, grid_low,
+                                 grid_width), grid, dim)
+        cell_particles[cell_start[c] + ti.atomic_add(cell_fill[c], 1)] = i
+    for c in range(ncells):  # insertion sort: a cell holds a few dozen at most
+        first, last = cell_start[c], cell_start[c + 1]
+        for a in range(first + 1, last):
+            moving = cell_particles[a]
+            b = a - 1
+            while b >= first and cell_particles[ti.max(b, 0)] > moving:
+                cell_particles[b + 1] = cell_particles[b]
+                b -= 1
+            cell_particles[b + 1] = moving
+    for slot in range(x.shape[0]):
+        cell_x[slot] = _wrapped(x[cell_particles[slot]], box_low, box_high, periodic)
+
+
 @ti.func
 def _coords(cell, grid: ti.template(), dim: ti.template()):
     """Grid coordinates of a linear cell index (the inverse of ``_linear``)."""
@@ -282,6 +330,61 @@ def _search(box_low: ti.template(), box_high: ti.template(), periodic: ti.templa
         ti.atomic_max(longest[None], most)
 
 
+@ti.kernel
+def _search_parallel(box_low: ti.template(), box_high: ti.template(), periodic: ti.template(),
+                     grid: ti.template(), cell_start: ti.template(),
+                     cell_particles: ti.template(), cell_x: ti.template(),
+                     neighbors: ti.template(), reach2: float, cut2: float,
+                     longest: ti.template(), dim: ti.template(), half: ti.template(),
+                     fold: ti.template()):
+    """_search's rows with one thread a particle and no scratch (a GPU runs _search's 256
+    lanes on 256 threads): each row walks the 3^dim cells twice, taking the partners
+    within the cutoff, then those in the skin, each in the cells' order, so the rows are
+    _search's, entry for entry. Threads take the particles in cell order: neighbouring
+    threads read the same cells."""
+    longest[None] = 0
+    box = box_high[None] - box_low[None]
+    ncells = 1
+    for d in ti.static(range(dim)):
+        ncells *= grid[None][d]
+    capacity = neighbors.shape[1] - 1
+    for home_slot in range(cell_particles.shape[0]):
+        lo, hi = 0, ncells  # the home cell: the last whose start is at or before home_slot
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if cell_start[mid] <= home_slot:
+                lo = mid
+            else:
+                hi = mid
+        home = _coords(lo, grid, dim)
+        i = cell_particles[home_slot]
+        found = 0
+        for skin in ti.static(range(2)):
+            for s in range(3 ** dim):
+                cell, shift, inside = _around(home, s, box, grid, periodic, dim)
+                if inside == 1:
+                    origin = cell_x[home_slot] - shift
+                    for slot in range(cell_start[cell], cell_start[cell + 1]):
+                        j = cell_particles[slot]
+                        r = cell_x[slot] - origin
+                        if ti.static(fold):
+                            r = min_image(r, box_low, box_high, periodic)
+                        r2 = r.dot(r)
+                        take = j != i
+                        if ti.static(half):
+                            take = j > i
+                        if ti.static(skin):
+                            take = take and r2 >= cut2 and r2 < reach2
+                        else:
+                            take = take and r2 < cut2
+                        if take:
+                            found += 1
+                            if found <= capacity:
+                                neighbors[i, found] = j
+        neighbors[i, 0] = ti.min(found, capacity)
+        ti.atomic_max(longest[None], found)
+
+
 class NeighborListOverflow(Exception):
     """A row needed more room than the list holds (the message says what to set)."""
 
@@ -333,6 +436,8 @@ class NeighborList:
             self.grid_width[None] = (extent / cells).tolist()
         self.built = False
         self.rebuilds = 0
+        # a GPU runs _bin's serial loops and _search's 256 lanes on that many threads
+        self.parallel = ti.api.config.arch == "cuda"
 
     def update(self, x: Any) -> bool:
         """Rebuild the list if any particle moved more than half the skin since the last
@@ -352,9 +457,10 @@ class NeighborList:
         if not self.periodic:
             _open_grid(x, self.grid, self.grid_low, self.grid_width, self.reach,
                        self.max_cells, self.dim)
-        _bin(x, self.x_ref, b["box_low"], b["box_high"], b["periodic"], self.grid,
-             self.grid_low, self.grid_width, self.cell_start, self.cell_fill,
-             self.cell_particles, self.cell_x, self.fullest, self.dim)
+        (_bin_parallel if self.parallel else _bin)(
+            x, self.x_ref, b["box_low"], b["box_high"], b["periodic"], self.grid,
+            self.grid_low, self.grid_width, self.cell_start, self.cell_fill,
+            self.cell_particles, self.cell_x, self.fullest, self.dim)
 
     def _scratch(self, fullest: int) -> Any:
         """Each lane's rows for gathering a home cell's rows unsorted: one per particle of
@@ -363,6 +469,13 @@ class NeighborList:
 
     def search(self) -> None:
         """Fill the rows from the cells ``bin`` made (the second half of a build)."""
+        b = self.box
+        if self.parallel:
+            _search_parallel(b["box_low"], b["box_high"], b["periodic"], self.grid,
+                             self.cell_start, self.cell_particles, self.cell_x,
+                             self.neighbors, self.reach ** 2, self.cutoff ** 2, self.longest,
+                             self.dim, self.half, self.fold)
+            return
         fullest = int(self.fullest[None])
         needed = 4 * self.lanes * 2 * fullest * (self.capacity + 2 * fullest)
         if self.unsorted.shape[1] < fullest and needed > (machine_memory() or needed):
@@ -374,7 +487,6 @@ class NeighborList:
                 "strong).")
         if self.unsorted.shape[1] < fullest:
             self.unsorted = self._scratch(2 * fullest)
-        b = self.box
         _search(b["box_low"], b["box_high"], b["periodic"], self.grid, self.cell_start,
                 self.cell_particles, self.cell_x, self.unsorted, self.neighbors,
                 self.reach ** 2, self.cutoff ** 2, self.longest, self.dim, self.half,

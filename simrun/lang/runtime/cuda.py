@@ -149,19 +149,19 @@ class Device:
     def alloc(self, nbytes: int) -> int:
         return int(self._check(self.driver.cuMemAlloc(max(8, nbytes))))
 
-    def upload(self, dptr: int, arr: np.ndarray) -> None:
+    def upload(self, dptr: int, arr: np.ndarray, what: str = "") -> None:
         if arr.nbytes:
             t0 = time.perf_counter()
             self._check(self.driver.cuMemcpyHtoD(dptr, arr.ctypes.data, arr.nbytes))
             if PROFILE:
-                PROFILE.add(("copy to device",), time.perf_counter() - t0, arr.nbytes)
+                PROFILE.add(("copy to device", what), time.perf_counter() - t0, arr.nbytes)
 
-    def download(self, arr: np.ndarray, dptr: int) -> None:
+    def download(self, arr: np.ndarray, dptr: int, what: str = "") -> None:
         if arr.nbytes:
             t0 = time.perf_counter()
             self._check(self.driver.cuMemcpyDtoH(arr.ctypes.data, dptr, arr.nbytes))
             if PROFILE:
-                PROFILE.add(("copy to host",), time.perf_counter() - t0, arr.nbytes)
+                PROFILE.add(("copy to host", what), time.perf_counter() - t0, arr.nbytes)
 
     def free(self, dptr: int) -> None:
         self._check(self.driver.cuMemFree(dptr))
@@ -176,7 +176,7 @@ class Device:
             c = self.copies[id(f)] = _Copy(f, self.alloc(arr.nbytes), arr)
             f._sync = self.to_host
         if c.host_newer:
-            self.upload(c.dptr, arr)
+            self.upload(c.dptr, arr, getattr(f, "name", "field"))
             c.host_newer = False
         return c.dptr
 
@@ -193,7 +193,7 @@ class Device:
         if c is None:
             return
         if c.device_newer:
-            self.download(c.array, c.dptr)
+            self.download(c.array, c.dptr, getattr(f, "name", "field"))
             c.device_newer = False
         c.host_newer = c.host_newer or write
 
