@@ -8,7 +8,7 @@
 # autodiff and language tests (engine-more: read, not counted); the LJ melt benchmark
 # (bench/gpu_lj.py: 32,000 and 10^6 atoms, against JAX MD where jax_md imports); the
 # launch profile of a 10^6-atom melt step (SIMRUN_CUDA_PROFILE); grad/run of 64 gravity
-# bodies on the GPU and this machine's CPU (bench/grad_cost.py --device). OUTDIR gets at
+# bodies and diffmpm's optimize iterations on the GPU and this machine's CPU. OUTDIR gets at
 # most 8 files (a device tool's limit): summary.txt, one log per part, lj.json.
 #
 # The CPU-side checks (part cpu-checks: ptxas assembles the PTX of every kernel the tests
@@ -126,9 +126,19 @@ TI_ARCH=cuda part engine-more 50 "${PYTEST[@]}" \
       'autodiff_(ops|matrix)|lang_(fields|math_semantics|parallel|expressions)\.py')
 part lj-bench 100 "$PY" bench/gpu_lj.py --out "$OUT/lj.json" --repeats "${REPEATS:-1}"
 part profile 40 "$PY" bench/gpu_lj.py --profile 63
-# 64 gravity bodies: grad/run on the GPU and on this machine's CPU (bench/grad_cost.py)
-part grad-bench 40 bash -c "$PY bench/grad_cost.py --steps ${GRAD_STEPS:-8000} --device cuda \
-    && $PY bench/grad_cost.py --steps ${GRAD_STEPS:-8000} --device cpu"
+# jobs on the GPU and on this machine's CPU: grad/run of 64 gravity bodies
+# (bench/grad_cost.py) and DiffTaichi's diffmpm optimize iterations (loss.csv's wall_s)
+cat > "$WORK/jobs.sh" <<SH
+for device in cuda cpu; do
+    $PY bench/grad_cost.py --steps ${GRAD_STEPS:-8000} --device \$device
+done
+for device in cuda cpu; do
+    $PY -m simrun.cli optimize scenes/diffmpm.yaml --iterations 3 --no-render -q \\
+        --device \$device --no-reproducible --out $WORK/diffmpm-\$device > /dev/null \\
+        && echo "diffmpm \$device: \$(tr '\\n' ' ' < $WORK/diffmpm-\$device/loss.csv)"
+done
+SH
+part jobs-bench 90 bash "$WORK/jobs.sh"
 if [ "${GPU_CHECK_PTX:-0}" = 1 ]; then  # CI does this without a GPU; here on request
     cpu_checks 300
 fi

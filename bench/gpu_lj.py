@@ -9,7 +9,7 @@ the checkout); a peer that fails is recorded with its error, not fatal.
 simrun's jobs ask for reproducible bits (ti.init(deterministic=True)), which on a GPU runs
 the loops whose float atomics race (the forces' scatter, the energy's sum) on one GPU thread
 (codegen/cuda/order.py). The rows time simrun as JAX MD runs, with atomics on every thread
-(its `simrun_cuda`, deterministic=False), and the reproducible mode (`simrun_cuda_reproducible`)
+(its `simrun_cuda`, `--no-reproducible`), and the reproducible mode (`simrun_cuda_reproducible`)
 at 32,000 atoms over a few steps, for what it costs. Results are written after each row.
 
     python bench/gpu_lj.py --out RESULTS.json [--repeats 3] [--skip-jax] [--sizes 20 63]
@@ -33,17 +33,8 @@ from lj_melt import jax_md, simrun  # noqa: E402 (a sibling script, not a packag
 
 STEPS = {20: 100, 63: 20}  # cells -> steps: 32,000 and 1,000,188 atoms
 REPRODUCIBLE_STEPS = 5  # the one-thread loops at 32,000 atoms: seconds a step
-# `simrun` with the engine's atomics on every GPU thread: its jobs' ti.init without
-# deterministic=True (as bench/grad_mpm.py measures the CPU's mode)
-ATOMICS_CLI = ("-c", "import sys, simrun.stepper.system as s\n"
-               "init = s.System.__init__\n"
-               "s.System.__init__ = lambda self, *a, **k: init(self, *a, **{**k, "
-               "'deterministic': False})\n"
-               "from simrun.cli import main\nmain()\n")
-
-
 def simrun_cuda(cells: int, steps: int, reproducible: bool = False) -> float:
-    return simrun(cells, steps, 1, "cuda", *(() if reproducible else (ATOMICS_CLI,)))[0]
+    return simrun(cells, steps, 1, "cuda", reproducible=reproducible)[0]
 
 
 def measure(repeats: int, fn, *args) -> dict:

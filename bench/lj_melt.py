@@ -133,9 +133,10 @@ def jax_md(cells: int, steps: int, threads: int, platform: str = "cpu") -> float
 
 
 def simrun(cells: int, steps: int, threads: int, device: str = "cpu",
-           cli: tuple = ("-m", "simrun.cli")) -> tuple[float, float]:
+           reproducible: bool = True) -> tuple[float, float]:
     """(stepping seconds, peak RSS in MiB) of ``simrun run lj_melt.yaml`` at 4 cells^3
-    (``device`` "cuda": ``--device cuda``, on the GPU; ``cli``: how Python starts simrun)."""
+    (``device`` "cuda": ``--device cuda``, on the GPU; ``reproducible`` False:
+    ``--no-reproducible``)."""
     side = cells * CELL
     sets = [f"particles.count={4 * cells ** 3}", f"initial.shape=[{cells}, {cells}, {cells}]",
             f"boundary.high=[{side!r}, {side!r}, {side!r}]", f"steps={steps}",
@@ -144,8 +145,10 @@ def simrun(cells: int, steps: int, threads: int, device: str = "cpu",
         cmd = [sys.executable, "-c",  # a parent that reports its child's peak RSS
                "import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True); "
                "print('RSS', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)",
-               sys.executable, *cli, "run", str(SCENE), "--out", f"{tmp}/r", "--no-render", "--threads",
-               str(threads), "--device", device, *[a for s in sets for a in ("--set", s)]]
+               sys.executable, "-m", "simrun.cli", "run", str(SCENE), "--out", f"{tmp}/r",
+               "--no-render", "--threads", str(threads), "--device", device,
+               *(() if reproducible else ("--no-reproducible",)),
+               *[a for s in sets for a in ("--set", s)]]
         out = subprocess.run(cmd, capture_output=True, text=True, check=True,
                              env={**os.environ, "MPLBACKEND": "Agg"}).stdout
         info = json.loads(Path(f"{tmp}/r/run.json").read_text())

@@ -9,6 +9,7 @@ in an order the scheduler chose: positions 1e-12 apart after a few steps, and ch
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -96,3 +97,31 @@ def test_ctrl_c_at_a_random_moment_then_resume_gives_the_uninterrupted_bits(
     whole = simrun("run", *common, "--out", "whole", cwd=tmp_path)
     assert whole.returncode == 0, whole.stderr
     _same_bits(tmp_path / "cut", tmp_path / "whole")
+
+
+def test_no_reproducible_reaches_the_engine_and_is_kept_by_resume(tmp_path: Path) -> None:
+    """--no-reproducible: every System of the job inits the engine with deterministic=False
+    (a GPU's scatters then run on every thread); run.json records it, and a resume keeps
+    it. Without the flag, and for a plain System, the engine orders its float adds."""
+    from simrun.lang import api
+    from simrun.lang.config import ordered_floats
+    from simrun.scene.initial import initial_state
+    from simrun.stepper.system import System
+
+    scene = load_scene(REPO / "scenes" / "gravity.yaml")
+    x0 = initial_state(scene)[0]
+    for on in (True, False):
+        with ordered_floats(on):
+            System(scene, x0)
+            assert api.runtime().deterministic is on
+    System(scene, x0)
+    assert api.runtime().deterministic is True
+    out = tmp_path / "run"
+    _run("gravity.yaml", out, "--no-reproducible")
+    record = out / "run.json"
+    assert json.loads(record.read_text())["options"]["reproducible"] is False
+    done = simrun("resume", str(out), "--steps", str(2 * STEPS), "-q", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    info = json.loads(record.read_text())
+    assert info["options"]["reproducible"] is False and info["steps_done"] == 2 * STEPS
+    assert info["resumed_from_step"] == STEPS

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from simrun.batch.jobs import get_job
-from simrun.lang.config import bounds_checked, on_device
+from simrun.lang.config import bounds_checked, on_device, ordered_floats
 from simrun.outputs.atomic import atomic_write_text
 from simrun.outputs.resumable import is_no_room, no_room_message
 from simrun.scene import load_scene
@@ -106,7 +106,8 @@ def execute(spec: JobSpec) -> dict[str, Any]:
                                allow_outside=spec.allow_outside)
             options = {**spec.options, "threads": job_threads(spec)}
             with on_device(options.get("device", "cpu")), \
-                    bounds_checked(bool(options.get("debug"))):  # --device, --debug
+                    bounds_checked(bool(options.get("debug"))), \
+                    ordered_floats(options.get("reproducible", True)):  # the CLI's options
                 record["results"] = job.fn(scene, spec.folder, options, resume)
             record["status"] = "done"
         except KeyboardInterrupt:

@@ -129,7 +129,7 @@ def batch(
     threads: ThreadsOpt = None,
     allow_outside: common.AllowOutsideOpt = False,
     device: common.DeviceOpt = common.Device.cpu,
-    debug: common.DebugOpt = False,
+    debug: common.DebugOpt = False, reproducible: common.ReproducibleOpt = True,
 ) -> None:
     """Run `run`, `grad` or `optimize` at every point of a sweep, on Dask.
 
@@ -153,6 +153,8 @@ def batch(
         options["device"] = "cuda"  # each job runs under it (batch/task.py)
     if debug:
         options["debug"] = True  # each job bounds-checks its kernels (batch/task.py)
+    if not reproducible:
+        options["reproducible"] = False  # each job's threads add floats as they arrive
     batch_job(dict(scene=scene_path, sweeps=list(sweep or []), sweep_file=sweep_file,
                    samples=samples, sample_seed=sample_seed, job=job, sets=list(sets or []),
                    options=options,

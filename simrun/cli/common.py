@@ -36,6 +36,12 @@ DebugOpt = Annotated[bool, typer.Option(
     "--debug", help="Bounds-check every field access in the kernels (slower): an index out "
     "of range is an error naming kernel, field, index and source line (exit 2), instead of "
     "a silent read or write of other memory.")]
+ReproducibleOpt = Annotated[bool, typer.Option(
+    "--reproducible/--no-reproducible", help="Float adds into shared entries (forces, grids, "
+    "energy sums) in an order fixed by the data: the same bits at any thread count and on "
+    "every run, resumes included (the default). --no-reproducible lets the threads add in "
+    "the order they arrive: on a GPU those loops then use every thread instead of one (much "
+    "faster), and the last bits may change from run to run.")]
 AllowChangedOpt = Annotated[bool, typer.Option(
     "--allow-changed", help="Resume even though a kernel module (or the initial state file) "
     "changed since the job ran; the record notes what changed. Without it such a resume is "

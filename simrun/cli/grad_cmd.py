@@ -13,7 +13,7 @@ from simrun.adjoint.keys import KEY_KINDS
 from simrun.cli import common
 from simrun.cli.common import EXIT_FAILED, SceneArg, SetOpt, ThreadsOpt, err, exit_codes, out
 from simrun.cli.progress import step_bar
-from simrun.lang.config import bounds_checked
+from simrun.lang.config import bounds_checked, ordered_floats
 from simrun.outputs.resumable import how_to_continue
 from simrun.outputs.rundir import check_writable, new_run_dir
 from simrun.scene import Scene, SceneError, load_scene
@@ -68,7 +68,7 @@ def grad(
         "--out", metavar="DIR", help="Output folder (default: outputs/<scene>/grad-NNN).")] = None,
     sets: SetOpt = None, threads: ThreadsOpt = None, allow_outside: common.AllowOutsideOpt = False,
     quiet: common.QuietOpt = False, device: common.DeviceOpt = common.Device.cpu,
-    debug: common.DebugOpt = False,
+    debug: common.DebugOpt = False, reproducible: common.ReproducibleOpt = True,
 ) -> None:
     """Gradient of the scene's `objective:` with respect to each --wrt KEY, by reverse mode
     through the whole trajectory (the exact adjoint of the integrator's steps, Hessian-vector
@@ -83,7 +83,8 @@ def grad(
                  out_dir, {"wrt": list(wrt), "mode": mode, "check": check,
                            "checkpoints": checkpoints, "memory": memory, "steps": steps,
                            "threads": threads, "debug": debug, "method": method,
-                           "equilibrate": equilibrate, "sample_every": sample_every},
+                           "equilibrate": equilibrate, "sample_every": sample_every,
+                           "reproducible": reproducible},
                  quiet=quiet)
 
 
@@ -107,7 +108,8 @@ def grad_job(load: Callable[[], Scene], out_dir: Path | None, options: dict[str,
     state: dict[str, Path] = {}
     mode, memory, checkpoints = options["mode"], options.get("memory"), options.get("checkpoints")
     with exit_codes(lambda: _interrupted(state.get("dir")), folder=lambda: state.get("dir")), \
-            bounds_checked(bool(options.get("debug"))):
+            bounds_checked(bool(options.get("debug"))), \
+            ordered_floats(options.get("reproducible", True)):
         scene = load()
         if options.get("method", "trajectory") != "trajectory":
             _ensemble_job(scene, out_dir, options, state, recorded, allow_changed, quiet)

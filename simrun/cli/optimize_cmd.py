@@ -18,6 +18,7 @@ from simrun.cli.common import (
     Device,
     DeviceOpt,
     QuietOpt,
+    ReproducibleOpt,
     SceneArg,
     SetOpt,
     ThreadsOpt,
@@ -27,7 +28,7 @@ from simrun.cli.common import (
     out,
 )
 from simrun.cli.progress import iteration_bar
-from simrun.lang.config import bounds_checked
+from simrun.lang.config import bounds_checked, ordered_floats
 from simrun.outputs.provenance import scene_differences
 from simrun.outputs.resumable import how_to_continue, resumable
 from simrun.outputs.rundir import check_writable, new_run_dir, run_ids
@@ -50,6 +51,7 @@ def optimize(
     sets: SetOpt = None, threads: ThreadsOpt = None, allow_outside: AllowOutsideOpt = False,
     allow_changed: AllowChangedOpt = False, quiet: QuietOpt = False,
     device: DeviceOpt = Device.cpu, debug: DebugOpt = False,
+    reproducible: ReproducibleOpt = True,
 ) -> None:
     """Minimise the scene's `objective:` over the KEYs of its `optimize:` section (Adam, SGD
     with momentum, or L-BFGS-B), one exact trajectory gradient per evaluation.
@@ -69,7 +71,8 @@ def optimize(
         optimize_job(lambda: load_scene(scene_path, list(sets or []), allow_outside=allow_outside),
                      out_dir, resume=resume, allow_changed=allow_changed,
                      options={"iterations": iterations, "no_render": no_render,
-                              "threads": threads, "debug": debug}, quiet=quiet)
+                              "threads": threads, "debug": debug,
+                              "reproducible": reproducible}, quiet=quiet)
 
 
 def optimize_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: bool,
@@ -90,7 +93,8 @@ def optimize_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: boo
         return f"{target} is valid up to its last iteration; {how_to_continue(target)}"
 
     with exit_codes(interrupted, folder=lambda: target), \
-            bounds_checked(bool(options.get("debug"))):
+            bounds_checked(bool(options.get("debug"))), \
+            ordered_floats(options.get("reproducible", True)):
         scene = load()
         if scene.optimize is None:
             raise SceneError(f"{scene.source}: the scene has no 'optimize' section. Add e.g. "

@@ -95,7 +95,8 @@ def resume(
         run_job(lambda: load([f"steps={steps}"] if steps else []), folder, resume=True,
                 quiet=quiet, no_render=bool(options.get("no_render")),
                 threads=options.get("threads"), debug=bool(options.get("debug")),
-                allow_changed=allow_changed, max_drift=options.get("max_drift"))
+                allow_changed=allow_changed, max_drift=options.get("max_drift"),
+                reproducible=options.get("reproducible", True))
     elif job == "grad":
         from simrun.cli.grad_cmd import grad_job
 

@@ -17,6 +17,7 @@ from simrun.cli.common import (
     DebugOpt,
     Device,
     DeviceOpt,
+    ReproducibleOpt,
     SceneArg,
     SetOpt,
     ThreadsOpt,
@@ -27,6 +28,7 @@ from simrun.cli.common import (
     out,
 )
 from simrun.cli.progress import step_bar
+from simrun.lang.config import ordered_floats
 from simrun.outputs.rundir import check_out_dir, choose_run_dir
 from simrun.scene import Scene, load_scene
 from simrun.stepper import RunResult, run_scene
@@ -121,6 +123,7 @@ def run(
     device: DeviceOpt = Device.cpu,
     allow_outside: AllowOutsideOpt = False,
     debug: DebugOpt = False,
+    reproducible: ReproducibleOpt = True,
     allow_changed: AllowChangedOpt = False,
     thermo: Annotated[int | None, typer.Option("--thermo", min=1, metavar="N", help="Write "
                       "energies and temperature to thermo.csv every N steps (overrides the "
@@ -155,13 +158,14 @@ def run(
         run_job(lambda: load_scene(scene_path, overrides(sets, steps, seed, thermo),
                                    allow_outside=allow_outside),
                 out_dir, resume=resume, overwrite=overwrite, quiet=quiet, no_render=no_render,
-                threads=threads, debug=debug, allow_changed=allow_changed, max_drift=max_drift)
+                threads=threads, debug=debug, allow_changed=allow_changed, max_drift=max_drift,
+                reproducible=reproducible)
 
 
 def run_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: bool = False,
             overwrite: bool = False, quiet: bool = False, no_render: bool = False,
             threads: int | None = None, debug: bool = False, allow_changed: bool = False,
-            max_drift: float | None = None) -> None:
+            max_drift: float | None = None, reproducible: bool = True) -> None:
     """`simrun run` and `simrun resume` of a run folder: load the scene, run (or continue)
     it, draw the pictures, summarise; Ctrl-C prints the command that continues it."""
     state: dict[str, Any] = {}
@@ -181,8 +185,9 @@ def run_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: bool = F
         return state["dir"]
 
     options = {"no_render": no_render, "threads": threads, "debug": debug,
-               "max_drift": max_drift}
-    with exit_codes(interrupted, folder=lambda: state.get("dir")):
+               "max_drift": max_drift, "reproducible": reproducible}
+    with exit_codes(interrupted, folder=lambda: state.get("dir")), \
+            ordered_floats(reproducible):
         scene = load()
         if resume:
             state["dir"] = choose_run_dir(scene.name, out_dir, resume=True, overwrite=False)

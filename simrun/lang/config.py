@@ -31,6 +31,7 @@ def _holding(var: ContextVar, value) -> Iterator[None]:
 
 _device: ContextVar[str] = ContextVar("simrun_device", default="cpu")
 _checked: ContextVar[bool] = ContextVar("simrun_bounds_checks", default=False)
+_ordered: ContextVar[bool] = ContextVar("simrun_ordered_floats", default=True)
 
 
 def on_device(name: str) -> AbstractContextManager[None]:
@@ -51,3 +52,15 @@ def bounds_checked(on: bool) -> AbstractContextManager[None]:
 
 def bounds_checks() -> bool:
     return _checked.get()
+
+
+def ordered_floats(on: bool) -> AbstractContextManager[None]:
+    """--no-reproducible on a job (``on`` False): every System made inside lets its threads
+    add floats into shared entries in the order they reach them (ti.init(deterministic=
+    False)). On a GPU the scatters and sums then run on every thread instead of one; the
+    last bits may change from run to run and with the thread count."""
+    return _holding(_ordered, on)
+
+
+def floats_ordered() -> bool:
+    return _ordered.get()

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from simrun.lang.autodiff.tape import access_of
-from simrun.lang.config import bounds_checks, current_device
+from simrun.lang.config import bounds_checks, current_device, floats_ordered
 from simrun.scene import Scene, SceneError
 from simrun.scene.npz import npz_headers
 from simrun.stepper.binding import (
@@ -44,10 +44,11 @@ class System:
     ``deterministic`` (the default, for every job: run, grad, check, optimize) is the
     engine's policy for float adds into shared field entries: in an order fixed by the data,
     so a scene and seed give the same bits on any number of threads and on every run
-    (``ti.init(deterministic=True)``; bench/README.md, "Reproducible by default")."""
+    (``ti.init(deterministic=True)``; bench/README.md, "Reproducible by default"). None:
+    as the job asks (``simrun.lang.config.ordered_floats``: --no-reproducible)."""
 
     def __init__(self, scene: Scene, x0: np.ndarray, threads: int | None = None,
-                 deterministic: bool = True, debug: bool = False) -> None:
+                 deterministic: bool | None = None, debug: bool = False) -> None:
         import simrun.lang as ti
 
         self.ti = ti
@@ -56,7 +57,9 @@ class System:
         self.np_dtype = np.float32 if scene.precision == "f32" else np.float64
         arch = ti.cuda if current_device() == "cuda" else ti.cpu  # --device (cli/common.py)
         options: dict[str, Any] = {"arch": arch, "default_fp": self.fp,
-                                   "random_seed": scene.seed, "deterministic": deterministic,
+                                   "random_seed": scene.seed,
+                                   "deterministic": floats_ordered() if deterministic is None
+                                   else deterministic,
                                    "debug": debug or bounds_checks()}
         if threads:
             options["cpu_max_num_threads"] = threads

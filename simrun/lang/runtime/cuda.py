@@ -223,8 +223,9 @@ class Device:
               "thread: ti.init(deterministic=True), which every simrun job sets, asks for "
               "the same bits on every run, and a GPU's atomics add floats in an order that "
               "changes from run to run. On one thread such a loop is much slower than on "
-              "the whole GPU; ti.init(arch=ti.cuda, deterministic=False) runs it on every "
-              "thread, with last bits that may vary from run to run, as in Taichi.",
+              "the whole GPU; --no-reproducible (a simrun job) or ti.init(arch=ti.cuda, "
+              "deterministic=False) runs it on every thread, with last bits that may vary "
+              "from run to run, as in Taichi.",
               file=sys.stderr)
 
     def launch(self, fn, dctx: int, serial: bool) -> None:
