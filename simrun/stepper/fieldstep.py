@@ -193,8 +193,8 @@ class FieldStepper:
         system = self.system
         state.x, state.v = system.get_state()
         if self.has_energy:
-            state.f = np.negative(system.x.grad.data)
-            state.potential = float(system.U.data[()])
+            state.f = np.negative(system.x.grad.host_values(write=False))  # read: a GPU
+            state.potential = float(system.U.host_values(write=False)[()])  # uploads none
         else:
             state.f, state.potential = np.zeros_like(state.x), 0.0
 
@@ -228,7 +228,7 @@ class FieldStepper:
         for done in range(1, steps + 1):
             self._python_step(potential and done == steps)
             self.step_index += 1
-            if self.bad.data[()]:
+            if self.bad.host_values(write=False)[()]:
                 return done
         return steps
 
@@ -249,7 +249,7 @@ class FieldStepper:
 
     def not_finite(self) -> bool:
         """Whether the NaN watch stopped the last ``advance`` (its last step is bad)."""
-        return bool(self.bad.data[()])
+        return bool(self.bad.host_values(write=False)[()])
 
     def _python_step(self, potential: bool = True) -> None:
         """One step from Python; without ``potential`` the forces may skip U (the energies'

@@ -290,7 +290,8 @@ class System:
             self._direct = DirectForces(self.energy, self.U)
         if self._direct.usable():
             self._direct.run()
-            return float(self.U.data[()]), np.negative(self.x.grad.data)
+            return (float(self.U.host_values(write=False)[()]),
+                    np.negative(self.x.grad.host_values(write=False)))
         with self.ti.ad.Tape(loss=self.U, clear_gradients=False):
             for kernel in self.energy:
                 kernel()

@@ -51,8 +51,8 @@ class CompiledKernel:
         self.ndarray_slots = ndarray_slots  # argument position -> slot
         self.tracked = True  # set by the compiler: launches that may need snapshots
         for slot, f in enumerate(layout.fields):
-            if not getattr(f, "is_ndarray_arg", False):
-                self.ctx[slot] = f.data.ctypes.data
+            if not getattr(f, "is_ndarray_arg", False):  # the address alone: no GPU sync
+                self.ctx[slot] = f._data.ctypes.data
         self.uses_random = layout.uses_random
         self.written: tuple = ()  # fields whose version a launch bumps (set by the compiler)
         self.order_sensitive: frozenset = frozenset()  # tasks whose float adds race (compiler)
