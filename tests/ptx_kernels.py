@@ -64,6 +64,12 @@ def int_ops():
 
 
 @ti.kernel
+def float_to_int():
+    for i in x32:
+        n32[i] = ti.cast(x32[i] * 1e9, ti.i32)  # out of range past |x| > 2.1
+
+
+@ti.kernel
 def float_atomics():
     for i in x32:
         ti.atomic_add(y32[i % 4], x32[i])
@@ -102,5 +108,5 @@ def dynamic_loop():
 
 
 KERNELS = [(float_ops_f32, ()), (float_ops_f64, ()), (int_ops, ()), (float_atomics, ()),
-           (stencil, ()), (serial_with_return, (3,)), (dynamic_loop, ())]
+           (stencil, ()), (serial_with_return, (3,)), (dynamic_loop, ()), (float_to_int, ())]
 DIFFERENTIABLE = {float_ops_f32, float_ops_f64, stencil, dynamic_loop}

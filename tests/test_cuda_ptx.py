@@ -66,6 +66,14 @@ def test_float_functions_call_libdevice_and_atomics_are_native(kernels):
     assert "%nctaid.x" in atomics  # the grid-stride loop
 
 
+def test_float_to_int_is_spelled_out_where_ptx_would_saturate(kernels):
+    """PTX's cvt.rzi saturates out-of-range values; the CPU's rule (INT_MIN, as x86) is a
+    compare and a select around it (tests/test_codegen_float_to_int.py runs that form)."""
+    ptx = kernel_ptx(lower_kernel(kernels.float_to_int, (), "primal"), 90).text
+    assert re.search(r"\bcvt\.rzi\.s32\.f32", ptx)
+    assert re.search(r"\bselp\.b32\s+%r\d+, %r\d+, -2147483648", ptx), ptx
+
+
 def collected_during(run) -> list:
     """The KernelIRs that `run()` compiles, after the last pass."""
     last = pipeline.passes("primal", "")[-1][0]

@@ -34,6 +34,8 @@ from .statements import Statements
 class TaskEmitter(Statements, RangeTask, PrivateCopies):
     """Emits one task as `i64 task(ctx, tid, nthreads)` into an LLVM module."""
 
+    native_int_min = llvm_ops.NATIVE_INT_MIN  # float->int as x86 converts: in hardware
+
     def __init__(self, module: ir.Module, name: str, task, layout: Layout, debug: bool,
                  fast_math: bool = True):
         self.module, self.task, self.layout = module, task, layout
@@ -116,7 +118,8 @@ class TaskEmitter(Statements, RangeTask, PrivateCopies):
         if isinstance(e, OpExpr):
             args = [self.expr(a) for a in e.args]
             if e.op is Op.CAST:
-                return llvm_ops.cast(b, args[0], e.args[0].dtype, e.dtype)
+                return llvm_ops.cast(b, args[0], e.args[0].dtype, e.dtype,
+                                     self.native_int_min)
             self.operand_dtype = e.args[0].dtype
             if e.op is Op.SELECT:
                 self.cond_dtype = e.args[0].dtype

@@ -209,7 +209,7 @@ class Statements:
             bits = 24 if dt.bits <= 32 else 53
             mant = b.lshr(r, ir.Constant(I64, 64 - bits))
             value = b.fmul(b.uitofp(mant, F64), ir.Constant(F64, 2.0 ** -bits))
-            value = llvm_ops.cast(b, value, F64T, dt)
+            value = llvm_ops.cast(b, value, F64T, dt, self.native_int_min)
         else:
             value = b.trunc(b.lshr(r, ir.Constant(I64, 32)), llvm_type(dt)) \
                 if dt.bits < 64 else r

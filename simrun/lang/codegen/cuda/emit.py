@@ -28,6 +28,8 @@ SREG = "llvm.nvvm.read.ptx.sreg."
 class CudaTaskEmitter(TaskEmitter):
     """TaskEmitter for nvptx64-nvidia-cuda; build() adds the kernel that calls the body."""
 
+    native_int_min = False  # PTX's cvt saturates: the conversion is spelled out
+
     def math_call(self, b, fn: MathFn, args, t):
         """libdevice's function (__nv_sinf for f32, __nv_sin for f64), or the LLVM intrinsic
         NVPTX has an instruction for (llvm.sqrt: sqrt.rn, IEEE-rounded as on the CPU)."""
