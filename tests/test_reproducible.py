@@ -125,3 +125,30 @@ def test_no_reproducible_reaches_the_engine_and_is_kept_by_resume(tmp_path: Path
     info = json.loads(record.read_text())
     assert info["options"]["reproducible"] is False and info["steps_done"] == 2 * STEPS
     assert info["resumed_from_step"] == STEPS
+
+
+def test_resume_goes_on_where_the_job_ran_or_where_told(tmp_path: Path) -> None:
+    """run.json records the device; a resume uses it (a GPU job's folder on a machine
+    without one is bad input that names --device cpu) unless --device says otherwise."""
+    from simrun.lang.runtime.cuda import device_status
+
+    out = tmp_path / "run"
+    _run("gravity.yaml", out)
+    record = out / "run.json"
+    info = json.loads(record.read_text())
+    assert info["options"]["device"] == "cpu"
+    if device_status() is not None:  # no GPU here: as if the job had run on one
+        info["options"]["device"] = "cuda"
+        record.write_text(json.dumps(info))
+        done = simrun("resume", str(out), "--steps", str(2 * STEPS), "-q", cwd=tmp_path)
+        assert done.returncode == 2 and "Traceback" not in done.stderr
+        assert "--device cuda" in done.stderr and "--device cpu" in done.stderr
+    done = simrun("resume", str(out), "--steps", str(2 * STEPS), "--device", "cpu", "-q",
+                  cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    info = json.loads(record.read_text())
+    assert info["options"]["device"] == "cpu" and info["steps_done"] == 2 * STEPS
+    info["options"]["device"] = "tpu"
+    record.write_text(json.dumps(info))
+    done = simrun("resume", str(out), "-q", cwd=tmp_path)
+    assert done.returncode == 2 and "'tpu'" in done.stderr and "Traceback" not in done.stderr

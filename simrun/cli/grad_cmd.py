@@ -84,7 +84,7 @@ def grad(
                            "checkpoints": checkpoints, "memory": memory, "steps": steps,
                            "threads": threads, "debug": debug, "method": method,
                            "equilibrate": equilibrate, "sample_every": sample_every,
-                           "reproducible": reproducible},
+                           "reproducible": reproducible, "device": device.value},
                  quiet=quiet)
 
 

@@ -72,7 +72,8 @@ def optimize(
                      out_dir, resume=resume, allow_changed=allow_changed,
                      options={"iterations": iterations, "no_render": no_render,
                               "threads": threads, "debug": debug,
-                              "reproducible": reproducible}, quiet=quiet)
+                              "reproducible": reproducible, "device": device.value},
+                     quiet=quiet)
 
 
 def optimize_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: bool,

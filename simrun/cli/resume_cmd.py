@@ -17,8 +17,10 @@ from simrun.cli.common import (
     EXIT_BAD_INPUT,
     AllowChangedOpt,
     AllowOutsideOpt,
+    Device,
     ThreadsOpt,
     fail,
+    on_device,
     out,
 )
 from simrun.outputs.resumable import UnreadableRecord, job_record
@@ -58,6 +60,10 @@ def resume(
                      ] = False,
     allow_changed: AllowChangedOpt = False,
     allow_outside: AllowOutsideOpt = False,
+    device: Annotated[Device | None, typer.Option(
+        "--device", help="Where the kernels run (default: where the job ran, as its record "
+        "says). A job moved to another device goes on with the same results to rounding, "
+        "not the same bits.")] = None,
 ) -> None:
     """Continue the job in DIR from the folder's own record: the job (run, grad, optimize,
     batch), its resolved scene (DIR/scene.yaml, with --steps and --set as they were, and
@@ -81,6 +87,21 @@ def resume(
         options["threads"] = threads
     if job == "batch":
         return _resume_batch(folder, record, threads, workers, quiet)
+    if device is not None:
+        options["device"] = device.value
+    if options.get("device", "cpu") not in {d.value for d in Device}:
+        raise fail(f"error: {folder}: its record names the device {options['device']!r}, "
+                   "which simrun does not know; give --device cpu or --device cuda.",
+                   EXIT_BAD_INPUT)
+    with on_device(Device(options.get("device", "cpu"))):
+        return _resume_job(folder, job, record, options, steps, iterations, quiet,
+                           allow_changed, allow_outside)
+
+
+def _resume_job(folder: Path, job: str, record: dict[str, Any], options: dict[str, Any],
+                steps: int | None, iterations: int | None, quiet: bool, allow_changed: bool,
+                allow_outside: bool) -> None:
+    """A run, grad or optimize folder's job again, on the device its options name."""
     scene_file = folder / "scene.yaml"
 
     def load(extra: list[str] = ()) -> Scene:
@@ -96,7 +117,8 @@ def resume(
                 quiet=quiet, no_render=bool(options.get("no_render")),
                 threads=options.get("threads"), debug=bool(options.get("debug")),
                 allow_changed=allow_changed, max_drift=options.get("max_drift"),
-                reproducible=options.get("reproducible", True))
+                reproducible=options.get("reproducible", True),
+                device=options.get("device", "cpu"))
     elif job == "grad":
         from simrun.cli.grad_cmd import grad_job
 

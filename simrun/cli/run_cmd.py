@@ -159,13 +159,14 @@ def run(
                                    allow_outside=allow_outside),
                 out_dir, resume=resume, overwrite=overwrite, quiet=quiet, no_render=no_render,
                 threads=threads, debug=debug, allow_changed=allow_changed, max_drift=max_drift,
-                reproducible=reproducible)
+                reproducible=reproducible, device=device.value)
 
 
 def run_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: bool = False,
             overwrite: bool = False, quiet: bool = False, no_render: bool = False,
             threads: int | None = None, debug: bool = False, allow_changed: bool = False,
-            max_drift: float | None = None, reproducible: bool = True) -> None:
+            max_drift: float | None = None, reproducible: bool = True,
+            device: str = "cpu") -> None:
     """`simrun run` and `simrun resume` of a run folder: load the scene, run (or continue)
     it, draw the pictures, summarise; Ctrl-C prints the command that continues it."""
     state: dict[str, Any] = {}
@@ -185,7 +186,7 @@ def run_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: bool = F
         return state["dir"]
 
     options = {"no_render": no_render, "threads": threads, "debug": debug,
-               "max_drift": max_drift, "reproducible": reproducible}
+               "max_drift": max_drift, "reproducible": reproducible, "device": device}
     with exit_codes(interrupted, folder=lambda: state.get("dir")), \
             ordered_floats(reproducible):
         scene = load()
