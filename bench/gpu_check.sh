@@ -6,9 +6,10 @@
 # (tests/test_gpu.py: every shipped scene's run and gradient against the CPU's); the
 # engine's value-comparing tests with TI_ARCH=cuda (engine-on-gpu), then the rest of its
 # autodiff and language tests (engine-more: read, not counted); the LJ melt benchmark
-# (bench/gpu_lj.py: 32,000 and 10^6 atoms, against JAX MD where jax_md imports); the
+# (bench/gpu_lj.py: 32,000 and 10^6 atoms, against JAX MD where jax_md imports) and the
 # launch profile of a 10^6-atom melt step (SIMRUN_CUDA_PROFILE); grad/run of 64 gravity
-# bodies and diffmpm's optimize iterations on the GPU and this machine's CPU. OUTDIR gets at
+# bodies and diffmpm's optimize iterations on the GPU and this machine's CPU; then the gpu
+# tests and the benchmarks again with the experiment SIMRUN_CUDA_ASYNC=1. OUTDIR gets at
 # most 8 files (a device tool's limit): summary.txt, one log per part, lj.json.
 #
 # The CPU-side checks (part cpu-checks: ptxas assembles the PTX of every kernel the tests
@@ -124,8 +125,8 @@ TI_ARCH=cuda part engine-on-gpu 80 "${PYTEST[@]}" \
 TI_ARCH=cuda part engine-more 50 "${PYTEST[@]}" \
     $(ls tests/test_autodiff_*.py tests/test_lang_*.py tests/test_neighbor_build.py | grep -Ev \
       'autodiff_(ops|matrix)|lang_(fields|math_semantics|parallel|expressions)\.py')
-part lj-bench 100 "$PY" bench/gpu_lj.py --out "$OUT/lj.json" --repeats "${REPEATS:-1}"
-part profile 40 "$PY" bench/gpu_lj.py --profile 63
+part lj-bench 140 bash -c "$PY bench/gpu_lj.py --out $OUT/lj.json --repeats ${REPEATS:-1} \
+    && $PY bench/gpu_lj.py --profile 63"
 # jobs on the GPU and on this machine's CPU: grad/run of 64 gravity bodies
 # (bench/grad_cost.py) and DiffTaichi's diffmpm optimize iterations (loss.csv's wall_s)
 cat > "$WORK/jobs.sh" <<SH
@@ -139,6 +140,10 @@ for device in cuda cpu; do
 done
 SH
 part jobs-bench 90 bash "$WORK/jobs.sh"
+# the experiment SIMRUN_CUDA_ASYNC=1 (runtime/cuda.py: launches that do not wait): the gpu
+# tests, the LJ rows and the jobs again with it
+SIMRUN_CUDA_ASYNC=1 part async 240 bash -c "${PYTEST[*]} -m gpu tests/test_gpu.py; \
+    $PY bench/gpu_lj.py --out $WORK/lj-async.json --skip-jax; bash $WORK/jobs.sh"
 if [ "${GPU_CHECK_PTX:-0}" = 1 ]; then  # CI does this without a GPU; here on request
     cpu_checks 300
 fi

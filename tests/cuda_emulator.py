@@ -28,6 +28,9 @@ class EmulatedDevice(Device):
         self.kirs: dict = {}  # kernel name -> its IR, as the pipeline last produced it
         self.cpu: dict = {}   # id(kir) -> (kir, its CPU CompiledKernel): kir kept alive
         self.launches = 0
+        self.waits = 0  # synchronize() calls
+        self.async_uploads = 0  # contexts sent without waiting (SIMRUN_CUDA_ASYNC)
+        self.ring, self.ring_next = None, 0
         self.tasks: dict = {}  # fn -> (kernel name, task index, task kind)
         self.log: list = []  # (kernel name, task index, task kind, serial) of every launch
         self.threads = api.runtime().num_threads
@@ -80,4 +83,18 @@ class EmulatedDevice(Device):
         (rt.run_serial if serial else rt.run)(fn, dctx)
 
     def synchronize(self) -> None:
-        pass
+        self.waits += 1
+
+    def ring_slot(self) -> tuple[int, int]:
+        """The ring as Device has it, both ends in host memory (launches run at once)."""
+        if self.ring is None:
+            from simrun.lang.runtime import cuda
+
+            buf = self.alloc(cuda.RING_SLOTS * cuda.RING_SLOT_BYTES)
+            self.ring = (self.alloc(cuda.RING_SLOTS * cuda.RING_SLOT_BYTES), buf)
+        return super().ring_slot()
+
+    def upload_async(self, dptr: int, host: int, nbytes: int) -> None:
+        ctypes.memmove(dptr, host, nbytes)
+        self.moved["up"] += nbytes
+        self.async_uploads += 1

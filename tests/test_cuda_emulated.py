@@ -276,3 +276,54 @@ def test_a_shipped_scene_gradient_gives_the_cpu_bits(device, scene, wrt):
     assert device.launches > before
     assert gpu.objective == cpu.objective
     assert np.array_equal(gpu.gradients[wrt], cpu.gradients[wrt])
+
+
+def test_async_launches_send_contexts_from_a_ring_and_python_sees_their_writes(
+        device, monkeypatch):
+    """SIMRUN_CUDA_ASYNC: a launch that returns nothing and cannot fail sends its context
+    from its own ring slot and does not wait; the device is waited for each time the ring
+    comes round, a launch that returns waits as before, and fields read back equal."""
+    monkeypatch.setattr(cuda, "ASYNC", True)
+    monkeypatch.setattr(cuda, "RING_SLOTS", 3)
+    x, y = ti.field(ti.f64, 64), ti.field(ti.f64, 64)
+
+    @ti.kernel
+    def axpy(a: ti.f64):
+        for i in x:
+            y[i] = a * x[i] + y[i]
+
+    @ti.kernel
+    def total() -> ti.f64:
+        s = 0.0
+        for i in y:
+            s += y[i]
+        return s
+
+    x.from_numpy(np.arange(64.0))
+    axpy(0.5)  # compiles; its context goes to slot 0
+    sent, waits = device.async_uploads, device.waits
+    for a in range(2, 11):  # nine more through a ring of three: round at the 4th, 7th, 10th
+        axpy(0.5 * a)
+    assert device.async_uploads - sent == 9 and device.waits - waits == 3
+    assert np.array_equal(y.to_numpy(), 0.5 * sum(range(1, 11)) * np.arange(64.0))
+    sent = device.async_uploads
+    assert total() == 0.5 * 55 * 2016.0 and device.async_uploads == sent  # it returns: waits
+
+
+def test_async_mode_waits_for_a_launch_that_can_fail(device, monkeypatch):
+    """Under debug (bounds checks, asserts) a launch waits, so its error is raised at once,
+    naming the kernel, as without SIMRUN_CUDA_ASYNC."""
+    monkeypatch.setattr(cuda, "ASYNC", True)
+    ti.init(arch=ti.cuda, debug=True)
+    y = ti.field(ti.f64, 8)
+
+    @ti.kernel
+    def poke(i: ti.i32):
+        for k in range(1):
+            y[i + k] = 1.0
+
+    sent = device.async_uploads
+    poke(3)
+    with pytest.raises(KernelIndexError, match="poke"):
+        poke(8)
+    assert device.async_uploads == sent

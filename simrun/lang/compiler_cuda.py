@@ -18,6 +18,7 @@ from .codegen.cuda.order import races_on_device
 from .codegen.cuda.target import libdevice_identity, ptx_of
 from .codegen.layout import Layout, build_layout
 from .compiler import build_module, kernel_text
+from .ir.nodes import AssertStmt, walk
 from .runtime import cuda, jit
 
 
@@ -98,4 +99,6 @@ def compile_cuda_kernel(kir, runtime, config) -> cuda.CudaKernel:
                                kir.ret_types, runtime, dev)
     compiled.order_sensitive = frozenset(k for k, task in enumerate(kir.tasks)
                                          if races_on_device(task, ptx.layout.var_slot))
+    compiled.may_fail = config.debug or any(isinstance(s, AssertStmt) for task in kir.tasks
+                                            for s in walk(task.body))
     return compiled

@@ -15,6 +15,7 @@ and of the context a launch brings back only its return values and error slots.
 from __future__ import annotations
 
 import atexit
+import ctypes
 import os
 import sys
 import time
@@ -29,6 +30,15 @@ from .launch import CompiledKernel, KernelRuntimeError
 BLOCK = 256  # threads per block of every launch
 BLOCKS_PER_SM = 8
 HEAP_BYTES = 1 << 30
+# SIMRUN_CUDA_ASYNC=1 (an experiment, off by default until timed on a GPU): a launch that
+# returns nothing and cannot fail (no assert, no debug checks) sends its context from a
+# pinned ring slot of its own and does not wait for the device; the next copy to the host
+# (a field Python reads, a launch that returns) waits for everything before it, in the
+# default stream's order. Every RING_SLOTS such launches the device is waited for, so that
+# a slot is written again only once the launch that read it is done.
+ASYNC = os.environ.get("SIMRUN_CUDA_ASYNC") == "1"
+RING_SLOTS = 1024
+RING_SLOT_BYTES = 4096
 
 
 class Profile:
@@ -139,6 +149,8 @@ class Device:
         self.stacks = self.alloc(self.threads * STACK_BYTES)
         self._check(d.cuMemsetD8(self.stacks, 0, self.threads * STACK_BYTES))
         self.copies: dict = {}  # id(field) -> _Copy
+        self.ring: tuple | None = None  # (pinned host, device) address of the context ring
+        self.ring_next = 0
 
     def _check(self, result):
         err, *rest = result if isinstance(result, tuple) else (result,)
@@ -165,6 +177,22 @@ class Device:
 
     def free(self, dptr: int) -> None:
         self._check(self.driver.cuMemFree(dptr))
+
+    def ring_slot(self) -> tuple[int, int]:
+        """(pinned host, device) addresses of the next context slot of the ring (ASYNC)."""
+        if self.ring is None:
+            host = self._check(self.driver.cuMemAllocHost(RING_SLOTS * RING_SLOT_BYTES))
+            self.ring = (int(host), self.alloc(RING_SLOTS * RING_SLOT_BYTES))
+        if self.ring_next == RING_SLOTS:  # a launch in flight may still read any slot
+            self.synchronize()
+            self.ring_next = 0
+        offset = self.ring_next * RING_SLOT_BYTES
+        self.ring_next += 1
+        return self.ring[0] + offset, self.ring[1] + offset
+
+    def upload_async(self, dptr: int, host: int, nbytes: int) -> None:
+        """Pinned host memory to the device, in the default stream's order (no wait)."""
+        self._check(self.driver.cuMemcpyHtoDAsync(dptr, host, nbytes, 0))
 
     def field_pointer(self, f) -> int:
         """f's device copy, current: uploaded where the host's may have changed."""
@@ -271,6 +299,7 @@ class CudaKernel(CompiledKernel):
         self.fns = [device.function(self.module, n) for n in entries]
         self.serial = serial
         self.dctx = device.alloc(layout.size * 8)
+        self.may_fail = True  # an assert or debug checks (the compiler says otherwise)
 
     def launch(self, flat_args, arrays=(), tasks=None, rng_key=None):
         dev, lay = self.device, self.layout
@@ -289,18 +318,32 @@ class CudaKernel(CompiledKernel):
             dev.upload(int(self.ctx[slot]), arr)
             scratch.append((arr, int(self.ctx[slot])))
         self.ctx[lay.stack_slot] = dev.stacks
-        dev.upload(self.dctx, self.ctx[:lay.sched_slot])  # the CPU's scheduling slots: unused
+        nbytes = 8 * lay.sched_slot  # the CPU's scheduling slots: unused
+        waits = (not ASYNC or PROFILE or self.ret_types or self.may_fail or scratch
+                 or nbytes > RING_SLOT_BYTES)
+        if waits:
+            dctx = self.dctx
+            dev.upload(dctx, self.ctx[:lay.sched_slot])
+        else:
+            host, dctx = dev.ring_slot()
+            ctypes.memmove(host, self.ctx.ctypes.data, nbytes)
+            dev.upload_async(dctx, host, nbytes)
         ordered = self.order_sensitive if self.runtime.deterministic else frozenset()
         for k in range(len(self.fns)) if tasks is None else tasks:
             if k in ordered:  # codegen/cuda/order.py
                 dev.warn_ordered(self.name)
             serial = self.serial[k] or k in ordered
             t0 = time.perf_counter()
-            dev.launch(self.fns[k], self.dctx, serial)
+            dev.launch(self.fns[k], dctx, serial)
             if PROFILE:
                 dev.synchronize()
                 PROFILE.add((self.name, f"task{k}", "serial" if serial else "grid"),
                             time.perf_counter() - t0)
+        if not waits:
+            for f in self.written:
+                f.version += 1
+                dev.wrote(f)
+            return None
         dev.synchronize()
         back = self.ctx[lay.ret_slot:lay.err_slot + ERR_SLOTS]  # what Python reads of it
         dev.download(back, self.dctx + 8 * lay.ret_slot)
