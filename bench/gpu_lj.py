@@ -87,7 +87,7 @@ def profile(cells: int) -> None:
         seconds = simrun_cuda(cells, steps)
         print(f"{4 * cells ** 3} atoms, {steps} steps: {seconds:.3f} s stepping (profiled: "
               "every launch waits for the device)")
-        print(table.read_text())
+        print(table.read_text().rstrip())
 
 
 if __name__ == "__main__":
