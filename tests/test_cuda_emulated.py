@@ -327,3 +327,10 @@ def test_async_mode_waits_for_a_launch_that_can_fail(device, monkeypatch):
     with pytest.raises(KernelIndexError, match="poke"):
         poke(8)
     assert device.async_uploads == sent
+
+
+def test_ti_sync_waits_for_the_device(device):
+    """ti.sync() ends a timing of asynchronous launches, as in Taichi."""
+    waits = device.waits
+    ti.sync()
+    assert device.waits == waits + 1

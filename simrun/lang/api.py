@@ -96,7 +96,9 @@ def reset() -> None:
 
 
 def sync() -> None:
-    """Kernels run synchronously on the CPU; kept for Taichi compatibility."""
+    """Wait for the GPU's launches (SIMRUN_CUDA_ASYNC lets them run on while Python goes on,
+    so a timing of kernels ends here, as in Taichi); kernels on the CPU have finished."""
+    cuda_runtime.synchronize_all()
 
 
 def _fits(value, dt: DType) -> bool:

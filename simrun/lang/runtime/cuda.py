@@ -277,6 +277,12 @@ def device() -> Device:
     return _devices[0]
 
 
+def synchronize_all() -> None:
+    """Wait for every launch made on a started GPU (ti.sync)."""
+    for dev in _devices:
+        dev.synchronize()
+
+
 def release_fields() -> None:
     """Fields back on the host, device copies freed, where a GPU was started (ti.init)."""
     for dev in _devices:
