@@ -132,15 +132,19 @@ def jax_md(cells: int, steps: int, threads: int, platform: str = "cpu") -> float
     return record["wall_s"]
 
 
+def melt_size(cells: int) -> list[str]:
+    """The scene overrides of in.lj's melt at 4 cells^3 atoms (the fcc lattice, its box)."""
+    side = cells * CELL
+    return [f"particles.count={4 * cells ** 3}", f"initial.shape=[{cells}, {cells}, {cells}]",
+            f"boundary.high=[{side!r}, {side!r}, {side!r}]"]
+
+
 def simrun(cells: int, steps: int, threads: int, device: str = "cpu",
            reproducible: bool = True) -> tuple[float, float]:
     """(stepping seconds, peak RSS in MiB) of ``simrun run lj_melt.yaml`` at 4 cells^3
     (``device`` "cuda": ``--device cuda``, on the GPU; ``reproducible`` False:
     ``--no-reproducible``)."""
-    side = cells * CELL
-    sets = [f"particles.count={4 * cells ** 3}", f"initial.shape=[{cells}, {cells}, {cells}]",
-            f"boundary.high=[{side!r}, {side!r}, {side!r}]", f"steps={steps}",
-            f"outputs.every={steps}"]
+    sets = [*melt_size(cells), f"steps={steps}", f"outputs.every={steps}"]
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-c",  # a parent that reports its child's peak RSS
                "import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True); "

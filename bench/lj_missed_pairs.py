@@ -13,17 +13,14 @@ by the triangle inequality; the script checks that too.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import numpy as np
+from lj_melt import CELL, SCENE, melt_size
 from scipy.spatial import cKDTree
 
 from simrun.scene import load_scene
 from simrun.stepper.fieldstep import FieldStepper
 from simrun.stepper.run import prepare
-
-SCENE = Path(__file__).resolve().parents[1] / "scenes" / "lj_melt.yaml"
-CELL = (4 / 0.8442) ** (1 / 3)
 
 
 def within(x: np.ndarray, side: float, reach: float) -> set:
@@ -37,10 +34,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--cells", type=int, default=20)
     args = parser.parse_args()
-    side, n = args.cells * CELL, 4 * args.cells ** 3
-    scene = load_scene(SCENE, [f"particles.count={n}",
-                               f"initial.shape=[{args.cells}, {args.cells}, {args.cells}]",
-                               f"boundary.high=[{side!r}, {side!r}, {side!r}]"])
+    side = args.cells * CELL
+    scene = load_scene(SCENE, melt_size(args.cells))
     cutoff, skin = scene.neighbors.cutoff, scene.neighbors.skin
     system, _ = prepare(scene, None, None)
     stepper = FieldStepper(scene, system)

@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 
-from lj_melt import CELL, SCENE
+from lj_melt import SCENE, melt_size
 
 from simrun.cli import main as main_cli
 from simrun.lang.runtime.launch import CompiledKernel
@@ -47,9 +47,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
-    atoms, side = 4 * args.cells ** 3, args.cells * CELL
-    sets = [f"particles.count={atoms}", f"initial.shape={[args.cells] * 3}",
-            f"boundary.high={[side] * 3!r}", f"steps={args.steps}", f"outputs.every={args.steps}"]
+    atoms = 4 * args.cells ** 3
+    sets = [*melt_size(args.cells), f"steps={args.steps}", f"outputs.every={args.steps}"]
     totals = timed_launches()
     with tempfile.TemporaryDirectory() as tmp:
         sys.argv = ["simrun", "run", str(SCENE), "--out", f"{tmp}/r", "--no-render",
