@@ -127,13 +127,12 @@ class FieldStepper:
         return self.pre + self.clear + forces + self.post[:-1]
 
     def _launch(self, kernel, args) -> tuple | Callable[[], None]:
-        found = chainable(kernel, args)
-        if found is not None:
-            return found
-        direct = direct_launch(kernel, args)  # a GPU's: launched one by one
-        if direct is None:
+        found = direct_launch(kernel, args)
+        if found is None:
             return lambda: kernel(*args)
-        compiled, flat = direct
+        if found[0].chainable:
+            return found
+        compiled, flat = found  # a GPU's: launched one by one
         return lambda: compiled.launch(flat) if not recording() else kernel(*args)
 
     def _control_launches(self) -> list | None:
