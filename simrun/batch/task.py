@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from simrun.batch.jobs import get_job
-from simrun.lang.config import bounds_checked, on_device, ordered_floats
+from simrun.lang.config import job_policy, on_device
 from simrun.outputs.atomic import atomic_write_text
 from simrun.outputs.resumable import is_no_room, no_room_message
 from simrun.scene import load_scene
@@ -105,9 +105,7 @@ def execute(spec: JobSpec) -> dict[str, Any]:
             scene = load_scene(spec.scene_path, list(spec.overrides),
                                allow_outside=spec.allow_outside)
             options = {**spec.options, "threads": job_threads(spec)}
-            with on_device(options.get("device", "cpu")), \
-                    bounds_checked(bool(options.get("debug"))), \
-                    ordered_floats(options.get("reproducible", True)):  # the CLI's options
+            with on_device(options.get("device", "cpu")), job_policy(options):
                 record["results"] = job.fn(scene, spec.folder, options, resume)
             record["status"] = "done"
         except KeyboardInterrupt:

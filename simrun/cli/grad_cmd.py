@@ -13,7 +13,7 @@ from simrun.adjoint.keys import KEY_KINDS
 from simrun.cli import common
 from simrun.cli.common import EXIT_FAILED, SceneArg, SetOpt, ThreadsOpt, err, exit_codes, out
 from simrun.cli.progress import step_bar
-from simrun.lang.config import bounds_checked, ordered_floats
+from simrun.lang.config import job_policy
 from simrun.outputs.resumable import how_to_continue
 from simrun.outputs.rundir import check_writable, new_run_dir
 from simrun.scene import Scene, SceneError, load_scene
@@ -108,8 +108,7 @@ def grad_job(load: Callable[[], Scene], out_dir: Path | None, options: dict[str,
     state: dict[str, Path] = {}
     mode, memory, checkpoints = options["mode"], options.get("memory"), options.get("checkpoints")
     with exit_codes(lambda: _interrupted(state.get("dir")), folder=lambda: state.get("dir")), \
-            bounds_checked(bool(options.get("debug"))), \
-            ordered_floats(options.get("reproducible", True)):
+            job_policy(options):
         scene = load()
         if options.get("method", "trajectory") != "trajectory":
             _ensemble_job(scene, out_dir, options, state, recorded, allow_changed, quiet)

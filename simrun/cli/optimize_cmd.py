@@ -28,7 +28,7 @@ from simrun.cli.common import (
     out,
 )
 from simrun.cli.progress import iteration_bar
-from simrun.lang.config import bounds_checked, ordered_floats
+from simrun.lang.config import job_policy
 from simrun.outputs.provenance import scene_differences
 from simrun.outputs.resumable import how_to_continue, resumable
 from simrun.outputs.rundir import check_writable, new_run_dir, run_ids
@@ -94,8 +94,7 @@ def optimize_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: boo
         return f"{target} is valid up to its last iteration; {how_to_continue(target)}"
 
     with exit_codes(interrupted, folder=lambda: target), \
-            bounds_checked(bool(options.get("debug"))), \
-            ordered_floats(options.get("reproducible", True)):
+            job_policy(options):
         scene = load()
         if scene.optimize is None:
             raise SceneError(f"{scene.source}: the scene has no 'optimize' section. Add e.g. "

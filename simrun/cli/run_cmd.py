@@ -28,7 +28,7 @@ from simrun.cli.common import (
     out,
 )
 from simrun.cli.progress import step_bar
-from simrun.lang.config import ordered_floats
+from simrun.lang.config import job_policy
 from simrun.outputs.rundir import check_out_dir, choose_run_dir
 from simrun.scene import Scene, load_scene
 from simrun.stepper import RunResult, run_scene
@@ -187,8 +187,7 @@ def run_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: bool = F
 
     options = {"no_render": no_render, "threads": threads, "debug": debug,
                "max_drift": max_drift, "reproducible": reproducible, "device": device}
-    with exit_codes(interrupted, folder=lambda: state.get("dir")), \
-            ordered_floats(reproducible):
+    with exit_codes(interrupted, folder=lambda: state.get("dir")), job_policy(options):
         scene = load()
         if resume:
             state["dir"] = choose_run_dir(scene.name, out_dir, resume=True, overwrite=False)

@@ -3,10 +3,11 @@ ti.init; a module of its own so that every layer can read it without importing a
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass
@@ -64,3 +65,13 @@ def ordered_floats(on: bool) -> AbstractContextManager[None]:
 
 def floats_ordered() -> bool:
     return _ordered.get()
+
+
+@contextmanager
+def job_policy(options: Mapping[str, Any]) -> Iterator[None]:
+    """A job's recorded options ``debug`` (bounds_checked) and ``reproducible``
+    (ordered_floats), for every System made inside: one place for run, grad, optimize
+    and a batch's tasks, and their resumes."""
+    with bounds_checked(bool(options.get("debug"))), \
+            ordered_floats(options.get("reproducible", True)):
+        yield
