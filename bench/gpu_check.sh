@@ -129,14 +129,15 @@ part lj-bench 140 bash -c "$PY bench/gpu_lj.py --out $OUT/lj.json --repeats ${RE
     && $PY bench/gpu_lj.py --profile 63"
 # jobs on the GPU and on this machine's CPU: grad/run of 64 gravity bodies
 # (bench/grad_cost.py) and DiffTaichi's diffmpm optimize iterations (loss.csv's wall_s)
-cat > "$WORK/jobs.sh" <<SH
+export PY WORK GRAD_STEPS=${GRAD_STEPS:-8000}
+cat > "$WORK/jobs.sh" <<'SH'
 for device in cuda cpu; do
-    $PY bench/grad_cost.py --steps ${GRAD_STEPS:-8000} --device \$device
+    "$PY" bench/grad_cost.py --steps "$GRAD_STEPS" --device "$device"
 done
 for device in cuda cpu; do
-    $PY -m simrun.cli optimize scenes/diffmpm.yaml --iterations 3 --no-render -q \\
-        --device \$device --no-reproducible --out $WORK/diffmpm-\$device > /dev/null \\
-        && echo "diffmpm \$device: \$(tr '\\n' ' ' < $WORK/diffmpm-\$device/loss.csv)"
+    "$PY" -m simrun.cli optimize scenes/diffmpm.yaml --iterations 3 --no-render -q \
+        --device "$device" --no-reproducible --out "$WORK/diffmpm-$device" > /dev/null \
+        && echo "diffmpm $device: $(tr '\n' ' ' < "$WORK/diffmpm-$device/loss.csv")"
 done
 SH
 part jobs-bench 90 bash "$WORK/jobs.sh"
