@@ -1,6 +1,6 @@
-"""The reverse step as one chain of launches (adjoint/integrated_native.py) against the
-engine's reverse of the same update kernels under Tapes (the interpreted policy,
-integrated.py), and bit-reproducible from run to run."""
+"""The reverse step as one chain of launches (adjoint/reverse_step.py) against the same
+launches one by one (the interpreted policy) and against forward mode, and bit-reproducible
+from run to run."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from simrun.adjoint import schedule
-from simrun.adjoint.job import scene_gradient
+from simrun.adjoint.job import forward_gradient, scene_gradient
 from simrun.adjoint.kernel_sweep import KernelTrajectory
 from simrun.adjoint.policy import execution
 from simrun.adjoint.program import NativeProgram, stopped_at
@@ -43,28 +43,31 @@ steps: 300
     "objective: {builtin: potential, at: end}\n",
 ], ids=["verlet-reflect-damped", "euler-mean-total", "f32-periodic-potential"])
 def test_native_reverse_step_equals_the_engines(tmp_path, extra):
-    """Same discrete adjoint: the parameters and per-particle adjoints agree to rounding (the
-    forces of the forward steps come from launches compiled before the masses got
-    gradients: the same sums, possibly reassociated by fast-math); dt and damping sum over
-    particles and steps in another order. f64: 300 steps of condition ~1e3 (the adjoint grows
-    that much here) times eps leave 1e-10 ample. f32: the engine's reverse of an f32 step
-    rounds the adjoint through the step in f32 (the native step keeps it in f64), ~eps32 per
-    step: 300 steps x eps32 (6e-8) = 2e-5 bounds it."""
+    """The reverse steps chained, again, and one by one give the same bits; forward mode
+    (the engine's tangents of the same launches under FwdMode, written independently of
+    the reverse plan) the same derivatives to rounding. f64: 300 steps of condition ~1e3
+    (the adjoint grows that much here) times eps leave 1e-10 ample. f32: forward mode
+    rounds the tangents through each step in f32 (the reverse keeps its adjoints in f64),
+    ~eps32 per step: 300 steps x eps32 (6e-8) = 2e-5 bounds it."""
     path = tmp_path / "s.yaml"
     path.write_text(BODY + extra)
     scene = load_scene(path, allow_outside=True)
     native = scene_gradient(scene, KEYS, checkpoints=7, threads=1)
     again = scene_gradient(scene, KEYS, checkpoints=7, threads=1)
     with execution(native=False):
-        engine = scene_gradient(scene, KEYS, checkpoints=7, threads=1)
+        one_by_one = scene_gradient(scene, KEYS, checkpoints=7, threads=1)
+    forward = forward_gradient(scene, KEYS, threads=1)
     tol = 300 * float(np.finfo(np.float32).eps) if scene.precision == "f32" else 1e-10
-    assert native.objective == engine.objective
+    assert native.objective == one_by_one.objective
     for key in KEYS:
         np.testing.assert_array_equal(native.gradients[key], again.gradients[key])
-        a, b = np.asarray(native.gradients[key]), np.asarray(engine.gradients[key])
-        assert np.all(np.isfinite(a)) and np.any(b != 0), key
-        scale = float(np.max(np.abs(b)))
-        assert float(np.max(np.abs(a - b))) <= tol * scale, (key, a, b)
+        np.testing.assert_array_equal(native.gradients[key], one_by_one.gradients[key])
+        g = np.asarray(native.gradients[key])
+        assert np.all(np.isfinite(g)) and np.any(g != 0), key
+        along = float(np.sum(g * forward.directions[key])) if key in forward.directions \
+            else float(g)
+        assert abs(along - float(forward.gradients[key])) <= tol * float(np.linalg.norm(g)), \
+            (key, along, forward.gradients[key])
 
 
 @pytest.mark.parametrize("extra", [
@@ -195,9 +198,7 @@ def advance(x: ti.template(), v: ti.template(), m: ti.template(), kept: ti.templ
 def test_native_program_carries_a_vector_field_a_step_kernel_writes(tmp_path, monkeypatch):
     """A step kernel's per-particle vector field is part of every stored state: its slab
     holds vectors (it held scalars, and the program failed to compile). The program and the
-    step-by-step native sweep give the same bits; the Tape sweep the same numbers to rounding
-    (its H lambda also makes dU/dx, which the native one leaves out: LLVM may group the
-    shared operations differently; 50 steps of f64, 1e-13 is ~500 roundings)."""
+    step-by-step native sweep and the launches one by one give the same bits."""
     (tmp_path / "mod.py").write_text(CARRIED)
     path = tmp_path / "s.yaml"
     path.write_text(BODY.replace("steps: 300", "steps: 50").replace(
@@ -213,10 +214,8 @@ def test_native_program_carries_a_vector_field_a_step_kernel_writes(tmp_path, mo
     with execution(program=False):
         stepwise = scene_gradient(scene, keys, checkpoints=5, threads=1)
     with execution(native=False):
-        tape = scene_gradient(scene, keys, checkpoints=5, threads=1)
+        one_by_one = scene_gradient(scene, keys, checkpoints=5, threads=1)
     for key in keys:
-        assert np.any(np.asarray(tape.gradients[key]) != 0), key
+        assert np.any(np.asarray(chained.gradients[key]) != 0), key
         np.testing.assert_array_equal(chained.gradients[key], stepwise.gradients[key])
-        b = np.asarray(tape.gradients[key])
-        np.testing.assert_allclose(chained.gradients[key], b, rtol=1e-13,
-                                   atol=1e-13 * np.abs(b).max(), err_msg=key)
+        np.testing.assert_array_equal(chained.gradients[key], one_by_one.gradients[key])

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from simrun.adjoint.kernel_state import KernelAdjoint, KernelState, Tangent
-from simrun.adjoint.kernel_sweep import KernelTrajectory
+from simrun.adjoint.kernel_state import KernelState, Tangent
+from simrun.adjoint.kernel_sweep import KernelTrajectory, refuse_random
 from simrun.stepper.binding import BoundKernel, parameter_names
 
 
@@ -30,6 +30,10 @@ class ControlledTrajectory(KernelTrajectory):
         super().__init__(*args, **kwargs)
         system = self.system
         self.control_params: list = []  # (KEY, 0-D field) of differentiated controller scalars
+        for bound in system.controller:
+            prepare = getattr(bound.kernel, "prepare", None)
+            if prepare is not None:
+                refuse_random(bound, prepare(bound.args, "primal")[0], "controller kernel")
         if "dt" not in self.step_keys:
             return
         for i, bound in enumerate(system.controller):
@@ -45,35 +49,6 @@ class ControlledTrajectory(KernelTrajectory):
         system.control(k)
         _potential, f = system.forces()
         self.G.from_numpy(np.negative(f))  # the bits x.grad holds, as in `run`
-
-    def _reverse_before_kernels(self, adj: KernelAdjoint, state: KernelState, k: int) -> None:
-        """The controller's reverse from `state` (step k), once the forces are reversed."""
-        if not self.system.controller:
-            return
-        self._load(state)  # the step kernels' replay moved x, v and fields past the step
-        self._tape_reverse(adj, lambda: self.system.control(k),
-                           [f.grad for _, f in self.control_params])
-        for _key, f in self.control_params:  # dt: the only one so far
-            adj.dt += float(f.grad[None])
-
-    def _tape_reverse(self, adj: KernelAdjoint, launch, grads: list) -> None:
-        """`launch` reversed on a Tape seeded with adj's x, v and carried fields (`grads`,
-        and x's, v's, m's and the fields' adjoints, cleared first): adj.x, adj.v and
-        adj.fields become the adjoints before it, the masses' added."""
-        system, dtype = self.system, self.system.np_dtype
-        for g in [system.x.grad, system.v.grad, system.m.grad] + grads + \
-                [f.grad for f in self.floats.values()]:
-            g.fill(0)
-        with self.ti.ad.Tape(loss=None, clear_gradients=False):
-            launch()
-            system.x.grad.from_numpy(adj.x.astype(dtype))
-            system.v.grad.from_numpy(adj.v.astype(dtype))
-            for n, f in self.floats.items():
-                f.grad.from_numpy(adj.fields[n].astype(f.grad.to_numpy().dtype))
-        adj.mass += system.m.grad.to_numpy().astype(float)  # e.g. a controller reading them
-        adj.x = system.x.grad.to_numpy().astype(float)
-        adj.v = system.v.grad.to_numpy().astype(float)
-        adj.fields = {n: f.grad.to_numpy().astype(float) for n, f in self.floats.items()}
 
     def tangent_step(self, state: KernelState, tan: Tangent, fields_dot: dict
                      ) -> tuple[np.ndarray, np.ndarray, dict, float]:

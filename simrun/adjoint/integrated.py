@@ -17,10 +17,9 @@ state. Langevin's noise is drawn again from the seed, the same numbers, so the d
 the pathwise one. No integrator, thermostat or wall has an adjoint of its own.
 
 The forward steps are `run`'s own stepper (chained natively where `run` chains them); each
-reverse step is one native call (integrated_native.py), the whole schedule a few native
-programs where it can be (program.py), or, under the interpreted policy, Tapes: the second
-stage (G2's adjoint through the forces at x_(k+1) by one forward-over-reverse pass), the
-first (G1's at x_k), the controller (controlled.py).
+reverse step is the engine's reverse of the same launches, put in order once
+(reverse_step.py) and made as one native call, or one by one (the interpreted policy, a
+GPU); the whole schedule a few native programs where it can be (program.py).
 """
 
 from __future__ import annotations
@@ -32,8 +31,7 @@ import numpy as np
 
 from simrun.adjoint import policy
 from simrun.adjoint.controlled import ControlledTrajectory
-from simrun.adjoint.integrated_native import IntegratedNative
-from simrun.adjoint.kernel_state import KernelAdjoint, KernelState, Tangent
+from simrun.adjoint.kernel_state import KernelState, Tangent
 from simrun.adjoint.program import NativeProgram
 from simrun.lang.autodiff.tape import access_of
 from simrun.stepper import thermo, updates
@@ -44,8 +42,6 @@ from simrun.stepper.state import State
 
 class IntegratedTrajectory(ControlledTrajectory):
     """A scene's trajectory: its step kernels and its update plan as the stages of a step."""
-
-    native_class = IntegratedNative
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -161,15 +157,17 @@ class IntegratedTrajectory(ControlledTrajectory):
         a chained stepper, the folded reverse step), else one native call per step."""
         program = None
         if policy.current().program:
-            if snapshots not in self.programs:  # kept with the trajectory (reuse.py)
-                self.programs[snapshots] = NativeProgram.build(self, native, snapshots)
-            program = self.programs[snapshots]
+            key = (snapshots, id(native))  # kept with the trajectory (reuse.py)
+            if key not in self.programs:
+                self.programs[key] = NativeProgram.build(self, native, snapshots)
+            program = self.programs[key]
         if program is None:
             return self._stepwise(native, adj, state0, steps, snapshots)
         native.prepare()
         value, sched = program.gradient(state0, steps, snapshots, adj)
         return value, adj, sched
 
+    # ------------------------------------------------------------------ forward mode
     def _put(self, x: np.ndarray, v: np.ndarray, fields: dict, G, g: np.ndarray) -> None:
         """A stage's inputs into the fields: x, v, the carried fields and G = g."""
         self.system.set_state(x, v)
@@ -177,49 +175,6 @@ class IntegratedTrajectory(ControlledTrajectory):
             f.from_numpy(fields[n])
         G.from_numpy(g)
 
-    def _add_scalar(self, adj, key: str, value: float) -> None:
-        if key == "dt":
-            adj.dt += value
-        elif key == DAMPING:
-            adj.damping += value
-        else:
-            adj.add_params({key: value})
-
-    def _reverse_stage(self, adj: KernelAdjoint, stage: list[BoundKernel], G) -> np.ndarray:
-        """adj.x, adj.v and the carried fields' adjoints from after the stage's launches (from
-        the inputs `_put` left) to before them; the masses' and scalars' adjoints added;
-        returns G's adjoint."""
-        with self._exact(stage):
-            self._tape_reverse(adj, lambda: self._launch(stage),
-                               [G.grad] + [f.grad for _, f, _ in self.scalars] +
-                               [f.grad for f in self.scratch])
-        for key, f, factor in self.scalars:
-            self._add_scalar(adj, key, factor * float(f.grad[None]))
-        return G.grad.to_numpy().astype(float)
-
-    def reverse_step(self, adj: KernelAdjoint, state: KernelState, k: int) -> None:
-        """adj holds dJ/d(state after step k); make it dJ/d(state before step k)."""
-        system = self.system
-        self._load(state)
-        self._before_kernels(k)
-        x1, v1 = system.get_state()  # as the controller left them
-        fields1, g1 = self._fields(), self.G.to_numpy()
-        if self.stages[1]:
-            self._launch(self.stages[0])
-            x2, v2 = system.get_state()
-            fields2 = self._fields()
-            _, f2 = system.forces()
-            self._put(x2, v2, fields2, self.G2, np.negative(f2))
-            g_bar = self._reverse_stage(adj, self.stages[1], self.G2)
-            self._put(x2, v2, fields2, self.G2, np.negative(f2))
-            self._through_forces(adj, x2.astype(float), g_bar)
-        self._put(x1, v1, fields1, self.G, g1)
-        g_bar = self._reverse_stage(adj, self.stages[0], self.G)
-        self._put(x1, v1, fields1, self.G, g1)
-        self._through_forces(adj, x1.astype(float), g_bar)
-        self._reverse_before_kernels(adj, state, k)
-
-    # ------------------------------------------------------------------ forward mode
     def _tangent_stage(self, stage: list[BoundKernel], G, tan: Tangent, g_dot: np.ndarray,
                        fields_dot: dict) -> tuple[np.ndarray, np.ndarray, dict]:
         """(xdot, vdot, the carried fields' tangents) after the stage's launches from the

@@ -1,6 +1,6 @@
 """The state, the adjoints and the tangents of a scene's trajectory: x, v, F and every field
-a step carries (shared by the Tape sweep, kernel_sweep.py, the native steps, kernel_native.py,
-and forward mode, tangent.py)."""
+a step carries (shared by the sweep, kernel_sweep.py, the reverse step, reverse_step.py, and
+forward mode, tangent.py)."""
 
 from __future__ import annotations
 

@@ -11,8 +11,8 @@ second order without finite differences and without gradients of gradients. Forw
 carries tangents through the same twins under FwdMode, with G's tangent H xdot + ...
 
 Here: the states (x, v, F and every field a step carries), J summed along the trajectory,
-the objective's seeds, and the binomial checkpoint sweep, with each reverse step one native
-call (integrated_native.py) or, under the interpreted policy, Tapes (integrated.py).
+the objective's seeds, and the binomial checkpoint sweep, each reverse step the engine's
+reverse of the step's launches (reverse_step.py).
 """
 
 from __future__ import annotations
@@ -22,10 +22,9 @@ from collections.abc import Callable
 import numpy as np
 
 from simrun.adjoint import policy, schedule
-from simrun.adjoint.kernel_native import KernelNative
 from simrun.adjoint.kernel_state import KernelAdjoint, KernelState, Tangent
 from simrun.adjoint.model import DiffModel
-from simrun.lang.autodiff.tape import recording
+from simrun.adjoint.reverse_step import ReverseStep
 from simrun.scene import SceneError
 from simrun.stepper.binding import BoundKernel, parameter_names
 
@@ -36,8 +35,6 @@ class KernelTrajectory:
     `step_keys` maps each differentiated scalar the steps read (a `step_kernels.params.<name>`
     KEY, `dt`, a thermostat's) to its parameter name; those are read from 0-D fields in the
     twins."""
-
-    native_class: type[KernelNative]  # what builds the native steps (integrated.py's)
 
     def __init__(self, model: DiffModel, step_keys: dict[str, str],
                  progress: Callable[[str, int, int], None] | None = None):
@@ -50,6 +47,7 @@ class KernelTrajectory:
         self.progress = progress or (lambda *_: None)
         self.need_energy_grads = False
         self.args_set = False  # a native gradient wrote every launch's scalar arguments
+        self._reverse: dict[bool, ReverseStep] = {}  # policy.native -> its reverse step
         ti, p = self.ti, scene.particles
         self.G = ti.Vector.field(p.dim, dtype=system.fp, shape=p.count, needs_grad=True,
                                  needs_dual=True)
@@ -72,6 +70,7 @@ class KernelTrajectory:
         compiled = bound.kernel.prepare(bound.args, "primal")[0]
         from simrun.lang.autodiff.tape import access_of
 
+        refuse_random(bound, compiled, "step kernel")
         grads = [f for f in access_of(compiled).reads if getattr(f, "role", "primal") == "grad"]
         if any(f is not system.x.grad for f in grads):
             other = next(f for f in grads if f is not system.x.grad)
@@ -170,29 +169,15 @@ class KernelTrajectory:
                     f"the reverse sweep's adjoint of the {name} became NaN or Inf at step {k} "
                     f"(time {k * self.scene.dt:g}): shorten the horizon (--steps)")
 
-    def _through_forces(self, adj: KernelAdjoint, x: np.ndarray, g_bar: np.ndarray) -> None:
-        """G = dU/dx at x carries g_bar back to x, the masses, energy params and fields."""
-        if not g_bar.any():
-            return
-        sec = self.model.second(x, g_bar)
-        adj.x += sec.h_lam
-        adj.mass += sec.mixed_m
-        adj.add_params(sec.mixed_p)
-        for n, f in self.floats.items():
-            adj.fields[n] += f.grad.dual.to_numpy().astype(float)
-
     def gradient(self, state0: KernelState, steps: int, snapshots: int
                  ) -> tuple[float, KernelAdjoint, schedule.Schedule]:
-        """J and the adjoints by the binomial checkpoint schedule (schedule.py); each reverse
-        step one chain of launches where it can be (integrated_native.py), else Tapes."""
+        """J and the adjoints by the binomial checkpoint schedule (schedule.py), each reverse
+        step the launches of reverse_step.py."""
         n, dim = state0.x.shape
         adj = KernelAdjoint(np.zeros((n, dim)), np.zeros((n, dim)),
                             {k: np.zeros(a.shape) for k, a in state0.fields.items()
                              if k in self.floats}, np.zeros(n))
-        native = self._native_steps()
-        if native is not None:
-            return self._native_gradient(native, adj, state0, steps, snapshots)
-        return self._stepwise(TapeSteps(self), adj, state0, steps, snapshots)
+        return self._native_gradient(self._reverse_step(), adj, state0, steps, snapshots)
 
     def _summing(self, total: list, steps: int) -> tuple[Callable, Callable | None]:
         """The trajectory's `advance` and `advance_many` (None where every state counts: at:
@@ -215,19 +200,18 @@ class KernelTrajectory:
             return nxt
         return advance, (None if self.at_mean else advance_many)
 
-    def _native_steps(self) -> KernelNative | None:
-        """The native steps (built on first use, kept: `reuse.TrajectoryCache` reuses the
-        trajectory), or None where they cannot be made."""
-        if not policy.current().native or recording():
-            return None
-        if not hasattr(self, "_native"):
-            self._native = self.native_class.build(self)
-        return self._native
+    def _reverse_step(self) -> ReverseStep:
+        """The reverse step under the policy in force (made on first use, kept:
+        `reuse.TrajectoryCache` reuses the trajectory)."""
+        native = policy.current().native
+        if native not in self._reverse:
+            self._reverse[native] = ReverseStep(self)
+        return self._reverse[native]
 
     def _stepwise(self, native, adj: KernelAdjoint, state0: KernelState, steps: int,
                   snapshots: int) -> tuple[float, KernelAdjoint, schedule.Schedule]:
-        """`gradient` one reverse step at a time (`native`: the native steps, or TapeSteps):
-        the adjoints stay in the native steps' fields, and come out to NumPy only where the
+        """`gradient` one reverse step at a time (`native`: the ReverseStep): the adjoints
+        stay in its fields, and come out to NumPy only where the
         objective seeds them (and at the end)."""
         total = [0.0]
         native.prepare()
@@ -285,26 +269,13 @@ class KernelTrajectory:
         return g_dot, u_dot
 
 
-class TapeSteps:
-    """The interpreted executor with the native steps' interface: each reverse step on
-    Tapes (`IntegratedTrajectory.reverse_step`), the adjoints updated in place in NumPy."""
-
-    writes_args = False  # the Tapes launch from Python: each launch writes its own
-
-    def __init__(self, traj: KernelTrajectory) -> None:
-        self.traj, self.adj = traj, None
-
-    def push(self, adj: KernelAdjoint) -> None:
-        self.adj = adj  # pull need do nothing: the Tapes update this one
-
-    def reverse_step(self, state: KernelState, k: int) -> bool:
-        self.traj.reverse_step(self.adj, state, k)
-        return bool(np.isfinite(self.adj.x).all() and np.isfinite(self.adj.v).all())
-
-    def prepare(self, *_args) -> None:
-        """Nothing to do before or after the sweep, nor to load or pull."""
-
-    load = pull = begin = prepare
-
-    def finish(self, _state0: KernelState) -> bool:
-        return True
+def refuse_random(bound: BoundKernel, compiled, role: str) -> None:
+    """A launch drawing ti.random() numbers: a reverse step replays it and would draw other
+    numbers than the run did, so its gradient would belong to another noise."""
+    if compiled.uses_random:
+        raise SceneError(
+            f"{bound.ref.where}: {role} '{bound.ref.name}' draws ti.random() numbers; `simrun "
+            "grad` replays each step's launches, and a replay draws other numbers than the run "
+            "did, so the gradient would belong to another noise. Draw noise keyed by the step "
+            "instead (a hash of the particle index and a `step` argument, as the thermostats' "
+            "counter-based noise is), or use a thermostat (integrator.type: langevin).")

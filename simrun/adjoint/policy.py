@@ -1,10 +1,10 @@
 """How the adjoint executes, as a context (tinygrad's `Context`), never a class attribute
-that tests patch: natively (each step and its reverse as chains of launches, the whole
-checkpoint schedule as native programs where the scene allows) or interpreted (the Tape sweep
-that returns to Python around every launch). Both compute the same derivative; tests compare
-them, and a debugging session may want the interpreted one.
+that tests patch: natively (each reverse step as one chain of launches, the whole checkpoint
+schedule as native programs where the scene allows) or interpreted (the same launches one
+by one from Python, as a GPU makes them). Both make the same launches on the same values:
+the same bits (tests hold them to it); a debugging session may want the interpreted one.
 
-    with execution(native=False):      # the Tape sweep
+    with execution(native=False):      # launch by launch
         scene_gradient(scene, keys)
 """
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 @dataclass(frozen=True)
 class Policy:
-    native: bool = True  # steps and reverse steps as chains of launches where they can be
+    native: bool = True  # reverse steps as chains of launches where every launch chains
     program: bool = True  # ... and the whole schedule as native programs (plain scenes)
 
 

@@ -7,7 +7,7 @@ thermostat's chain and clock, per slot, in their own precision) instead of NumPy
 Python objects, and its actions are rows of a `Chain` program: LOAD a slot into the system's
 fields, STEP n times (the stepper's own launches, without its NaN watch), STORE the fields
 into a slot, REVERSE one step (the state before it from a slot, then the folded reverse step
-of `integrated_native.IntegratedNative`, which keeps the forces after the step from the step
+of `reverse_step.ReverseStep`, which keeps the forces after the step from the step
 reversed just before). A small kernel at the start of each LOAD, STORE and REVERSE reads that
 row's slot from an ops table, so one call runs a whole stretch of the schedule without Python
 or NumPy between its steps. Copies are bit-exact (F is stored as -x.grad, restored as -F):
@@ -130,7 +130,8 @@ class NativeProgram:
 
     @classmethod
     def build(cls, traj, native, snapshots: int) -> NativeProgram | None:
-        if traj.at_mean or traj.model.stepper.chain is None or not native.folded:
+        if traj.at_mean or traj.model.stepper.chain is None or not native.folded \
+                or native.backward.chain is None:
             return None
         slabs = _slabs(native.moving, snapshots + 2)
         if slabs is None:

@@ -1,0 +1,114 @@
+"""A reverse step's launches and how they are made: one `Chain` (a native call) where every
+launch chains and the policy is native, else one by one from Python (a GPU's kernels, the
+interpreted policy, a launch only the engine's Tape machinery can make: random numbers,
+ndarrays, a custom gradient). Both make the same launches on the same values, so the two
+policies give the same bits (a test holds them to it).
+
+A launch is (compiled variant, flat scalar arguments), or a callable where no compiled
+variant can be launched directly. The small kernels here move adjoints between a field's
+precision and the f64 adjoints the sweep keeps."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import simrun.lang as ti
+from simrun.lang.api import runtime
+from simrun.lang.autodiff.tape import access_of, run_grad
+from simrun.lang.fields import Field
+from simrun.lang.runtime.chain import Chain
+from simrun.stepper.fieldstep import direct_launch
+
+
+@ti.kernel
+def assign(src: ti.template(), dst: ti.template(), dtype: ti.template()):
+    """dst = src, cast to dtype (a seed in the field's precision, an adjoint read in f64)."""
+    for I in ti.grouped(src):
+        dst[I] = ti.cast(src[I], dtype)
+
+
+@ti.kernel
+def accumulate(src: ti.template(), dst: ti.template(), dtype: ti.template()):
+    """dst += src, cast to dtype."""
+    for I in ti.grouped(src):
+        dst[I] += ti.cast(src[I], dtype)
+
+
+@ti.kernel
+def adjoint_watch(ax: ti.template(), av: ti.template(), bad: ti.template()):
+    """bad = 1 where an adjoint of x or v is NaN or Inf."""
+    for i in ax:
+        for c in ti.static(range(ax.n)):
+            if ax[i][c] - ax[i][c] != 0 or av[i][c] - av[i][c] != 0:
+                bad[None] = 1
+
+
+@ti.kernel
+def clear_loss(U: ti.template()):
+    """U = 0 and dU/dU = 0, as DirectHVP.run starts."""
+    U[None] = 0
+    U.grad[None] = 0
+
+
+@ti.kernel
+def seed_loss(U: ti.template()):
+    """dU/dU = 1 before the gradient launches."""
+    U.grad[None] = 1
+
+
+def like(f, dtype) -> Field:
+    """A field of f's shape and element shape in `dtype` (a snapshot or an f64 adjoint)."""
+    return Field(dtype, f.shape, name=f"{f.name}.native", elem_shape=f.elem_shape)
+
+
+Launch = tuple | Callable[[], None]
+
+
+def resolve(kernel, args, mode: str = "primal") -> Launch:
+    """A launch of `kernel` on `args` in `mode` ("primal" or "reverse"): its compiled variant
+    and flat scalar arguments, or a Python call where it has none to launch directly (the
+    reverse of a kernel whose loops the Tape reverses one by one runs as `kernel.grad()` does,
+    at the state the fields hold)."""
+    if mode == "primal":
+        found = direct_launch(kernel, args)
+        return (found[0], list(found[1])) if found else (lambda: kernel(*args))
+    compiled, flat, arrays = kernel.prepare(args, mode)
+    primal = kernel.prepare(args, "primal")[0]
+    acc = access_of(primal)
+    if arrays or compiled.uses_random or compiled.ndarray_slots or \
+            (len(primal.fns) > 1 and acc.reads & acc.writes):
+        return lambda: run_grad(kernel, args, snapshot={})
+    return compiled, list(flat)
+
+
+def _chains(launch: Launch) -> bool:
+    if not isinstance(launch, tuple):
+        return False
+    compiled = launch[0]
+    return compiled.chainable and not compiled.uses_random and not compiled.ndarray_slots
+
+
+class Launches:
+    """Launches made in order: one Chain (`chain`) where `native` and every launch chains,
+    else one by one."""
+
+    def __init__(self, launches: list[Launch], native: bool) -> None:
+        self.launches = launches
+        self.chain = Chain(runtime(), launches) if native and all(map(_chains, launches)) \
+            else None
+
+    def set_args(self, compiled=None) -> None:
+        """The chain's scalar arguments into its contexts (one by one, each launch writes
+        its own)."""
+        if self.chain is not None:
+            self.chain.set_args(compiled)
+
+    def run(self, set_args: bool = True) -> None:
+        if self.chain is not None:
+            self.chain.run(1, set_args=set_args)
+            return
+        for launch in self.launches:
+            if isinstance(launch, tuple):
+                launch[0].launch(launch[1])
+            else:
+                launch()

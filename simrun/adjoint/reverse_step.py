@@ -1,0 +1,425 @@
+"""The reverse step of a scene's trajectory (integrated.py): `run`'s step as launches, and the
+engine's reverse of them, put in order once and made as one native call (or one by one:
+launches.py). No Tape, no NumPy round trip of the adjoints.
+
+    replay: each launch saving the fields it overwrites that a launch of this step reads
+        (the Tape's snapshots, whole fields)
+    a stage's adjoint: grads seeded from the f64 adjoints (cast to the field's precision),
+        gradient launches in reverse order, each between two restores of its launch's
+        snapshot, the f64 adjoints read back
+    the forces' adjoint: G-bar through the energies by their forward-over-reverse launches
+        (`DirectHVP`'s), H G-bar and the mixed derivatives added into the f64 adjoints
+
+Without a controller (the forces at x_(k+1) that the second stage of step k reads are then
+those the first stage of step k + 1 reads, bit for bit) the step is folded:
+    G <- dU/dx at x_k (the stored state's -F), G2 holds dU/dx at x_(k+1) (kept from the step
+        reversed just before); replay: first stage; [second stage]
+    [the second stage's adjoint -> G2-bar]; (G2-bar + pending) through the forces at
+        x_(k+1), one H lambda per step; the first stage's adjoint; pending <- G-bar
+    the scalar parameters' adjoints (h = factor * dt); G2 <- G; NaN watch.
+The pending G-bar of step 0 goes through the forces at x_0 after the sweep (`finish`).
+No forces are evaluated in a folded reverse step: the stored states carry them.
+
+With a controller each stage gets its own force evaluation and H lambda:
+    replay: controller(k); forces -> G; first stage; [forces -> G2; second stage]
+    [the second stage's adjoint; G2's through the forces at x_(k+1)]
+    the first stage's adjoint; G's through the forces at x_k
+    the controller's adjoint; the scalar parameters' adjoints; NaN watch.
+The controller's `step` argument is written into its launches' arguments before each step.
+The forward steps are the trajectory's own (`run`'s stepper)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import simrun.lang as ti
+from simrun.adjoint import policy
+from simrun.adjoint.launches import (
+    Launches,
+    accumulate,
+    adjoint_watch,
+    assign,
+    clear_loss,
+    like,
+    resolve,
+    seed_loss,
+)
+from simrun.lang.autodiff.tape import access_of, run_grad
+from simrun.lang.fields import Field
+from simrun.scene import SceneError
+from simrun.stepper import updates
+from simrun.stepper.binding import parameter_names
+from simrun.stepper.fieldstep import flat_index
+
+
+class ReverseStep:
+    """The launches of a trajectory's step and its reverse step (see the module docstring)."""
+
+    writes_args = True  # prepare() writes every launch's scalar arguments for the sweep
+
+    def __init__(self, traj) -> None:
+        self.traj = traj
+        model, system = traj.model, traj.system
+        self.system, self.fp, self.floats = system, system.fp, traj.floats
+        self.energy = bool(system.energy)
+        if self.energy:  # the forces and H lambda as `run` compiles them (fast-math)
+            system.forces()
+            model.direct_hvp(lean=True)
+        self._resolve_launches(traj, model, system)  # each as `run` compiles it
+        self.folded = self._foldable()
+        native = policy.current().native
+        if self.folded:
+            self.pending = like(traj.G, self.fp)
+            self.backward = Launches(self._folded_plan(), native)
+            self.last = Launches(self._last_forces(), native)
+        else:
+            self.backward = Launches(self._reverse_plan(), native)
+
+    # ------------------------------------------------------------------ resolution
+    def _resolve_launches(self, traj, model, system) -> None:
+        self.step_at = []  # (launch, index in its flat arguments) of the controller's `step`
+        ctrl_acc = [(b, _access(b)) for b in system.controller]
+        twin_acc = []
+        for tw in traj.twins:
+            with traj.compiled_as_run(tw):
+                twin_acc.append((tw, _access(tw)))
+        self.ctrl = [self._with_step(b, "primal") for b, _ in ctrl_acc]
+        self.forces = self._force_launches(traj, model, system)
+        self.twins = []
+        for tw, _ in twin_acc:
+            with traj.compiled_as_run(tw):
+                self.twins.append(resolve(tw.kernel, tw.args))
+        self.field_values = [(f, f.data[()].copy()) for b in traj.twins + system.controller
+                             for f in getattr(b.kernel, "field_args", {}).values()]
+        energy_reads = self._energy_reads()
+        if energy_reads is not None:
+            energy_reads |= set().union(*(a.reads for _, a in ctrl_acc))
+        self.ctrl_snaps = self._snapshots(ctrl_acc, set())
+        self.twin_snaps = self._snapshots(twin_acc, energy_reads)
+        self.moving = traj.moving  # the fields a step writes
+        self.ctrl_grads = [self._with_step(b, "reverse") for b, _ in ctrl_acc]
+        self.twin_grads = []
+        for tw, _ in twin_acc:
+            with traj.compiled_as_run(tw):
+                self.twin_grads.append(resolve(tw.kernel, tw.args, "reverse"))
+
+    def _energy_reads(self) -> set | None:
+        """The fields the energies read; None where one brings its own gradient (unknown)."""
+        reads = set()
+        for bound in self.system.energy:
+            prepare = getattr(bound.kernel, "prepare", None)
+            if prepare is None:
+                return None
+            reads |= access_of(prepare(bound.args, "primal")[0]).reads
+        return reads
+
+    def _with_step(self, bound, mode: str):
+        """A controller launch in `mode`, its `step` argument noted for `_set_step`."""
+        launch = resolve(bound.kernel, bound.args, mode)
+        if isinstance(launch, tuple):
+            at = flat_index(bound.kernel, "step")
+            if at is not None:
+                self.step_at.append((launch, at))
+            return launch
+        launch = _StepCall(bound, mode)
+        if launch.at is not None:
+            self.step_at.append((launch, None))
+        return launch
+
+    def _force_launches(self, traj, model, system) -> list:
+        """U and G = dU/dx as `System.forces` makes them, then G's field <- x.grad."""
+        if not self.energy:
+            traj.G.fill(0)  # without energies: -F = 0
+            return []
+        direct = system._direct
+        self.hvp = model.direct_hvp(lean=True)
+        if direct is None or direct.calls is None:
+            launches = [lambda: system.forces()]
+        else:
+            clear = [g for g in system._energy_grads() if g is not system.U.grad]
+            launches = [resolve(updates.zero, (g,)) for g in clear]
+            launches.append(resolve(updates.reset_loss, (system.U,)))
+            launches += [(p, pflat) for _, p, pflat, _, _ in direct.calls]
+            launches += [(g, gflat) for _, _, _, g, gflat in reversed(direct.calls)]
+        return launches + [resolve(assign, (system.x.grad, traj.G, self.fp))]
+
+    @staticmethod
+    def _snapshots(launches: list, also_read: set | None) -> list[list]:
+        """Per launch, [(field, its snapshot)] of the fields it overwrites that it, an earlier
+        launch of the list, or `also_read` (what runs after the list's reverse; None: every
+        field) read."""
+        read, out = set(also_read or ()), []
+        for _, acc in launches:
+            read |= acc.reads
+            keep = [f for f in acc.writes if (also_read is None or f in read)
+                    and getattr(f, "data", None) is not None]
+            out.append([(f, like(f, f.dtype)) for f in sorted(keep, key=lambda f: f.id)])
+        return out
+
+    def _foldable(self) -> bool:
+        """Whether the second stage's forces are the next step's first (see the module
+        docstring): no controller, and the second stage writes nothing the energies read."""
+        reads = self._energy_reads()
+        if self.ctrl or not self.energy or reads is None:
+            return False
+        second = self.traj.twins[len(self.traj.stages[0]):]
+        return not any(_access(b).writes & reads for b in second)
+
+    # ------------------------------------------------------------------ the plans
+    def _adjoint_fields(self) -> None:
+        """The f64 adjoints of the state, the masses, the fields and the parameters."""
+        system, traj, f64 = self.system, self.traj, ti.f64
+        self.ax, self.av = like(system.x, f64), like(system.v, f64)
+        self.am = like(system.m, f64)
+        self.af = {n: like(f, f64) for n, f in self.floats.items()}
+        # (KEY, 0-D field, its f64 adjoint, d value / d KEY)
+        self.step_params = [(key, f, Field(f64, ()), factor) for key, f, factor in
+                            traj.scalars + [(k, f, 1.0) for k, f in traj.control_params]]
+        self.energy_params = {key: (f, Field(f64, ())) for key, f in
+                              traj.model.param_fields.items()}
+        self.bad = ti.field(ti.i32, shape=())
+
+    def _reverse_plan(self) -> list:
+        system, f64 = self.system, ti.f64
+        self._adjoint_fields()
+        plan = self._replay(self.ctrl, self.ctrl_snaps)
+        stages = self._stages()
+        for launches, snaps, _, G in stages:
+            plan += self._forces_into(G) + self._replay(launches, snaps)
+        plan += self._zero_grads(stages)
+        for _, snaps, grads, G in reversed(stages):
+            plan += self._seed_and_reverse(grads, snaps)
+            plan.append(resolve(accumulate, (system.m.grad, self.am, f64)))
+            if self.energy:
+                plan += self._through_forces(G)
+            plan.append(resolve(updates.zero, (system.m.grad,)))  # the pass left dU/dm there
+        plan += self._seed_and_reverse(self.ctrl_grads, self.ctrl_snaps)
+        plan.append(resolve(accumulate, (system.m.grad, self.am, f64)))  # a controller reading m
+        return plan + self._param_plan()
+
+    def _folded_plan(self) -> list:
+        system, traj, R, f64, fp = self.system, self.traj, resolve, ti.f64, self.fp
+        self._adjoint_fields()
+        stages = self._stages()
+        plan = [R(assign, (system.x.grad, traj.G, fp))]  # load() left -F_k there
+        for launches, snaps, _, _ in stages:
+            plan += self._replay(launches, snaps)
+        plan += self._zero_grads(stages)
+        first, into = stages[0], assign  # G2-bar = pending (no second stage) or + pending
+        if len(stages) > 1:
+            plan += self._seed_and_reverse(stages[1][2], stages[1][1])
+            plan.append(R(accumulate, (system.m.grad, self.am, f64)))
+            into = accumulate
+        plan.append(R(into, (self.pending, traj.G2.grad, fp)))
+        plan += self._through_forces(traj.G2)  # at x_(k+1): the second stage left x there
+        plan.append(R(updates.zero, (system.m.grad,)))
+        plan += self._seed_and_reverse(first[2], first[1])
+        plan += [R(accumulate, (system.m.grad, self.am, f64)),
+                 R(assign, (traj.G.grad, self.pending, fp)),
+                 R(assign, (traj.G, traj.G2, fp))]  # the next reverse step's G2
+        return plan + self._param_plan()
+
+    def _last_forces(self) -> list:
+        """The pending G-bar of step 0 through the forces at x_0."""
+        traj, R, fp = self.traj, resolve, self.fp
+        return [R(assign, (self.pending, traj.G2.grad, fp)), *self._through_forces(traj.G2),
+                R(updates.zero, (self.pending,)), R(adjoint_watch, (self.ax, self.av, self.bad))]
+
+    def _state(self) -> list:
+        system = self.system
+        return [(system.x.grad, self.ax), (system.v.grad, self.av)] + \
+            [(f.grad, self.af[n]) for n, f in self.floats.items()]
+
+    def _zero_grads(self, stages: list) -> list:
+        """The grads the seeds do not overwrite."""
+        system, traj = self.system, self.traj
+        zeroed = [system.m.grad] + [G.grad for *_, G in stages] + \
+            [f.grad for f in traj.scratch] + [f.grad for _, f, _, _ in self.step_params]
+        return [resolve(updates.zero, (g,)) for g in zeroed]
+
+    def _param_plan(self) -> list:
+        """The scalar parameters' adjoints of this step, then the NaN watch."""
+        plan = [resolve(accumulate, (f.grad, acc, ti.f64)) for _, f, acc, _ in
+                self.step_params]
+        return plan + [resolve(adjoint_watch, (self.ax, self.av, self.bad))]
+
+    def _stages(self) -> list[tuple]:
+        """(launches, their snapshots, their gradient launches, the G they read) per stage
+        of the trajectory's update plan (the second stage: velocity Verlet's and the
+        thermostats')."""
+        traj, out, start = self.traj, [], 0
+        for stage, G in zip(traj.stages, (traj.G, traj.G2)):
+            end = start + len(stage)
+            if stage:
+                out.append((self.twins[start:end], self.twin_snaps[start:end],
+                            self.twin_grads[start:end], G))
+            start = end
+        return out
+
+    def _forces_into(self, G) -> list:
+        """The force launches (U, x.grad = dU/dx), x.grad copied into G."""
+        if not self.energy:
+            return []
+        return self.forces[:-1] + [resolve(assign, (self.system.x.grad, G, self.fp))]
+
+    @staticmethod
+    def _replay(launches: list, snaps: list) -> list:
+        """Each launch after saving the fields it overwrites (its snapshots)."""
+        plan = []
+        for launch, saves in zip(launches, snaps):
+            plan += [resolve(assign, (f, s, f.dtype)) for f, s in saves] + [launch]
+        return plan
+
+    def _seed_and_reverse(self, grads: list, snaps: list) -> list:
+        """Seed the grads from the f64 adjoints, reverse the launches, read them back."""
+        state = self._state()
+        plan = [resolve(assign, (adj, g, g.dtype)) for g, adj in state]
+        for grad, snap in zip(reversed(grads), reversed(snaps)):
+            restore = [resolve(assign, (s, f, f.dtype)) for f, s in snap]
+            plan += restore + [grad] + restore  # a gradient launch may leave its primal moved
+        return plan + [resolve(assign, (g, adj, ti.f64)) for g, adj in state]
+
+    def _through_forces(self, G) -> list:
+        """DirectHVP.run with x.dual = G-bar (energy=False), its results into the adjoints
+        (a Python call of the same where the energies' launches cannot be made directly)."""
+        system, hvp, f64, R = self.system, self.hvp, ti.f64, resolve
+        if hvp.usable():
+            plan = [R(updates.zero, (f,)) for f in hvp.zero_fields]
+            plan.append(R(assign, (G.grad, system.x.dual, self.fp)))
+            plan.append(R(clear_loss, (system.U,)))
+            if not hvp.energy_free:
+                plan += [(p, pflat) for p, pflat, _, _ in hvp.calls]
+            plan.append(R(seed_loss, (system.U,)))
+            plan += [(g, gflat) for _, _, g, gflat in reversed(hvp.calls)]
+        else:
+            model = self.traj.model
+            plan = [lambda: model._over_reverse(system.x, G.grad.to_numpy(), energy=False)]
+        plan += [R(accumulate, (system.x.grad.dual, self.ax, f64)),
+                 R(accumulate, (system.m.grad.dual, self.am, f64))]
+        plan += [R(accumulate, (f.grad.dual, self.af[n], f64)) for n, f in self.floats.items()
+                 if getattr(f.grad.dual, "data", None) is not None]
+        plan += [R(accumulate, (f.grad.dual, acc, f64)) for f, acc in self.energy_params.values()]
+        plan.append(R(updates.zero, (system.x.dual,)))
+        return plan
+
+    # ------------------------------------------------------------------ state
+    def prepare(self) -> None:
+        """Before a gradient's steps: the launches' scalar arguments into their contexts and
+        the parameters read from 0-D fields into those fields. Between two steps only the
+        controller's `step` changes, and nothing else launches these kernels."""
+        self.backward.set_args()
+        stepper = self.traj.model.stepper  # the forward steps' (`run`'s) launches too
+        for chain in (stepper.chain, stepper.stepped):
+            if chain is not None:
+                chain.set_args()
+        if stepper.direct is not None:
+            stepper.direct.set_field_args()
+        for f, value in self.field_values:
+            f.data[()] = value
+        if self.energy:
+            self.hvp.set_field_args()
+
+    def _set_step(self, k: int) -> None:
+        for launch, at in self.step_at:
+            if at is None:
+                launch.step = k
+            else:
+                launch[1][at] = k  # the flat list the launches read
+                self.backward.set_args(launch[0])
+
+    def load(self, state) -> None:
+        """x, v and the fields a step writes from a stored state; folded: G = dU/dx as `run`
+        had it."""
+        system = self.system
+        system.set_state(state.x, state.v)
+        for n, f in self.moving.items():
+            f.from_numpy(state.fields[n])
+        if self.folded:
+            system.x.grad.from_numpy(np.negative(state.f))
+
+    # ------------------------------------------------------------------ adjoints
+    def push(self, adj) -> None:
+        self.ax.from_numpy(adj.x)
+        self.av.from_numpy(adj.v)
+        self.am.from_numpy(adj.mass)
+        for n, a in self.af.items():
+            a.from_numpy(np.asarray(adj.fields[n], float))
+        for acc in [a for _, _, a, _ in self.step_params] + \
+                [a for _, a in self.energy_params.values()]:
+            acc.data[()] = 0.0
+
+    def pull(self, adj) -> None:
+        """The fields into `adj` (parameter adjoints added to what it held at push)."""
+        adj.x, adj.v, adj.mass = self.ax.to_numpy(), self.av.to_numpy(), self.am.to_numpy()
+        adj.fields = {n: a.to_numpy() for n, a in self.af.items()}
+        for key, _, acc, factor in self.step_params:
+            value = factor * float(acc.data[()])
+            if key == "dt":
+                adj.dt += value
+            elif key == "integrator.damping":
+                adj.damping += value
+            else:
+                adj.add_params({key: value})
+            acc.data[()] = 0.0
+        for key, (_, acc) in self.energy_params.items():
+            adj.add_params({key: float(acc.data[()])})
+            acc.data[()] = 0.0
+
+    # ------------------------------------------------------------------ the sweep
+    def begin(self, end) -> None:
+        """Before the first reverse step: G2 = dU/dx at the end state, nothing pending."""
+        if self.folded:
+            self.traj.G2.from_numpy(np.negative(end.f))
+            self.pending.fill(0)
+            self.after = end.x
+
+    def reverse_step(self, state, k: int) -> bool:
+        """adj (in the fields) from after step k to before it; False when it is not finite."""
+        if self.folded and self.system.neighbor_list is not None:
+            self.system.x.from_numpy(self.after)  # H lambda is taken at x_(k+1): its list
+            self.system.refresh_neighbors()
+            self.after = state.x
+        self.load(state)
+        self._set_step(k)
+        self.bad.data[()] = 0
+        self.backward.run(set_args=False)
+        return not self.bad.data[()]
+
+    def finish(self, state0) -> bool:
+        """After the sweep: the pending G-bar through the forces at x_0."""
+        if not self.folded:
+            return True
+        self.load(state0)
+        self.system.refresh_neighbors()
+        self.bad.data[()] = 0
+        self.last.run()
+        return not self.bad.data[()]
+
+
+def _access(bound):
+    """What a step kernel or controller launch reads and writes."""
+    prepare = getattr(bound.kernel, "prepare", None)
+    if prepare is None:
+        raise SceneError(f"{bound.ref.where}: kernel '{bound.ref.name}' brings its own gradient "
+                         "(ti.ad.grad_replaced); `simrun grad` differentiates energies with "
+                         "custom gradients, not step kernels or controllers. Write it as a "
+                         "plain kernel.")
+    return access_of(prepare(bound.args, "primal")[0])
+
+
+class _StepCall:
+    """A controller launch made from Python (no compiled variant to launch directly), its
+    `step` argument set before each step."""
+
+    def __init__(self, bound, mode: str) -> None:
+        self.kernel, self.args, self.mode, self.step = bound.kernel, list(bound.args), mode, 0
+        names = parameter_names(bound.kernel)
+        self.at = names.index("step") if "step" in names else None
+
+    def __call__(self) -> None:
+        if self.at is not None:
+            self.args[self.at] = self.step
+        if self.mode == "primal":
+            self.kernel(*self.args)
+        else:
+            run_grad(self.kernel, tuple(self.args), snapshot={})
