@@ -17,6 +17,8 @@ from simrun.lang.api import runtime
 from simrun.lang.autodiff.tape import access_of, run_grad
 from simrun.lang.fields import Field
 from simrun.lang.runtime.chain import Chain
+from simrun.scene import SceneError
+from simrun.stepper.binding import parameter_names
 from simrun.stepper.fieldstep import direct_launch
 
 
@@ -112,3 +114,32 @@ class Launches:
                 launch[0].launch(launch[1])
             else:
                 launch()
+
+
+def access(bound):
+    """What a step kernel or controller launch reads and writes."""
+    prepare = getattr(bound.kernel, "prepare", None)
+    if prepare is None:
+        raise SceneError(f"{bound.ref.where}: kernel '{bound.ref.name}' brings its own gradient "
+                         "(ti.ad.grad_replaced); `simrun grad` differentiates energies with "
+                         "custom gradients, not step kernels or controllers. Write it as a "
+                         "plain kernel.")
+    return access_of(prepare(bound.args, "primal")[0])
+
+
+class StepCall:
+    """A controller launch made from Python (no compiled variant to launch directly), its
+    `step` argument set before each step."""
+
+    def __init__(self, bound, mode: str) -> None:
+        self.kernel, self.args, self.mode, self.step = bound.kernel, list(bound.args), mode, 0
+        names = parameter_names(bound.kernel)
+        self.at = names.index("step") if "step" in names else None
+
+    def __call__(self) -> None:
+        if self.at is not None:
+            self.args[self.at] = self.step
+        if self.mode == "primal":
+            self.kernel(*self.args)
+        else:
+            run_grad(self.kernel, tuple(self.args), snapshot={})

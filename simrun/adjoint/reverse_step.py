@@ -36,6 +36,8 @@ import simrun.lang as ti
 from simrun.adjoint import policy
 from simrun.adjoint.launches import (
     Launches,
+    StepCall,
+    access,
     accumulate,
     adjoint_watch,
     assign,
@@ -44,11 +46,9 @@ from simrun.adjoint.launches import (
     resolve,
     seed_loss,
 )
-from simrun.lang.autodiff.tape import access_of, run_grad
+from simrun.lang.autodiff.tape import access_of
 from simrun.lang.fields import Field
-from simrun.scene import SceneError
 from simrun.stepper import updates
-from simrun.stepper.binding import parameter_names
 from simrun.stepper.fieldstep import flat_index
 
 
@@ -78,11 +78,11 @@ class ReverseStep:
     # ------------------------------------------------------------------ resolution
     def _resolve_launches(self, traj, model, system) -> None:
         self.step_at = []  # (launch, index in its flat arguments) of the controller's `step`
-        ctrl_acc = [(b, _access(b)) for b in system.controller]
+        ctrl_acc = [(b, access(b)) for b in system.controller]
         twin_acc = []
         for tw in traj.twins:
             with traj.compiled_as_run(tw):
-                twin_acc.append((tw, _access(tw)))
+                twin_acc.append((tw, access(tw)))
         self.ctrl = [self._with_step(b, "primal") for b, _ in ctrl_acc]
         self.forces = self._force_launches(traj, model, system)
         self.twins = []
@@ -121,7 +121,7 @@ class ReverseStep:
             if at is not None:
                 self.step_at.append((launch, at))
             return launch
-        launch = _StepCall(bound, mode)
+        launch = StepCall(bound, mode)
         if launch.at is not None:
             self.step_at.append((launch, None))
         return launch
@@ -163,7 +163,7 @@ class ReverseStep:
         if self.ctrl or not self.energy or reads is None:
             return False
         second = self.traj.twins[len(self.traj.stages[0]):]
-        return not any(_access(b).writes & reads for b in second)
+        return not any(access(b).writes & reads for b in second)
 
     # ------------------------------------------------------------------ the plans
     def _adjoint_fields(self) -> None:
@@ -394,32 +394,3 @@ class ReverseStep:
         self.bad.data[()] = 0
         self.last.run()
         return not self.bad.data[()]
-
-
-def _access(bound):
-    """What a step kernel or controller launch reads and writes."""
-    prepare = getattr(bound.kernel, "prepare", None)
-    if prepare is None:
-        raise SceneError(f"{bound.ref.where}: kernel '{bound.ref.name}' brings its own gradient "
-                         "(ti.ad.grad_replaced); `simrun grad` differentiates energies with "
-                         "custom gradients, not step kernels or controllers. Write it as a "
-                         "plain kernel.")
-    return access_of(prepare(bound.args, "primal")[0])
-
-
-class _StepCall:
-    """A controller launch made from Python (no compiled variant to launch directly), its
-    `step` argument set before each step."""
-
-    def __init__(self, bound, mode: str) -> None:
-        self.kernel, self.args, self.mode, self.step = bound.kernel, list(bound.args), mode, 0
-        names = parameter_names(bound.kernel)
-        self.at = names.index("step") if "step" in names else None
-
-    def __call__(self) -> None:
-        if self.at is not None:
-            self.args[self.at] = self.step
-        if self.mode == "primal":
-            self.kernel(*self.args)
-        else:
-            run_grad(self.kernel, tuple(self.args), snapshot={})
