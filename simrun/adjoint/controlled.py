@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from simrun.adjoint.kernel_state import KernelState, Tangent
 from simrun.adjoint.kernel_sweep import KernelTrajectory, refuse_random
 from simrun.stepper.binding import BoundKernel, parameter_names
 
@@ -49,42 +48,3 @@ class ControlledTrajectory(KernelTrajectory):
         system.control(k)
         _potential, f = system.forces()
         self.G.from_numpy(np.negative(f))  # the bits x.grad holds, as in `run`
-
-    def tangent_step(self, state: KernelState, tan: Tangent, fields_dot: dict
-                     ) -> tuple[np.ndarray, np.ndarray, dict, float]:
-        """The controller under FwdMode first (x, v and every float field seeded with their
-        tangents: what it writes gets its tangent in the dual, x and v included), then the
-        step from the state as the controller left it (G taken again), as `advance` steps."""
-        system, ti = self.system, self.ti
-        if not system.controller:
-            return self._kernels_tangent(state, tan, fields_dot)
-        dtype = system.np_dtype
-        self._load(state)
-        self._seed_duals(tan, fields_dot)
-        for _key, f in self.control_params:
-            f.dual[None] = tan.dt
-        # the masses are the mode's nominal parameter: its exit clears their seed alone, not
-        # the tangents the controller wrote into x and v
-        with ti.ad.FwdMode(loss=system.U, param=system.m, seed=tan.mass.astype(dtype),
-                           clear_gradients=False):
-            system.control(state.step)
-        xdot, vdot, controlled = self._duals()
-        moved = Tangent(xdot, vdot, tan.mass, tan.dt, tan.damping, tan.params)
-        x, v = system.get_state()
-        potential, f = system.forces()
-        after = KernelState(state.step, x, v, f, potential, self._fields())
-        return self._kernels_tangent(after, moved, controlled)
-
-    def _seed_duals(self, tan: Tangent, fields_dot: dict) -> None:
-        """x's, v's and the carried fields' tangents into their duals."""
-        system, dtype = self.system, self.system.np_dtype
-        system.x.dual.from_numpy(tan.x.astype(dtype))
-        system.v.dual.from_numpy(tan.v.astype(dtype))
-        for n, f in self.floats.items():
-            f.dual.from_numpy(np.asarray(fields_dot[n]).astype(f.to_numpy().dtype))
-
-    def _duals(self) -> tuple[np.ndarray, np.ndarray, dict]:
-        """x's, v's and the carried fields' tangents, as a forward launch left them."""
-        system = self.system
-        return (system.x.dual.to_numpy().astype(float), system.v.dual.to_numpy().astype(float),
-                {n: f.dual.to_numpy().astype(float) for n, f in self.floats.items()})

@@ -31,12 +31,12 @@ import numpy as np
 
 from simrun.adjoint import policy
 from simrun.adjoint.controlled import ControlledTrajectory
-from simrun.adjoint.kernel_state import KernelState, Tangent
+from simrun.adjoint.kernel_state import KernelState
 from simrun.adjoint.program import NativeProgram
 from simrun.lang.autodiff.tape import access_of
 from simrun.stepper import thermo, updates
 from simrun.stepper.binding import BoundKernel, parameter_names
-from simrun.stepper.plan import DAMPING, Update, build_plan
+from simrun.stepper.plan import Update, build_plan
 from simrun.stepper.state import State
 
 
@@ -147,10 +147,6 @@ class IntegratedTrajectory(ControlledTrajectory):
         x, v = system.get_state()
         return KernelState(k + 1, x, v, f, potential, self._fields())
 
-    def _exact(self, stage: list[BoundKernel]):
-        """IEEE for a Tape's or FwdMode's derivative launches where the stage is all updates."""
-        return updates.ieee() if all(id(b) in self.strict for b in stage) else nullcontext()
-
     # ------------------------------------------------------------------ reverse
     def _native_gradient(self, native, adj, state0: KernelState, steps: int, snapshots: int):
         """The whole schedule as native programs (program.py) where it can be one (at: end,
@@ -166,51 +162,3 @@ class IntegratedTrajectory(ControlledTrajectory):
         native.prepare()
         value, sched = program.gradient(state0, steps, snapshots, adj)
         return value, adj, sched
-
-    # ------------------------------------------------------------------ forward mode
-    def _put(self, x: np.ndarray, v: np.ndarray, fields: dict, G, g: np.ndarray) -> None:
-        """A stage's inputs into the fields: x, v, the carried fields and G = g."""
-        self.system.set_state(x, v)
-        for n, f in self.system.extra.items():
-            f.from_numpy(fields[n])
-        G.from_numpy(g)
-
-    def _tangent_stage(self, stage: list[BoundKernel], G, tan: Tangent, g_dot: np.ndarray,
-                       fields_dot: dict) -> tuple[np.ndarray, np.ndarray, dict]:
-        """(xdot, vdot, the carried fields' tangents) after the stage's launches from the
-        inputs `_put` left (tangents tan.x, tan.v, fields_dot; G's g_dot)."""
-        system, ti, dtype = self.system, self.ti, self.system.np_dtype
-        self._seed_duals(tan, fields_dot)
-        system.m.dual.from_numpy(tan.mass.astype(dtype))
-        G.dual.from_numpy(g_dot.astype(dtype))
-        for f in self.scratch:
-            f.dual.fill(0)
-        for key, f, factor in self.scalars:
-            value = tan.dt if key == "dt" else (
-                tan.damping if key == DAMPING else tan.params.get(key, 0.0))
-            f.dual[None] = factor * value
-        with self._exact(stage), ti.ad.FwdMode(loss=system.U, param=system.x,
-                                           seed=tan.x.astype(dtype).reshape(-1),
-                                           clear_gradients=False):
-            self._launch(stage)
-            return self._duals()
-
-    def _kernels_tangent(self, state: KernelState, tan: Tangent, fields_dot: dict
-                         ) -> tuple[np.ndarray, np.ndarray, dict, float]:
-        """The updates' tangents from `state` (as the controller left it, F at x_k)."""
-        system = self.system
-        g_dot, _ = self._force_tangent(state, tan, fields_dot)
-        self._put(state.x, state.v, state.fields, self.G, np.negative(state.f))
-        xdot, vdot, fdot = self._tangent_stage(self.stages[0], self.G, tan, g_dot, fields_dot)
-        if self.stages[1]:
-            self._put(state.x, state.v, state.fields, self.G, np.negative(state.f))
-            self._launch(self.stages[0])
-            x2, v2 = system.get_state()
-            fields2 = self._fields()
-            potential, f2 = system.forces()
-            mid = KernelState(state.step, x2, v2, f2, potential, fields2)
-            moved = Tangent(xdot, vdot, tan.mass, tan.dt, tan.damping, tan.params)
-            g_dot, _ = self._force_tangent(mid, moved, fdot)
-            self._put(x2, v2, fields2, self.G2, np.negative(f2))
-            xdot, vdot, fdot = self._tangent_stage(self.stages[1], self.G2, moved, g_dot, fdot)
-        return xdot, vdot, fdot, 0.0

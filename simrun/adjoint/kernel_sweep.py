@@ -22,9 +22,10 @@ from collections.abc import Callable
 import numpy as np
 
 from simrun.adjoint import policy, schedule
-from simrun.adjoint.kernel_state import KernelAdjoint, KernelState, Tangent
+from simrun.adjoint.kernel_state import KernelAdjoint, KernelState
 from simrun.adjoint.model import DiffModel
 from simrun.adjoint.reverse_step import ReverseStep
+from simrun.adjoint.tangent import TangentStep
 from simrun.scene import SceneError
 from simrun.stepper.binding import BoundKernel, parameter_names
 
@@ -47,7 +48,7 @@ class KernelTrajectory:
         self.progress = progress or (lambda *_: None)
         self.need_energy_grads = False
         self.args_set = False  # a native gradient wrote every launch's scalar arguments
-        self._reverse: dict[bool, ReverseStep] = {}  # policy.native -> its reverse step
+        self._made: dict = {}  # (ReverseStep | TangentStep, policy.native) -> made once
         ti, p = self.ti, scene.particles
         self.G = ti.Vector.field(p.dim, dtype=system.fp, shape=p.count, needs_grad=True,
                                  needs_dual=True)
@@ -203,10 +204,17 @@ class KernelTrajectory:
     def _reverse_step(self) -> ReverseStep:
         """The reverse step under the policy in force (made on first use, kept:
         `reuse.TrajectoryCache` reuses the trajectory)."""
-        native = policy.current().native
-        if native not in self._reverse:
-            self._reverse[native] = ReverseStep(self)
-        return self._reverse[native]
+        return self._made_once(ReverseStep)
+
+    def tangent_step(self) -> TangentStep:
+        """The step's forward-mode launches under the policy in force (made on first use)."""
+        return self._made_once(TangentStep)
+
+    def _made_once(self, kind):
+        key = (kind, policy.current().native)
+        if key not in self._made:
+            self._made[key] = kind(self)
+        return self._made[key]
 
     def _stepwise(self, native, adj: KernelAdjoint, state0: KernelState, steps: int,
                   snapshots: int) -> tuple[float, KernelAdjoint, schedule.Schedule]:
@@ -246,27 +254,6 @@ class KernelTrajectory:
             if not finite:
                 self._check_finite(adj, 0)
         return total[0], adj, sched
-
-    # ------------------------------------------------------------------ forward mode
-    def _force_tangent(self, state: KernelState, tan: Tangent, fields_dot: dict
-                       ) -> tuple[np.ndarray, float]:
-        """G's tangent at the state and U's: one forward-over-reverse pass per seed."""
-        model, system = self.model, self.system
-        system.x.from_numpy(np.ascontiguousarray(state.x, dtype=system.np_dtype))
-        for n, f in system.extra.items():
-            f.from_numpy(state.fields[n])
-        energy = {k: s for k, s in tan.params.items() if k in model.param_fields}
-        passes = [(system.x, tan.x), (system.m, tan.mass)] + \
-            [(model.param_fields[k], s) for k, s in energy.items()] + \
-            [(self.floats[n], d) for n, d in fields_dot.items()]
-        g_dot, u_dot = np.zeros_like(tan.x), 0.0
-        for param, seed in passes:
-            if not np.any(seed):
-                continue
-            model._over_reverse(param, seed)
-            g_dot += system.x.grad.dual.to_numpy().astype(float)
-            u_dot += float(system.U.dual[None])
-        return g_dot, u_dot
 
 
 def refuse_random(bound: BoundKernel, compiled, role: str) -> None:

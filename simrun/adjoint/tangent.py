@@ -1,29 +1,164 @@
 """Forward mode (tangents) along a trajectory: J, dJ along one direction, and the
-sensitivity horizon dJ(t)/dp. Each step's tangent is the engine's forward mode of the step's
-launches (`KernelTrajectory.tangent_step`: the update kernels under FwdMode, the forces'
-tangent by forward-over-reverse), for every kind of scene."""
+sensitivity horizon dJ(t)/dp. A step's tangent is the engine's forward mode of the step's
+own launches (the ones reverse_step.py reverses), put in order once and made as one native
+call (or one by one, launches.py):
+
+    duals seeded: x, v, the masses, the carried fields, the differentiated scalars (dt,
+        damping, a thermostat's or step kernel's parameters), the energies' parameters
+    [controller(k), forward mode]; G = dU/dx and its tangent (the energies' forward and
+        forward-over-reverse launches: H xdot + the mixed terms, every seed in one pass)
+    first stage, forward mode; [G2 and its tangent at x_(k+1); second stage, forward mode]
+
+The state itself moves on by `run`'s stepper (the trajectory's `advance`), so J is `run`'s.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
+import simrun.lang as ti
 from simrun.adjoint.kernel_state import KernelState, Tangent
-from simrun.adjoint.kernel_sweep import KernelTrajectory
+from simrun.adjoint.launches import Launches, StepCall, assign, clear_loss, resolve, seed_loss
+from simrun.adjoint.policy import current
+from simrun.stepper import updates
+from simrun.stepper.fieldstep import flat_index
+from simrun.stepper.plan import DAMPING
 
 
-def kernel_tangent_sweep(traj: KernelTrajectory, state0: KernelState, steps: int, tan: Tangent,
+def _under_forward_mode(system, call):
+    """`call` as a Python launch inside forward mode (the masses the mode's nominal
+    parameter, their seed kept: every dual is already seeded)."""
+    def launch() -> None:
+        seed = system.m.dual.to_numpy()
+        with ti.ad.FwdMode(loss=system.U, param=system.m, seed=seed, clear_gradients=False):
+            call()
+        system.m.dual.from_numpy(seed)
+    return launch
+
+
+class TangentStep:
+    """The forward-mode launches of a trajectory's step (see the module docstring)."""
+
+    def __init__(self, traj) -> None:
+        self.traj = traj
+        system, model = traj.system, traj.model
+        self.system = system
+        self.step_at: list = []
+        self.hvp = model.direct_hvp() if system.energy else None
+        plan = [self._forward(b) for b in system.controller]
+        for stage, G in zip(traj.stages, (traj.G, traj.G2)):
+            if stage or G is traj.G:
+                plan += self._tangent_of_forces(G)
+            plan += [resolve(updates.zero, (f.dual,)) for f in traj.scratch]
+            for bound in stage:
+                with traj.compiled_as_run(bound):
+                    plan.append(self._forward(bound))
+        self.step = Launches(plan, current().native)
+        self.energy = Launches(self._tangent_of_forces(traj.G), current().native)
+        self.field_values = [(f, f.data[()].copy()) for b in traj.twins + system.controller
+                             for f in getattr(b.kernel, "field_args", {}).values()]
+
+    def _forward(self, bound):
+        """A launch in forward mode (a controller's `step` argument noted)."""
+        found = getattr(bound.kernel, "prepare", None) and bound.kernel.prepare(bound.args, "fwd")
+        if not found or found[2] or found[0].uses_random or found[0].ndarray_slots:
+            call = StepCall(bound, "primal")
+            if call.at is not None:
+                self.step_at.append((call, None))
+            return _under_forward_mode(self.system, call)
+        launch = (found[0], list(found[1]))
+        at = flat_index(bound.kernel, "step")
+        if at is not None and bound in self.system.controller:
+            self.step_at.append((launch, at))
+        return launch
+
+    def _tangent_of_forces(self, G) -> list:
+        """G = dU/dx and G.dual its tangent along every seeded dual, U.dual U's."""
+        system, fp, R = self.system, self.system.fp, resolve
+        if self.hvp is None:
+            return [R(updates.zero, (G,)), R(updates.zero, (G.dual,))]
+        if not self.hvp.usable():
+            return [_under_forward_mode(system, self._fallback_pass), R(assign, (
+                system.x.grad, G, fp)), R(assign, (system.x.grad.dual, G.dual, fp))]
+        seeds = {id(f.dual) for f in [system.x, system.v, system.m, *self.traj.floats.values(),
+                                      *self.traj.model.param_fields.values()]
+                 if getattr(f, "dual", None) is not None}
+        plan = [R(updates.zero, (f,)) for f in self.hvp.zero_fields if id(f) not in seeds]
+        plan += [R(updates.zero, (system.U.dual,)), R(clear_loss, (system.U,))]
+        plan += [(p, pflat) for p, pflat, _, _ in self.hvp.calls] + [R(seed_loss, (system.U,))]
+        plan += [(g, gflat) for _, _, g, gflat in reversed(self.hvp.calls)]
+        return plan + [R(assign, (system.x.grad, G, fp)),
+                       R(assign, (system.x.grad.dual, G.dual, fp))]
+
+    def _fallback_pass(self) -> None:
+        """The energies' pass from Python (an energy bringing its own gradient)."""
+        from simrun.stepper.forces import energy_and_reverse
+
+        system = self.system
+        for g in list(system._energy_grads()) + [system.m.grad]:
+            g.fill(0)
+            if getattr(g, "dual", None) is not None:
+                g.dual.fill(0)
+        system.U.dual.fill(0)
+        energy_and_reverse(system.U, system.energy)
+
+    def seed(self, state: KernelState, tan: Tangent, fields_dot: dict) -> None:
+        """The state and every tangent into the fields."""
+        traj, system, dtype = self.traj, self.system, self.system.np_dtype
+        traj._load(state)
+        for f, value in self.field_values:  # the values a Python launch would write
+            f.data[()] = value
+        if self.hvp is not None:
+            self.hvp.set_field_args()
+        system.x.dual.from_numpy(tan.x.astype(dtype))
+        system.v.dual.from_numpy(tan.v.astype(dtype))
+        system.m.dual.from_numpy(tan.mass.astype(dtype))
+        for n, f in traj.floats.items():
+            f.dual.from_numpy(np.asarray(fields_dot[n]).astype(f.to_numpy().dtype))
+        for key, f in traj.model.param_fields.items():
+            f.dual[None] = tan.params.get(key, 0.0)
+        scalars = traj.scalars + [(k, f, 1.0) for k, f in traj.control_params]
+        for key, f, factor in scalars:
+            value = tan.dt if key == "dt" else (
+                tan.damping if key == DAMPING else tan.params.get(key, 0.0))
+            f.dual[None] = factor * value
+
+    def run(self, state: KernelState, tan: Tangent, fields_dot: dict
+            ) -> tuple[np.ndarray, np.ndarray, dict]:
+        """(xdot, vdot, the carried fields' tangents) after step `state.step`."""
+        self.seed(state, tan, fields_dot)
+        for launch, at in self.step_at:
+            if at is None:
+                launch.step = state.step
+            else:
+                launch[1][at] = state.step
+                self.step.set_args(launch[0])
+        self.step.run()
+        system = self.system
+        return (system.x.dual.to_numpy().astype(float), system.v.dual.to_numpy().astype(float),
+                {n: f.dual.to_numpy().astype(float) for n, f in self.traj.floats.items()})
+
+    def energy_tangent(self, state: KernelState, tan: Tangent, fields_dot: dict) -> float:
+        """U's tangent at `state`."""
+        self.seed(state, tan, fields_dot)
+        self.energy.run()
+        return float(self.system.U.dual[None]) if self.hvp is not None else 0.0
+
+
+def kernel_tangent_sweep(traj, state0: KernelState, steps: int, tan: Tangent,
                          fields_dot: dict, every: int
                          ) -> tuple[float, float, list[tuple[int, float, float]]]:
-    """Forward mode for step-kernel scenes (as sweep.tangent_sweep): J, dJ along `tan` (and
-    `fields_dot`, tangents of the allocated fields), and (step, J(t), dJ(t)) every `every`."""
+    """J, dJ along `tan` (and `fields_dot`, tangents of the allocated fields), and (step,
+    J(t), dJ(t)) every `every` steps."""
     fdot = {n: np.asarray(fields_dot.get(n, np.zeros(f.shape + tuple(f.elem_shape))), float)
             for n, f in traj.floats.items()}
+    tangent = traj.tangent_step()
     state, total, dtotal, series = state0, 0.0, 0.0, []
     for k in range(steps):
-        xdot, vdot, fdot, _ = traj.tangent_step(state, tan, fdot)
+        xdot, vdot, fdot = tangent.run(state, tan, fdot)
         state = traj.advance(state, k)
         tan = Tangent(xdot, vdot, tan.mass, tan.dt, tan.damping, tan.params)
-        udot = traj._force_tangent(state, tan, fdot)[1] if traj.model.uses_potential() else 0.0
+        udot = tangent.energy_tangent(state, tan, fdot) if traj.model.uses_potential() else 0.0
         j, dj = _objective_tangent(traj, state, xdot, vdot, tan, udot)
         dj += _objective_field_tangent(traj, state, fdot)
         w = traj._weight(k + 1, steps)
@@ -35,7 +170,7 @@ def kernel_tangent_sweep(traj: KernelTrajectory, state0: KernelState, steps: int
     return total, dtotal, series
 
 
-def _objective_field_tangent(traj: KernelTrajectory, state: KernelState, fdot: dict) -> float:
+def _objective_field_tangent(traj, state: KernelState, fdot: dict) -> float:
     """dJ along the field tangents, for an objective kernel that reads allocated fields
     (objective_grad just ran its Tape, so the fields' .grad hold dJ/dfield)."""
     if traj.scene.objective.kernel is None:
@@ -43,7 +178,7 @@ def _objective_field_tangent(traj: KernelTrajectory, state: KernelState, fdot: d
     return float(sum(np.sum(f.grad.to_numpy() * fdot[n]) for n, f in traj.floats.items()))
 
 
-def _objective_tangent(traj: KernelTrajectory, state: KernelState, xdot, vdot, tan: Tangent,
+def _objective_tangent(traj, state: KernelState, xdot, vdot, tan: Tangent,
                        udot: float) -> tuple[float, float]:
     """J at the state and its derivative along the tangents (udot: U's, for objectives
     that read the potential)."""
