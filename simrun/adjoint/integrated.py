@@ -16,6 +16,12 @@ What a thermostat or a step kernel carries (a chain, a clock, an MPM grid) is fi
 state. Langevin's noise is drawn again from the seed, the same numbers, so the derivative is
 the pathwise one. No integrator, thermostat or wall has an adjoint of its own.
 
+A scene's `controller` (kernels run each step before the forces, e.g. a robot's network
+writing the actuations the springs read) is the first launches of the step: its reverse
+adds into the weights' and the state's adjoints, and what it overwrites gets adjoint zero.
+Differentiating `dt`, controller kernels that take `dt` read it from a 0-D field (as the
+step kernels' twins do), so its adjoint includes the controller's use of the time step.
+
 The forward steps are `run`'s own stepper (chained natively where `run` chains them); each
 reverse step is the engine's reverse of the same launches, put in order once
 (reverse_step.py) and made as one native call, or one by one (the interpreted policy, a
@@ -30,8 +36,8 @@ from functools import cached_property
 import numpy as np
 
 from simrun.adjoint import policy
-from simrun.adjoint.controlled import ControlledTrajectory
 from simrun.adjoint.kernel_state import KernelState
+from simrun.adjoint.kernel_sweep import KernelTrajectory, refuse_random
 from simrun.adjoint.program import NativeProgram
 from simrun.lang.autodiff.tape import access_of
 from simrun.stepper import thermo, updates
@@ -40,12 +46,22 @@ from simrun.stepper.plan import Update, build_plan
 from simrun.stepper.state import State
 
 
-class IntegratedTrajectory(ControlledTrajectory):
-    """A scene's trajectory: its step kernels and its update plan as the stages of a step."""
+class IntegratedTrajectory(KernelTrajectory):
+    """A scene's trajectory: its controller, its step kernels and its update plan as the
+    stages of a step."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         scene, system = self.scene, self.system
+        self.control_params: list = []  # (KEY, 0-D field) of differentiated controller scalars
+        for i, bound in enumerate(system.controller):
+            prepare = getattr(bound.kernel, "prepare", None)
+            if prepare is not None:
+                refuse_random(bound, prepare(bound.args, "primal")[0], "controller kernel")
+            if "dt" in self.step_keys and "dt" in parameter_names(bound.kernel):
+                twin = bound.kernel.with_field_args(["dt"])
+                system.controller[i] = BoundKernel(bound.ref, twin, bound.args)
+                self.control_params.append(("dt", twin.field_args["dt"]))
         box = self.model.stepper.box  # the bounds `run`'s stepper gives the walls
         plan = build_plan(scene, system, box, frozenset(self.step_keys))
         self.G2 = self.ti.Vector.field(scene.particles.dim, dtype=system.fp,
@@ -88,6 +104,13 @@ class IntegratedTrajectory(ControlledTrajectory):
                 if name in extra:
                     extra[name].fill(0)
         return super().start(x0, v0, field_shifts, field_values)
+
+    def _before_kernels(self, k: int) -> None:
+        """controller(k), then G = dU/dx at the state it left (else G is the state's)."""
+        system = self.system
+        if system.controller:
+            system.control(k)
+            self.G.from_numpy(np.negative(system.forces()[1]))  # the bits x.grad holds
 
     def _launch(self, stage: list[BoundKernel]) -> None:
         for bound in stage:

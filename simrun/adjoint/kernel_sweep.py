@@ -1,5 +1,5 @@
 """A trajectory's state, objective and gradient sweeps: the base of every scene's
-trajectory (integrated.py builds the step; controlled.py adds a controller).
+trajectory (integrated.py builds the step, its controller included).
 
 A step is `run`'s: [controller;] the scene's step kernels or the integrator's or thermostat's
 updates, reading G = dU/dx at x (`run` leaves it in x.grad), the walls, the forces at the new
@@ -157,9 +157,9 @@ class KernelTrajectory:
         if model.uses_potential():
             adj.x -= w * state.f
             if self.need_energy_grads or self.floats:  # U reads the masses, params, fields
-                sec = model.second(state.x, np.zeros_like(state.x))
-                adj.mass += w * sec.grad_m
-                adj.add_params(sec.grad_p, w)
+                grad_m, grad_p = model.energy_gradients(state.x)
+                adj.mass += w * grad_m
+                adj.add_params(grad_p, w)
                 for n, f in self.floats.items():  # dU/dfield, e.g. a controller's output
                     adj.fields[n] += w * f.grad.to_numpy().astype(float)
 

@@ -4,8 +4,6 @@ dU/dx, H lambda and the mixed derivatives d(dU/dx . lambda)/dp (forward over rev
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from simrun.lang.autodiff.tape import access_of, recording
@@ -24,18 +22,6 @@ from simrun.stepper.fieldstep import FieldStepper
 from simrun.stepper.forces import energy_and_reverse
 from simrun.stepper.roles import require_accumulator
 from simrun.stepper.system import System
-
-
-@dataclass
-class Second:
-    """Derivatives of U at one position x, along lambda."""
-
-    grad_x: np.ndarray  # dU/dx
-    h_lam: np.ndarray  # H lambda
-    grad_m: np.ndarray  # dU/dm
-    mixed_m: np.ndarray  # d(dU/dx . lambda)/dm
-    grad_p: dict[str, float] = field(default_factory=dict)  # dU/dp per energy KEY
-    mixed_p: dict[str, float] = field(default_factory=dict)
 
 
 class DirectHVP:
@@ -227,20 +213,14 @@ class DiffModel:
                 g.fill(0)
             energy_and_reverse(system.U, system.energy)
 
-    def second(self, x: np.ndarray, lam: np.ndarray) -> Second:
-        """dU/dx, H lambda and the parameter derivatives at x (one forward-over-reverse pass)."""
+    def energy_gradients(self, x: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
+        """dU/dm and dU/dp per energy KEY at x (dU/d(field) left in the fields' .grad)."""
         system = self.system
         system.x.from_numpy(np.ascontiguousarray(x, dtype=system.np_dtype))
         system.refresh_neighbors()  # any valid list: the same terms in the same order
-        self._over_reverse(system.x, lam, energy=False)
-        out = Second(system.x.grad.to_numpy().astype(float),
-                     system.x.grad.dual.to_numpy().astype(float),
-                     system.m.grad.to_numpy().astype(float),
-                     system.m.grad.dual.to_numpy().astype(float))
-        for key, f in self.param_fields.items():
-            out.grad_p[key] = float(f.grad[None])
-            out.mixed_p[key] = float(f.grad.dual[None])
-        return out
+        self._over_reverse(system.x, np.zeros(system.x.data.shape), energy=False)
+        return (system.m.grad.to_numpy().astype(float),
+                {key: float(f.grad[None]) for key, f in self.param_fields.items()})
 
     # ------------------------------------------------------------------ objective
     def objective(self, x: np.ndarray, v: np.ndarray, potential: float, step: int = 0
