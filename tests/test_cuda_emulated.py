@@ -259,43 +259,27 @@ def test_a_shipped_scene_gives_the_cpu_bits(device, tmp_path):
     assert sum(1 for way, size in device.transfers if way == "up" and size == state) < 20
 
 
+@pytest.mark.parametrize("mode", ["reverse", "forward"])
 @pytest.mark.parametrize("scene, wrt", [("fit_spring.yaml", "energy.0.params.k"),
                                         ("billiards.yaml", "fields.cue_v"),
                                         ("mass_spring.yaml", "fields.bias1")])
-def test_a_shipped_scene_gradient_gives_the_cpu_bits(device, scene, wrt):
+def test_a_shipped_scene_gradient_gives_the_cpu_bits(device, scene, wrt, mode):
+    """The reverse step's and forward mode's launches (reverse_step.py, tangent.py) made one
+    by one on the device: the CPU's bits."""
     from simrun.adjoint import policy
-    from simrun.adjoint.job import scene_gradient
+    from simrun.adjoint.job import forward_gradient, scene_gradient
     from simrun.scene import load_scene
 
+    gradient = scene_gradient if mode == "reverse" else forward_gradient
     path = Path(__file__).resolve().parents[1] / "scenes" / scene
     with policy.execution(native=False):  # launch by launch, as on the device (no chains)
-        cpu = scene_gradient(load_scene(path, ["steps=40"]), [wrt])
+        cpu = gradient(load_scene(path, ["steps=40"]), [wrt])
     before = device.launches
     with on_device("cuda"):
-        gpu = scene_gradient(load_scene(path, ["steps=40"]), [wrt])
+        gpu = gradient(load_scene(path, ["steps=40"]), [wrt])
     assert device.launches > before
     assert gpu.objective == cpu.objective
     assert np.array_equal(gpu.gradients[wrt], cpu.gradients[wrt])
-
-
-@pytest.mark.parametrize("scene, wrt", [("fit_spring.yaml", "energy.0.params.k"),
-                                        ("mass_spring.yaml", "fields.bias1")])
-def test_a_shipped_scene_forward_mode_gives_the_cpu_bits(device, scene, wrt):
-    """Forward mode's step (tangent.TangentStep) launched one by one on the device: the
-    CPU's bits, launches made there."""
-    from simrun.adjoint import policy
-    from simrun.adjoint.job import forward_gradient
-    from simrun.scene import load_scene
-
-    path = Path(__file__).resolve().parents[1] / "scenes" / scene
-    with policy.execution(native=False):
-        cpu = forward_gradient(load_scene(path, ["steps=40"]), [wrt])
-    before = device.launches
-    with on_device("cuda"):
-        gpu = forward_gradient(load_scene(path, ["steps=40"]), [wrt])
-    assert device.launches > before
-    assert gpu.objective == cpu.objective
-    assert gpu.gradients[wrt] == cpu.gradients[wrt] != 0
 
 
 def test_async_launches_send_contexts_from_a_ring_and_python_sees_their_writes(

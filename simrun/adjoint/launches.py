@@ -45,19 +45,6 @@ def adjoint_watch(ax: ti.template(), av: ti.template(), bad: ti.template()):
                 bad[None] = 1
 
 
-@ti.kernel
-def clear_loss(U: ti.template()):
-    """U = 0 and dU/dU = 0, as DirectHVP.run starts."""
-    U[None] = 0
-    U.grad[None] = 0
-
-
-@ti.kernel
-def seed_loss(U: ti.template()):
-    """dU/dU = 1 before the gradient launches."""
-    U.grad[None] = 1
-
-
 def like(f, dtype) -> Field:
     """A field of f's shape and element shape in `dtype` (a snapshot or an f64 adjoint)."""
     return Field(dtype, f.shape, name=f"{f.name}.native", elem_shape=f.elem_shape)

@@ -41,10 +41,8 @@ from simrun.adjoint.launches import (
     accumulate,
     adjoint_watch,
     assign,
-    clear_loss,
     like,
     resolve,
-    seed_loss,
 )
 from simrun.lang.autodiff.tape import access_of
 from simrun.lang.fields import Field
@@ -286,10 +284,9 @@ class ReverseStep:
         if hvp.usable():
             plan = [R(updates.zero, (f,)) for f in hvp.zero_fields]
             plan.append(R(assign, (G.grad, system.x.dual, self.fp)))
-            plan.append(R(clear_loss, (system.U,)))
+            plan.append(R(updates.reset_loss, (system.U,)))  # U = 0, dU/dU = 1
             if not hvp.energy_free:
                 plan += [(p, pflat) for p, pflat, _, _ in hvp.calls]
-            plan.append(R(seed_loss, (system.U,)))
             plan += [(g, gflat) for _, _, g, gflat in reversed(hvp.calls)]
         else:
             model = self.traj.model

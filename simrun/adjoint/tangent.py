@@ -18,7 +18,7 @@ import numpy as np
 
 import simrun.lang as ti
 from simrun.adjoint.kernel_state import KernelState, Tangent
-from simrun.adjoint.launches import Launches, StepCall, assign, clear_loss, resolve, seed_loss
+from simrun.adjoint.launches import Launches, StepCall, assign, resolve
 from simrun.adjoint.policy import current
 from simrun.stepper import updates
 from simrun.stepper.fieldstep import flat_index
@@ -84,8 +84,8 @@ class TangentStep:
                                       *self.traj.model.param_fields.values()]
                  if getattr(f, "dual", None) is not None}
         plan = [R(updates.zero, (f,)) for f in self.hvp.zero_fields if id(f) not in seeds]
-        plan += [R(updates.zero, (system.U.dual,)), R(clear_loss, (system.U,))]
-        plan += [(p, pflat) for p, pflat, _, _ in self.hvp.calls] + [R(seed_loss, (system.U,))]
+        plan += [R(updates.zero, (system.U.dual,)), R(updates.reset_loss, (system.U,))]
+        plan += [(p, pflat) for p, pflat, _, _ in self.hvp.calls]
         plan += [(g, gflat) for _, _, g, gflat in reversed(self.hvp.calls)]
         return plan + [R(assign, (system.x.grad, G, fp)),
                        R(assign, (system.x.grad.dual, G.dual, fp))]
