@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
-from simrun.adjoint.job import scene_gradient
+from simrun.adjoint.job import forward_gradient, scene_gradient
 from simrun.scene import SceneError, initial_state
 from simrun.scene import load_scene as _load_scene
 from simrun.stepper import run_scene
@@ -89,6 +89,57 @@ def test_a_controller_parameter_must_name_an_argument(tmp_path):
     with pytest.raises(SceneError, match=r"ramp.yaml:4:\d+: parameter 'rat' is not an argument "
                        r"of kernel 'ramp'.*Did you mean 'rate'"):
         System(scene, initial_state(scene)[0])
+
+
+CUSTOM_RAMP = RAMP + """
+
+@ti.kernel
+def brake(v: ti.template(), push: ti.template(), step: ti.i32, rate: float):
+    push[None] = rate * step - 0.5 * rate * v[0][0] * v[0][0]
+
+
+@ti.kernel
+def _brake_grad(v: ti.template(), push: ti.template(), rate: float):
+    v.grad[0][0] += -rate * v[0][0] * push.grad[None]
+    push.grad[None] = 0
+
+
+@ti.ad.grad_replaced
+def custom_brake(v, push, step, rate):
+    brake(v, push, step, rate)
+
+
+@ti.ad.grad_for(custom_brake)
+def custom_brake_grad(v, push, step, rate):
+    _brake_grad(v, push, rate)
+"""
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_controller_with_its_own_gradient_is_differentiated(tmp_path, native):
+    """A grad_replaced controller (a push that depends on the velocity, with a hand-written
+    backward) is a Python call inside the reverse step, its backward run where the fields
+    stand, as a Tape runs it (the step's other launches then snapshot every field they
+    overwrite): the gradients of the same controller as a plain kernel, to rounding (10 steps,
+    f64); forward mode runs its primal under FwdMode and agrees."""
+    from simrun.adjoint.policy import execution
+
+    keys = ["dt", "state.v0", "particles.mass"]
+    found = {}
+    for name in ("brake", "custom_brake"):
+        path = _ramp_scene(tmp_path, f"{{kernels: [ramp.py:{name}], params: {{rate: 1.5}}}}")
+        (tmp_path / "ramp.py").write_text(CUSTOM_RAMP)
+        scene = load_scene(path, ["objective={builtin: kinetic, at: end}",
+                                  "initial.velocity=[0.3, 0.1]"])
+        with execution(native=native):
+            found[name] = scene_gradient(scene, keys, threads=1, checkpoints=3)
+            forward = forward_gradient(scene, ["dt"], threads=1)  # the primal under FwdMode
+        assert forward.gradients["dt"] == pytest.approx(found[name].gradients["dt"], rel=1e-12)
+    assert found["custom_brake"].objective == found["brake"].objective
+    for key in keys:
+        a, b = (np.asarray(found[n].gradients[key]) for n in ("brake", "custom_brake"))
+        assert np.any(a != 0), key
+        np.testing.assert_allclose(b, a, rtol=1e-13, atol=1e-13 * np.abs(a).max(), err_msg=key)
 
 
 def test_the_controller_survives_the_resolved_scene_and_grad_differentiates_it(tmp_path):

@@ -17,7 +17,6 @@ from simrun.lang.api import runtime
 from simrun.lang.autodiff.tape import access_of, run_grad
 from simrun.lang.fields import Field
 from simrun.lang.runtime.chain import Chain
-from simrun.scene import SceneError
 from simrun.stepper.binding import parameter_names
 from simrun.stepper.fieldstep import direct_launch
 
@@ -61,6 +60,8 @@ def resolve(kernel, args, mode: str = "primal") -> Launch:
     if mode == "primal":
         found = direct_launch(kernel, args)
         return (found[0], list(found[1])) if found else (lambda: kernel(*args))
+    if getattr(kernel, "prepare", None) is None:  # a custom gradient (grad_replaced)
+        return lambda: kernel.grad(*args)
     compiled, flat, arrays = kernel.prepare(args, mode)
     primal = kernel.prepare(args, "primal")[0]
     acc = access_of(primal)
@@ -104,14 +105,11 @@ class Launches:
 
 
 def access(bound):
-    """What a step kernel or controller launch reads and writes."""
+    """What a launch reads and writes; None where a custom gradient's kernel (grad_replaced)
+    hides it: it is taken to read every field, and its reverse runs where the fields stand,
+    as a Tape runs it."""
     prepare = getattr(bound.kernel, "prepare", None)
-    if prepare is None:
-        raise SceneError(f"{bound.ref.where}: kernel '{bound.ref.name}' brings its own gradient "
-                         "(ti.ad.grad_replaced); `simrun grad` differentiates energies with "
-                         "custom gradients, not step kernels or controllers. Write it as a "
-                         "plain kernel.")
-    return access_of(prepare(bound.args, "primal")[0])
+    return None if prepare is None else access_of(prepare(bound.args, "primal")[0])
 
 
 class StepCall:
@@ -128,5 +126,7 @@ class StepCall:
             self.args[self.at] = self.step
         if self.mode == "primal":
             self.kernel(*self.args)
+        elif getattr(self.kernel, "prepare", None) is None:
+            self.kernel.grad(*self.args)
         else:
             run_grad(self.kernel, tuple(self.args), snapshot={})

@@ -89,9 +89,11 @@ class ReverseStep:
                 self.twins.append(resolve(tw.kernel, tw.args))
         self.field_values = [(f, f.data[()].copy()) for b in traj.twins + system.controller
                              for f in getattr(b.kernel, "field_args", {}).values()]
-        energy_reads = self._energy_reads()
-        if energy_reads is not None:
+        energy_reads = self._energy_reads()  # and the controller's (None: every field)
+        if energy_reads is not None and all(a is not None for _, a in ctrl_acc):
             energy_reads |= set().union(*(a.reads for _, a in ctrl_acc))
+        else:
+            energy_reads = None
         self.ctrl_snaps = self._snapshots(ctrl_acc, set())
         self.twin_snaps = self._snapshots(twin_acc, energy_reads)
         self.moving = traj.moving  # the fields a step writes
@@ -148,6 +150,9 @@ class ReverseStep:
         field) read."""
         read, out = set(also_read or ()), []
         for _, acc in launches:
+            if acc is None:  # hidden: nothing to snapshot, as a Tape records it
+                out.append([])
+                continue
             read |= acc.reads
             keep = [f for f in acc.writes if (also_read is None or f in read)
                     and getattr(f, "data", None) is not None]
@@ -161,7 +166,7 @@ class ReverseStep:
         if self.ctrl or not self.energy or reads is None:
             return False
         second = self.traj.twins[len(self.traj.stages[0]):]
-        return not any(access(b).writes & reads for b in second)
+        return not any(access(b).writes & reads for b in second)  # updates: known
 
     # ------------------------------------------------------------------ the plans
     def _adjoint_fields(self) -> None:
