@@ -117,12 +117,13 @@ class StepCall:
     `step` argument set before each step."""
 
     def __init__(self, bound, mode: str) -> None:
-        self.kernel, self.args, self.mode, self.step = bound.kernel, list(bound.args), mode, 0
+        self.kernel, self.args, self.mode = bound.kernel, list(bound.args), mode
         names = parameter_names(bound.kernel)
         self.at = names.index("step") if "step" in names else None
+        self.step: int | None = None  # set before each step where the caller steps it
 
     def __call__(self) -> None:
-        if self.at is not None:
+        if self.at is not None and self.step is not None:
             self.args[self.at] = self.step
         if self.mode == "primal":
             self.kernel(*self.args)

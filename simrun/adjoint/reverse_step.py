@@ -44,7 +44,6 @@ from simrun.adjoint.launches import (
     like,
     resolve,
 )
-from simrun.lang.autodiff.tape import access_of
 from simrun.lang.fields import Field
 from simrun.stepper import updates
 from simrun.stepper.fieldstep import flat_index
@@ -89,29 +88,16 @@ class ReverseStep:
                 self.twins.append(resolve(tw.kernel, tw.args))
         self.field_values = [(f, f.data[()].copy()) for b in traj.twins + system.controller
                              for f in getattr(b.kernel, "field_args", {}).values()]
-        energy_reads = self._energy_reads()  # and the controller's (None: every field)
-        if energy_reads is not None and all(a is not None for _, a in ctrl_acc):
-            energy_reads |= set().union(*(a.reads for _, a in ctrl_acc))
-        else:
-            energy_reads = None
+        energy = [access(b) for b in system.energy]
+        self.energy_reads = _reads(energy)
         self.ctrl_snaps = self._snapshots(ctrl_acc, set())
-        self.twin_snaps = self._snapshots(twin_acc, energy_reads)
+        self.twin_snaps = self._snapshots(twin_acc, _reads(energy + [a for _, a in ctrl_acc]))
         self.moving = traj.moving  # the fields a step writes
         self.ctrl_grads = [self._with_step(b, "reverse") for b, _ in ctrl_acc]
         self.twin_grads = []
         for tw, _ in twin_acc:
             with traj.compiled_as_run(tw):
                 self.twin_grads.append(resolve(tw.kernel, tw.args, "reverse"))
-
-    def _energy_reads(self) -> set | None:
-        """The fields the energies read; None where one brings its own gradient (unknown)."""
-        reads = set()
-        for bound in self.system.energy:
-            prepare = getattr(bound.kernel, "prepare", None)
-            if prepare is None:
-                return None
-            reads |= access_of(prepare(bound.args, "primal")[0]).reads
-        return reads
 
     def _with_step(self, bound, mode: str):
         """A controller launch in `mode`, its `step` argument noted for `_set_step`."""
@@ -162,7 +148,7 @@ class ReverseStep:
     def _foldable(self) -> bool:
         """Whether the second stage's forces are the next step's first (see the module
         docstring): no controller, and the second stage writes nothing the energies read."""
-        reads = self._energy_reads()
+        reads = self.energy_reads
         if self.ctrl or not self.energy or reads is None:
             return False
         second = self.traj.twins[len(self.traj.stages[0]):]
@@ -396,3 +382,10 @@ class ReverseStep:
         self.bad.data[()] = 0
         self.last.run()
         return not self.bad.data[()]
+
+
+def _reads(accesses: list) -> set | None:
+    """The fields these launches read; None where one hides them (a custom gradient)."""
+    if any(a is None for a in accesses):
+        return None
+    return set().union(*(a.reads for a in accesses))

@@ -45,7 +45,7 @@ class TangentStep:
         self.system = system
         self.step_at: list = []
         self.hvp = model.direct_hvp() if system.energy else None
-        plan = [self._forward(b) for b in system.controller]
+        plan = [self._forward(b, controller=True) for b in system.controller]
         for stage, G in zip(traj.stages, (traj.G, traj.G2)):
             if stage or G is traj.G:
                 plan += self._tangent_of_forces(G)
@@ -58,17 +58,17 @@ class TangentStep:
         self.field_values = [(f, f.data[()].copy()) for b in traj.twins + system.controller
                              for f in getattr(b.kernel, "field_args", {}).values()]
 
-    def _forward(self, bound):
+    def _forward(self, bound, controller: bool = False):
         """A launch in forward mode (a controller's `step` argument noted)."""
         found = getattr(bound.kernel, "prepare", None) and bound.kernel.prepare(bound.args, "fwd")
         if not found or found[2] or found[0].uses_random or found[0].ndarray_slots:
             call = StepCall(bound, "primal")
-            if call.at is not None:
+            if call.at is not None and controller:
                 self.step_at.append((call, None))
             return _under_forward_mode(self.system, call)
         launch = (found[0], list(found[1]))
         at = flat_index(bound.kernel, "step")
-        if at is not None and bound in self.system.controller:
+        if at is not None and controller:
             self.step_at.append((launch, at))
         return launch
 
