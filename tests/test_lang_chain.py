@@ -201,3 +201,39 @@ def test_launches_sharing_one_argument_list_share_the_context():
     mixed.set_args(compiled)
     mixed.run(1, set_args=False)  # y: 2 * 2.25 + 1 = 5.5, 3 * 5.5 + 1 = 17.5, then 36
     assert y.to_numpy().tolist() == [36.0] * 3
+
+
+@ti.kernel
+def ramp(y: ti.template(), step: ti.i32, rate: float):
+    for i in y:
+        y[i] += rate * step + i
+
+
+@ti.kernel
+def count_up(step: ti.template()):
+    step[None] += 1
+
+
+def test_an_integer_field_argument_changes_between_a_chains_launches():
+    """`with_field_args(["step"])` on an i32 parameter: the twin reads it from a 0-D i32
+    field (no gradient), so a launch inside the chain can move it on between repetitions,
+    which a launch's own argument cannot; a Python call writes its argument there, and the
+    twin computes what the kernel computes from the same value; its reverse still runs."""
+    ti.init(arch=ti.cpu, default_fp=ti.f64)
+    twin = ramp.with_field_args(["step"])
+    step = twin.field_args["step"]
+    assert step.dtype == ti.i32 and step.grad is None
+    y, plain = ti.field(ti.f64, shape=8, needs_grad=True), ti.field(ti.f64, shape=8)
+    for k in range(3):
+        ramp(plain, k, 0.5)
+    compiled, flat, _ = twin.prepare((y, 0, 0.5), "primal")
+    tick, tflat, _ = count_up.prepare((step,), "primal")
+    step[None] = 0
+    Chain(runtime(), [(compiled, list(flat)), (tick, list(tflat))]).run(3)
+    np.testing.assert_array_equal(y.to_numpy(), plain.to_numpy())
+    assert step[None] == 3
+    twin(y, 7, 0.5)  # a Python call writes its argument into the field
+    assert step[None] == 7
+    y.grad.fill(1.0)
+    twin.grad(y, 7, 0.5)
+    np.testing.assert_array_equal(y.grad.to_numpy(), np.ones(8))

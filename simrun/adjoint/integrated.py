@@ -54,13 +54,23 @@ class IntegratedTrajectory(KernelTrajectory):
         super().__init__(*args, **kwargs)
         scene, system = self.scene, self.system
         self.control_params: list = []  # (KEY, 0-D field) of differentiated controller scalars
+        # the controller's step index, read from this field by its twins, so that a native
+        # program can move it on between steps (each Python call writes its argument here)
+        self.step_field = self.ti.field(self.ti.i32, shape=())
         for i, bound in enumerate(system.controller):
             prepare = getattr(bound.kernel, "prepare", None)
-            if prepare is not None:
-                refuse_random(bound, prepare(bound.args, "primal")[0], "controller kernel")
-            if "dt" in self.step_keys and "dt" in parameter_names(bound.kernel):
-                twin = bound.kernel.with_field_args(["dt"])
-                system.controller[i] = BoundKernel(bound.ref, twin, bound.args)
+            if prepare is None:
+                continue
+            refuse_random(bound, prepare(bound.args, "primal")[0], "controller kernel")
+            names = [n for n in parameter_names(bound.kernel) if n == "step" or
+                     (n == "dt" and "dt" in self.step_keys)]
+            if not names:
+                continue
+            twin = bound.kernel.with_field_args(names)
+            if "step" in names:
+                twin.field_args["step"] = self.step_field
+            system.controller[i] = BoundKernel(bound.ref, twin, bound.args)
+            if "dt" in names:
                 self.control_params.append(("dt", twin.field_args["dt"]))
         box = self.model.stepper.box  # the bounds `run`'s stepper gives the walls
         plan = build_plan(scene, system, box, frozenset(self.step_keys))

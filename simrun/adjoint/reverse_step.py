@@ -46,7 +46,6 @@ from simrun.adjoint.launches import (
 )
 from simrun.lang.fields import Field
 from simrun.stepper import updates
-from simrun.stepper.fieldstep import flat_index
 
 
 class ReverseStep:
@@ -74,7 +73,7 @@ class ReverseStep:
 
     # ------------------------------------------------------------------ resolution
     def _resolve_launches(self, traj, model, system) -> None:
-        self.step_at = []  # (launch, index in its flat arguments) of the controller's `step`
+        self.step_calls = []  # controller launches made from Python, given `step` each step
         ctrl_acc = [(b, access(b)) for b in system.controller]
         twin_acc = []
         for tw in traj.twins:
@@ -100,16 +99,13 @@ class ReverseStep:
                 self.twin_grads.append(resolve(tw.kernel, tw.args, "reverse"))
 
     def _with_step(self, bound, mode: str):
-        """A controller launch in `mode`, its `step` argument noted for `_set_step`."""
+        """A controller launch in `mode`. Compiled, its twin reads `step` from the
+        trajectory's step field; made from Python, it is given `step` (`_set_step`)."""
         launch = resolve(bound.kernel, bound.args, mode)
         if isinstance(launch, tuple):
-            at = flat_index(bound.kernel, "step")
-            if at is not None:
-                self.step_at.append((launch, at))
             return launch
         launch = StepCall(bound, mode)
-        if launch.at is not None:
-            self.step_at.append((launch, None))
+        self.step_calls.append(launch)
         return launch
 
     def _force_launches(self, traj, model, system) -> list:
@@ -308,12 +304,9 @@ class ReverseStep:
             self.hvp.set_field_args()
 
     def _set_step(self, k: int) -> None:
-        for launch, at in self.step_at:
-            if at is None:
-                launch.step = k
-            else:
-                launch[1][at] = k  # the flat list the launches read
-                self.backward.set_args(launch[0])
+        self.traj.step_field[None] = k
+        for call in self.step_calls:
+            call.step = k
 
     def load(self, state) -> None:
         """x, v and the fields a step writes from a stored state; folded: G = dU/dx as `run`

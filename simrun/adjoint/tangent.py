@@ -21,7 +21,6 @@ from simrun.adjoint.kernel_state import KernelState, Tangent
 from simrun.adjoint.launches import Launches, StepCall, assign, resolve
 from simrun.adjoint.policy import current
 from simrun.stepper import updates
-from simrun.stepper.fieldstep import flat_index
 from simrun.stepper.plan import DAMPING
 
 
@@ -43,7 +42,7 @@ class TangentStep:
         self.traj = traj
         system, model = traj.system, traj.model
         self.system = system
-        self.step_at: list = []
+        self.step_calls: list = []  # controller launches made from Python
         self.hvp = model.direct_hvp() if system.energy else None
         plan = [self._forward(b, controller=True) for b in system.controller]
         for stage, G in zip(traj.stages, (traj.G, traj.G2)):
@@ -59,18 +58,15 @@ class TangentStep:
                              for f in getattr(b.kernel, "field_args", {}).values()]
 
     def _forward(self, bound, controller: bool = False):
-        """A launch in forward mode (a controller's `step` argument noted)."""
+        """A launch in forward mode (a controller's twin reads `step` from the trajectory's
+        step field; made from Python, it is given `step`)."""
         found = getattr(bound.kernel, "prepare", None) and bound.kernel.prepare(bound.args, "fwd")
         if not found or found[2] or found[0].uses_random or found[0].ndarray_slots:
             call = StepCall(bound, "primal")
-            if call.at is not None and controller:
-                self.step_at.append((call, None))
+            if controller:
+                self.step_calls.append(call)
             return _under_forward_mode(self.system, call)
-        launch = (found[0], list(found[1]))
-        at = flat_index(bound.kernel, "step")
-        if at is not None and controller:
-            self.step_at.append((launch, at))
-        return launch
+        return found[0], list(found[1])
 
     def _tangent_of_forces(self, G) -> list:
         """G = dU/dx and G.dual its tangent along every seeded dual, U.dual U's."""
@@ -127,12 +123,9 @@ class TangentStep:
             ) -> tuple[np.ndarray, np.ndarray, dict]:
         """(xdot, vdot, the carried fields' tangents) after step `state.step`."""
         self.seed(state, tan, fields_dot)
-        for launch, at in self.step_at:
-            if at is None:
-                launch.step = state.step
-            else:
-                launch[1][at] = state.step
-                self.step.set_args(launch[0])
+        self.traj.step_field[None] = state.step
+        for call in self.step_calls:
+            call.step = state.step
         self.step.run()
         system = self.system
         return (system.x.dual.to_numpy().astype(float), system.v.dual.to_numpy().astype(float),

@@ -221,21 +221,24 @@ class Kernel:
         return cache[self.name]
 
     def with_field_args(self, names) -> Kernel:
-        """A twin of this kernel whose named float scalar parameters are read from 0-D fields
-        (`twin.field_args[name]`), so they get gradients (`.grad`, summed over the launches a
-        Tape or kernel.grad() reverses) and tangents (`FwdMode(param=twin.field_args[name])`),
-        which Taichi's scalar arguments lack. The twin is called with the same arguments."""
+        """A twin of this kernel whose named scalar parameters are read from 0-D fields
+        (`twin.field_args[name]`): a float one gets gradients (`.grad`, summed over the
+        launches a Tape or kernel.grad() reverses) and tangents (`FwdMode(param=...)`), which
+        Taichi's scalar arguments lack; an integer one (e.g. a step index) can be changed
+        between launches of a chain without writing the launch's arguments. The twin is
+        called with the same arguments (each call writes them into the fields)."""
         params = {p.name: p for p in self.params()[0]}
         twin = Kernel(self.pyfunc, self.bound_self)
         twin.grad_reads = dict(self.grad_reads)
         for name in names:
             p = params.get(name)
-            if p is None or p.kind != "scalar" or not p.dtype.is_float:
-                raise TypeError(f"kernel '{self.name}' has no float scalar parameter '{name}' "
+            if p is None or p.kind != "scalar":
+                raise TypeError(f"kernel '{self.name}' has no scalar parameter '{name}' "
                                 f"(its scalar parameters: "
                                 f"{[q.name for q in params.values() if q.kind == 'scalar']})")
+            real = p.dtype.is_float
             twin.field_args[name] = fields_mod.field(p.dtype, shape=(), name=f"{self.name}.{name}",
-                                                     needs_grad=True, needs_dual=True)
+                                                     needs_grad=real, needs_dual=real)
         return twin
 
     def with_grad_reads(self, fields: dict) -> Kernel:
