@@ -36,11 +36,21 @@ STEPS_PER_CALL = 20_000  # forward steps per call at most (progress, Ctrl-C)
 
 
 @ti.kernel
-def next_slot(ops: ti.template(), pc: ti.template(), slot: ti.template()):
-    """The slot of this program row: the next entry of the ops table."""
+def next_slot(ops: ti.template(), at: ti.template(), pc: ti.template(), slot: ti.template(),
+              step: ti.template()):
+    """The slot of this program row and the step of the state it names: the next entries
+    of the ops tables (the step is the controller's step index from here on)."""
     for _ in range(1):
         slot[None] = ops[pc[None]]
+        step[None] = at[pc[None]]
         pc[None] += 1
+
+
+@ti.kernel
+def next_step(step: ti.template()):
+    """After a step: the controller's step index moves on."""
+    for _ in range(1):
+        step[None] += 1
 
 
 @ti.kernel
@@ -130,8 +140,7 @@ class NativeProgram:
 
     @classmethod
     def build(cls, traj, native, snapshots: int) -> NativeProgram | None:
-        if traj.at_mean or traj.model.stepper.chain is None or not native.folded \
-                or native.backward.chain is None:
+        if traj.at_mean or traj.model.stepper.chain is None or native.backward.chain is None:
             return None
         slabs = _slabs(native.moving, snapshots + 2)
         if slabs is None:
@@ -147,10 +156,10 @@ class NativeProgram:
         vec = ti.Vector.field
         self.sx, self.sv, self.sf = (vec(dim, fp, shape=(snapshots + 2, n)) for _ in range(3))
         self.slabs = slabs
-        self.ops = ti.field(ti.i32, shape=OPS)
+        self.ops, self.at = ti.field(ti.i32, shape=OPS), ti.field(ti.i32, shape=OPS)
         self.pc, self.slot = ti.field(ti.i32, shape=()), ti.field(ti.i32, shape=())
         slab, x, slot = (self.sx, self.sv, self.sf), system.x, self.slot
-        tick = (next_slot, (self.ops, self.pc, slot))
+        tick = (next_slot, (self.ops, self.at, self.pc, slot, traj.step_field))
         load = [(load_slot, (*slab, slot, x, system.v))] + \
             [(load_field, (s, slot, f)) for f, s in slabs.values()]
         store = [(store_slot, (x, system.v, *slab, slot))] + \
@@ -159,8 +168,12 @@ class NativeProgram:
             blocks = {"load": [tick, *load], "store": [tick, *store], "reverse": [tick, *load]}
             blocks = {k: [chainable(*launch) for launch in b] for k, b in blocks.items()}
         # recomputed steps never need U (only the final state's, which _first_reverse makes):
-        # the gradients alone where they read nothing the energies' forward launches write
-        blocks["step"] = stepper.step_launches(potential=False) or [None]
+        # the gradients alone where they read nothing the energies' forward launches write;
+        # a controller's twins read the step index, which moves on after each step
+        control = [chainable(b.kernel, b.args) for b in system.controller]
+        blocks["step"] = stepper.step_launches(potential=False, control=control) or [None]
+        if control:
+            blocks["step"].append(chainable(next_step, (traj.step_field,)))
         blocks["reverse"] += native.backward.launches
         blocks["step_store"] = blocks["step"] + blocks["store"]
         launches, rows = [], {}
@@ -174,6 +187,7 @@ class NativeProgram:
         self.step_store_row = rows["step_store"]
         self.program: list[int] = []  # (first launch, launch count, repeats) per row, flat
         self.args: list[int] = []  # the slot of each load, store and reverse row, in order
+        self.arg_steps: list[int] = []  # ... and the step of the state it names
         self.step_end = -1  # len(program) after the last step row (more steps extend it)
         self.first_reversed = -1  # the step the first reverse row of this call reverses
         self.live: Held | None = None  # the state the system's fields hold
@@ -187,39 +201,44 @@ class NativeProgram:
         if not self.program:
             return
         self.ops.data[: len(self.args)] = self.args
+        self.at.data[: len(self.args)] = self.arg_steps
         self.pc.data[()] = 0
         self.native.bad.data[()] = 0
         for bound in self.system.energy:
             bound.kernel.last_launch = None
         if self.stepper.direct is not None:
             self.stepper.direct.set_field_args()
-        self.native.hvp.set_field_args()
+        if self.native.energy:
+            self.native.hvp.set_field_args()
         program = np.array(self.program, dtype=np.int64).reshape(-1, 3)
         done = self.chain.run_program(program)
         if self.native.bad.data[()]:
             self.native.pull(self.adj)
             self.traj._check_finite(self.adj, stopped_at(program, done, self.reverse_row[0],
                                                          self.first_reversed))
-        self.program, self.args, self.pending_steps, self.step_end = [], [], 0, -1
-        self.first_reversed = -1
+        self.program, self.args, self.arg_steps = [], [], []
+        self.pending_steps, self.step_end, self.first_reversed = 0, -1, -1
 
     def _emit_repeated(self, row: list[int], slots: range) -> None:
-        """One row repeated once per slot (its tick reads them in turn)."""
+        """One row repeated once per slot (its tick reads them in turn); slot k holds the
+        state at step k."""
         if len(self.args) + len(slots) > OPS:
             self.flush()
         self.args += slots
+        self.arg_steps += slots
         self.program += [row[0], row[1], len(slots)]
 
-    def _emit(self, row: list[int], slot: int) -> None:
+    def _emit(self, row: list[int], slot: int, step: int) -> None:
         if len(self.args) >= OPS:
             self.flush()
         self.args.append(slot)
+        self.arg_steps.append(step)
         self.program += row
 
     # ------------------------------------------------------------------ schedule callbacks
     def advance_many(self, held: Held, a: int, b: int) -> Held:
         if self.live is not held:
-            self._emit(self.load_row, held.slot)
+            self._emit(self.load_row, held.slot, held.step)
         left = b - a
         while left:
             take = min(left, STEPS_PER_CALL - self.pending_steps)
@@ -241,7 +260,7 @@ class NativeProgram:
     def copy(self, held: Held) -> Held:
         held.slot = len(self.used) + 1
         self.used.append(held.slot)
-        self._emit(self.store_row, held.slot)
+        self._emit(self.store_row, held.slot, held.step)
         return held
 
     def release(self, held: Held) -> None:
@@ -254,8 +273,8 @@ class NativeProgram:
         slot = held.slot
         if slot is None:  # advanced to, not stored: through the scratch slot
             slot = self.scratch
-            self._emit(self.store_row, slot)
-        self._emit(self.reverse_row, slot)
+            self._emit(self.store_row, slot, k)
+        self._emit(self.reverse_row, slot, k)
         if self.first_reversed < 0:
             self.first_reversed = k
         self.reversed_to = k
@@ -277,13 +296,14 @@ class NativeProgram:
         the native step's fields, the forces after the step into its G2."""
         traj, native = self.traj, self.native
         if self.live is not held:
-            self._emit(self.load_row, held.slot)
+            self._emit(self.load_row, held.slot, held.step)
         if held.slot is None:
-            self._emit(self.store_row, self.scratch)
+            self._emit(self.store_row, self.scratch, held.step)
             held.slot = self.scratch
         self.flush()
         self.first_descent = False
         potential, done = traj.model.uses_potential(), 0
+        self.stepper.step_index = self.steps - 1  # a controller's step index
         while done < 1:
             done += self.stepper.advance(1, potential)
         nxt = State(self.steps, None, None, None, 0.0)
@@ -308,6 +328,7 @@ class NativeProgram:
         for name, (_, slab) in self.slabs.items():
             slab.data[0] = np.reshape(state0.fields[name], slab.data.shape[1:])
         start = Held(0, 0)
+        self.traj.step_field[None] = 0  # the fields hold the start (`_every_state` steps it)
         if 1 < steps <= snapshots + 1:
             sched = self._every_state(steps)
         else:

@@ -117,12 +117,21 @@ class FieldStepper:
                 self.forces_only = Chain(runtime(), self.pre + self.clear + gradients +
                                          self.post, stop=self.bad)
 
-    def step_launches(self, potential: bool = True) -> list | None:
+    def step_launches(self, potential: bool = True, control: list | None = None
+                      ) -> list | None:
         """One chained step's launches without the NaN watch (the last of ``post``), for
         callers that chain steps with other launches; None where the step is not chained.
-        Without `potential`, U may be left as it was (see ``advance``)."""
-        if self.chain is None or self.control:  # a controller's step needs its index
+        Without `potential`, U may be left as it was (see ``advance``). A controller's
+        launches need the step index in their arguments: a caller gives `control`, launches
+        that take their place (twins reading the index from a field it moves on), and gets
+        the step as ``advance(forces_after=potential)`` makes it, else None."""
+        if self.chain is None:
             return None
+        if self.control:
+            if control is None or len(control) != len(self.control) or not all(control):
+                return None
+            chain = self.chain if potential or self.stepped is None else self.stepped
+            return control + chain.launches[len(self.control):-1]
         forces = self.forces if potential or self.gradients is None else self.gradients
         return self.pre + self.clear + forces + self.post[:-1]
 
