@@ -66,6 +66,34 @@ def test_native_gradient_equals_its_launches_one_by_one(case):
                                       err_msg=key)
 
 
+@pytest.mark.parametrize("every_state", [False, True], ids=["few-states", "every-state"])
+@pytest.mark.parametrize("case", ["mass_spring", "billiards"])
+def test_controller_scenes_run_as_one_native_program_with_the_stepwise_bits(case, every_state,
+                                                                            monkeypatch):
+    """A controller's step index comes from the program's ops table (its twins read it
+    from a field), so the whole schedule of a robot runs as native programs: the same
+    objective and gradients, bit for bit, as one native call per step from Python."""
+    from simrun.adjoint.program import NativeProgram
+
+    scene, keys, checkpoints = _scene(case)
+    if every_state:
+        checkpoints = scene.steps - 1
+    ran = []
+    gradient = NativeProgram.gradient
+    monkeypatch.setattr(NativeProgram, "gradient",
+                        lambda self, *a, **k: ran.append(1) or gradient(self, *a, **k))
+    program = scene_gradient(scene, keys, checkpoints=checkpoints, threads=1)
+    assert ran, "the native program did not run"
+    with execution(program=False):
+        stepwise = scene_gradient(scene, keys, checkpoints=checkpoints, threads=1)
+    assert len(ran) == 1
+    assert program.objective == stepwise.objective
+    assert program.advances == stepwise.advances
+    for key in keys:
+        assert np.any(np.asarray(program.gradients[key]) != 0), key
+        np.testing.assert_array_equal(program.gradients[key], stepwise.gradients[key])
+
+
 def test_a_cached_trajectory_gives_a_fresh_ones_gradients_bit_for_bit():
     """optimize's iterations: new field values each time, the other fields (the controller's
     outputs, which the previous episode left moved) back at their allocated values; after
