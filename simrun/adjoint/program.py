@@ -75,24 +75,35 @@ def store_slot(x: ti.template(), v: ti.template(), sx: ti.template(), sv: ti.tem
         sf[k, i] = -x.grad[i]
 
 
+@ti.func
+def _row_index(I, f: ti.template()):
+    """Where element I of an n-D field sits in its slab's row (row-major)."""
+    k = 0
+    for d in ti.static(range(len(f.shape))):
+        k = k * f.shape[d] + I[d]
+    return k
+
+
 @ti.kernel
 def load_field(slab: ti.template(), slot: ti.template(), f: ti.template()):
-    """A carried field (0-D or 1-D) from its slab's row `slot`."""
-    for i in range(slab.shape[1]):
-        if ti.static(len(f.shape) == 0):
-            f[None] = slab[slot[None], i]
-        else:
-            f[i] = slab[slot[None], i]
+    """A carried field from its slab's row `slot`."""
+    if ti.static(len(f.shape) == 0):
+        for _ in range(1):
+            f[None] = slab[slot[None], 0]
+    else:
+        for I in ti.grouped(f):
+            f[I] = slab[slot[None], _row_index(I, f)]
 
 
 @ti.kernel
 def store_field(f: ti.template(), slab: ti.template(), slot: ti.template()):
-    """A carried field (0-D or 1-D) into its slab's row `slot`."""
-    for i in range(slab.shape[1]):
-        if ti.static(len(f.shape) == 0):
-            slab[slot[None], i] = f[None]
-        else:
-            slab[slot[None], i] = f[i]
+    """A carried field into its slab's row `slot`."""
+    if ti.static(len(f.shape) == 0):
+        for _ in range(1):
+            slab[slot[None], 0] = f[None]
+    else:
+        for I in ti.grouped(f):
+            slab[slot[None], _row_index(I, f)] = f[I]
 
 
 def stopped_at(program: np.ndarray, done: int, reverse_first: int, first_reversed: int) -> int:
@@ -116,12 +127,10 @@ class Held:
         self.step, self.slot = step, slot
 
 
-def _slabs(fields: dict, slots: int) -> dict | None:
-    """A slab per carried field ({name: (field, slab)}): rows of the field's elements
-    (scalars, vectors or matrices), or None where a field is not 0-D or 1-D."""
-    if any(len(f.shape) > 1 for f in fields.values()):
-        return None
-    return {n: (f, _slab(f, (slots, f.shape[0] if f.shape else 1))) for n, f in fields.items()}
+def _slabs(fields: dict, slots: int) -> dict:
+    """A slab per carried field ({name: (field, slab)}): per slot, a row of the field's
+    elements (scalars, vectors or matrices) in row-major order."""
+    return {n: (f, _slab(f, (slots, max(int(np.prod(f.shape)), 1)))) for n, f in fields.items()}
 
 
 def _slab(f, shape: tuple):
@@ -142,10 +151,7 @@ class NativeProgram:
     def build(cls, traj, native, snapshots: int) -> NativeProgram | None:
         if traj.at_mean or traj.model.stepper.chain is None or native.backward.chain is None:
             return None
-        slabs = _slabs(native.moving, snapshots + 2)
-        if slabs is None:
-            return None
-        program = cls(traj, native, snapshots, slabs)
+        program = cls(traj, native, snapshots, _slabs(native.moving, snapshots + 2))
         return program if program.chain is not None else None
 
     def __init__(self, traj, native, snapshots: int, slabs: dict) -> None:
