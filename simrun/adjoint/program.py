@@ -3,15 +3,17 @@ steps run from machine code, a few thousand schedule actions per call.
 
 The binomial schedule (schedule.py) still decides every action, but its states are slots of
 one preallocated slab of engine fields (x, v, F and each field a step carries, e.g. a
-thermostat's chain and clock, per slot, in their own precision) instead of NumPy arrays in
-Python objects, and its actions are rows of a `Chain` program: LOAD a slot into the system's
-fields, STEP n times (the stepper's own launches, without its NaN watch), STORE the fields
-into a slot, REVERSE one step (the state before it from a slot, then the folded reverse step
-of `reverse_step.ReverseStep`, which keeps the forces after the step from the step
-reversed just before). A small kernel at the start of each LOAD, STORE and REVERSE reads that
-row's slot from an ops table, so one call runs a whole stretch of the schedule without Python
-or NumPy between its steps. Copies are bit-exact (F is stored as -x.grad, restored as -F):
-the gradient has the same bits as the step-by-step native sweep's.
+thermostat's chain and clock, a controller's outputs, an MPM grid, per slot, in their own
+precision) instead of NumPy arrays in Python objects, and its actions are rows of a `Chain`
+program: LOAD a slot into the system's fields, STEP n times (the stepper's own launches,
+without its NaN watch), STORE the fields into a slot, REVERSE one step (the state before it
+from a slot, then `reverse_step.ReverseStep`'s launches; folded, they keep the forces after
+the step from the step reversed just before). A small kernel at the start of each LOAD,
+STORE and REVERSE reads that row's slot, and the step of the state it names, from two ops
+tables, so one call runs a whole stretch of the schedule without Python or NumPy between
+its steps. A controller's twins read that step index from a field, and a launch moves it
+on after each step. Copies are bit-exact (F is stored as -x.grad, restored as -F): the
+gradient has the same bits as the step-by-step native sweep's.
 
 The objective must read only the final state (at: end): its seed, the last step and the
 first reverse step run from Python once. A NaN or Inf in the adjoint stops the program after
