@@ -265,7 +265,7 @@ def test_a_shipped_scene_gives_the_cpu_bits(device, tmp_path):
                                         ("mass_spring.yaml", "fields.bias1")])
 def test_a_shipped_scene_gradient_gives_the_cpu_bits(device, scene, wrt, mode):
     """The reverse step's and forward mode's launches (reverse_step.py, tangent.py) made one
-    by one on the device: the CPU's bits."""
+    by one on the device: the CPU's bits; the reverse sweep's states stay on the device."""
     from simrun.adjoint import policy
     from simrun.adjoint.job import forward_gradient, scene_gradient
     from simrun.scene import load_scene
@@ -274,12 +274,17 @@ def test_a_shipped_scene_gradient_gives_the_cpu_bits(device, scene, wrt, mode):
     path = Path(__file__).resolve().parents[1] / "scenes" / scene
     with policy.execution(native=False):  # launch by launch, as on the device (no chains)
         cpu = gradient(load_scene(path, ["steps=40"]), [wrt])
-    before = device.launches
+    before, first = device.launches, len(device.transfers)
     with on_device("cuda"):
-        gpu = gradient(load_scene(path, ["steps=40"]), [wrt])
+        scene_ = load_scene(path, ["steps=40"])
+        gpu = gradient(scene_, [wrt])
     assert device.launches > before
     assert gpu.objective == cpu.objective
     assert np.array_equal(gpu.gradients[wrt], cpu.gradients[wrt])
+    if mode == "reverse":  # the schedule's program keeps the states in slabs on the device:
+        p = scene_.particles  # x, v or F of the whole system crosses a few times, not per step
+        state = p.count * p.dim * (8 if scene_.precision == "f64" else 4)
+        assert sum(1 for _, size in device.transfers[first:] if size == state) < 40
 
 
 def test_async_launches_send_contexts_from_a_ring_and_python_sees_their_writes(

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 import simrun.lang as ti
 from simrun.lang.api import runtime
 from simrun.lang.autodiff.tape import access_of, run_grad
@@ -71,11 +73,20 @@ def resolve(kernel, args, mode: str = "primal") -> Launch:
     return compiled, list(flat)
 
 
-def _chains(launch: Launch) -> bool:
+def chains(launch: Launch) -> bool:
+    """Whether a Chain can make this launch (a CPU kernel of fields alone)."""
     if not isinstance(launch, tuple):
         return False
     compiled = launch[0]
     return compiled.chainable and not compiled.uses_random and not compiled.ndarray_slots
+
+
+def make(launch: Launch) -> None:
+    """One launch from Python."""
+    if isinstance(launch, tuple):
+        launch[0].launch(launch[1])
+    else:
+        launch()
 
 
 class Launches:
@@ -84,7 +95,7 @@ class Launches:
 
     def __init__(self, launches: list[Launch], native: bool) -> None:
         self.launches = launches
-        self.chain = Chain(runtime(), launches) if native and all(map(_chains, launches)) \
+        self.chain = Chain(runtime(), launches) if native and all(map(chains, launches)) \
             else None
 
     def set_args(self, compiled=None) -> None:
@@ -98,10 +109,27 @@ class Launches:
             self.chain.run(1, set_args=set_args)
             return
         for launch in self.launches:
-            if isinstance(launch, tuple):
-                launch[0].launch(launch[1])
-            else:
-                launch()
+            make(launch)
+
+
+class Rows:
+    """A program's rows made launch by launch from Python, as `Chain.run_program` makes
+    them natively (the interpreted policy; a GPU, whose kernels chains cannot post)."""
+
+    def __init__(self, launches: list, stop) -> None:
+        self.launches, self.stop = launches, stop
+
+    def run_program(self, program: np.ndarray) -> int:
+        done = 0
+        for first, count, repeats in np.asarray(program).reshape(-1, 3):
+            block = self.launches[first:first + count]
+            for _ in range(repeats):
+                for launch in block:
+                    make(launch)
+                done += 1
+                if self.stop.host_values(write=False)[()]:
+                    return done
+        return done
 
 
 def access(bound):

@@ -11,7 +11,8 @@ from a slot, then `reverse_step.ReverseStep`'s launches; folded, they keep the f
 the step from the step reversed just before). A small kernel at the start of each LOAD,
 STORE and REVERSE reads that row's slot, and the step of the state it names, from two ops
 tables, so one call runs a whole stretch of the schedule without Python or NumPy between
-its steps. A controller's twins read that step index from a field, and a launch moves it
+its steps (under the interpreted policy, and on a GPU, whose kernels chains cannot post, the
+same rows run launch by launch from Python, the states still in the slabs). A controller's twins read that step index from a field, and a launch moves it
 on after each step. Copies are bit-exact (F is stored as -x.grad, restored as -F): the
 gradient has the same bits as the step-by-step native sweep's.
 
@@ -25,12 +26,14 @@ from __future__ import annotations
 import numpy as np
 
 import simrun.lang as ti
+from simrun.adjoint import policy
 from simrun.adjoint.kernel_state import KernelState
+from simrun.adjoint.launches import Rows, chains
 from simrun.adjoint.schedule import Schedule, reverse
 from simrun.lang.api import runtime
 from simrun.lang.runtime.chain import Chain
 from simrun.stepper import updates
-from simrun.stepper.fieldstep import chainable
+from simrun.stepper.fieldstep import direct_launch
 from simrun.stepper.state import State
 
 OPS = 4096  # slot arguments per native call
@@ -151,7 +154,7 @@ class NativeProgram:
 
     @classmethod
     def build(cls, traj, native, snapshots: int) -> NativeProgram | None:
-        if traj.at_mean or traj.model.stepper.chain is None or native.backward.chain is None:
+        if traj.at_mean:
             return None
         program = cls(traj, native, snapshots, _slabs(native.moving, snapshots + 2))
         return program if program.chain is not None else None
@@ -174,21 +177,25 @@ class NativeProgram:
             [(store_field, (f, s, slot)) for f, s in slabs.values()]
         with updates.ieee():
             blocks = {"load": [tick, *load], "store": [tick, *store], "reverse": [tick, *load]}
-            blocks = {k: [chainable(*launch) for launch in b] for k, b in blocks.items()}
+            blocks = {k: [direct_launch(*launch) for launch in b] for k, b in blocks.items()}
         # recomputed steps never need U (only the final state's, which _first_reverse makes):
         # the gradients alone where they read nothing the energies' forward launches write;
         # a controller's twins read the step index, which moves on after each step
-        control = [chainable(b.kernel, b.args) for b in system.controller]
+        control = [direct_launch(b.kernel, b.args) for b in system.controller]
         blocks["step"] = stepper.step_launches(potential=False, control=control) or [None]
         if control:
-            blocks["step"].append(chainable(next_step, (traj.step_field,)))
+            blocks["step"].append(direct_launch(next_step, (traj.step_field,)))
         blocks["reverse"] += native.backward.launches
         blocks["step_store"] = blocks["step"] + blocks["store"]
         launches, rows = [], {}
         for name, block in blocks.items():
             rows[name] = [len(launches), len(block), 1]
             launches += block
-        self.chain = Chain(runtime(), launches, stop=native.bad) if all(launches) else None
+        self.chain = None  # where a step or a copy is not a compiled launch
+        if all(launches):  # one native call per stretch, else the rows one by one
+            chained = policy.current().native and all(map(chains, launches))
+            self.chain = (Chain(runtime(), launches, stop=native.bad) if chained
+                          else Rows(launches, stop=native.bad))
         self.load_row, self.store_row, self.reverse_row = rows["load"], rows["store"], \
             rows["reverse"]
         self.step_row = [*rows["step"][:2], 0]  # the steps are added to its repeats

@@ -119,21 +119,28 @@ class FieldStepper:
 
     def step_launches(self, potential: bool = True, control: list | None = None
                       ) -> list | None:
-        """One chained step's launches without the NaN watch (the last of ``post``), for
-        callers that chain steps with other launches; None where the step is not chained.
-        Without `potential`, U may be left as it was (see ``advance``). A controller's
-        launches need the step index in their arguments: a caller gives `control`, launches
-        that take their place (twins reading the index from a field it moves on), and gets
-        the step as ``advance(forces_after=potential)`` makes it, else None."""
-        if self.chain is None:
+        """One step's launches, (compiled, flat) each, without the NaN watch (the last of
+        ``post``), for callers that make steps with other launches (chained on a CPU, one by
+        one on a GPU); None where a step is not all such launches (or a neighbour list's
+        rebuild check comes first). Without `potential`, U may be left as it was (see
+        ``advance``). A controller's launches need the step index in their arguments: a
+        caller gives `control`, launches that take their place (twins reading the index
+        from a field it moves on), and gets the step as ``advance(forces_after=potential)``
+        makes it, else None."""
+        pre, clear, post = ([_direct(p) for p in x] for x in (self.pre, self.clear, self.post))
+        if self.forces is None or self.system.neighbor_list is not None or \
+                not all(pre + clear + post):
             return None
-        if self.control:
-            if control is None or len(control) != len(self.control) or not all(control):
+        if self.system.controller:
+            if control is None or len(control) != len(self.system.controller) or \
+                    not all(control):
                 return None
-            chain = self.chain if potential or self.stepped is None else self.stepped
-            return control + chain.launches[len(self.control):-1]
+            head = control + clear + self.forces
+            if not potential and len(post) == 1:  # as `stepped`: F after the step skipped
+                return head + pre
+            return head + pre + clear + self.forces + post[:-1]
         forces = self.forces if potential or self.gradients is None else self.gradients
-        return self.pre + self.clear + forces + self.post[:-1]
+        return pre + clear + forces + post[:-1]
 
     def _launch(self, kernel, args) -> tuple | Callable[[], None]:
         found = direct_launch(kernel, args)
@@ -141,8 +148,7 @@ class FieldStepper:
             return lambda: kernel(*args)
         if found[0].chainable:
             return found
-        compiled, flat = found  # a GPU's: launched one by one
-        return lambda: compiled.launch(flat) if not recording() else kernel(*args)
+        return GPULaunch(kernel, args, found)  # launched one by one
 
     def _control_launches(self) -> list | None:
         """[((compiled, flat), index of `step` in flat or None)] of the controller kernels,
@@ -287,3 +293,24 @@ class FieldStepper:
         else:
             compiled, flat = part
             compiled.launch(flat)
+
+
+class GPULaunch:
+    """A GPU kernel's launch, made one by one (chains are the CPU's); a Tape recording
+    around it gets the kernel call instead."""
+
+    def __init__(self, kernel, args, found: tuple) -> None:
+        self.kernel, self.args, self.found = kernel, args, found
+
+    def __call__(self) -> None:
+        if recording():
+            self.kernel(*self.args)
+        else:
+            self.found[0].launch(self.found[1])
+
+
+def _direct(part) -> tuple | None:
+    """(compiled, flat) of a step's part, or None where it is made by a Python call."""
+    if isinstance(part, tuple):
+        return part
+    return part.found if isinstance(part, GPULaunch) else None
