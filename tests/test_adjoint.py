@@ -367,6 +367,20 @@ def test_cli_forward_mode_writes_the_sensitivity_horizon(tmp_path):
     assert (tmp_path / "f" / "horizon.png").stat().st_size > 1000
 
 
+def test_cli_forward_mode_of_an_allocated_field(tmp_path):
+    """A `fields.<name>` KEY in forward mode (dJ along a random direction of the field): the
+    pictures skip it, as they skip every KEY without a value in the scene file (it once
+    ended in an error about --sweep after writing gradients.json)."""
+    done = simrun("grad", str(REPO / "scenes" / "billiards.yaml"), "--set", "steps=40",
+                  "--mode", "forward", "--wrt", "fields.cue_v", "--wrt", "dt", "--out", "f",
+                  cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    record = json.loads((tmp_path / "f" / "gradients.json").read_text())
+    assert set(record["gradients"]) == {"fields.cue_v", "dt"}
+    assert "fields.cue_v" in record["directions"]
+    assert (tmp_path / "f" / "sensitivities.png").stat().st_size > 1000
+
+
 def test_cli_check_validates_objective_and_keys(tmp_path):
     path = _scene(tmp_path, GRAVITY)
     good = simrun("check", str(path), "--allow-outside", "--wrt", "dt", cwd=tmp_path)

@@ -362,8 +362,11 @@ def picture_inputs(scene: Scene, gradients: dict[str, Any]) -> tuple[dict[str, f
     it with the folder's own scene."""
     values = {}
     for text, gradient in gradients.items():
-        value = value_of(scene, parse_key(scene, text)) if np.ndim(gradient) == 0 else None
-        if value is not None and np.ndim(value) == 0:  # not a random direction's dJ
+        key = parse_key(scene, text)
+        if np.ndim(gradient) or key.kind == "field":  # an allocated field has no scene value
+            continue
+        value = value_of(scene, key)
+        if np.ndim(value) == 0:  # not a random direction's dJ
             values[text] = float(value)
     x0 = initial_state(scene)[0] if "state.x0" in gradients else None
     return values, x0
