@@ -105,6 +105,27 @@ def test_shipped_scene_kernels_assemble(scene, tmp_path):
         assembles(kir)
 
 
+@pytest.mark.parametrize("scene, wrt", [("mass_spring.yaml", "fields.bias1"),
+                                        ("diffmpm.yaml", "fields.bias")])
+def test_gradient_kernels_assemble(scene, wrt):
+    """Every kernel a gradient compiles, in reverse and forward mode: the schedule's program
+    (its ops-table ticks, slabs of 1-D and 2-D fields), the controller's twins reading the
+    step index from a field, the reverse plan's adjoint moves, H lambda's launches."""
+    from simrun.adjoint.job import forward_gradient, scene_gradient
+    from simrun.scene import load_scene
+
+    def gradients():
+        sc = load_scene(ROOT / "scenes" / scene, ["steps=6"])
+        scene_gradient(sc, [wrt], checkpoints=2)
+        forward_gradient(sc, [wrt])
+
+    kirs = list({id(k): k for k in collected_during(gradients)}.values())
+    names = {k.name for k in kirs}
+    assert {"next_slot", "next_step", "load_field", "store_field", "accumulate"} <= names
+    for kir in kirs:
+        assembles(kir)
+
+
 def test_ptx_command_prints_the_reverse_kernel(tmp_path):
     src = tmp_path / "k.py"
     src.write_text("import simrun.lang as ti\n"
