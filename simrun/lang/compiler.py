@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .codegen import vector_width
 from .codegen.layout import build_layout
 from .codegen.schedule import racing_scatters
 from .ir.printer import print_kernel
@@ -41,12 +42,18 @@ def compile_kernel(kir, runtime, config, arg_specs, ndarray_slots) -> CompiledKe
     # frontend split) into reductions 100s of lanes wide that its X86 backend can abort on
     # ("Illegal shuffle mask"): such kernels are compiled without it
     slp = not kir.extra.get("split_expressions")
-    key = jit.cache_key(f"{text}\ndebug={config.debug} fast_math={config.fast_math} slp={slp}",
-                        settings)
+    # tasks that gather through a loaded index, compiled narrower where that is faster
+    narrow = vector_width.narrow_features(*jit.host_cpu(settings.cache_dir))
+    gathering = [k for k, task in enumerate(kir.tasks) if narrow and vector_width.gathers(task)]
+    key = jit.cache_key(f"{text}\ndebug={config.debug} fast_math={config.fast_math} slp={slp}"
+                        + (f" narrow={gathering} {narrow}" if gathering else ""), settings)
     names = [f"{kir.name}_{key}_t{k}" for k in range(len(kir.tasks))]
     cached = jit.load_cached(key, settings, use_disk=config.offline_cache)
     if not cached or config.debug:
         module_text, names = build_module(kir, layout, key, config.debug, config.fast_math)
+        if gathering:  # AVX2's gathers and scalar stores beat AVX-512's on this CPU
+            module_text = vector_width.with_features(module_text, [names[k] for k in gathering],
+                                                     narrow)
         if not cached:
             jit.compile_module(key, module_text, settings, kir.name, slp)
     addresses = [jit.function_address(n) for n in names]
