@@ -153,7 +153,8 @@ def simrun(cells: int, steps: int, threads: int, device: str = "cpu",
                "--no-render", "--threads", str(threads), "--device", device,
                *(() if reproducible else ("--no-reproducible",)),
                *[a for s in sets for a in ("--set", s)]]
-        out = subprocess.run(cmd, capture_output=True, text=True, check=True,
+        # cwd: not a checkout, whose simrun `python -m` would import ahead of PYTHONPATH's
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=tmp,
                              env={**os.environ, "MPLBACKEND": "Agg"}).stdout
         info = json.loads(Path(f"{tmp}/r/run.json").read_text())
     rss = int(re.search(r"RSS (\d+)", out).group(1)) / 1024
