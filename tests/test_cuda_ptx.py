@@ -105,12 +105,12 @@ def test_shipped_scene_kernels_assemble(scene, tmp_path):
         assembles(kir)
 
 
-@pytest.mark.parametrize("scene, wrt", [("mass_spring.yaml", "fields.bias1"),
-                                        ("diffmpm.yaml", "fields.bias")])
+@pytest.mark.parametrize("scene, wrt", [("diffmpm.yaml", "fields.bias")])
 def test_gradient_kernels_assemble(scene, wrt):
     """Every kernel a gradient compiles, in reverse and forward mode: the schedule's program
     (its ops-table ticks, slabs of 1-D and 2-D fields), the controller's twins reading the
-    step index from a field, the reverse plan's adjoint moves, H lambda's launches."""
+    step index from a field, the reverse plan's adjoint moves, H lambda's launches (diffmpm
+    has them all; mass_spring's took 18 s more of the suite)."""
     from simrun.adjoint.job import forward_gradient, scene_gradient
     from simrun.scene import load_scene
 
