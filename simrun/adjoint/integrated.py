@@ -115,6 +115,12 @@ class IntegratedTrajectory(KernelTrajectory):
                     extra[name].fill(0)
         return super().start(x0, v0, field_shifts, field_values)
 
+    def scalar_field_values(self) -> list:
+        """[(0-D field, its value)] of the scalars the step kernels, updates and controller
+        read from fields, as a Python launch writes them (direct launches do not)."""
+        return [(f, f.data[()].copy()) for b in self.twins + self.system.controller
+                for f in getattr(b.kernel, "field_args", {}).values()]
+
     def _before_kernels(self, k: int) -> None:
         """controller(k), then G = dU/dx at the state it left (else G is the state's)."""
         system = self.system

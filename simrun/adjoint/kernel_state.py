@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from simrun.stepper.plan import DAMPING
+
 
 @dataclass
 class KernelState:
@@ -44,6 +46,15 @@ class KernelAdjoint:
         for k, val in values.items():
             self.params[k] = self.params.get(k, 0.0) + sign * val
 
+    def add_scalar(self, key: str, value: float) -> None:
+        """Add to the adjoint of a scalar the steps read: dt, the damping or a parameter."""
+        if key == "dt":
+            self.dt += value
+        elif key == DAMPING:
+            self.damping += value
+        else:
+            self.add_params({key: value})
+
 
 @dataclass
 class Tangent:
@@ -55,3 +66,8 @@ class Tangent:
     dt: float = 0.0
     damping: float = 0.0
     params: dict[str, float] = field(default_factory=dict)  # energy and objective KEYs
+
+    def scalar(self, key: str) -> float:
+        """The tangent of a scalar the steps read: dt, the damping or a parameter."""
+        return self.dt if key == "dt" else (
+            self.damping if key == DAMPING else self.params.get(key, 0.0))

@@ -85,8 +85,7 @@ class ReverseStep:
         for tw, _ in twin_acc:
             with traj.compiled_as_run(tw):
                 self.twins.append(resolve(tw.kernel, tw.args))
-        self.field_values = [(f, f.data[()].copy()) for b in traj.twins + system.controller
-                             for f in getattr(b.kernel, "field_args", {}).values()]
+        self.field_values = traj.scalar_field_values()
         energy = [access(b) for b in system.energy]
         self.energy_reads = _reads(energy)
         self.ctrl_snaps = self._snapshots(ctrl_acc, set())
@@ -334,13 +333,7 @@ class ReverseStep:
         adj.x, adj.v, adj.mass = self.ax.to_numpy(), self.av.to_numpy(), self.am.to_numpy()
         adj.fields = {n: a.to_numpy() for n, a in self.af.items()}
         for key, _, acc, factor in self.step_params:
-            value = factor * float(acc.data[()])
-            if key == "dt":
-                adj.dt += value
-            elif key == "integrator.damping":
-                adj.damping += value
-            else:
-                adj.add_params({key: value})
+            adj.add_scalar(key, factor * float(acc.data[()]))
             acc.data[()] = 0.0
         for key, (_, acc) in self.energy_params.items():
             adj.add_params({key: float(acc.data[()])})

@@ -21,7 +21,6 @@ from simrun.adjoint.kernel_state import KernelState, Tangent
 from simrun.adjoint.launches import Launches, StepCall, assign, resolve
 from simrun.adjoint.policy import current
 from simrun.stepper import updates
-from simrun.stepper.plan import DAMPING
 
 
 def _under_forward_mode(system, call):
@@ -54,8 +53,7 @@ class TangentStep:
                     plan.append(self._forward(bound))
         self.step = Launches(plan, current().native)
         self.energy = Launches(self._tangent_of_forces(traj.G), current().native)
-        self.field_values = [(f, f.data[()].copy()) for b in traj.twins + system.controller
-                             for f in getattr(b.kernel, "field_args", {}).values()]
+        self.field_values = traj.scalar_field_values()
 
     def _forward(self, bound, controller: bool = False):
         """A launch in forward mode (a controller's twin reads `step` from the trajectory's
@@ -80,7 +78,7 @@ class TangentStep:
                                       *self.traj.model.param_fields.values()]
                  if getattr(f, "dual", None) is not None}
         plan = [R(updates.zero, (f,)) for f in self.hvp.zero_fields if id(f) not in seeds]
-        plan += [R(updates.zero, (system.U.dual,)), R(updates.reset_loss, (system.U,))]
+        plan.append(R(updates.reset_loss, (system.U,)))  # U.dual: among the zero fields
         plan += [(p, pflat) for p, pflat, _, _ in self.hvp.calls]
         plan += [(g, gflat) for _, _, g, gflat in reversed(self.hvp.calls)]
         return plan + [R(assign, (system.x.grad, G, fp)),
@@ -115,9 +113,7 @@ class TangentStep:
             f.dual[None] = tan.params.get(key, 0.0)
         scalars = traj.scalars + [(k, f, 1.0) for k, f in traj.control_params]
         for key, f, factor in scalars:
-            value = tan.dt if key == "dt" else (
-                tan.damping if key == DAMPING else tan.params.get(key, 0.0))
-            f.dual[None] = factor * value
+            f.dual[None] = factor * tan.scalar(key)
 
     def run(self, state: KernelState, tan: Tangent, fields_dot: dict
             ) -> tuple[np.ndarray, np.ndarray, dict]:
