@@ -1,5 +1,5 @@
 """`simrun grad` of a scene with a `controller` on the integrator's velocity Verlet (the
-integrator's update kernels differentiated as step kernels, adjoint/integrated.py): time per
+integrator's update kernels differentiated as step kernels, adjoint/trajectory.py): time per
 step of `run`, reverse-mode `grad` and forward-mode `grad` (one tangent sweep), in one
 process, kernels compiled before timing; medians of --repeats.
 

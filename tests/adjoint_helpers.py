@@ -1,4 +1,5 @@
-"""Shared check of the adjoint's two execution policies (tests of integrated and NVT scenes)."""
+"""Shared check of the adjoint's two execution policies (tests of integrated and NVT scenes),
+and the reverse step's replay as a forward step."""
 
 from __future__ import annotations
 
@@ -18,3 +19,33 @@ def assert_chained_equals_one_by_one(scene, keys: list[str], checkpoints: int) -
     for key in keys:
         np.testing.assert_array_equal(native.gradients[key], one_by_one.gradients[key],
                                       err_msg=key)
+
+
+def advance_by_replay(traj, state, k: int):
+    """Step k by the launches the reverse step replays (the update kernels' twins reading
+    G from fields of their own), from Python: a check that they are `run`'s step."""
+    from simrun.adjoint.kernel_state import KernelState
+
+    system = traj.system
+    traj._load(state)
+    if system.controller:  # controller(k), then G = dU/dx at the state it left
+        system.control(k)
+        traj.G.from_numpy(np.negative(system.forces()[1]))  # the bits x.grad holds
+    for stage, g in zip(traj.stages, (None, traj.G2)):
+        if g is not None:
+            potential, f = system.forces()
+            g.from_numpy(np.negative(f))
+        for bound in stage:
+            with traj.compiled_as_run(bound):
+                bound()
+    x, v = system.get_state()  # x stays in the second stage: F at x_(k+1) is the state's
+    return KernelState(k + 1, x, v, f, potential, traj._fields())
+
+
+def reverse_step_chains(traj) -> bool:
+    """Whether every launch of the trajectory's reverse step chains natively (no silent
+    fallback to Python calls)."""
+    from simrun.adjoint.launches import chains
+    from simrun.adjoint.reverse_step import ReverseStep
+
+    return all(map(chains, ReverseStep(traj).backward))

@@ -1,6 +1,6 @@
 """Gradients of scenes with a `controller` that integrate with the scene's integrator
 (symplectic Euler, velocity Verlet): the integrator's update kernels are differentiated as
-step kernels (simrun/adjoint/integrated.py). Checked: the differentiated forward steps are
+step kernels (simrun/adjoint/trajectory.py). Checked: the differentiated forward steps are
 `simrun run`'s bit for bit; reverse against central differences of the scene run twice;
 forward mode against reverse; a closed form; `simrun optimize` through the CLI."""
 
@@ -12,7 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from adjoint_helpers import assert_chained_equals_one_by_one
+from adjoint_helpers import (
+    advance_by_replay,
+    assert_chained_equals_one_by_one,
+    reverse_step_chains,
+)
 
 from simrun.adjoint.job import (
     _begin,
@@ -109,11 +113,10 @@ def test_the_differentiated_steps_are_runs_bit_for_bit(tmp_path, integrator, bou
     end = np.load(ran.out_dir / "state.npz")
     x0, v0 = _start(scene, {})
     traj = _trajectory(scene, [parse_key(scene, k) for k in KEYS], 1, x0)
-    assert type(traj).__name__ == "IntegratedTrajectory"
-    for advance in (traj.advance, traj.advance_launches):  # run's stepper, reverse's replay
+    for replay in (False, True):  # run's stepper, the reverse step's replay
         state = _begin(traj, x0, v0, {})
         for k in range(scene.steps):
-            state = advance(state, k)
+            state = advance_by_replay(traj, state, k) if replay else traj.advance(state, k)
         np.testing.assert_array_equal(state.x, end["x"])
         np.testing.assert_array_equal(state.v, end["v"])
 
@@ -189,7 +192,7 @@ def test_the_native_reverse_chain_equals_its_launches_one_by_one(tmp_path, integ
     scene = load_scene(_scene_file(tmp_path, integrator, boundary=boundary), sets)
     x0, _v0 = _start(scene, {})
     traj = _trajectory(scene, [parse_key(scene, k) for k in KEYS], 1, x0)
-    assert traj._reverse_step().backward.chain is not None
+    assert reverse_step_chains(traj)
     assert_chained_equals_one_by_one(scene, KEYS, 5)
 
 
@@ -254,7 +257,7 @@ def test_a_controller_reading_the_masses_in_a_step_kernel_scene(tmp_path, native
     x0, _v0 = _start(scene, {})
     traj = _trajectory(scene, [parse_key(scene, "particles.mass")], 1, x0)
     assert traj.twins and traj.system.controller  # a step kernel, then a controller
-    assert traj._reverse_step().backward.chain is not None  # the native path exists for this scene
+    assert reverse_step_chains(traj)  # the native path exists for this scene
     key = "particles.mass"
     with execution(native=native):
         rev = np.asarray(scene_gradient(scene, [key], threads=1, checkpoints=5).gradients[key])

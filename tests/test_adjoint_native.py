@@ -11,9 +11,9 @@ import pytest
 
 from simrun.adjoint import schedule
 from simrun.adjoint.job import forward_gradient, scene_gradient
-from simrun.adjoint.kernel_sweep import KernelTrajectory
 from simrun.adjoint.policy import execution
 from simrun.adjoint.program import NativeProgram, stopped_at
+from simrun.adjoint.trajectory import Trajectory
 from simrun.scene import load_scene
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
@@ -77,52 +77,49 @@ def test_native_reverse_step_equals_the_engines(tmp_path, extra):
     "precision: f32\nintegrator: {type: symplectic_euler, damping: 0.0}\n"
     "boundary: {type: periodic, low: [0, 0], high: [1, 1]}\n"
     "objective: {builtin: total, at: end}\n",
-], ids=["verlet-reflect-damped", "f32-euler-periodic-total"])
-@pytest.mark.parametrize("checkpoints", [0, 7, 299])
-def test_native_program_equals_the_step_by_step_sweep(tmp_path, monkeypatch, extra, checkpoints):
+    "precision: f64\nintegrator: {type: velocity_verlet, damping: 0.1}\n"
+    "objective: {builtin: total, at: mean}\n",
+], ids=["verlet-reflect-damped", "f32-euler-periodic-total", "verlet-mean-total"])
+@pytest.mark.parametrize("checkpoints", [0, 7])
+def test_the_schedule_does_not_change_the_gradients_bits(tmp_path, monkeypatch, extra,
+                                                         checkpoints):
     """The whole schedule as native programs (adjoint/program.py: states in a slab of
-    fields, forward steps, copies and reverse steps in one call) makes the same launches on
-    the same bits as the sweep that returns to Python for every action: the same gradient
-    to the last bit, and the forward steps the binomial formula counts (no room: every
-    state recomputed from the start; 7 states; every state stored)."""
+    fields, forward steps, copies and reverse steps in one call) recomputes each state
+    with the bits it had: no room (every state recomputed from the start) and 7 states give
+    the gradient of every state stored to the last bit, after the forward steps the
+    binomial formula counts; at: mean adds each state's J and seed as the sweep passes it."""
     path = tmp_path / "s.yaml"
     path.write_text(BODY.replace("steps: 300", "steps: 120") + extra)
     scene = load_scene(path, allow_outside=True)
-    checkpoints = min(checkpoints, 119)
     programs = []
     monkeypatch.setattr(NativeProgram, "gradient", _spy(NativeProgram.gradient, programs))
     seen = []
-    chained = scene_gradient(scene, KEYS, checkpoints=checkpoints, threads=1,
-                             progress=lambda phase, k, n: seen.append((phase, k)))
+    few = scene_gradient(scene, KEYS, checkpoints=checkpoints, threads=1,
+                         progress=lambda phase, k, n: seen.append((phase, k)))
     assert programs, "the native program did not run"
     reverse = [k for phase, k in seen if phase == "reverse"]  # the progress bar moves on
     assert reverse == sorted(reverse) and reverse[-1] == 120 and ("forward", 120) in seen
-    with execution(program=False):
-        stepwise = scene_gradient(scene, KEYS, checkpoints=checkpoints, threads=1)
-    assert len(programs) == 1
-    assert chained.objective == stepwise.objective
-    assert chained.advances == stepwise.advances == schedule.forward_steps(120, checkpoints)
-    assert chained.stored_bytes == stepwise.stored_bytes
+    every = scene_gradient(scene, KEYS, checkpoints=119, threads=1)
+    assert few.objective == every.objective
+    assert few.advances == schedule.forward_steps(120, checkpoints)
+    assert every.advances == 119
     for key in KEYS:
-        np.testing.assert_array_equal(chained.gradients[key], stepwise.gradients[key])
+        assert np.any(np.asarray(few.gradients[key]) != 0), key
+        np.testing.assert_array_equal(few.gradients[key], every.gradients[key])
 
 
 def test_native_program_with_two_threads_repeats_the_one_thread_bits(tmp_path):
     """grad's deterministic mode: with two threads the program (its chained launches run
-    the float scatters on one thread, in order) gives the one-thread gradient to the bit,
-    as the step-by-step sweep does."""
+    the float scatters on one thread, in order) gives the one-thread gradient to the bit."""
     path = tmp_path / "s.yaml"
     path.write_text(BODY.replace("steps: 300", "steps: 60") + "precision: f64\n"
                     "objective: {builtin: kinetic, at: end}\n")
     scene = load_scene(path, allow_outside=True)
     two = scene_gradient(scene, KEYS, checkpoints=7, threads=2)
     one = scene_gradient(scene, KEYS, checkpoints=7, threads=1)
-    with execution(program=False):
-        stepwise = scene_gradient(scene, KEYS, checkpoints=7, threads=2)
     assert two.threads == 2 and one.threads == 1
     for key in KEYS:
         np.testing.assert_array_equal(two.gradients[key], one.gradients[key])
-        np.testing.assert_array_equal(two.gradients[key], stepwise.gradients[key])
 
 
 def _spy(method, calls: list):
@@ -133,24 +130,24 @@ def _spy(method, calls: list):
 
 
 @pytest.mark.parametrize("checkpoints", [5, 39], ids=["5-states", "every-state"])
-@pytest.mark.parametrize("program", [True, False], ids=["program", "stepwise"])
-def test_a_nan_adjoint_names_its_step(tmp_path, monkeypatch, program, checkpoints):
-    """An adjoint that turns NaN stops the reverse sweep at that step with the step-by-step
-    sweep's message (here the seed of the final state is NaN: the last step is the first
+@pytest.mark.parametrize("native", [True, False], ids=["native", "interpreted"])
+def test_a_nan_adjoint_names_its_step(tmp_path, monkeypatch, native, checkpoints):
+    """An adjoint that turns NaN stops the reverse sweep at that step, and the message
+    names it (here the seed of the final state is NaN: the last step is the first
     reversed, and the error names it)."""
     path = tmp_path / "s.yaml"
     path.write_text(BODY.replace("steps: 300", "steps: 40") + "precision: f64\n"
                     "objective: {builtin: kinetic, at: end}\n")
     scene = load_scene(path, allow_outside=True)
-    seed = KernelTrajectory._seed
+    seed = Trajectory._seed
 
     def poisoned(self, adj, state, w):
         seed(self, adj, state, w)
         if w:
             adj.v[3, 1] = np.nan
 
-    monkeypatch.setattr(KernelTrajectory, "_seed", poisoned)
-    with execution(program=program), pytest.raises(
+    monkeypatch.setattr(Trajectory, "_seed", poisoned)
+    with execution(native=native), pytest.raises(
             FloatingPointError, match=r"adjoint of the velocities became NaN or Inf at step 39 "
                                       r"\(time 0\.078\)"):
         scene_gradient(scene, KEYS, checkpoints=checkpoints, threads=1)
@@ -197,8 +194,8 @@ def advance(x: ti.template(), v: ti.template(), m: ti.template(), kept: ti.templ
 
 def test_native_program_carries_a_vector_field_a_step_kernel_writes(tmp_path, monkeypatch):
     """A step kernel's per-particle vector field is part of every stored state: its slab
-    holds vectors (it held scalars, and the program failed to compile). The program and the
-    step-by-step native sweep and the launches one by one give the same bits."""
+    holds vectors (it held scalars, and the program failed to compile). The program with
+    few and with every state stored, and its launches one by one give the same bits."""
     (tmp_path / "mod.py").write_text(CARRIED)
     path = tmp_path / "s.yaml"
     path.write_text(BODY.replace("steps: 300", "steps: 50").replace(
@@ -211,11 +208,10 @@ def test_native_program_carries_a_vector_field_a_step_kernel_writes(tmp_path, mo
     monkeypatch.setattr(NativeProgram, "gradient", _spy(NativeProgram.gradient, programs))
     chained = scene_gradient(scene, keys, checkpoints=5, threads=1)
     assert programs, "the native program did not run"
-    with execution(program=False):
-        stepwise = scene_gradient(scene, keys, checkpoints=5, threads=1)
+    every = scene_gradient(scene, keys, checkpoints=49, threads=1)
     with execution(native=False):
         one_by_one = scene_gradient(scene, keys, checkpoints=5, threads=1)
     for key in keys:
         assert np.any(np.asarray(chained.gradients[key]) != 0), key
-        np.testing.assert_array_equal(chained.gradients[key], stepwise.gradients[key])
+        np.testing.assert_array_equal(chained.gradients[key], every.gradients[key])
         np.testing.assert_array_equal(chained.gradients[key], one_by_one.gradients[key])

@@ -15,7 +15,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from adjoint_helpers import assert_chained_equals_one_by_one
+from adjoint_helpers import (
+    advance_by_replay,
+    assert_chained_equals_one_by_one,
+    reverse_step_chains,
+)
 
 from simrun.adjoint import job
 from simrun.adjoint.keys import parse_key, value_of, with_value
@@ -69,10 +73,10 @@ def test_the_differentiated_steps_are_runs_bit_for_bit(tmp_path, name):
     keys = [parse_key(scene, k) for k in COMMON + THERMOSTATS[name][1]]
     x0, v0 = job._start(scene, {})
     traj = job._trajectory(scene, keys, 1, x0)
-    for advance in (traj.advance, traj.advance_launches):
+    for replay in (False, True):  # run's stepper, the reverse step's replay
         state = job._begin(traj, x0, v0, {})
         for k in range(scene.steps):
-            state = advance(state, k)
+            state = advance_by_replay(traj, state, k) if replay else traj.advance(state, k)
         np.testing.assert_array_equal(state.x, end["x"])
         np.testing.assert_array_equal(state.v, end["v"])
 
@@ -140,5 +144,5 @@ def test_the_native_reverse_chain_equals_its_launches_one_by_one(tmp_path, name)
     keys = COMMON + THERMOSTATS[name][1]
     x0, _v0 = job._start(scene, {})
     traj = job._trajectory(scene, [parse_key(scene, k) for k in keys], 1, x0)
-    assert traj._reverse_step().backward.chain is not None
+    assert reverse_step_chains(traj)
     assert_chained_equals_one_by_one(scene, keys, 4)

@@ -13,13 +13,12 @@ from typing import Any
 import numpy as np
 
 from simrun.adjoint.horizon import growth_report
-from simrun.adjoint.integrated import IntegratedTrajectory
 from simrun.adjoint.kernel_state import Tangent
-from simrun.adjoint.kernel_sweep import KernelTrajectory
 from simrun.adjoint.keys import Key, check_field_keys, parse_key, value_of
 from simrun.adjoint.model import DiffModel
 from simrun.adjoint.reuse import TrajectoryCache
 from simrun.adjoint.tangent import kernel_tangent_sweep
+from simrun.adjoint.trajectory import Trajectory
 from simrun.scene import Scene, SceneError, initial_state
 
 Progress = Callable[[str, int, int], None]
@@ -85,7 +84,7 @@ def _split_keys(keys: list[Key]) -> tuple[dict, dict]:
 
 
 def _trajectory(scene: Scene, keys: list[Key], threads: int | None, rest: np.ndarray,
-                progress: Progress | None = None) -> IntegratedTrajectory:
+                progress: Progress | None = None) -> Trajectory:
     """The DiffModel and the sweep for this scene: the engine's derivative of `run`'s step
     (its controller, its step kernels or the integrator's updates, the walls)."""
     model = DiffModel(scene, rest, *_split_keys(keys), threads,
@@ -93,7 +92,7 @@ def _trajectory(scene: Scene, keys: list[Key], threads: int | None, rest: np.nda
     check_field_keys(keys, model.system.extra)
     step_keys = {k.text: ("dt" if k.kind == "dt" else k.name) for k in keys
                  if k.kind in ("step", "dt", "damping", "thermostat")}
-    return IntegratedTrajectory(model, step_keys, progress)
+    return Trajectory(model, step_keys, progress)
 
 
 def _start(scene: Scene, shifts: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -103,7 +102,7 @@ def _start(scene: Scene, shifts: dict[str, np.ndarray]) -> tuple[np.ndarray, np.
     return x0 + shifts.get("state.x0", 0.0), v0 + shifts.get("state.v0", 0.0)
 
 
-def _begin(traj: KernelTrajectory, x0: np.ndarray, v0: np.ndarray,
+def _begin(traj: Trajectory, x0: np.ndarray, v0: np.ndarray,
            shifts: dict[str, np.ndarray], fields: dict[str, np.ndarray] | None = None):
     """The first state; `fields` ({name: array}) replace the allocated fields' start values
     and `fields.<name>` shifts move them."""

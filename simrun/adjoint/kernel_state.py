@@ -1,5 +1,5 @@
 """The state, the adjoints and the tangents of a scene's trajectory: x, v, F and every field
-a step carries (shared by the sweep, kernel_sweep.py, the reverse step, reverse_step.py, and
+a step carries (shared by the trajectory, trajectory.py, the reverse step, reverse_step.py, and
 forward mode, tangent.py)."""
 
 from __future__ import annotations
@@ -21,13 +21,6 @@ class KernelState:
     f: np.ndarray
     potential: float
     fields: dict[str, np.ndarray]
-
-    def copy(self) -> KernelState:
-        """A stored copy. A state's arrays are never written in place (each step makes new
-        ones, and the fields no step writes are shared by every state): the fields' arrays
-        are shared, not copied (a robot's network weights would be, every stored state)."""
-        return KernelState(self.step, self.x.copy(), self.v.copy(), self.f.copy(),
-                           self.potential, dict(self.fields))
 
 
 @dataclass

@@ -89,46 +89,82 @@ def make(launch: Launch) -> None:
         launch()
 
 
-class Launches:
-    """Launches made in order: one Chain (`chain`) where `native` and every launch chains,
-    else one by one."""
+class Rows:
+    """Rows of launches, (first launch, launch count, repeats) each, made in order as
+    `Chain.run_program` makes them: under the native policy, the launches that chain are
+    one `Chain`, consecutive rows of them one native call and a run of them inside a row
+    with a Python launch one call too; the rest, and every launch under the interpreted
+    policy, one by one from Python. `stop` (a 0-D i32 field or None) is read after each
+    repetition of a row; nonzero ends the run."""
 
-    def __init__(self, launches: list[Launch], native: bool) -> None:
-        self.launches = launches
-        self.chain = Chain(runtime(), launches) if native and all(map(chains, launches)) \
-            else None
+    def __init__(self, launches: list[Launch], native: bool, stop=None) -> None:
+        self.launches, self.stop = launches, stop
+        chained = [k for k, launch in enumerate(launches) if native and chains(launch)]
+        self.chain = Chain(runtime(), [launches[k] for k in chained], stop=stop) \
+            if chained else None
+        self.place = {k: n for n, k in enumerate(chained)}  # launch -> its place in the chain
+        # the chain writes its launches' scalar arguments on its next call: first, and after
+        # `run(set_args=True)` (a caller sets it where values changed; a Python launch of a
+        # chained variant must pass the values the chain holds, as a step's calls do)
+        self.stale = True
 
-    def set_args(self, compiled=None) -> None:
-        """The chain's scalar arguments into its contexts (one by one, each launch writes
-        its own)."""
+    def set_args(self) -> None:
+        """The chain's scalar arguments into its contexts, before a run that skips it."""
         if self.chain is not None:
-            self.chain.set_args(compiled)
+            self.chain.set_args()
+        self.stale = False
 
     def run(self, set_args: bool = True) -> None:
-        if self.chain is not None:
-            self.chain.run(1, set_args=set_args)
-            return
-        for launch in self.launches:
-            make(launch)
+        """Every launch once."""
+        self.stale = self.stale or set_args
+        self.run_program(np.array([0, len(self.launches), 1]))
 
+    def _native(self, first: int, count: int) -> bool:
+        return all(k in self.place for k in range(first, first + count))
 
-class Rows:
-    """A program's rows made launch by launch from Python, as `Chain.run_program` makes
-    them natively (the interpreted policy; a GPU, whose kernels chains cannot post)."""
+    def _chained(self, rows: np.ndarray) -> int:
+        """Rows whose launches all chain, in one native call."""
+        rows = rows.copy()
+        rows[:, 0] = [self.place[int(k)] for k in rows[:, 0]]
+        done = self.chain.run_program(rows, set_args=self.stale)
+        self.stale = False
+        return done
 
-    def __init__(self, launches: list, stop) -> None:
-        self.launches, self.stop = launches, stop
+    def _once(self, first: int, count: int) -> None:
+        """One repetition of a row that a Python launch is part of."""
+        k, end = first, first + count
+        while k < end:
+            if k in self.place:
+                run = k
+                while run < end and run in self.place:
+                    run += 1
+                self._chained(np.array([[k, run - k, 1]]))
+                k = run
+            else:
+                make(self.launches[k])
+                k += 1
 
     def run_program(self, program: np.ndarray) -> int:
-        done = 0
-        for first, count, repeats in np.asarray(program).reshape(-1, 3):
-            block = self.launches[first:first + count]
-            for _ in range(repeats):
-                for launch in block:
-                    make(launch)
-                done += 1
-                if self.stop.host_values(write=False)[()]:
+        """Returns the repetitions done (fewer than the rows ask where `stop` was set)."""
+        rows, done, at = np.asarray(program, dtype=np.int64).reshape(-1, 3), 0, 0
+        while at < len(rows):
+            end = at
+            while end < len(rows) and self._native(*rows[end, :2]):
+                end += 1
+            if end > at:  # consecutive native rows: one call
+                got = self._chained(rows[at:end])
+                done += got
+                if got < rows[at:end, 2].sum():
                     return done
+                at = end
+                continue
+            first, count, repeats = (int(v) for v in rows[at])
+            for _ in range(repeats):
+                self._once(first, count)
+                done += 1
+                if self.stop is not None and self.stop.host_values(write=False)[()]:
+                    return done
+            at += 1
         return done
 
 
@@ -142,17 +178,16 @@ def access(bound):
 
 class StepCall:
     """A controller launch made from Python (no compiled variant to launch directly), its
-    `step` argument set before each step."""
+    `step` argument read from the trajectory's step field (as the compiled twins read it)."""
 
-    def __init__(self, bound, mode: str) -> None:
-        self.kernel, self.args, self.mode = bound.kernel, list(bound.args), mode
+    def __init__(self, bound, mode: str, step) -> None:
+        self.kernel, self.args, self.mode, self.step = bound.kernel, list(bound.args), mode, step
         names = parameter_names(bound.kernel)
         self.at = names.index("step") if "step" in names else None
-        self.step: int | None = None  # set before each step where the caller steps it
 
     def __call__(self) -> None:
-        if self.at is not None and self.step is not None:
-            self.args[self.at] = self.step
+        if self.at is not None:
+            self.args[self.at] = int(self.step[None])
         if self.mode == "primal":
             self.kernel(*self.args)
         elif getattr(self.kernel, "prepare", None) is None:

@@ -1,6 +1,6 @@
 """How the adjoint executes, as a context (tinygrad's `Context`), never a class attribute
-that tests patch: natively (each reverse step as one chain of launches, the whole checkpoint
-schedule as native programs where the scene allows) or interpreted (the same launches one
+that tests patch: natively (the whole checkpoint schedule as native programs, each run of
+launches that chain one native call) or interpreted (the same launches one
 by one from Python, as a GPU makes them). Both make the same launches on the same values:
 the same bits (tests hold them to it); a debugging session may want the interpreted one.
 
@@ -18,8 +18,7 @@ from dataclasses import dataclass, replace
 
 @dataclass(frozen=True)
 class Policy:
-    native: bool = True  # reverse steps as chains of launches where every launch chains
-    program: bool = True  # ... and the whole schedule as native programs (plain scenes)
+    native: bool = True  # the schedule's launches as native chains where they chain
 
 
 DEFAULT = Policy()
@@ -33,7 +32,7 @@ def current() -> Policy:
 
 @contextmanager
 def execution(**changes: bool) -> Iterator[Policy]:
-    """The current policy with `changes` (native=..., program=...) inside the block."""
+    """The current policy with `changes` (native=...) inside the block."""
     token = _CURRENT.set(replace(current(), **changes))
     try:
         yield current()

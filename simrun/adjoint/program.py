@@ -2,113 +2,39 @@
 steps run from machine code, a few thousand schedule actions per call.
 
 The binomial schedule (schedule.py) still decides every action, but its states are slots of
-one preallocated slab of engine fields (x, v, F and each field a step carries, e.g. a
-thermostat's chain and clock, a controller's outputs, an MPM grid, per slot, in their own
-precision) instead of NumPy arrays in Python objects, and its actions are rows of a `Chain`
-program: LOAD a slot into the system's fields, STEP n times (the stepper's own launches,
-without its NaN watch), STORE the fields into a slot, REVERSE one step (the state before it
-from a slot, then `reverse_step.ReverseStep`'s launches; folded, they keep the forces after
-the step from the step reversed just before). A small kernel at the start of each LOAD,
-STORE and REVERSE reads that row's slot, and the step of the state it names, from two ops
-tables, so one call runs a whole stretch of the schedule without Python or NumPy between
-its steps (under the interpreted policy, and on a GPU, whose kernels chains cannot post, the
-same rows run launch by launch from Python, the states still in the slabs). A controller's twins read that step index from a field, and a launch moves it
-on after each step. Copies are bit-exact (F is stored as -x.grad, restored as -F): the
-gradient has the same bits as the step-by-step native sweep's.
+one slab of engine fields (slab.py) and its actions are rows of launches (launches.Rows):
+LOAD a slot into the system's fields, STEP n times (the stepper's own launches, without its
+NaN watch), STORE the fields into a slot, REVERSE one step (the state before it from a
+slot, then `reverse_step.ReverseStep`'s launches; folded, they keep the forces after the
+step from the step reversed just before). A small kernel at the start of each LOAD, STORE
+and REVERSE reads that row's slot, and the step of the state it names, from the slab's ops
+tables, so one native call runs a whole stretch of the schedule without Python or NumPy
+between its steps (under the interpreted policy, and on a GPU, whose kernels chains cannot
+post, the same rows run launch by launch from Python). A controller's twins read that step
+index from a field, and a launch moves it on after each step. The schedule does not change
+the gradient's bits, whatever the number of stored states.
 
-The objective must read only the final state (at: end): its seed, the last step and the
-first reverse step run from Python once. A NaN or Inf in the adjoint stops the program after
-that reverse step, and the error names it.
+The final state's seed, the last step and the first reverse step run from Python once.
+Where a step is not all direct launches (a neighbour list's rebuild check, a launch only a
+Python call makes) it is one Python call of `run`'s stepper inside the rows; an objective
+over every state (at: mean) adds each state's J in the first descent and its seed after
+the state's reverse step, as Python calls too. A NaN or Inf in the adjoint stops the program
+after that reverse step, and the error names it.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-import simrun.lang as ti
 from simrun.adjoint import policy
 from simrun.adjoint.kernel_state import KernelState
-from simrun.adjoint.launches import Rows, chains
+from simrun.adjoint.launches import Rows
 from simrun.adjoint.schedule import Schedule, reverse
-from simrun.lang.api import runtime
-from simrun.lang.runtime.chain import Chain
-from simrun.stepper import updates
+from simrun.adjoint.slab import OPS, Slab, next_step
 from simrun.stepper.fieldstep import direct_launch
 from simrun.stepper.state import State
 
-OPS = 4096  # slot arguments per native call
 STEPS_PER_CALL = 20_000  # forward steps per call at most (progress, Ctrl-C)
-
-
-@ti.kernel
-def next_slot(ops: ti.template(), at: ti.template(), pc: ti.template(), slot: ti.template(),
-              step: ti.template()):
-    """The slot of this program row and the step of the state it names: the next entries
-    of the ops tables (the step is the controller's step index from here on)."""
-    for _ in range(1):
-        slot[None] = ops[pc[None]]
-        step[None] = at[pc[None]]
-        pc[None] += 1
-
-
-@ti.kernel
-def next_step(step: ti.template()):
-    """After a step: the controller's step index moves on."""
-    for _ in range(1):
-        step[None] += 1
-
-
-@ti.kernel
-def load_slot(sx: ti.template(), sv: ti.template(), sf: ti.template(), slot: ti.template(),
-              x: ti.template(), v: ti.template()):
-    """A stored state into the system: x, v and x.grad = -F (as FieldStepper.load)."""
-    for i in x:
-        k = slot[None]
-        x[i] = sx[k, i]
-        v[i] = sv[k, i]
-        x.grad[i] = -sf[k, i]
-
-
-@ti.kernel
-def store_slot(x: ti.template(), v: ti.template(), sx: ti.template(), sv: ti.template(),
-               sf: ti.template(), slot: ti.template()):
-    """The system's state into a slot (F = -x.grad, as FieldStepper.store)."""
-    for i in x:
-        k = slot[None]
-        sx[k, i] = x[i]
-        sv[k, i] = v[i]
-        sf[k, i] = -x.grad[i]
-
-
-@ti.func
-def _row_index(I, f: ti.template()):
-    """Where element I of an n-D field sits in its slab's row (row-major)."""
-    k = 0
-    for d in ti.static(range(len(f.shape))):
-        k = k * f.shape[d] + I[d]
-    return k
-
-
-@ti.kernel
-def load_field(slab: ti.template(), slot: ti.template(), f: ti.template()):
-    """A carried field from its slab's row `slot`."""
-    if ti.static(len(f.shape) == 0):
-        for _ in range(1):
-            f[None] = slab[slot[None], 0]
-    else:
-        for I in ti.grouped(f):
-            f[I] = slab[slot[None], _row_index(I, f)]
-
-
-@ti.kernel
-def store_field(f: ti.template(), slab: ti.template(), slot: ti.template()):
-    """A carried field into its slab's row `slot`."""
-    if ti.static(len(f.shape) == 0):
-        for _ in range(1):
-            slab[slot[None], 0] = f[None]
-    else:
-        for I in ti.grouped(f):
-            slab[slot[None], _row_index(I, f)] = f[I]
 
 
 def stopped_at(program: np.ndarray, done: int, reverse_first: int, first_reversed: int) -> int:
@@ -132,74 +58,37 @@ class Held:
         self.step, self.slot = step, slot
 
 
-def _slabs(fields: dict, slots: int) -> dict:
-    """A slab per carried field ({name: (field, slab)}): per slot, a row of the field's
-    elements (scalars, vectors or matrices) in row-major order."""
-    return {n: (f, _slab(f, (slots, max(int(np.prod(f.shape)), 1)))) for n, f in fields.items()}
-
-
-def _slab(f, shape: tuple):
-    """A field of `shape` whose elements are f's."""
-    elem = f.elem_shape
-    if not elem:
-        return ti.field(f.dtype, shape=shape)
-    if len(elem) == 1:
-        return ti.Vector.field(elem[0], f.dtype, shape=shape)
-    return ti.Matrix.field(*elem, f.dtype, shape=shape)
-
-
 class NativeProgram:
-    """The gradient sweep of an `IntegratedTrajectory` as native programs (see the module
-    docstring); ``build`` returns None where the schedule cannot be one."""
+    """The gradient sweep of a `Trajectory` (trajectory.py) as native programs (see the module
+    docstring)."""
 
-    @classmethod
-    def build(cls, traj, native, snapshots: int) -> NativeProgram | None:
-        if traj.at_mean:
-            return None
-        program = cls(traj, native, snapshots, _slabs(native.moving, snapshots + 2))
-        return program if program.chain is not None else None
-
-    def __init__(self, traj, native, snapshots: int, slabs: dict) -> None:
+    def __init__(self, traj, native, snapshots: int) -> None:
         system, stepper = traj.system, traj.model.stepper
-        n, dim, fp = traj.scene.particles.count, traj.scene.particles.dim, system.fp
         self.traj, self.native, self.stepper, self.system = traj, native, stepper, system
         self.scratch = snapshots + 1  # slot 0: the start; 1 .. snapshots: the stored states
-        vec = ti.Vector.field
-        self.sx, self.sv, self.sf = (vec(dim, fp, shape=(snapshots + 2, n)) for _ in range(3))
-        self.slabs = slabs
-        self.ops, self.at = ti.field(ti.i32, shape=OPS), ti.field(ti.i32, shape=OPS)
-        self.pc, self.slot = ti.field(ti.i32, shape=()), ti.field(ti.i32, shape=())
-        slab, x, slot = (self.sx, self.sv, self.sf), system.x, self.slot
-        tick = (next_slot, (self.ops, self.at, self.pc, slot, traj.step_field))
-        load = [(load_slot, (*slab, slot, x, system.v))] + \
-            [(load_field, (s, slot, f)) for f, s in slabs.values()]
-        store = [(store_slot, (x, system.v, *slab, slot))] + \
-            [(store_field, (f, s, slot)) for f, s in slabs.values()]
-        with updates.ieee():
-            blocks = {"load": [tick, *load], "store": [tick, *store], "reverse": [tick, *load]}
-            blocks = {k: [direct_launch(*launch) for launch in b] for k, b in blocks.items()}
+        self.slab = slab = Slab(system, native.moving, snapshots + 2, traj.step_field)
+        blocks = {"load": slab.load, "store": slab.store, "reverse": list(slab.load)}
+        if native.folded and system.neighbor_list is not None:
+            blocks["reverse"].insert(0, self._list_after)  # before x_k is loaded
+        blocks["reverse"] += native.backward
+        if traj.at_mean:  # each state's share of J, seeded as the sweep passes it
+            blocks["reverse"].append(self._seed_state)
         # recomputed steps never need U (only the final state's, which _first_reverse makes):
-        # the gradients alone where they read nothing the energies' forward launches write;
-        # a controller's twins read the step index, which moves on after each step
-        control = [direct_launch(b.kernel, b.args) for b in system.controller]
-        blocks["step"] = stepper.step_launches(potential=False, control=control) or [None]
-        if control:
-            blocks["step"].append(direct_launch(next_step, (traj.step_field,)))
-        blocks["reverse"] += native.backward.launches
-        blocks["step_store"] = blocks["step"] + blocks["store"]
+        # the gradients alone where they read nothing the energies' forward launches write
+        blocks["step"] = self._step(potential=False)
+        blocks["first"] = blocks["step"]  # the first descent's steps: each state's J (mean)
+        if traj.at_mean:
+            blocks["first"] = self._step(traj.model.uses_potential()) + [self._accumulate]
+        blocks["first_store"] = blocks["first"] + blocks["store"]
         launches, rows = [], {}
         for name, block in blocks.items():
             rows[name] = [len(launches), len(block), 1]
             launches += block
-        self.chain = None  # where a step or a copy is not a compiled launch
-        if all(launches):  # one native call per stretch, else the rows one by one
-            chained = policy.current().native and all(map(chains, launches))
-            self.chain = (Chain(runtime(), launches, stop=native.bad) if chained
-                          else Rows(launches, stop=native.bad))
+        self.chain = Rows(launches, policy.current().native, stop=native.bad)
         self.load_row, self.store_row, self.reverse_row = rows["load"], rows["store"], \
             rows["reverse"]
-        self.step_row = [*rows["step"][:2], 0]  # the steps are added to its repeats
-        self.step_store_row = rows["step_store"]
+        self.step_rows = ([*rows["step"][:2], 0], [*rows["first"][:2], 0])  # + repeats
+        self.first_store_row = rows["first_store"]
         self.program: list[int] = []  # (first launch, launch count, repeats) per row, flat
         self.args: list[int] = []  # the slot of each load, store and reverse row, in order
         self.arg_steps: list[int] = []  # ... and the step of the state it names
@@ -209,15 +98,60 @@ class NativeProgram:
         self.pending_steps = 0
         self.used: list[int] = []  # slots of stored states, in the order stored (LIFO)
 
+    def _step(self, potential: bool) -> list:
+        """A step's launches (a controller's twins read the step index from the
+        trajectory's field, moved on after the step), or one Python call of `run`'s
+        stepper where a step is not all direct launches (a neighbour list's rebuild check,
+        a launch only a Python call makes)."""
+        control = [direct_launch(b.kernel, b.args) for b in self.system.controller]
+        launches = self.stepper.step_launches(potential=potential, control=control)
+        if launches is None:
+            return [lambda: self._python_step(potential)]
+        if control:
+            launches.append(direct_launch(next_step, (self.traj.step_field,)))
+        return launches
+
+    def _python_step(self, potential: bool) -> None:
+        field = self.traj.step_field
+        self.stepper.step_index = int(field[None])
+        # flush() wrote the energies' field arguments (and such a stepper has no chain)
+        self.stepper.advance(1, potential, set_args=False, forces_after=potential)
+        field[None] = self.stepper.step_index
+
+    def _accumulate(self) -> None:
+        """The first descent's new state into J (at: mean)."""
+        self.reached += 1
+        state = State(self.reached, None, None, None, 0.0)
+        self.stepper.store(state)
+        self.traj._accumulate(self.total, KernelState(
+            state.step, state.x, state.v, state.f, state.potential, {}), self.steps)
+
+    def _seed_state(self) -> None:
+        """After step k's reverse: the objective's seed at the state before it (at: mean)."""
+        traj, k = self.traj, int(self.traj.step_field[None])
+        w = traj._weight(k, self.steps)
+        if w:
+            self.native.pull(self.adj)
+            state = self.slab.get(int(self.slab.slot.data[()]), k, traj._fields())
+            traj._seed(self.adj, state, w)
+            traj._check_finite(self.adj, k)
+            self.native.push(self.adj)
+
+    def _list_after(self) -> None:
+        """A folded reverse step's H lambda is taken at x_(k+1): the neighbour list as
+        `run` would have it there (the x of the step reversed before, or the end's)."""
+        system, native = self.system, self.native
+        system.x.from_numpy(native.after)
+        system.refresh_neighbors()
+        native.after = self.slab.sx.data[self.slab.next_slot()].copy()  # this row's
+
     # ------------------------------------------------------------------ the program
     def flush(self) -> None:
         """Run the rows emitted so far in one native call; a reverse step whose adjoint
         became NaN or Inf is raised as the step-by-step sweep raises it."""
         if not self.program:
             return
-        self.ops.data[: len(self.args)] = self.args
-        self.at.data[: len(self.args)] = self.arg_steps
-        self.pc.data[()] = 0
+        self.slab.set_rows(self.args, self.arg_steps)
         self.native.bad.data[()] = 0
         for bound in self.system.energy:
             bound.kernel.last_launch = None
@@ -226,6 +160,7 @@ class NativeProgram:
         if self.native.energy:
             self.native.hvp.set_field_args()
         program = np.array(self.program, dtype=np.int64).reshape(-1, 3)
+        self.chain.stale = True  # Python ran since: the arguments are written again
         done = self.chain.run_program(program)
         if self.native.bad.data[()]:
             self.native.pull(self.adj)
@@ -257,8 +192,9 @@ class NativeProgram:
         left = b - a
         while left:
             take = min(left, STEPS_PER_CALL - self.pending_steps)
-            if len(self.program) != self.step_end:
-                self.program += self.step_row
+            row = self.step_rows[self.first_descent]
+            if len(self.program) != self.step_end or self.program[-3] != row[0]:
+                self.program += row
                 self.step_end = len(self.program)
             self.program[-1] += take
             self.pending_steps += take
@@ -337,11 +273,9 @@ class NativeProgram:
     def gradient(self, state0: KernelState, steps: int, snapshots: int, adj
                  ) -> tuple[float, Schedule]:
         """J (at: end) and the adjoint (in ``adj``) after the whole reverse sweep."""
-        self.steps, self.adj, self.total = steps, adj, [0.0]
+        self.steps, self.adj, self.total, self.reached = steps, adj, [0.0], 0
         self.first_descent, self.reversed_to = True, steps
-        self.sx.data[0], self.sv.data[0], self.sf.data[0] = state0.x, state0.v, state0.f
-        for name, (_, slab) in self.slabs.items():
-            slab.data[0] = np.reshape(state0.fields[name], slab.data.shape[1:])
+        self.slab.put(0, state0)
         start = Held(0, 0)
         self.traj.step_field[None] = 0  # the fields hold the start (`_every_state` steps it)
         if 1 < steps <= snapshots + 1:
@@ -364,7 +298,7 @@ class NativeProgram:
         last step from Python, then the reverse steps as one repeated row."""
         for first in range(1, steps, OPS):  # slot k: the state before step k
             slots = range(first, min(first + OPS, steps))
-            self._emit_repeated(self.step_store_row, slots)
+            self._emit_repeated(self.first_store_row, slots)
             self._progress(slots[-1])
             self.flush()
         self.live = held = Held(steps - 1, steps - 1)

@@ -74,6 +74,6 @@ class TrajectoryCache:
 
 
 def _resettable(traj) -> bool:
-    from simrun.adjoint.kernel_sweep import KernelTrajectory
+    from simrun.adjoint.trajectory import Trajectory
 
-    return isinstance(traj, KernelTrajectory) and traj.system.neighbor_list is None
+    return isinstance(traj, Trajectory) and traj.system.neighbor_list is None

@@ -1,4 +1,4 @@
-"""The reverse step of a scene's trajectory (integrated.py): `run`'s step as launches, and the
+"""The reverse step of a scene's trajectory (trajectory.py): `run`'s step as launches, and the
 engine's reverse of them, put in order once and made as one native call (or one by one:
 launches.py). No Tape, no NumPy round trip of the adjoints.
 
@@ -35,7 +35,7 @@ import numpy as np
 import simrun.lang as ti
 from simrun.adjoint import policy
 from simrun.adjoint.launches import (
-    Launches,
+    Rows,
     StepCall,
     access,
     accumulate,
@@ -51,8 +51,6 @@ from simrun.stepper import updates
 class ReverseStep:
     """The launches of a trajectory's step and its reverse step (see the module docstring)."""
 
-    writes_args = True  # prepare() writes every launch's scalar arguments for the sweep
-
     def __init__(self, traj) -> None:
         self.traj = traj
         model, system = traj.model, traj.system
@@ -64,16 +62,15 @@ class ReverseStep:
         self._resolve_launches(traj, model, system)  # each as `run` compiles it
         self.folded = self._foldable()
         native = policy.current().native
-        if self.folded:
+        if self.folded:  # the launches of a reverse step, made by the program (program.py)
             self.pending = like(traj.G, self.fp)
-            self.backward = Launches(self._folded_plan(), native)
-            self.last = Launches(self._last_forces(), native)
+            self.backward = self._folded_plan()
+            self.last = Rows(self._last_forces(), native)
         else:
-            self.backward = Launches(self._reverse_plan(), native)
+            self.backward = self._reverse_plan()
 
     # ------------------------------------------------------------------ resolution
     def _resolve_launches(self, traj, model, system) -> None:
-        self.step_calls = []  # controller launches made from Python, given `step` each step
         ctrl_acc = [(b, access(b)) for b in system.controller]
         twin_acc = []
         for tw in traj.twins:
@@ -98,14 +95,11 @@ class ReverseStep:
                 self.twin_grads.append(resolve(tw.kernel, tw.args, "reverse"))
 
     def _with_step(self, bound, mode: str):
-        """A controller launch in `mode`. Compiled, its twin reads `step` from the
-        trajectory's step field; made from Python, it is given `step` (`_set_step`)."""
+        """A controller launch in `mode`: its twin reads `step` from the trajectory's step
+        field; made from Python, it is given the field's value."""
         launch = resolve(bound.kernel, bound.args, mode)
-        if isinstance(launch, tuple):
-            return launch
-        launch = StepCall(bound, mode)
-        self.step_calls.append(launch)
-        return launch
+        return launch if isinstance(launch, tuple) else StepCall(bound, mode,
+                                                                  self.traj.step_field)
 
     def _force_launches(self, traj, model, system) -> list:
         """U and G = dU/dx as `System.forces` makes them, then G's field <- x.grad."""
@@ -287,25 +281,10 @@ class ReverseStep:
 
     # ------------------------------------------------------------------ state
     def prepare(self) -> None:
-        """Before a gradient's steps: the launches' scalar arguments into their contexts and
-        the parameters read from 0-D fields into those fields. Between two steps only the
-        controller's `step` changes, and nothing else launches these kernels."""
-        self.backward.set_args()
-        stepper = self.traj.model.stepper  # the forward steps' (`run`'s) launches too
-        for chain in (stepper.chain, stepper.stepped):
-            if chain is not None:
-                chain.set_args()
-        if stepper.direct is not None:
-            stepper.direct.set_field_args()
+        """Before a gradient's steps: the parameters read from 0-D fields into those fields
+        (a Python launch writes them; direct ones do not)."""
         for f, value in self.field_values:
             f.data[()] = value
-        if self.energy:
-            self.hvp.set_field_args()
-
-    def _set_step(self, k: int) -> None:
-        self.traj.step_field[None] = k
-        for call in self.step_calls:
-            call.step = k
 
     def load(self, state) -> None:
         """x, v and the fields a step writes from a stored state; folded: G = dU/dx as `run`
@@ -346,18 +325,6 @@ class ReverseStep:
             self.traj.G2.from_numpy(np.negative(end.f))
             self.pending.fill(0)
             self.after = end.x
-
-    def reverse_step(self, state, k: int) -> bool:
-        """adj (in the fields) from after step k to before it; False when it is not finite."""
-        if self.folded and self.system.neighbor_list is not None:
-            self.system.x.from_numpy(self.after)  # H lambda is taken at x_(k+1): its list
-            self.system.refresh_neighbors()
-            self.after = state.x
-        self.load(state)
-        self._set_step(k)
-        self.bad.data[()] = 0
-        self.backward.run(set_args=False)
-        return not self.bad.data[()]
 
     def finish(self, state0) -> bool:
         """After the sweep: the pending G-bar through the forces at x_0."""

@@ -18,7 +18,7 @@ import numpy as np
 
 import simrun.lang as ti
 from simrun.adjoint.kernel_state import KernelState, Tangent
-from simrun.adjoint.launches import Launches, StepCall, assign, resolve
+from simrun.adjoint.launches import Rows, StepCall, assign, resolve
 from simrun.adjoint.policy import current
 from simrun.stepper import updates
 
@@ -41,9 +41,8 @@ class TangentStep:
         self.traj = traj
         system, model = traj.system, traj.model
         self.system = system
-        self.step_calls: list = []  # controller launches made from Python
         self.hvp = model.direct_hvp() if system.energy else None
-        plan = [self._forward(b, controller=True) for b in system.controller]
+        plan = [self._forward(b) for b in system.controller]
         for stage, G in zip(traj.stages, (traj.G, traj.G2)):
             if stage or G is traj.G:
                 plan += self._tangent_of_forces(G)
@@ -51,18 +50,16 @@ class TangentStep:
             for bound in stage:
                 with traj.compiled_as_run(bound):
                     plan.append(self._forward(bound))
-        self.step = Launches(plan, current().native)
-        self.energy = Launches(self._tangent_of_forces(traj.G), current().native)
+        self.step = Rows(plan, current().native)
+        self.energy = Rows(self._tangent_of_forces(traj.G), current().native)
         self.field_values = traj.scalar_field_values()
 
-    def _forward(self, bound, controller: bool = False):
+    def _forward(self, bound):
         """A launch in forward mode (a controller's twin reads `step` from the trajectory's
-        step field; made from Python, it is given `step`)."""
+        step field; made from Python, it is given the field's value)."""
         found = getattr(bound.kernel, "prepare", None) and bound.kernel.prepare(bound.args, "fwd")
         if not found or found[2] or found[0].uses_random or found[0].ndarray_slots:
-            call = StepCall(bound, "primal")
-            if controller:
-                self.step_calls.append(call)
+            call = StepCall(bound, "primal", self.traj.step_field)
             return _under_forward_mode(self.system, call)
         return found[0], list(found[1])
 
@@ -120,8 +117,6 @@ class TangentStep:
         """(xdot, vdot, the carried fields' tangents) after step `state.step`."""
         self.seed(state, tan, fields_dot)
         self.traj.step_field[None] = state.step
-        for call in self.step_calls:
-            call.step = state.step
         self.step.run()
         system = self.system
         return (system.x.dual.to_numpy().astype(float), system.v.dual.to_numpy().astype(float),

@@ -3,7 +3,7 @@ their arguments, in two stages around the new forces, and which KEY each scalar 
 
 A step is: [controller], the forces at x_k (in x.grad), ``first``, the forces at x_(k+1),
 ``second``, the NaN watch. `fieldstep.FieldStepper` chains these launches for `run`; the
-adjoint (`adjoint/integrated.py`) differentiates the very same launches by the engine's
+adjoint (`adjoint/trajectory.py`) differentiates the very same launches by the engine's
 reverse and forward modes, with each scalar named in ``Update.keys`` read from a 0-D field
 when its KEY is differentiated: a new integrator or thermostat is new entries here, and its
 gradient comes with them.

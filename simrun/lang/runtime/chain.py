@@ -215,18 +215,19 @@ class Chain:
         self.whole[2] = repeats
         return self._run(self.whole, set_args)
 
-    def run_program(self, program: np.ndarray) -> int:
+    def run_program(self, program: np.ndarray, set_args: bool = True) -> int:
         """Run blocks of the launches in turn: ``program`` rows are (first launch, launch
         count, repeats), e.g. a few forward steps, a copy, a reverse step, without returning
         to Python between them. Returns the repetitions done over all rows (fewer than their
-        sum when the stop word, read after each repetition of every row, was set)."""
+        sum when the stop word, read after each repetition of every row, was set);
+        ``set_args`` as for ``run``."""
         program = np.asarray(program, dtype=np.int64).reshape(-1, 3)
         first, count = program[:, 0], program[:, 1]
         tasks = np.empty_like(program)
         tasks[:, 0] = self.first_task[first]
         tasks[:, 1] = self.first_task[first + count] - tasks[:, 0]
         tasks[:, 2] = program[:, 2]
-        return self._run(tasks.reshape(-1))
+        return self._run(tasks.reshape(-1), set_args)
 
     def _run(self, program: np.ndarray, set_args: bool = True) -> int:
         if set_args:
