@@ -103,6 +103,7 @@ class Rows:
         self.chain = Chain(runtime(), [launches[k] for k in chained], stop=stop) \
             if chained else None
         self.place = {k: n for n, k in enumerate(chained)}  # launch -> its place in the chain
+        self._rows: dict = {}  # (first, count) -> the row's segments
         # the chain writes its launches' scalar arguments on its next call: first, and after
         # `run(set_args=True)` (a caller sets it where values changed; a Python launch of a
         # chained variant must pass the values the chain holds, as a step's calls do)
@@ -119,52 +120,54 @@ class Rows:
         self.stale = self.stale or set_args
         self.run_program(np.array([0, len(self.launches), 1]))
 
-    def _native(self, first: int, count: int) -> bool:
-        return all(k in self.place for k in range(first, first + count))
-
-    def _chained(self, rows: np.ndarray) -> int:
-        """Rows whose launches all chain, in one native call."""
-        rows = rows.copy()
-        rows[:, 0] = [self.place[int(k)] for k in rows[:, 0]]
-        done = self.chain.run_program(rows, set_args=self.stale)
-        self.stale = False
-        return done
-
-    def _once(self, first: int, count: int) -> None:
-        """One repetition of a row that a Python launch is part of."""
-        k, end = first, first + count
-        while k < end:
-            if k in self.place:
+    def _segments(self, first: int, count: int) -> list:
+        """A row's launches in runs: [chain place, count, 1] for a run that chains, else the
+        launch itself (made from Python); worked out once per row."""
+        key = (first, count)
+        if key not in self._rows:
+            out, k, end = [], first, first + count
+            while k < end:
                 run = k
                 while run < end and run in self.place:
                     run += 1
-                self._chained(np.array([[k, run - k, 1]]))
-                k = run
-            else:
-                make(self.launches[k])
-                k += 1
+                if run > k:
+                    out.append([self.place[k], run - k, 1])
+                    k = run
+                else:
+                    out.append(self.launches[k])
+                    k += 1
+            self._rows[key] = out
+        return self._rows[key]
+
+    def _chained(self, rows: list) -> int:
+        """Rows whose launches all chain ([chain place, count, repeats] each), one call."""
+        done = self.chain.run_program(np.array(rows, dtype=np.int64), set_args=self.stale)
+        self.stale = False
+        return done
 
     def run_program(self, program: np.ndarray) -> int:
         """Returns the repetitions done (fewer than the rows ask where `stop` was set)."""
-        rows, done, at = np.asarray(program, dtype=np.int64).reshape(-1, 3), 0, 0
-        while at < len(rows):
-            end = at
-            while end < len(rows) and self._native(*rows[end, :2]):
-                end += 1
-            if end > at:  # consecutive native rows: one call
-                got = self._chained(rows[at:end])
-                done += got
-                if got < rows[at:end, 2].sum():
-                    return done
-                at = end
+        rows = np.asarray(program, dtype=np.int64).reshape(-1, 3).tolist()
+        done, native = 0, []  # consecutive rows that chain: one call
+        for first, count, repeats in rows + [[0, 0, 0]]:
+            segments = self._segments(first, count) if repeats else []
+            if len(segments) == 1 and isinstance(segments[0], list):
+                native.append([*segments[0][:2], repeats])
                 continue
-            first, count, repeats = (int(v) for v in rows[at])
+            if native:
+                got, asked = self._chained(native), sum(r[2] for r in native)
+                done, native = done + got, []
+                if got < asked:
+                    return done
             for _ in range(repeats):
-                self._once(first, count)
+                for segment in segments:
+                    if isinstance(segment, list):
+                        self._chained([segment])
+                    else:
+                        make(segment)
                 done += 1
                 if self.stop is not None and self.stop.host_values(write=False)[()]:
                     return done
-            at += 1
         return done
 
 
