@@ -104,6 +104,10 @@ class Rows:
             if chained else None
         self.place = {k: n for n, k in enumerate(chained)}  # launch -> its place in the chain
         self._rows: dict = {}  # (first, count) -> the row's segments
+        self._place = np.array([self.place.get(k, -1) for k in range(len(launches))] + [-1])
+        # Python launches before each launch: a row [first, first + count) chains whole
+        # where the count does not change over it
+        self._python = np.r_[0, np.cumsum([k not in self.place for k in range(len(launches))])]
         # the chain writes its launches' scalar arguments on its next call: first, and after
         # `run(set_args=True)` (a caller sets it where values changed; a Python launch of a
         # chained variant must pass the values the chain holds, as a step's calls do)
@@ -139,35 +143,39 @@ class Rows:
             self._rows[key] = out
         return self._rows[key]
 
-    def _chained(self, rows: list) -> int:
+    def _chained(self, rows: np.ndarray) -> int:
         """Rows whose launches all chain ([chain place, count, repeats] each), one call."""
-        done = self.chain.run_program(np.array(rows, dtype=np.int64), set_args=self.stale)
+        done = self.chain.run_program(rows, set_args=self.stale)
         self.stale = False
         return done
 
     def run_program(self, program: np.ndarray) -> int:
         """Returns the repetitions done (fewer than the rows ask where `stop` was set)."""
-        rows = np.asarray(program, dtype=np.int64).reshape(-1, 3).tolist()
-        done, native = 0, []  # consecutive rows that chain: one call
-        for first, count, repeats in rows + [[0, 0, 0]]:
-            segments = self._segments(first, count) if repeats else []
-            if len(segments) == 1 and isinstance(segments[0], list):
-                native.append([*segments[0][:2], repeats])
+        rows = np.asarray(program, dtype=np.int64).reshape(-1, 3)
+        first, count = rows[:, 0], rows[:, 1]
+        native = self._python[first + count] == self._python[first]  # no Python launch
+        edges = np.flatnonzero(np.diff(native)) + 1
+        done = 0
+        for a, b in zip(np.r_[0, edges], np.r_[edges, len(rows)]):
+            if native[a]:  # consecutive rows that chain: one call
+                block = rows[a:b].copy()
+                block[:, 0] = self._place[block[:, 0]]
+                got = self._chained(block)
+                done += got
+                if got < block[:, 2].sum():
+                    return done
                 continue
-            if native:
-                got, asked = self._chained(native), sum(r[2] for r in native)
-                done, native = done + got, []
-                if got < asked:
-                    return done
-            for _ in range(repeats):
-                for segment in segments:
-                    if isinstance(segment, list):
-                        self._chained([segment])
-                    else:
-                        make(segment)
-                done += 1
-                if self.stop is not None and self.stop.host_values(write=False)[()]:
-                    return done
+            for first_launch, launches, repeats in rows[a:b].tolist():
+                segments = self._segments(first_launch, launches)
+                for _ in range(repeats):
+                    for segment in segments:
+                        if isinstance(segment, list):
+                            self._chained(np.array([segment], dtype=np.int64))
+                        else:
+                            make(segment)
+                    done += 1
+                    if self.stop is not None and self.stop.host_values(write=False)[()]:
+                        return done
         return done
 
 
