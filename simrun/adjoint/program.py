@@ -148,7 +148,7 @@ class NativeProgram:
     # ------------------------------------------------------------------ the program
     def flush(self) -> None:
         """Run the rows emitted so far in one native call; a reverse step whose adjoint
-        became NaN or Inf is raised as the step-by-step sweep raises it."""
+        became NaN or Inf is raised with its step (as `Trajectory._check_finite` words it)."""
         if not self.program:
             return
         self.slab.set_rows(self.args, self.arg_steps)
