@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simrun.lang.autodiff.tape import access_of
+from simrun.lang.fields import grad_of
 from simrun.scene import Scene, initial_state
 from simrun.stepper.binding import BoundKernel, parameter_names
 from simrun.stepper.forces import energy_and_reverse
@@ -51,12 +53,30 @@ class FrameEvaluator:
             f._make_dual()
         for f in self.fields.values():
             f.grad._make_dual()
+        self.tangents = self._tangents()
         bounds = scene.boundary
         dim = scene.particles.dim
         self.low = np.asarray(bounds.low if bounds.type != "none" else [0.0] * dim, float)
         high = np.asarray(bounds.high if bounds.type != "none" else [0.0] * dim, float)
         self.length = high - self.low
         self.periodic = bounds.type == "periodic"
+
+    def _tangents(self) -> list | None:
+        """The tangents a pass can read: those of the fields its kernels read or write, and
+        of their gradients, but x's and the box's upper corner (the seed). A pass clears
+        these alone, not every dual in the process (FwdMode's default walks every field
+        alive: in a long process, a notebook or a test session, most of a pass's time)."""
+        system, seeds = self.system, (self.system.x, self.box["box_high"])
+        fields = {system.U}
+        for bound in self.terms:
+            if getattr(bound.kernel, "prepare", None) is None:  # a hand-written gradient
+                return None  # hides what it touches: FwdMode clears every tangent
+            access = access_of(bound.kernel.prepare(bound.args, "primal")[0])
+            fields |= access.reads | access.writes
+        duals = [getattr(f, "dual", None) for f in fields if not any(f is s for s in seeds)]
+        duals += [getattr(grad_of(f), "dual", None) for f in fields if grad_of(f) is not None]
+        return list({id(d): d for d in duals
+                     if getattr(d, "data", None) is not None}.values())
 
     def set_values(self, values: dict[Param, float]) -> None:
         """Evaluate at other parameter values from now on (reweighting moves theta)."""
@@ -72,7 +92,10 @@ class FrameEvaluator:
         system.refresh_neighbors()
         seed = (np.asarray(x, float) - self.low).reshape(-1) if self.periodic else \
             np.zeros(x.size)
-        with ti.ad.FwdMode(loss=system.U, param=system.x, seed=seed):
+        for d in self.tangents or ():
+            d.data[...] = 0
+        with ti.ad.FwdMode(loss=system.U, param=system.x, seed=seed,
+                           clear_gradients=self.tangents is None):
             if self.periodic:
                 self.box["box_high"].dual[None] = list(self.length)
             for f in self.fields.values():
