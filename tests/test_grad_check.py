@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+import pytest
 from cli_helpers import REPO, simrun
 
 MISS = "objective={kernel: kernels/targets.py:miss, params: {tx: %s, ty: %s}}"
@@ -41,3 +43,49 @@ def test_a_larger_step_concludes_where_the_first_cannot(tmp_path: Path) -> None:
     assert 3 * row["fd_error"] <= 0.05 * abs(row["fd"])
     taylor = check["taylor"]  # concluded at a larger h than the first (1e-4)
     assert taylor["verdict"] == "ok" and taylor["h"] > taylor["tried"][0] == 1e-4
+
+
+def _synthetic_check(monkeypatch, jump: float, error: float) -> dict:
+    """check_gradient where J(p) = 3 p + 0.5 p^2 plus a staircase of steps `jump` every
+    1e-5 of p0, centred on p0: central differences (steps of 1e-6 and 2e-6 of p0) do not
+    reach a stair, the Taylor test's (1.25e-5 to 1e-4 of p0) cross 1 to 10. The gradient
+    handed in is J's derivative at p0 times (1 + error)."""
+    from simrun.adjoint import check
+    from simrun.adjoint.job import GradResult
+    from simrun.adjoint.keys import parse_key, value_of
+    from simrun.scene import load_scene
+
+    scene = load_scene(REPO / "scenes" / "gravity.yaml",
+                       ["precision=f64", "objective={builtin: kinetic, at: end}"])
+    key = parse_key(scene, "energy.0.params.strength")
+    p0 = float(value_of(scene, key))
+
+    def objective(moved, steps, threads=None, shifts=None) -> float:
+        p = float(value_of(moved, key))
+        return 3 * p + 0.5 * p * p + jump * np.floor((p - p0) / (1e-5 * p0) + 0.5)
+
+    monkeypatch.setattr(check, "objective_value", objective)
+    result = GradResult(objective(scene, 0), {key.text: (3 + p0) * (1 + error)}, 10, 0, 0,
+                        1.0, 0, 1)
+    return check.check_gradient(scene, result)
+
+
+@pytest.mark.parametrize("jump, error, verdict", [
+    (0.0, 0.0, "ok"),              # smooth J, right gradient
+    (1e-4, 0.0, "inconclusive"),   # J jumps on the Taylor test's scale: not ok, not failed
+    (1e-4, 1e-3, "failed"),        # ... and a wrong gradient still fails, on the FD row
+    (0.0, 1e-3, "failed"),
+])
+def test_a_jumping_objective_is_inconclusive_and_a_wrong_gradient_still_fails(
+        monkeypatch, jump: float, error: float, verdict: str) -> None:
+    """A Taylor test that fails while central differences pin the gradient far better than
+    the remainders' first-order part allows says J is not smooth (a truncated potential's
+    cutoff crossings in a large LJ melt do this), so the check is inconclusive, not failed:
+    the gradient is J's derivative where J has one. Any row that disagrees still fails it."""
+    result = _synthetic_check(monkeypatch, jump, error)
+    assert result["verdict"] == verdict and result["ok"] == (verdict == "ok")
+    if verdict == "inconclusive":
+        assert result["taylor"]["order"] < 1.8 and result["rows"][0]["verdict"] == "ok"
+        assert "not smooth" in result["taylor"]["why"]
+    if error:
+        assert result["rows"][0]["verdict"] == "failed"

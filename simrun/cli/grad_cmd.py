@@ -285,7 +285,10 @@ def _print_check(check: dict) -> None:
     if check["verdict"] == "ok":
         out.print("  check: [bold green]ok[/]")
     elif check["verdict"] == "failed":
-        out.print("  check: [bold red]FAILED[/]: the gradient disagrees with finite differences")
+        what = ("the gradient disagrees with finite differences"
+                if any(row["verdict"] == "failed" for row in check["rows"]) else
+                "the Taylor remainders do not fall as h^2")
+        out.print(f"  check: [bold red]FAILED[/]: {what}")
     else:
         out.print("  check: [bold yellow]inconclusive[/]: finite differences cannot test "
                   "this gradient (not a pass):")
