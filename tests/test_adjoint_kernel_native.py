@@ -9,13 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from adjoint_helpers import reverse_step_chains
 
 from simrun.adjoint import job
 from simrun.adjoint.job import scene_gradient
-from simrun.adjoint.launches import chains
 from simrun.adjoint.policy import execution
 from simrun.adjoint.reuse import TrajectoryCache
-from simrun.adjoint.reverse_step import ReverseStep
 from simrun.scene import initial_state, load_scene
 
 SCENES = Path(__file__).resolve().parents[1] / "scenes"
@@ -44,7 +43,7 @@ def test_native_steps_are_made_for_the_shipped_step_kernel_scenes(case):
     x0, v0 = job._start(scene, {})
     traj = job._trajectory(scene, parsed, 1, x0)
     job._begin(traj, x0, v0, {})
-    assert all(map(chains, ReverseStep(traj).backward))
+    assert reverse_step_chains(traj)
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -127,7 +126,7 @@ def test_a_boundary_on_top_of_step_kernels_is_reversed_natively(tmp_path):
     parsed = [job.parse_key(scene, "state.v0")]
     traj = job._trajectory(scene, parsed, 1, initial_state(scene)[0])
     job._begin(traj, x0, v0, {})
-    assert all(map(chains, ReverseStep(traj).backward))
+    assert reverse_step_chains(traj)
     grad = scene_gradient(scene, ["state.v0"], threads=1, start=(x0, v0)).gradients["state.v0"]
     d = np.random.default_rng(2).normal(size=v0.shape)
     h = 1e-6

@@ -95,73 +95,60 @@ class Rows:
     one `Chain`, consecutive rows of them one native call and a run of them inside a row
     with a Python launch one call too; the rest, and every launch under the interpreted
     policy, one by one from Python. `stop` (a 0-D i32 field or None) is read after each
-    repetition of a row; nonzero ends the run."""
+    repetition of a row; nonzero ends the run.
+
+    Each run writes the chain's scalar arguments into their contexts once, at its first
+    native call: a Python launch of a chained variant between two native calls must pass
+    the values the chain holds (a step's calls do)."""
 
     def __init__(self, launches: list[Launch], native: bool, stop=None) -> None:
         self.launches, self.stop = launches, stop
         chained = [k for k, launch in enumerate(launches) if native and chains(launch)]
         self.chain = Chain(runtime(), [launches[k] for k in chained], stop=stop) \
             if chained else None
-        self.place = {k: n for n, k in enumerate(chained)}  # launch -> its place in the chain
-        self._rows: dict = {}  # (first, count) -> the row's segments
-        self._place = np.array([self.place.get(k, -1) for k in range(len(launches))] + [-1])
+        self.place = np.full(len(launches) + 1, -1)  # launch -> its place in the chain
+        self.place[chained] = np.arange(len(chained))
         # Python launches before each launch: a row [first, first + count) chains whole
         # where the count does not change over it
-        self._python = np.r_[0, np.cumsum([k not in self.place for k in range(len(launches))])]
-        # the chain writes its launches' scalar arguments on its next call: first, and after
-        # `run(set_args=True)` (a caller sets it where values changed; a Python launch of a
-        # chained variant must pass the values the chain holds, as a step's calls do)
-        self.stale = True
+        self.python = np.r_[0, np.cumsum(self.place[:-1] < 0)]
+        self.segments: dict = {}  # (first, count) -> the row's runs (see _segments)
 
-    def set_args(self) -> None:
-        """The chain's scalar arguments into its contexts, before a run that skips it."""
-        if self.chain is not None:
-            self.chain.set_args()
-        self.stale = False
-
-    def run(self, set_args: bool = True) -> None:
+    def run(self) -> None:
         """Every launch once."""
-        self.stale = self.stale or set_args
         self.run_program(np.array([0, len(self.launches), 1]))
 
     def _segments(self, first: int, count: int) -> list:
-        """A row's launches in runs: [chain place, count, 1] for a run that chains, else the
-        launch itself (made from Python); worked out once per row."""
+        """A row's launches in runs: a [[chain place, count, 1]] array for a run that
+        chains, else the launch itself (made from Python); worked out once per row."""
         key = (first, count)
-        if key not in self._rows:
+        if key not in self.segments:
             out, k, end = [], first, first + count
             while k < end:
                 run = k
-                while run < end and run in self.place:
+                while run < end and self.place[run] >= 0:
                     run += 1
                 if run > k:
-                    out.append([self.place[k], run - k, 1])
+                    out.append(np.array([[self.place[k], run - k, 1]], dtype=np.int64))
                     k = run
                 else:
                     out.append(self.launches[k])
                     k += 1
-            self._rows[key] = out
-        return self._rows[key]
-
-    def _chained(self, rows: np.ndarray) -> int:
-        """Rows whose launches all chain ([chain place, count, repeats] each), one call."""
-        done = self.chain.run_program(rows, set_args=self.stale)
-        self.stale = False
-        return done
+            self.segments[key] = out
+        return self.segments[key]
 
     def run_program(self, program: np.ndarray) -> int:
         """Returns the repetitions done (fewer than the rows ask where `stop` was set)."""
         rows = np.asarray(program, dtype=np.int64).reshape(-1, 3)
         first, count = rows[:, 0], rows[:, 1]
-        native = self._python[first + count] == self._python[first]  # no Python launch
+        native = self.python[first + count] == self.python[first]  # no Python launch
         edges = np.flatnonzero(np.diff(native)) + 1
-        done = 0
+        done, fresh = 0, True  # fresh: the chain's arguments are not written yet
         for a, b in zip(np.r_[0, edges], np.r_[edges, len(rows)]):
             if native[a]:  # consecutive rows that chain: one call
                 block = rows[a:b].copy()
-                block[:, 0] = self._place[block[:, 0]]
-                got = self._chained(block)
-                done += got
+                block[:, 0] = self.place[block[:, 0]]
+                got = self.chain.run_program(block, set_args=fresh)
+                done, fresh = done + got, False
                 if got < block[:, 2].sum():
                     return done
                 continue
@@ -169,8 +156,9 @@ class Rows:
                 segments = self._segments(first_launch, launches)
                 for _ in range(repeats):
                     for segment in segments:
-                        if isinstance(segment, list):
-                            self._chained(np.array([segment], dtype=np.int64))
+                        if isinstance(segment, np.ndarray):
+                            self.chain.run_program(segment, set_args=fresh)
+                            fresh = False
                         else:
                             make(segment)
                     done += 1

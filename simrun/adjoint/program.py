@@ -84,7 +84,7 @@ class NativeProgram:
         for name, block in blocks.items():
             rows[name] = [len(launches), len(block), 1]
             launches += block
-        self.chain = Rows(launches, policy.current().native, stop=native.bad)
+        self.rows = Rows(launches, policy.current().native, stop=native.bad)
         self.load_row, self.store_row, self.reverse_row = rows["load"], rows["store"], \
             rows["reverse"]
         self.step_rows = ([*rows["step"][:2], 0], [*rows["first"][:2], 0])  # + repeats
@@ -160,8 +160,7 @@ class NativeProgram:
         if self.native.energy:
             self.native.hvp.set_field_args()
         program = np.array(self.program, dtype=np.int64).reshape(-1, 3)
-        self.chain.stale = True  # Python ran since: the arguments are written again
-        done = self.chain.run_program(program)
+        done = self.rows.run_program(program)  # writes the launches' arguments first
         if self.native.bad.data[()]:
             self.native.pull(self.adj)
             self.traj._check_finite(self.adj, stopped_at(program, done, self.reverse_row[0],
