@@ -132,7 +132,7 @@ class NativeProgram:
         w = traj._weight(k, self.steps)
         if w:
             self.native.pull(self.adj)
-            state = self.slab.get(int(self.slab.slot.data[()]), k, traj._fields())
+            state = self.slab.get(int(self.slab.slot.data[()]), k, self.still)
             traj._seed(self.adj, state, w)
             traj._check_finite(self.adj, k)
             self.native.push(self.adj)
@@ -273,6 +273,8 @@ class NativeProgram:
                  ) -> tuple[float, Schedule]:
         """J (at: end) and the adjoint (in ``adj``) after the whole reverse sweep."""
         self.steps, self.adj, self.total, self.reached = steps, adj, [0.0], 0
+        # the fields no step writes: every state's are the start's (the slab holds the rest)
+        self.still = {n: v for n, v in state0.fields.items() if n not in self.slab.fields}
         self.first_descent, self.reversed_to = True, steps
         self.slab.put(0, state0)
         start = Held(0, 0)
