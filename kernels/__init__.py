@@ -24,8 +24,9 @@ Arguments are bound by NAME (the stepper reads the kernel's signature):
     periodic   compile-time bool (use in ``ti.static``): the box is periodic
     neighbors  the scene's Verlet list (``neighbors: {cutoff, skin}``), an i32 field:
                ``for k in range(neighbor_count(neighbors, i)): j = neighbor(neighbors, i,
-               k)`` visits each partner j > i within cutoff + skin once (those within
-               the cutoff at the last build first, then the skin's)
+               k)`` visits i's partners within cutoff + skin; each pair is in one of
+               its two rows, once (not always j > i), those within the cutoff at the
+               last build first, then the skin's
     cutoff     with a list: its cutoff, unless the params set one
     <other>    a field returned by the module's ``allocate`` hook, or else a scalar parameter
                taken from the scene's ``params:`` or from the module's ``DEFAULTS[kernel]``

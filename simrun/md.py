@@ -37,6 +37,7 @@ def neighbor_count(neighbors: ti.template(), i):
 
 @ti.func
 def neighbor(neighbors: ti.template(), i, k):
-    """The ``k``-th partner ``j > i`` of particle ``i``: those within the cutoff at the
-    list's last build come first, then those in the skin."""
+    """The ``k``-th partner ``j`` of particle ``i`` (a half list holds each pair once, in
+    one of its two rows: not always j > i): those within the cutoff at the list's last
+    build come first, then those in the skin."""
     return neighbors[i, k + 1]

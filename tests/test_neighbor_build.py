@@ -62,9 +62,11 @@ def build(x: np.ndarray, side: float | None, half: bool = True,
 
 def rows_of(nl: NeighborList, x: np.ndarray, side: float | None) -> list[list[int]]:
     """The list's rows, each checked to hold its partners within CUTOFF first, then sorted
-    part by part (the build leaves each part in the order it gathered it)."""
+    part by part (the build leaves each part in the order it gathered it). A half list
+    may hold pair (i, j) in either row (the half stencil's cell order decides): its pairs
+    are moved to row min(i, j) first, so a pair listed twice shows twice."""
     table = nl.neighbors.to_numpy()
-    rows = []
+    parts: list[tuple[list[int], list[int]]] = [([], []) for _ in range(len(table))]
     for i in range(len(table)):
         row = table[i, 1:table[i, 0] + 1]
         d = x[row] - x[i]
@@ -72,8 +74,10 @@ def rows_of(nl: NeighborList, x: np.ndarray, side: float | None) -> list[list[in
             d -= side * np.round(d / side)
         inside = (d * d).sum(1) < CUTOFF ** 2
         assert (np.diff(inside.astype(int)) <= 0).all(), f"row {i}: a skin partner first"
-        rows.append(sorted(row[inside].tolist()) + sorted(row[~inside].tolist()))
-    return rows
+        for j, near in zip(row.tolist(), inside):
+            owner, partner = (min(i, j), max(i, j)) if nl.half else (i, j)
+            parts[owner][0 if near else 1].append(partner)
+    return [sorted(near) + sorted(skin) for near, skin in parts]
 
 
 def random_positions(rng: np.random.Generator, n: int, dim: int, side: float) -> np.ndarray:
@@ -85,9 +89,15 @@ def random_positions(rng: np.random.Generator, n: int, dim: int, side: float) ->
 
 
 # box sides in units of cutoff + skin: 1 cell a side (a box narrower than 2 reaches, which
-# scenes refuse; the library folds each pair to its nearest image), 2 cells, just below and just above 3 cells (where the search
-# stops folding and shifts whole cells), and 3 and 4 cells
-SIDES = [1.3, 2.2, 2.9999, 3.0001, 3.6, 4.3]
+# scenes refuse; the library folds each pair to its nearest image), 2 cells, just below and
+# just above 2.5 (where the search stops folding and walks the half stencil of cells half
+# the reach wide, 5 a side), around 3, and more
+SIDES = [1.3, 2.2, 2.4999, 2.5001, 2.9999, 3.0001, 3.6, 4.3]
+
+
+def expected_grid(sides: float) -> int:
+    """Cells a side: half the reach wide where 5 fit (the half stencil), else the reach."""
+    return int(2 * sides) if int(2 * sides) >= 5 else max(int(sides), 1)
 
 
 @pytest.mark.parametrize("parallel", [False, True])
@@ -101,8 +111,9 @@ def test_periodic_list_equals_brute_force(dim, sides, parallel):
     nl = build(x, side, parallel=parallel)
     expected = brute_force(x, side, half=True)
     assert rows_of(nl, x, side) == expected
-    assert nl.grid.to_numpy().tolist() == [max(int(sides), 1)] * dim  # the threshold side
-    assert int(nl.longest[None]) == max(len(row) for row in expected)
+    assert nl.grid.to_numpy().tolist() == [expected_grid(sides)] * dim  # the threshold side
+    table = nl.neighbors.to_numpy()
+    assert int(nl.longest[None]) == table[:, 0].max()
 
 
 @pytest.mark.parametrize("dim", [2, 3])
@@ -154,7 +165,7 @@ def test_overflow_names_the_longest_row_and_what_to_set():
     rng = np.random.default_rng(3)
     side = 3.6 * REACH
     x = random_positions(rng, 200, 3, side)
-    longest = max(len(row) for row in brute_force(x, side, half=True))
+    longest = int(build(x, side, capacity=199).longest[None])  # the rows' own assignment
     with pytest.raises(NeighborListOverflow) as caught:
         build(x, side, capacity=longest - 1)
     assert str(caught.value) == (
