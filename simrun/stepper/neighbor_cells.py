@@ -59,9 +59,7 @@ def _bin(x: ti.template(), x_ref: ti.template(), box_low: ti.template(),
     """Counting sort of the particles by cell (serial: cells hold particles in index order),
     with their wrapped positions in the same order (``cell_x``: the search reads a cell's
     positions from one contiguous run), and the most particles any cell holds."""
-    ncells = 1
-    for d in ti.static(range(dim)):
-        ncells *= grid[None][d]
+    ncells = _cell_count(grid, dim)
     ti.loop_config(serialize=True)
     for c in range(ncells + 1):
         cell_start[c] = 0
@@ -97,9 +95,7 @@ def _bin_parallel(x: ti.template(), x_ref: ti.template(), box_low: ti.template()
     """_bin's cells from parallel loops (a GPU runs _bin's on one thread): counts and
     places by integer atomics, one running sum over the cells, then each cell's particles
     sorted by index, so every cell holds what _bin puts there, in the same order."""
-    ncells = 1
-    for d in ti.static(range(dim)):
-        ncells *= grid[None][d]
+    ncells = _cell_count(grid, dim)
     for c in range(ncells + 1):
         cell_start[c] = 0
         cell_fill[c] = 0
@@ -133,6 +129,27 @@ def _bin_parallel(x: ti.template(), x_ref: ti.template(), box_low: ti.template()
             cell_particles[b + 1] = moving
     for slot in range(x.shape[0]):
         cell_x[slot] = _wrapped(x[cell_particles[slot]], box_low, box_high, periodic)
+
+
+@ti.func
+def _cell_count(grid: ti.template(), dim: ti.template()):
+    ncells = 1
+    for d in ti.static(range(dim)):
+        ncells *= grid[None][d]
+    return ncells
+
+
+@ti.func
+def _home_cell(home_slot, cell_start: ti.template(), ncells):
+    """The cell holding slot ``home_slot``: the last whose start is at or before it."""
+    lo, hi = 0, ncells
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if cell_start[mid] <= home_slot:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 @ti.func

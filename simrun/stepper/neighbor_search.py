@@ -1,14 +1,33 @@
-"""The neighbour-list searches: the rows of each home cell's particles from the cells
-around it (``_search_runs``: the half stencil; ``_search``: 3^dim cells of side the reach, a
-full list or a folded box) and their one-thread-a-particle forms for a GPU
-(``_search_runs_parallel``, ``_search_parallel``), which make the same rows entry for entry.
+"""The neighbour-list search: the rows of each home cell's particles from the cells around
+it, by a half stencil of cells half the reach wide (``span`` 2) or by the 3^dim cells of side
+the reach (``span`` 0: a full list, or a folded box), and its one-thread-a-particle form for
+a GPU (``_search_parallel``), which makes the same rows entry for entry.
 simrun/stepper/neighbors.py says why the rows look as they do."""
 
 from __future__ import annotations
 
 import simrun.lang as ti
 from simrun.md import min_image
-from simrun.stepper.neighbor_cells import _around, _column, _coords, _piece
+from simrun.stepper.neighbor_cells import (
+    _around,
+    _cell_count,
+    _column,
+    _coords,
+    _home_cell,
+    _piece,
+)
+
+
+@ti.func
+def _candidate(slot, origin, fold: ti.template(), box_low: ti.template(),
+               box_high: ti.template(), periodic: ti.template(), cell_particles: ti.template(),
+               cell_x: ti.template()):
+    """The particle in ``slot`` and its squared distance from ``origin`` (folded to the
+    nearest image in a folded box)."""
+    r = cell_x[slot] - origin
+    if ti.static(fold):
+        r = min_image(r, box_low, box_high, periodic)
+    return cell_particles[slot], r.dot(r)
 
 
 @ti.func
@@ -35,13 +54,10 @@ def _gather(lane, first, last, shift, home_first, home_last, above: ti.template(
         base = ti.min(found, capacity)
         count = base
         for slot in range(first, last):
-            j = cell_particles[slot]
-            r = cell_x[slot] - origin
-            if ti.static(fold):
-                r = min_image(r, box_low, box_high, periodic)
             # no branch on the pair: j goes to the next free place (a row has room for
-            # capacity + the fullest cell), and counts when within reach
-            r2 = r.dot(r)
+            # capacity + the fullest run), and counts when within reach
+            j, r2 = _candidate(slot, origin, fold, box_low, box_high, periodic,
+                               cell_particles, cell_x)
             unsorted[lane, home_slot - home_first, count] = j + n * ti.cast(r2 >= cut2, ti.i32)
             within = ti.cast(r2 < reach2, ti.i32)
             if ti.static(not half):
@@ -77,66 +93,29 @@ def _search(box_low: ti.template(), box_high: ti.template(), periodic: ti.templa
             grid: ti.template(), cell_start: ti.template(), cell_particles: ti.template(),
             cell_x: ti.template(), unsorted: ti.template(), neighbors: ti.template(),
             reach2: float, cut2: float, longest: ti.template(), dim: ti.template(),
-            half: ti.template(),
-            fold: ti.template()):
-    """Row i: every j > i (every j != i unless ``half``) within sqrt(reach2): those within
-    sqrt(cut2) first, then the others (a full list, or a folded box: _search_runs takes
-    the half list of a box with 5 half-reach cells a side).
+            half: ti.template(), fold: ti.template(), span: ti.template()):
+    """Row i: its partners within sqrt(reach2), those within sqrt(cut2) first, then the
+    others. Each of the ``unsorted.shape[0]`` lanes walks its own run of cells with its own
+    scratch rows, one per particle of the home cell (they stay in cache from cell to cell).
 
-    Periodic with at least 3 cells a side, a neighbour cell across the box is one image
-    away: its positions are shifted by the box length once per cell, not folded pair by
-    pair (the minimum image is unique within reach: the box is at least twice as wide).
-    With fewer than 3 cells on a periodic side (``fold``), each pair is folded instead.
-    Each of the ``unsorted.shape[0]`` lanes walks its own run of cells with its own scratch
-    rows, one per particle of the home cell (they stay in cache from cell to cell)."""
+    ``span`` 2 (a half list): cells at least reach / 2 wide and a half stencil, each pair
+    once, in the row of the particle whose cell the stencil meets first (the same cell: the
+    lower index): the home cell's particles above i, then, in the upper half of the
+    5^(dim - 1) columns around home (all axes but the last), each column's run of 5 cells
+    along the last axis, one loop over contiguous slots (home's own column: only the cells
+    above home). A periodic side holds at least 5 cells; a run across the box is cut into
+    pieces, each shifted by the box length once.
+
+    ``span`` 0: the 3^dim cells of side at least the reach around home, every j > i (every
+    j != i unless ``half``). Periodic with at least 3 cells a side, a neighbour cell across
+    the box is one image away: its positions are shifted by the box length once per cell,
+    not folded pair by pair (the minimum image is unique within reach: the box is at least
+    twice as wide). With fewer than 3 cells on a periodic side (``fold``), each pair is
+    folded instead."""
     longest[None] = 0
     box = box_high[None] - box_low[None]
-    ncells = 1
-    for d in ti.static(range(dim)):
-        ncells *= grid[None][d]
-    lanes = unsorted.shape[0]
-    for lane in range(lanes):
-        most = 0  # the lane's longest row: one atomic a lane, not one a particle
-        start = lane * (ncells // lanes) + ti.min(lane, ncells % lanes)  # no i32 overflow
-        for home_cell in range(start, start + ncells // lanes + ti.cast(lane < ncells % lanes,
-                                                                          ti.i32)):
-            home = _coords(home_cell, grid, dim)
-            home_first, home_last = cell_start[home_cell], cell_start[home_cell + 1]
-            for slot in range(home_first, home_last):
-                neighbors[cell_particles[slot], 0] = 0
-            for s in range(3 ** dim):
-                cell, shift, inside = _around(home, s, box, grid, periodic, dim)
-                if inside == 1:
-                    _gather(lane, cell_start[cell], cell_start[cell + 1], shift, home_first,
-                            home_last, half, fold, box_low, box_high, periodic, cell_particles,
-                            cell_x, unsorted, neighbors, reach2, cut2, half)
-            for slot in range(home_first, home_last):
-                most = ti.max(most, _partition_row(cell_particles[slot], lane,
-                                                   slot - home_first, unsorted, neighbors))
-        ti.atomic_max(longest[None], most)
-
-
-@ti.kernel
-def _search_runs(box_low: ti.template(), box_high: ti.template(), periodic: ti.template(),
-                 grid: ti.template(), cell_start: ti.template(), cell_particles: ti.template(),
-                 cell_x: ti.template(), unsorted: ti.template(), neighbors: ti.template(),
-                 reach2: float, cut2: float, longest: ti.template(), dim: ti.template(),
-                 span: ti.template()):
-    """_search's half list from a half stencil: each pair once, in the row of the particle
-    whose cell comes first in the stencil's order (the same cell: the lower index). Cells are
-    at least reach / span wide; the stencil is the home cell's particles above i, then runs
-    of cells along the last axis (contiguous slots: one loop each) in the columns of the
-    upper half of the (2 span + 1)^(dim - 1) around home, its own column's run only above
-    home. With span 2 a particle visits ~(5/3)^3 / 2 fewer candidates than the 27 cells of
-    side reach, in about as many runs (13 in 3-D)."""
-    longest[None] = 0
-    box = box_high[None] - box_low[None]
-    ncells = 1
-    for d in ti.static(range(dim)):
-        ncells *= grid[None][d]
+    ncells = _cell_count(grid, dim)
     height = grid[None][dim - 1]
-    columns = ti.static((2 * span + 1) ** (dim - 1))
-    centre = ti.static((2 * span + 1) ** (dim - 1) // 2)
     lanes = unsorted.shape[0]
     for lane in range(lanes):
         most = 0  # the lane's longest row: one atomic a lane, not one a particle
@@ -147,24 +126,46 @@ def _search_runs(box_low: ti.template(), box_high: ti.template(), periodic: ti.t
             home_first, home_last = cell_start[home_cell], cell_start[home_cell + 1]
             for slot in range(home_first, home_last):
                 neighbors[cell_particles[slot], 0] = 0
-            _gather(lane, home_first, home_last, box * 0.0, home_first, home_last, True, False,
-                    box_low, box_high, periodic, cell_particles, cell_x, unsorted, neighbors,
-                    reach2, cut2, True)
-            for q in range(centre, columns):
-                column, shift, inside = _column(home, q, span, box, grid, periodic, dim)
-                for piece in range(3):
-                    lo, hi, shift[dim - 1] = _piece(home[dim - 1], q == centre, span, piece,
-                                                    height, box[dim - 1], periodic)
-                    if inside == 1 and lo <= hi:
-                        _gather(lane, cell_start[column * height + lo],
-                                cell_start[column * height + hi + 1], shift, home_first,
-                                home_last, False, False, box_low, box_high, periodic,
+            if ti.static(span == 0):
+                for s in range(3 ** dim):
+                    cell, shift, inside = _around(home, s, box, grid, periodic, dim)
+                    if inside == 1:
+                        _gather(lane, cell_start[cell], cell_start[cell + 1], shift,
+                                home_first, home_last, half, fold, box_low, box_high, periodic,
                                 cell_particles, cell_x, unsorted, neighbors, reach2, cut2,
-                                True)
+                                half)
+            else:
+                _gather(lane, home_first, home_last, box * 0.0, home_first, home_last, True,
+                        False, box_low, box_high, periodic, cell_particles, cell_x, unsorted,
+                        neighbors, reach2, cut2, True)
+                for column in range(ti.static((2 * span + 1) ** (dim - 1) // 2 + 1)):
+                    for piece in ti.static(range(3)):
+                        first, last, shift = _run(column, piece, home, span, box, grid,
+                                                  cell_start, height, periodic, dim)
+                        if first < last:  # most columns' runs are one piece of three
+                            _gather(lane, first, last, shift, home_first, home_last, False,
+                                    False, box_low, box_high, periodic, cell_particles,
+                                    cell_x, unsorted, neighbors, reach2, cut2, True)
             for slot in range(home_first, home_last):
                 most = ti.max(most, _partition_row(cell_particles[slot], lane,
                                                    slot - home_first, unsorted, neighbors))
         ti.atomic_max(longest[None], most)
+
+
+@ti.func
+def _run(column, piece, home, span: ti.template(), box, grid: ti.template(),
+         cell_start: ti.template(), height, periodic: ti.template(), dim: ti.template()):
+    """Slots [first, last) and shift of piece ``piece`` of the half stencil's run in column
+    centre + ``column`` (column 0: home's own, above home), empty when the piece is."""
+    centre = ti.static((2 * span + 1) ** (dim - 1) // 2)
+    index, shift, inside = _column(home, centre + column, span, box, grid, periodic, dim)
+    lo, hi, shift[dim - 1] = _piece(home[dim - 1], column == 0, span, piece, height,
+                                    box[dim - 1], periodic)
+    first = cell_start[index * height + ti.min(lo, height - 1)]
+    last = cell_start[index * height + ti.min(ti.max(hi, 0), height - 1) + 1]
+    if inside == 0 or lo > hi:
+        last = first
+    return first, last, shift
 
 
 @ti.kernel
@@ -173,107 +174,46 @@ def _search_parallel(box_low: ti.template(), box_high: ti.template(), periodic: 
                      cell_particles: ti.template(), cell_x: ti.template(),
                      neighbors: ti.template(), reach2: float, cut2: float,
                      longest: ti.template(), dim: ti.template(), half: ti.template(),
-                     fold: ti.template()):
+                     fold: ti.template(), span: ti.template()):
     """_search's rows with one thread a particle and no scratch (a GPU runs _search's 256
-    lanes on 256 threads): each row walks the 3^dim cells twice, taking the partners
-    within the cutoff, then those in the skin, each in the cells' order, so the rows are
+    lanes on 256 threads): each row walks its cells or runs twice, taking the partners
+    within the cutoff, then those in the skin, each in _search's order, so the rows are
     _search's, entry for entry. Threads take the particles in cell order: neighbouring
     threads read the same cells."""
     longest[None] = 0
     box = box_high[None] - box_low[None]
-    ncells = 1
-    for d in ti.static(range(dim)):
-        ncells *= grid[None][d]
-    capacity = neighbors.shape[1] - 1
-    for home_slot in range(cell_particles.shape[0]):
-        lo, hi = 0, ncells  # the home cell: the last whose start is at or before home_slot
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if cell_start[mid] <= home_slot:
-                lo = mid
-            else:
-                hi = mid
-        home = _coords(lo, grid, dim)
-        i = cell_particles[home_slot]
-        found = 0
-        for skin in ti.static(range(2)):
-            for s in range(3 ** dim):
-                cell, shift, inside = _around(home, s, box, grid, periodic, dim)
-                if inside == 1:
-                    origin = cell_x[home_slot] - shift
-                    for slot in range(cell_start[cell], cell_start[cell + 1]):
-                        j = cell_particles[slot]
-                        r = cell_x[slot] - origin
-                        if ti.static(fold):
-                            r = min_image(r, box_low, box_high, periodic)
-                        r2 = r.dot(r)
-                        take = j != i
-                        if ti.static(half):
-                            take = j > i
-                        if ti.static(skin):
-                            take = take and r2 >= cut2 and r2 < reach2
-                        else:
-                            take = take and r2 < cut2
-                        if take:
-                            found += 1
-                            if found <= capacity:
-                                neighbors[i, found] = j
-        neighbors[i, 0] = ti.min(found, capacity)
-        ti.atomic_max(longest[None], found)
-
-
-@ti.kernel
-def _search_runs_parallel(box_low: ti.template(), box_high: ti.template(),
-                          periodic: ti.template(), grid: ti.template(),
-                          cell_start: ti.template(), cell_particles: ti.template(),
-                          cell_x: ti.template(), neighbors: ti.template(), reach2: float,
-                          cut2: float, longest: ti.template(), dim: ti.template(),
-                          span: ti.template()):
-    """_search_runs' rows with one thread a particle and no scratch, as _search_parallel
-    does _search's: each row walks its stencil twice (within the cutoff, then the skin), in
-    _search_runs' order, so the rows are _search_runs', entry for entry."""
-    longest[None] = 0
-    box = box_high[None] - box_low[None]
-    ncells = 1
-    for d in ti.static(range(dim)):
-        ncells *= grid[None][d]
+    ncells = _cell_count(grid, dim)
     height = grid[None][dim - 1]
-    columns = ti.static((2 * span + 1) ** (dim - 1))
-    centre = ti.static((2 * span + 1) ** (dim - 1) // 2)
     capacity = neighbors.shape[1] - 1
     for home_slot in range(cell_particles.shape[0]):
-        lo, hi = 0, ncells  # the home cell: the last whose start is at or before home_slot
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if cell_start[mid] <= home_slot:
-                lo = mid
-            else:
-                hi = mid
-        home = _coords(lo, grid, dim)
+        home_cell = _home_cell(home_slot, cell_start, ncells)
+        home = _coords(home_cell, grid, dim)
         i = cell_particles[home_slot]
         found = 0
         for skin in ti.static(range(2)):
-            for run in range(1 + 3 * (columns - centre)):  # home's cell, then the pieces
-                first, last = home_slot + 1, cell_start[lo + 1]
+            for run in range(ti.static(3 ** dim if span == 0 else
+                                       1 + 3 * ((2 * span + 1) ** (dim - 1) // 2 + 1))):
+                first, last = home_slot + 1, cell_start[home_cell + 1]  # home's, above i
                 shift = box * 0.0
-                if run > 0:
-                    column, shift, inside = _column(home, centre + (run - 1) // 3, span, box,
-                                                    grid, periodic, dim)
-                    a, b, shift[dim - 1] = _piece(home[dim - 1], (run - 1) // 3 == 0, span,
-                                                  (run - 1) % 3, height, box[dim - 1],
-                                                  periodic)
-                    first = cell_start[column * height + ti.min(a, height - 1)]
-                    last = cell_start[column * height + ti.min(ti.max(b, 0), height - 1) + 1]
-                    if inside == 0 or a > b:
-                        last = first
+                if ti.static(span == 0):
+                    cell, shift, inside = _around(home, run, box, grid, periodic, dim)
+                    first, last = 0, 0
+                    if inside == 1:
+                        first, last = cell_start[cell], cell_start[cell + 1]
+                elif run > 0:  # then 3 pieces a column
+                    first, last, shift = _run((run - 1) // 3, (run - 1) % 3, home, span, box,
+                                              grid, cell_start, height, periodic, dim)
                 origin = cell_x[home_slot] - shift
                 for slot in range(first, last):
-                    j = cell_particles[slot]
-                    r = cell_x[slot] - origin
-                    r2 = r.dot(r)
+                    j, r2 = _candidate(slot, origin, fold, box_low, box_high, periodic,
+                                       cell_particles, cell_x)
                     take = r2 < cut2
                     if ti.static(skin):
                         take = r2 >= cut2 and r2 < reach2
+                    if ti.static(span == 0 and half):
+                        take = take and j > i
+                    elif ti.static(span == 0):
+                        take = take and j != i
                     if take:
                         found += 1
                         if found <= capacity:

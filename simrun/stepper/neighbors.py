@@ -14,7 +14,7 @@ and rebuilds only when that exceeds half the skin.
 A build bins the particles into cells (a counting sort, each cell's particles in index
 order), then walks the cells: the rows of a cell's particles are filled together, so a
 neighbour run's bounds and periodic shift are worked out once per home cell rather than
-once per particle. The half list (``_search_runs``) uses cells half the reach wide and a
+once per particle. The half list (``_search`` with ``span`` 2) uses cells half the reach wide and a
 half stencil: the home cell's particles above i, then, in the upper half of the 5^(dim-1)
 columns around home (its own column only above home), each column's run of 5 cells along
 the last axis, one contiguous run of slots (13 runs in 3-D). Each pair is listed once, in
@@ -49,12 +49,7 @@ import simrun.lang as ti
 from simrun.md import min_image
 from simrun.scene.limits import machine_memory
 from simrun.stepper.neighbor_cells import _bin, _bin_parallel, _open_grid
-from simrun.stepper.neighbor_search import (
-    _search,
-    _search_parallel,
-    _search_runs,
-    _search_runs_parallel,
-)
+from simrun.stepper.neighbor_search import _search, _search_parallel
 
 HEADROOM = 1.5  # row capacity over the mean count in the densest expected state
 LANES = 256  # the search's parallel tasks, each walking a run of cells with its own scratch
@@ -95,7 +90,7 @@ class NeighborList:
         self.max_cells = max(1, int(math.ceil(n ** (1.0 / self.dim))) + 2)
         ncells = self.max_cells ** self.dim
         self.fold = False  # a periodic side of fewer than 3 cells: the search folds each pair
-        # cells of reach / span and _search_runs' half stencil (span 0: _search's 3^dim
+        # cells of reach / span and _search's half stencil (span 0: its 3^dim
         # cells of side reach, for a full list or a folded box)
         self.span = 2 if half else 0
         if self.periodic:
@@ -162,17 +157,11 @@ class NeighborList:
     def search(self) -> None:
         """Fill the rows from the cells ``bin`` made (the second half of a build)."""
         b = self.box
-        if self.parallel and self.span:
-            _search_runs_parallel(b["box_low"], b["box_high"], b["periodic"], self.grid,
-                                  self.cell_start, self.cell_particles, self.cell_x,
-                                  self.neighbors, self.reach ** 2, self.cutoff ** 2,
-                                  self.longest, self.dim, self.span)
-            return
         if self.parallel:
             _search_parallel(b["box_low"], b["box_high"], b["periodic"], self.grid,
                              self.cell_start, self.cell_particles, self.cell_x,
                              self.neighbors, self.reach ** 2, self.cutoff ** 2, self.longest,
-                             self.dim, self.half, self.fold)
+                             self.dim, self.half, self.fold, self.span)
             return
         fullest = int(self.fullest[None])
         needed = 4 * self.lanes * 2 * fullest * (self.capacity + 2 * (2 * self.span + 1) *
@@ -180,22 +169,17 @@ class NeighborList:
         if self.unsorted.shape[1] < fullest and needed > (machine_memory() or needed):
             raise NeighborListOverflow(
                 f"{fullest:,} of the particles crowded into one cell of side about "
-                f"cutoff + skin = {self.reach:g} (sorting it needs {needed / 1e9:,.0f} GB): "
+                f"{self.reach / max(self.span, 1):g} (cutoff + skin = {self.reach:g}; sorting "
+                f"it needs {needed / 1e9:,.0f} GB): "
                 "check the initial state (particles outside a periodic box, or on top of "
                 "each other) and whether the scene collapses (dt too large, attraction too "
                 "strong).")
         if self.unsorted.shape[1] < fullest:
             self.unsorted = self._scratch(2 * fullest)
-        if self.span:
-            _search_runs(b["box_low"], b["box_high"], b["periodic"], self.grid,
-                         self.cell_start, self.cell_particles, self.cell_x, self.unsorted,
-                         self.neighbors, self.reach ** 2, self.cutoff ** 2, self.longest,
-                         self.dim, self.span)
-            return
         _search(b["box_low"], b["box_high"], b["periodic"], self.grid, self.cell_start,
                 self.cell_particles, self.cell_x, self.unsorted, self.neighbors,
                 self.reach ** 2, self.cutoff ** 2, self.longest, self.dim, self.half,
-                self.fold)
+                self.fold, self.span)
 
     def build(self, x: Any) -> None:
         self.bin(x)
