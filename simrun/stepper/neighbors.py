@@ -14,19 +14,19 @@ and rebuilds only when that exceeds half the skin.
 A build bins the particles into cells (a counting sort, each cell's particles in index
 order), then walks the cells: the rows of a cell's particles are filled together, so a
 neighbour run's bounds and periodic shift are worked out once per home cell rather than
-once per particle. The half list (``_search`` with ``span`` 2) uses cells half the reach wide and a
-half stencil: the home cell's particles above i, then, in the upper half of the 5^(dim-1)
-columns around home (its own column only above home), each column's run of 5 cells along
-the last axis, one contiguous run of slots (13 runs in 3-D). Each pair is listed once, in
-the row of the particle whose cell the stencil meets first (the same cell: the lower
-index), so a row is not only j > i. Against 27 cells of side the reach, a particle visits
-~40% fewer candidates (in.lj: 164 against 324) in as many runs: bench/README.md, "A half
-stencil of half-reach cells". A full list, or a periodic box too small for 5 cells a side
-(each pair then folded to its nearest image), takes ``_search``'s 3^dim cells of side the
-reach, with j > i in a half list. Each row is gathered into a scratch row (one store per
-candidate, no branch on the pair, a skin partner marked) and copied out in two branch-free
-passes, the partners within the cutoff then the skin's (rows need no order beyond the
-partition, and a build from the same positions repeats its order).
+once per particle. The half list (``_search`` with ``span`` 2) uses cells half the reach
+wide and a half stencil: the home cell's particles above i, then, in the upper half of the
+5^(dim-1) columns around home (its own column only above home), each column's run of 5
+cells along the last axis, one contiguous run of slots (13 runs in 3-D). Each pair is listed
+once, in the row of the particle whose cell the stencil meets first (the same cell: the
+lower index), so a row is not only j > i. Against 27 cells of side the reach, a particle
+visits half the candidates (in.lj: 164 against 324) in as many runs: bench/README.md, "A
+half stencil of half-reach cells". A full list, or a periodic box too small for 5 cells a
+side (each pair then folded to its nearest image), takes ``_search``'s 3^dim cells of side
+the reach (``span`` 0), with j > i in a half list. Each row is gathered into a scratch row
+(one store per candidate, no branch on the pair, a skin partner marked) and copied out in
+two branch-free passes, the partners within the cutoff then the skin's (rows need no order
+beyond the partition, and a build from the same positions repeats its order).
 
 Every valid list holds the same pairs within the cutoff, so forces do not depend on when the
 list was last built, to rounding: a pair that moved into the cutoff since the build comes
