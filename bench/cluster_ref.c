@@ -25,6 +25,8 @@ static const double *cmpz_x;
 static int cmpz(const void *a, const void *b) { double za = cmpz_x[3 * *(int *)a + 2], zb = cmpz_x[3 * *(int *)b + 2]; return za < zb ? -1 : za > zb; }
 /* build clusters: columns in x-y, sorted by z, cut into 4s; then cluster pairs within reach by bbox */
 int cluster_build(int n, const double *x, const double *box, double reach, double colw) {
+  void *old[] = {C.perm, C.xs, C.ys, C.zs, C.fx, C.fy, C.fz, C.pi, C.pj, C.sx, C.sy, C.sz, C.istart};
+  for (size_t k = 0; k < sizeof old / sizeof *old; k++) free(old[k]);  /* a previous build's */
   int gx = (int)(box[0] / colw), gy = (int)(box[1] / colw);
   int ncol = gx * gy; int *cnt = calloc((size_t)ncol + 1, sizeof(int)); int *col = malloc((size_t)n * sizeof(int));
   for (int i = 0; i < n; i++) { double a = x[3*i] - box[0]*floor(x[3*i]/box[0]), b = x[3*i+1] - box[1]*floor(x[3*i+1]/box[1]);

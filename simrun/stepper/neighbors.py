@@ -94,9 +94,9 @@ class NeighborList:
         # cells of side reach, for a full list or a folded box)
         self.span = 2 if half else 0
         if self.periodic:
-            for span in (2, 0):
+            for span in (self.span, 0):  # span 0 fits any box
                 cells = np.maximum(np.floor(extent * max(span, 1) / self.reach).astype(int), 1)
-                if (cells >= 2 * span + 1).all() and (half or span == 0):
+                if (cells >= 2 * span + 1).all():
                     break
             self.span, self.fold = span, bool((cells < 3).any())
             ncells = int(np.prod(cells))
