@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 
 from simrun.lang.autodiff.tape import access_of
-from simrun.stepper.forces import DirectForces
 from simrun.stepper.integrators import kinetic_energy
 from simrun.stepper.system import System
 
@@ -60,16 +59,6 @@ def _preserved(written: list, grads: list) -> Iterator[None]:
             f.data[...] = value
 
 
-def _direct_launches(system: System, terms: list) -> DirectForces | None:
-    """The box-gradient terms' launches as `DirectForces` resolves them (kept on the
-    system: resolved once); None where some term is not a simrun.lang kernel."""
-    cached = getattr(system, "_pressure_launches", None)
-    if cached is None or cached[0] is not terms:
-        cached = (terms, DirectForces(terms, system.U))
-        system._pressure_launches = cached
-    return cached[1] if cached[1].calls is not None else None
-
-
 def box_derivative(system: System) -> float:
     """dU/ds at the current x (one primal and reverse pass of the energy terms, bound to a
     box with gradients); the fields are left as they were."""
@@ -77,7 +66,7 @@ def box_derivative(system: System) -> float:
         raise ValueError("the pressure needs a periodic box (boundary: {type: periodic})")
     terms, box = system.energy_with_box_gradient()
     system.refresh_neighbors()
-    direct = _direct_launches(system, terms)
+    direct = system.box_gradient_launches()
     with _preserved(*_touched(system, terms, box)):
         if direct is not None and direct.usable():
             direct.run()  # each pair term's U and gradients in one launch, where it can be

@@ -75,6 +75,7 @@ class System:
         self._grads: list | None = None
         self._direct: DirectForces | None = None
         self._box_grad: tuple[list[BoundKernel], dict[str, Any]] | None = None
+        self._box_grad_direct: DirectForces | None = None
         self.step_kernels = self._bind_step_kernels(scene.step_kernels)
         self.controller = self._bind_step_kernels(scene.controller, {"step": 0})
         self._step_at = [parameter_names(k.kernel).index("step")
@@ -250,6 +251,13 @@ class System:
             box = box_values(self.ti, self.scene.boundary, p.dim, self.fp, grad=True)
             self._box_grad = ([self._bind_term(term, box) for term in self.scene.energy], box)
         return self._box_grad
+
+    def box_gradient_launches(self) -> DirectForces | None:
+        """`energy_with_box_gradient`'s terms as `DirectForces` launches (resolved once),
+        or None where the Tape must make them (a term that is no simrun.lang kernel)."""
+        if self._box_grad_direct is None:
+            self._box_grad_direct = DirectForces(self.energy_with_box_gradient()[0], self.U)
+        return self._box_grad_direct if self._box_grad_direct.calls is not None else None
 
     def _bind_step_kernels(self, sk, extra: dict | None = None) -> list[BoundKernel]:
         if sk is None:
