@@ -17,6 +17,13 @@
 #include <immintrin.h>
 #include <math.h>
 
+/* The loop's constants as vectors of type T (set1: that width's broadcast). */
+#define CONSTANTS(T, set1)                                                       \
+    T L0 = set1(box[0]), L1 = set1(box[1]), L2 = set1(box[2]);                   \
+    T I0 = set1(1 / box[0]), I1 = set1(1 / box[1]), I2 = set1(1 / box[2]);       \
+    T half = set1(0.5), vrc2 = set1(rc2), vs2 = set1(s2), one = set1(1);        \
+    T c4 = set1(4 * eps), c24 = set1(-24 * eps);
+
 typedef struct {
     double u, gx, gy, gz;
 } tail_sums;
@@ -55,11 +62,7 @@ __attribute__((target("avx2,fma")))
 double rowvec4_lj(int n, int cap, const double *x, const int *nb, const double *box,
                   double eps, double sigma, double cutoff, double *grad) {
     double rc2 = cutoff * cutoff, s2 = sigma * sigma, us = 0;
-    __m256d L0 = _mm256_set1_pd(box[0]), L1 = _mm256_set1_pd(box[1]), L2 = _mm256_set1_pd(box[2]);
-    __m256d I0 = _mm256_set1_pd(1 / box[0]), I1 = _mm256_set1_pd(1 / box[1]);
-    __m256d I2 = _mm256_set1_pd(1 / box[2]), half = _mm256_set1_pd(0.5);
-    __m256d vrc2 = _mm256_set1_pd(rc2), vs2 = _mm256_set1_pd(s2), one = _mm256_set1_pd(1);
-    __m256d c4 = _mm256_set1_pd(4 * eps), c24 = _mm256_set1_pd(-24 * eps);
+    CONSTANTS(__m256d, _mm256_set1_pd)
     __m256d u = _mm256_setzero_pd(), zero = _mm256_setzero_pd();
     for (int i = 0; i < n; i++) {
         const int *row = nb + (long)i * (cap + 1);
@@ -115,11 +118,7 @@ __attribute__((target("avx512f")))
 double rowvec8_lj(int n, int cap, const double *x, const int *nb, const double *box,
                   double eps, double sigma, double cutoff, double *grad) {
     double rc2 = cutoff * cutoff, s2 = sigma * sigma, us = 0;
-    __m512d L0 = _mm512_set1_pd(box[0]), L1 = _mm512_set1_pd(box[1]), L2 = _mm512_set1_pd(box[2]);
-    __m512d I0 = _mm512_set1_pd(1 / box[0]), I1 = _mm512_set1_pd(1 / box[1]);
-    __m512d I2 = _mm512_set1_pd(1 / box[2]), half = _mm512_set1_pd(0.5);
-    __m512d vrc2 = _mm512_set1_pd(rc2), vs2 = _mm512_set1_pd(s2), one = _mm512_set1_pd(1);
-    __m512d c4 = _mm512_set1_pd(4 * eps), c24 = _mm512_set1_pd(-24 * eps);
+    CONSTANTS(__m512d, _mm512_set1_pd)
     const __m512i xy = _mm512_setr_epi64(0, 4, 8, 12, 1, 5, 9, 13);
     const __m512i zw = _mm512_setr_epi64(2, 6, 10, 14, 3, 7, 11, 15);
     const __m512i lo = _mm512_setr_epi64(0, 1, 2, 3, 8, 9, 10, 11);
