@@ -164,6 +164,20 @@ def _coords(cell, grid: ti.template(), dim: ti.template()):
 
 
 @ti.func
+def _fold(c, n, side):
+    """Cell coordinate ``c``, at most one box length outside a periodic side of ``n``
+    cells, folded into it, and the shift that brings its positions next to home's."""
+    shift = side * 0.0
+    if c < 0:
+        c += n
+        shift = -side
+    elif c >= n:
+        c -= n
+        shift = side
+    return c, shift
+
+
+@ti.func
 def _around(home, s, box, grid: ti.template(), periodic: ti.template(), dim: ti.template()):
     """The ``s``-th of the 3^dim cells around ``home``: its linear index, the shift that
     brings its positions next to home's, and 1 when it exists (an open box ends)."""
@@ -175,13 +189,7 @@ def _around(home, s, box, grid: ti.template(), periodic: ti.template(), dim: ti.
         n = grid[None][d]
         if ti.static(periodic):
             if n >= 3:
-                c[d] = home[d] + offset - 1
-                if c[d] < 0:
-                    c[d] += n
-                    shift[d] = -box[d]
-                elif c[d] >= n:
-                    c[d] -= n
-                    shift[d] = box[d]
+                c[d], shift[d] = _fold(home[d] + offset - 1, n, box[d])
             else:  # fewer than 3 cells: visit each cell once, by absolute index
                 c[d] = offset
                 if offset >= n:
@@ -206,12 +214,7 @@ def _column(home, q, span: ti.template(), box, grid: ti.template(), periodic: ti
         n = grid[None][d]
         c = home[d] + (q // ((2 * span + 1) ** (dim - 2 - d))) % (2 * span + 1) - span
         if ti.static(periodic):
-            if c < 0:
-                c += n
-                shift[d] = -box[d]
-            elif c >= n:
-                c -= n
-                shift[d] = box[d]
+            c, shift[d] = _fold(c, n, box[d])
         elif c < 0 or c >= n:
             inside = 0
         index = index * n + ti.min(ti.max(c, 0), n - 1)

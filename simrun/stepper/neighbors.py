@@ -147,12 +147,14 @@ class NeighborList:
             self.grid_low, self.grid_width, self.cell_start, self.cell_fill,
             self.cell_particles, self.cell_x, self.fullest, self.dim)
 
-    def _scratch(self, fullest: int) -> Any:
+    def _scratch_shape(self, fullest: int) -> tuple[int, int, int]:
         """Each lane's rows for gathering a home cell's rows unsorted: one per particle of
         a cell holding up to ``fullest``, with room for the capacity plus one more run of
         cells (2 span + 1 of them)."""
-        run = (2 * self.span + 1) * fullest
-        return ti.field(ti.i32, shape=(self.lanes, fullest, self.capacity + run))
+        return self.lanes, fullest, self.capacity + (2 * self.span + 1) * fullest
+
+    def _scratch(self, fullest: int) -> Any:
+        return ti.field(ti.i32, shape=self._scratch_shape(fullest))
 
     def search(self) -> None:
         """Fill the rows from the cells ``bin`` made (the second half of a build)."""
@@ -164,8 +166,7 @@ class NeighborList:
                              self.dim, self.half, self.fold, self.span)
             return
         fullest = int(self.fullest[None])
-        needed = 4 * self.lanes * 2 * fullest * (self.capacity + 2 * (2 * self.span + 1) *
-                                                 fullest)
+        needed = 4 * math.prod(self._scratch_shape(2 * fullest))  # i32s, the grown scratch
         if self.unsorted.shape[1] < fullest and needed > (machine_memory() or needed):
             raise NeighborListOverflow(
                 f"{fullest:,} of the particles crowded into one cell of side about "
