@@ -18,22 +18,17 @@ from __future__ import annotations
 import argparse
 import ctypes
 import statistics
-import subprocess
 import tempfile
 from pathlib import Path
 
 import numpy as np
-from pair_cycles import FLAGS, LJCase, compile_reference, per_call_s, ptr
+from pair_cycles import FLAGS, LJCase, compile_c, compile_reference, per_call_s, ptr
 
-BENCH = Path(__file__).resolve().parent
 D = ctypes.c_double
 
 
 def compile_cluster(out_dir: Path) -> ctypes.CDLL:
-    lib = out_dir / "cluster_ref.so"
-    subprocess.run(["cc", "-O3", "-march=native", "-fPIC", "-shared",
-                    str(BENCH / "cluster_ref.c"), "-o", str(lib), "-lm"], check=True)
-    out = ctypes.CDLL(str(lib))
+    out = compile_c("cluster_ref.c", FLAGS["C -O3"], out_dir)
     out.cluster_lj.restype = D
     return out
 

@@ -64,13 +64,20 @@ def cpu_ghz() -> float:
         return next(float(line.split(":")[1]) for line in f if line.startswith("cpu MHz")) / 1e3
 
 
-def compile_reference(real: str, flags: list[str], out_dir: Path) -> ctypes.CDLL:
-    """bench/pair_ref.c as a shared library, with REAL = ``real``."""
-    lib = out_dir / f"pair_ref_{real}_{len(flags)}.so"
-    cmd = [os.environ.get("CC", "cc"), *flags, "-fPIC", "-shared", f"-DREAL={real}",
-           str(BENCH / "pair_ref.c"), "-o", str(lib), "-lm"]
+def compile_c(source: str, flags: list[str], out_dir: Path, name: str | None = None
+              ) -> ctypes.CDLL:
+    """bench/``source`` compiled with ``flags`` (``$CC`` or cc) as a shared library."""
+    lib = out_dir / f"{name or Path(source).stem}.so"
+    cmd = [os.environ.get("CC", "cc"), *flags, "-fPIC", "-shared", str(BENCH / source), "-o",
+           str(lib), "-lm"]
     subprocess.run(cmd, check=True)
     return ctypes.CDLL(str(lib))
+
+
+def compile_reference(real: str, flags: list[str], out_dir: Path) -> ctypes.CDLL:
+    """bench/pair_ref.c as a shared library, with REAL = ``real``."""
+    return compile_c("pair_ref.c", [*flags, f"-DREAL={real}"], out_dir,
+                     f"pair_ref_{real}_{len(flags)}")
 
 
 def ptr(a: np.ndarray) -> ctypes.c_void_p:

@@ -16,14 +16,12 @@ from __future__ import annotations
 import argparse
 import ctypes
 import statistics
-import subprocess
 import tempfile
 from pathlib import Path
 
 import numpy as np
-from pair_cycles import FLAGS, LJCase, compile_reference, cpu_name, per_call_s, ptr
+from pair_cycles import FLAGS, LJCase, compile_c, compile_reference, cpu_name, per_call_s, ptr
 
-BENCH = Path(__file__).resolve().parent
 D = ctypes.c_double
 
 
@@ -35,10 +33,7 @@ def has_avx512() -> bool:
 
 
 def compile_kernels(out_dir: Path) -> ctypes.CDLL:
-    lib = out_dir / "row_limit.so"
-    subprocess.run(["cc", "-O3", "-march=native", "-fPIC", "-shared",
-                    str(BENCH / "row_limit.c"), "-o", str(lib), "-lm"], check=True)
-    out = ctypes.CDLL(str(lib))
+    out = compile_c("row_limit.c", FLAGS["C -O3"], out_dir)
     out.rowvec4_lj.restype = out.rowvec8_lj.restype = D
     return out
 
