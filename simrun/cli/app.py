@@ -50,8 +50,8 @@ output folder included), 130 interrupted.
 
 
 def shipped_scenes() -> str:
-    """The scenes/*.yaml beside the package, by name (read when the help is built)."""
-    folder = Path(__file__).resolve().parents[2] / "scenes"
+    """The scenes/*.yaml inside the package, by name (read when the help is built)."""
+    folder = Path(__file__).resolve().parents[1] / "scenes"
     names = sorted(p.stem for p in folder.glob("*.yaml"))
     return ", ".join(names) or "none found beside this installation (see the repository)"
 
