@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from simrun.version import __version__ as __version__  # re-exported: simrun.__version__
+
 __all__ = ["Run", "load_run", "run_scene"]
 
 
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        from simrun import api
+        from simrun import api  # start-up: `import simrun` stays light until a name is used
 
         return getattr(api, name)
     raise AttributeError(f"module 'simrun' has no attribute {name!r}")

@@ -12,13 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from simrun.outputs.atomic import atomic_write_text
+from simrun.version import __version__
 
 
 def versions() -> dict[str, str]:
     """Versions of what decides a run's numbers: simrun, Python, NumPy, llvmlite."""
-    import simrun
-
-    found = {"simrun": simrun.__version__, "python": platform.python_version()}
+    found = {"simrun": __version__, "python": platform.python_version()}
     for dist in ("numpy", "llvmlite"):
         try:
             found[dist] = metadata.version(dist)

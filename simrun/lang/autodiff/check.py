@@ -6,6 +6,7 @@ import numpy as np
 
 from ..errors import AutodiffError
 from ..fields import all_fields
+from .tape_state import _restore, suppress
 
 MAX_ELEMENTS = 64
 
@@ -16,8 +17,6 @@ def capture_state() -> dict:
 
 
 def _replay(tape, state) -> float:
-    from .tape import _restore, suppress
-
     _restore(state)
     suppress(+1)
     try:
@@ -55,8 +54,6 @@ def grad_check(tape, fields, rtol: float | None = None) -> float:
             if err > worst:
                 worst, report = err, (f"field '{f.name}' element {e}: autodiff {grads[e]:.6g}, "
                                       f"finite difference {fd:.6g}")
-    from .tape import _restore
-
     _restore(final)
     tol = rtol if rtol is not None else (1e-4 if all(f.dtype.bits == 64 for f in fields)
                                          else 5e-2)

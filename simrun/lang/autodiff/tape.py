@@ -13,12 +13,15 @@ import warnings
 
 import numpy as np
 
+from ..config import config
+from ..enums import AutodiffMode
 from ..errors import AutodiffError
 from ..fields import all_fields, grad_of
 from .analysis import kernel_access
+from .check import capture_state, grad_check
 from .regions import RegionSet, WriteRegions
-
-_state: dict = {"tapes": [], "fwd": [], "suppress": 0}
+from .tape_state import _restore, _state
+from .tape_state import suppress as suppress  # ti.ad's no_grad imports it from here
 
 
 def forward_mode_active() -> bool:
@@ -58,11 +61,6 @@ def _snapshot(fields, regions=None, flat_args=()) -> dict:
             index = regions.index(f, flat_args) if regions is not None else Ellipsis
             snap[f] = (index, f.host_values(write=False)[index].copy())
     return snap
-
-
-def _restore(snap: dict) -> None:
-    for f, (index, arr) in snap.items():
-        f.data[index] = arr
 
 
 def before_launch(kernel, args, compiled, flat_args=()):
@@ -243,8 +241,6 @@ class Tape:
         _state["tapes"].append(self)
         self.entered = True
         if self.grad_check:
-            from .check import capture_state
-
             self._check_state = capture_state()
         return self
 
@@ -252,9 +248,6 @@ class Tape:
         """Tape(validation=True): check Taichi's global data access rule (no field written
         after it was read on the tape), in debug mode as Taichi does. simrun's gradients
         are correct either way; the check is for programs that must also run on Taichi."""
-        from ..config import config
-        from ..fields import all_fields
-
         if not config.debug:
             warnings.warn("Debug mode is disabled, autodiff valid check will not work. Please "
                           "specify `ti.init(debug=True)` to enable the check.", stacklevel=3)
@@ -264,8 +257,6 @@ class Tape:
             f.adjoint_checkbit = grad_of(f) is not None and f.grad.data is not None
 
     def _validate(self, kernel, acc) -> None:
-        from ..enums import AutodiffMode
-
         self.calls.append((kernel, None))
         self.modes.append(getattr(kernel, "autodiff_mode", AutodiffMode.NONE))
         kernel.autodiff_mode = AutodiffMode.VALIDATION
@@ -309,8 +300,6 @@ class Tape:
             self.loss.grad.fill(1)
         self.grad()
         if self.grad_check:
-            from .check import grad_check
-
             grad_check(self, self.grad_check)
         return False
 
@@ -385,6 +374,3 @@ class FwdMode:
 def active_tapes() -> list:
     return _state["tapes"]
 
-
-def suppress(delta: int) -> None:
-    _state["suppress"] += delta

@@ -1,4 +1,5 @@
-"""Field elements in kernel expressions (GlobalRef: loaded on first use) and ti.atomic_*.
+"""Field elements in kernel expressions (GlobalRef: loaded on first use), ti.atomic_*, local
+matrices, and what is a kernel value (`is_dynamic`): the pieces every frontend module uses.
 
 The emission state itself (Emitter, the stack of kernels being lowered) is ir/emitter.py."""
 
@@ -44,6 +45,29 @@ def _load_hook(value):
 
 
 builder.value_hooks.append(_load_hook)
+
+
+class LocalMatrix:
+    """A name bound to a local vector/matrix: one Var per component."""
+
+    def __init__(self, template: Matrix, vars_: list):
+        self.n, self.m, self.is_vector = template.n, template.m, template.is_vector
+        self.vars = vars_
+
+    def value(self) -> Matrix:
+        out = Matrix.__new__(Matrix)
+        out.rows = [[VarRef(self.vars[i * self.m + j]) for j in range(self.m)]
+                    for i in range(self.n)]
+        out.is_vector = self.is_vector
+        return out
+
+
+def is_dynamic(value) -> bool:
+    if isinstance(value, (Expr, GlobalRef)):
+        return True
+    if isinstance(value, Matrix):
+        return any(is_dynamic(x) for x in value.entries())
+    return False
 
 
 def atomic(op: str, ref, value, want_result: bool = True):

@@ -10,8 +10,7 @@ from ..ir import builder
 from ..ir.nodes import Assign, If, VarRef
 from ..matrix import Matrix
 from ..types import DType, MatrixType, template, to_dtype
-from .context import LOWERERS
-from .lower import Lowerer, is_dynamic
+from .context import LOWERERS, is_dynamic
 from .source import get_source, signature_of
 
 
@@ -41,7 +40,8 @@ def inline_call(lw, func, args, kwargs, node):
         raise lw.error(f"calling ti.func '{pyfunc.__name__}': {exc}", node) from None
     bound.apply_defaults()
     scope: dict = {}
-    sub = Lowerer(lw.em, src, scope, lw.func_stack + (key,))
+    # the caller's own class lowers the body: this file sits below lower.py, which imports it
+    sub = type(lw)(lw.em, src, scope, lw.func_stack + (key,))
     for name, value in bound.arguments.items():
         ann = sig.parameters[name].annotation
         if ann is not inspect.Parameter.empty and (ann is template or isinstance(ann, template)):

@@ -12,6 +12,7 @@ from ..ir.nodes import Assign, Const, For, Task, VarRef
 from ..matrix import Matrix
 from ..types import DType, i32, i64
 from . import special
+from .context import LocalMatrix, is_dynamic
 
 
 def _iter_value(lw, node):
@@ -87,8 +88,6 @@ def _targets(lw, node, n_dims: int, grouped: bool):
 
 
 def _bind(lw, scope, names, grouped, vars_):
-    from .lower import LocalMatrix
-
     if grouped:
         scope[names[0]] = LocalMatrix(Matrix([0] * len(vars_)), list(vars_))
     else:
@@ -223,8 +222,6 @@ def _static_items(lw, value, node):
 
 
 def _int(lw, v, node) -> int:
-    from .lower import is_dynamic
-
     if is_dynamic(v):
         if isinstance(v, Const):
             return int(v.value)

@@ -15,7 +15,6 @@ from ..ir.nodes import (
     Assign,
     Break,
     Continue,
-    Expr,
     If,
     OpExpr,
     Print,
@@ -30,7 +29,7 @@ from ..ir.ops import OPS, TypeRule
 from ..matrix import Matrix
 from ..types import DType, MatrixType, to_dtype
 from . import loops, special
-from .context import GlobalRef, atomic
+from .context import GlobalRef, LocalMatrix, atomic, is_dynamic
 from .source import FuncSource
 
 _BINOPS = {
@@ -48,29 +47,6 @@ _CMPOPS = {
 }
 _ATOMIC_AUG = {ast.Add: "add", ast.Sub: "sub", ast.BitAnd: "and", ast.BitOr: "or",
                ast.BitXor: "xor"}
-
-
-class LocalMatrix:
-    """A name bound to a local vector/matrix: one Var per component."""
-
-    def __init__(self, template: Matrix, vars_: list):
-        self.n, self.m, self.is_vector = template.n, template.m, template.is_vector
-        self.vars = vars_
-
-    def value(self) -> Matrix:
-        out = Matrix.__new__(Matrix)
-        out.rows = [[VarRef(self.vars[i * self.m + j]) for j in range(self.m)]
-                    for i in range(self.n)]
-        out.is_vector = self.is_vector
-        return out
-
-
-def is_dynamic(value) -> bool:
-    if isinstance(value, (Expr, GlobalRef)):
-        return True
-    if isinstance(value, Matrix):
-        return any(is_dynamic(x) for x in value.entries())
-    return False
 
 
 def _huge_python_int(op, a, b) -> bool:

@@ -16,7 +16,8 @@ from ..ir.emitter import active, current
 from ..ir.nodes import Const, Expr, Print, Random, Var, VarRef
 from ..matrix import Matrix
 from ..types import defaults, i32, to_dtype
-from .context import LOWERERS, GlobalRef, atomic
+from .context import LOWERERS, GlobalRef, atomic, is_dynamic
+from .inline import Func, inline_call
 
 
 @dataclass
@@ -98,8 +99,6 @@ def static(value, *more):
 
 def static_assert(cond, msg: str = "") -> None:
     """A compile-time check; in a kernel a failure is a CompileError at the calling line."""
-    from .lower import is_dynamic
-
     if is_dynamic(cond):
         raise TypeError("ti.static_assert needs a condition known at compile time (Python "
                         "values, shapes, ti.static(...)), not a kernel value; use `assert` "
@@ -181,8 +180,6 @@ def dynamic_cells(lw, shape, index, node) -> list | None:
     variables): every cell (i, j) with the condition that the index names it; None when the
     index is a compile-time constant. Out of range (undefined in Taichi), a store writes no
     cell and a load reads cell (0, 0)."""
-    from .lower import is_dynamic
-
     key = index if isinstance(index, tuple) else (index,)
     if not any(is_dynamic(k) for k in key):
         return None
@@ -285,8 +282,6 @@ PY_BUILTINS = {
 
 
 def call(lw, node):
-    from .inline import Func, inline_call
-
     func = lw.expr(node.func)
     if func is static:
         values = [lw.expr(a) for a in node.args]

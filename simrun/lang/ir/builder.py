@@ -6,7 +6,7 @@ import numpy as np
 
 from ..types import DType, defaults, i64, literal_dtype, promote, u64
 from . import emitter
-from .nodes import Const, Expr, OpExpr
+from .nodes import Arith, Const, Expr, OpExpr
 from .ops import OPS, Op, operand_type, result_type
 
 # The frontend installs a converter for values that are not Expr yet (lazy global loads).
@@ -130,6 +130,14 @@ def binary(op: Op, a, b) -> Expr:
 
 def unary(op: Op, a) -> Expr:
     return make(op, a)
+
+
+def _alu(op: Op, *operands) -> Expr:
+    """An IR value's Python operator (nodes.Arith): binary or unary by operand count."""
+    return binary(op, *operands) if len(operands) == 2 else unary(op, *operands)
+
+
+Arith.alu = staticmethod(_alu)
 
 
 def power(a, b) -> Expr:

@@ -32,14 +32,19 @@ class Var:
 
 
 class Arith:
-    """Python operators that build IR; shared by Expr and the frontend's lazy global loads."""
+    """Python operators that build IR; shared by Expr and the frontend's lazy global loads.
+
+    How an operator becomes IR (typing, casts, folding) is ir/builder.py's, which builds on
+    this file: builder installs its `alu` here when imported (ir/__init__.py imports it)."""
 
     __hash__ = object.__hash__
 
-    def _bin(self, op, other, swap=False):
-        from .builder import binary
+    @staticmethod
+    def alu(op: Op, *operands) -> Any:
+        raise NotImplementedError("simrun.lang.ir.builder installs Arith.alu")
 
-        return binary(op, other, self) if swap else binary(op, self, other)
+    def _bin(self, op, other, swap=False):
+        return self.alu(op, other, self) if swap else self.alu(op, self, other)
 
     def __add__(self, o): return self._bin(Op.ADD, o)
     def __radd__(self, o): return self._bin(Op.ADD, o, True)
@@ -73,22 +78,16 @@ class Arith:
     def __rrshift__(self, o): return self._bin(Op.SHR, o, True)
 
     def __neg__(self):
-        from .builder import unary
-
-        return unary(Op.NEG, self)
+        return self.alu(Op.NEG, self)
 
     def __pos__(self):
         return self
 
     def __invert__(self):
-        from .builder import unary
-
-        return unary(Op.BIT_NOT, self)
+        return self.alu(Op.BIT_NOT, self)
 
     def __abs__(self):
-        from .builder import unary
-
-        return unary(Op.ABS, self)
+        return self.alu(Op.ABS, self)
 
     def __bool__(self):
         raise TypeError(
