@@ -24,6 +24,11 @@ from typing import Any
 import numpy as np
 import yaml
 
+from simrun.outputs import read_energy_csv, read_run_info
+from simrun.outputs.rundir import API_WORDING, check_out_dir, choose_run_dir
+from simrun.outputs.xyz import cell_for, pbc_flags
+from simrun.scene import load_scene
+
 PathLike = str | os.PathLike[str]
 
 
@@ -98,7 +103,7 @@ class Run:
         cell that trajectory.xyz has: the boundary box (periodic along the scene's dimensions
         only; a 2-D box's z vector has length 1), none without a boundary."""
         try:
-            from ase import Atoms
+            from ase import Atoms  # optional dependency: pip install ase
         except ImportError:
             raise ImportError("Run.atoms needs ASE: pip install ase") from None
         if self.x is None:
@@ -108,8 +113,6 @@ class Run:
         return made if frame is None else made[0]
 
     def _atoms(self, atoms_type: Any, i: int) -> Any:
-        from simrun.outputs.xyz import cell_for, pbc_flags
-
         n, dim = self.x.shape[1:]
         pad = np.zeros((n, 3))
         positions = pad.copy()
@@ -133,8 +136,6 @@ def load_run(path: PathLike) -> Run:
     """Read a run folder (what ``simrun run`` writes) into NumPy arrays.
 
     Raises FileNotFoundError when the folder holds no frames.npz."""
-    from simrun.outputs import read_energy_csv, read_run_info
-
     path = Path(path)
     if not (path / "frames.npz").is_file():
         raise FileNotFoundError(f"{path}: no frames.npz here; give a run folder, e.g. "
@@ -167,9 +168,7 @@ def run_scene(scene: PathLike, out_dir: PathLike | None = None, *, steps: int | 
 
     Errors are exceptions: ``simrun.scene.SceneError`` for bad input (one paragraph, with
     file:line:col), ``simrun.stepper.SimulationError`` when the run fails (e.g. NaN)."""
-    from simrun.outputs.rundir import API_WORDING, check_out_dir, choose_run_dir
-    from simrun.scene import load_scene
-    from simrun.stepper import run_scene as step_scene
+    from simrun.stepper import run_scene as step_scene  # start-up: loads the compiler
 
     extra = [f"steps={steps}"] if steps is not None else []
     extra += [f"seed={seed}"] if seed is not None else []
@@ -186,7 +185,7 @@ def run_scene(scene: PathLike, out_dir: PathLike | None = None, *, steps: int | 
     result = step_scene(loaded, target, resume=resume, threads=threads, debug=debug,
                         options={"no_render": not render, "threads": threads, "debug": debug})
     if render:
-        from simrun.render.record import draw_pictures
+        from simrun.render.record import draw_pictures  # start-up: matplotlib
 
         draw_pictures(result.out_dir)
     return load_run(result.out_dir)

@@ -4,13 +4,18 @@ Every import statement in simrun/lang is read with ast (module level, inside fun
 methods alike). A unit is a subpackage (ir, passes, autodiff, codegen, runtime, frontend, gui)
 or a top-level module (types, builtins, matrix, fields, api, ...); an import from one unit of
 another is an edge. The graph must have no cycle, so each unit only uses the ones below it.
-Inside one package (a folder of simrun), modules must not import each other in a circle
-either (`test_no_import_cycle_inside_a_package`).
+No module of simrun may reach itself through imports either, package __init__s counted
+(`test_no_import_circle_between_modules`), and an import inside a function must say in a
+comment why it is lazy: start-up time or an optional dependency
+(`test_every_import_inside_a_function_says_why`).
 """
 
 from __future__ import annotations
 
 import ast
+import io
+import re
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -130,38 +135,54 @@ def test_low_layers_stay_low():
 SIMRUN = LANG.parent
 
 
-def module_graph(root: Path = SIMRUN, package: str = "simrun") -> dict[str, dict[str, list[str]]]:
-    """module -> {module of the same package (folder): ["file:line", ...]}, for every module
-    under `root`, imports inside functions too (a package's __init__ is left out: it only
-    re-exports)."""
-    graph: dict[str, dict[str, list[str]]] = {}
+def modules_of(root: Path = SIMRUN, package: str = "simrun") -> dict[str, Path]:
+    """Every module under `root`, a package under its own name (its __init__.py)."""
     modules = {}
     for path in sorted(root.rglob("*.py")):
         parts = list(path.relative_to(root).with_suffix("").parts)
-        if parts[-1] != "__init__":
-            modules[".".join([package, *parts])] = path
+        if parts[-1] == "__init__":
+            parts.pop()
+        modules[".".join([package, *parts])] = path
+    return modules
+
+
+def imported_modules(node: ast.AST, module: str, is_package: bool, modules) -> set[str]:
+    """The modules an import statement runs: each one it names (`from p import m` names p.m
+    where that is a module, else p) and the packages above it, except the importer's own
+    packages, which have started already (a sibling module is no use of their names)."""
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    elif isinstance(node, ast.ImportFrom):
+        base = _targets(node, module, is_package, "")[0]
+        names = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base
+                 for a in node.names]
+    else:
+        return set()
+    parts = module.split(".")
+    own = {".".join(parts[:i]) for i in range(1, len(parts) + (1 if is_package else 0))}
+    found = set()
+    for name in names:
+        steps = name.split(".")
+        for i in range(1, len(steps) + 1):
+            step = ".".join(steps[:i])
+            if step in modules and step != module and (step == name or step not in own):
+                found.add(step)
+    return found
+
+
+def module_graph(root: Path = SIMRUN, package: str = "simrun") -> dict[str, dict[str, list[str]]]:
+    """module -> {module it runs: ["file:line", ...]}, for every module under `root` (packages
+    too), counting imports inside functions."""
+    graph: dict[str, dict[str, list[str]]] = {}
+    modules = modules_of(root, package)
     for module, path in modules.items():
-        folder = module.rsplit(".", 1)[0]
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            for target in _targets(node, module, False, package):
-                if target in modules and target != module and \
-                        target.rsplit(".", 1)[0] == folder:
-                    where = f"{path.relative_to(root.parent)}:{node.lineno}"
-                    seen = graph.setdefault(module, {}).setdefault(target, [])
-                    if where not in seen:
-                        seen.append(where)
+            for target in imported_modules(node, module, path.name == "__init__.py", modules):
+                where = f"{path.relative_to(root.parent)}:{node.lineno}"
+                seen = graph.setdefault(module, {}).setdefault(target, [])
+                if where not in seen:
+                    seen.append(where)
     return graph
-
-
-# Circles inside simrun.lang's own packages, older than this test: each is a debt to pay
-# (then delete its line here: the test below fails while a listed circle is gone, so the list
-# only shrinks). Any other circle fails at once.
-KNOWN_CIRCLES = {
-    frozenset({"simrun.lang.autodiff.tape", "simrun.lang.autodiff.check"}),
-    frozenset({"simrun.lang.frontend.special", "simrun.lang.frontend.loops",
-               "simrun.lang.frontend.lower", "simrun.lang.frontend.inline"}),
-    frozenset({"simrun.lang.ir.builder", "simrun.lang.ir.nodes", "simrun.lang.ir.emitter"}),
-}
 
 
 def circles(graph: dict[str, dict[str, list[str]]]) -> list[frozenset[str]]:
@@ -193,30 +214,100 @@ def circles(graph: dict[str, dict[str, list[str]]]) -> list[frozenset[str]]:
     return found
 
 
-def test_no_import_cycle_inside_a_package():
-    """Within one folder (simrun/adjoint, simrun/stepper, ...) the modules import each other
-    without a circle, counting imports inside functions (ARCHITECTURE.md, habit 7: pass the
-    dependency in, or move the shared piece into a third file)."""
-    graph = module_graph()
-    found = circles(graph)
-    new = [c for c in found if c not in KNOWN_CIRCLES]
-    if new:
-        cycle = find_cycle({a: {b: w for b, w in graph.get(a, {}).items() if b in new[0]}
-                            for a in new[0]})
-        edges = [f"  {a} -> {b}: {', '.join(graph[a][b])}" for a, b in zip(cycle, cycle[1:])]
-        pytest.fail("import cycle " + " -> ".join(cycle) + "\n" + "\n".join(edges))
-    gone = [sorted(c) for c in KNOWN_CIRCLES if c not in found]
-    assert not gone, f"these circles are broken now: delete them from KNOWN_CIRCLES: {gone}"
+def describe_circles(graph: dict[str, dict[str, list[str]]]) -> str:
+    """Each circle as one cycle through it, with the file:line of each of its imports."""
+    text = []
+    for circle in circles(graph):
+        cycle = find_cycle({a: {b: w for b, w in graph.get(a, {}).items() if b in circle}
+                            for a in circle}) or []
+        text.append("import circle " + " -> ".join(cycle))
+        text += [f"  {a} -> {b}: {', '.join(graph[a][b])}" for a, b in zip(cycle, cycle[1:])]
+    return "\n".join(text)
+
+
+def test_no_import_circle_between_modules():
+    """No module of simrun reaches itself through imports, counting imports inside functions
+    and package __init__s (ARCHITECTURE.md, habit 7: pass the dependency in, or move the
+    shared piece into a third file; never an import inside a function)."""
+    report = describe_circles(module_graph())
+    assert not report, report
+
+
+def _write_package(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
 
 
 def test_the_module_walk_finds_a_circle_inside_a_package(tmp_path):
     """Two modules of one folder that import each other, one of them inside a function."""
-    for name, text in {"p/__init__.py": "", "p/x.py": "from pkg.p.y import f\n",
-                       "p/y.py": "def f():\n    from pkg.p import x\n"}.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
+    _write_package(tmp_path, {"p/__init__.py": "", "p/x.py": "from pkg.p.y import f\n",
+                              "p/y.py": "def f():\n    from pkg.p import x\n"})
     assert find_cycle(module_graph(tmp_path, "pkg")) in (
         ["pkg.p.x", "pkg.p.y", "pkg.p.x"], ["pkg.p.y", "pkg.p.x", "pkg.p.y"])
+
+
+def test_the_module_walk_counts_a_package_init(tmp_path):
+    """A module that reads a name its package's __init__ defines, where that __init__ imports
+    the module, is a circle; importing a sibling module through the package is not."""
+    _write_package(tmp_path, {"p/__init__.py": "from .x import f\nVERSION = 1\n",
+                              "p/x.py": "def f():\n    from pkg.p import VERSION\n"})
+    assert describe_circles(module_graph(tmp_path, "pkg")).startswith("import circle ")
+    (tmp_path / "p" / "x.py").write_text("from pkg.p import y\n")
+    (tmp_path / "p" / "y.py").write_text("")
+    assert describe_circles(module_graph(tmp_path, "pkg")) == ""
+
+
+# A function imports lazily for one of two reasons only, which a comment on the import, or
+# on the comments and imports just above it, must name: start-up time, or an optional
+# dependency (ARCHITECTURE.md, habit 7). Any other lazy import hides a circle or is needless.
+LAZY_REASON = re.compile(r"start-up|optional", re.IGNORECASE)
+
+
+def _comments(source: str) -> dict[int, str]:
+    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+    return {t.start[0]: t.string for t in tokens if t.type == tokenize.COMMENT}
+
+
+def unexplained_lazy_imports(root: Path = SIMRUN) -> list[str]:
+    """"file:line: statement" of each import inside a function whose comment gives no reason."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        source = path.read_text()
+        comments, lines = _comments(source), source.splitlines()
+        lazy = {node for scope in ast.walk(ast.parse(source, str(path)))
+                if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef))
+                for node in ast.walk(scope) if isinstance(node, (ast.Import, ast.ImportFrom))}
+        in_imports = {line for node in lazy for line in range(node.lineno, node.end_lineno + 1)}
+        for node in sorted(lazy, key=lambda node: node.lineno):
+            line = node.end_lineno
+            while line >= 1 and not LAZY_REASON.search(comments.get(line, "")) and (
+                    line in in_imports or lines[line - 1].strip() in ("", "#")
+                    or lines[line - 1].lstrip().startswith("#")):
+                line -= 1
+            if line < 1 or not LAZY_REASON.search(comments.get(line, "")):
+                found.append(f"{path.relative_to(root.parent)}:{node.lineno}: "
+                             f"{lines[node.lineno - 1].strip()}")
+    return found
+
+
+def test_every_import_inside_a_function_says_why():
+    """Move the import to the top of its module; where it must stay lazy, say why in a
+    comment: `# start-up: ...` (what it keeps from loading) or `# optional dependency: ...`."""
+    found = unexplained_lazy_imports()
+    assert not found, "imports inside functions without a reason:\n" + "\n".join(found)
+
+
+def test_a_lazy_import_needs_a_reason_above_or_beside_it(tmp_path):
+    _write_package(tmp_path / "pkg", {
+        "bare.py": "def f():\n    import json\n",
+        "beside.py": "def f():\n    import json  # start-up: only f writes json\n",
+        "above.py": "def f():\n    # optional dependency: pyarrow\n    import pyarrow\n"
+                    "    import pyarrow.parquet\n",
+        "apart.py": "def f():\n    # start-up: far away\n    x = 1\n    import json\n"})
+    found = unexplained_lazy_imports(tmp_path / "pkg")
+    assert found == ["pkg/apart.py:4: import json", "pkg/bare.py:2: import json"]
+
 
 # simrun's packages, top to bottom: each imports only packages below it (ARCHITECTURE.md;
 # ensemble reads the KEY grammar from adjoint.keys, and adjoint never imports ensemble).

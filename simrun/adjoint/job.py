@@ -8,6 +8,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,9 @@ from simrun.adjoint.model import DiffModel
 from simrun.adjoint.reuse import TrajectoryCache
 from simrun.adjoint.tangent import kernel_tangent_sweep
 from simrun.adjoint.trajectory import Trajectory
+from simrun.lang.api import runtime
+from simrun.outputs import atomic_savez, atomic_write_text, versions
+from simrun.outputs.provenance import write_job_scene
 from simrun.scene import Scene, SceneError, initial_state
 
 Progress = Callable[[str, int, int], None]
@@ -197,8 +201,6 @@ def field_start_values(scene: Scene, names: list[str], threads: int | None = Non
 
 def _threads(threads: int | None) -> int:
     """The thread count the engine ran with (ti.init's default when none was given)."""
-    from simrun.lang.api import runtime
-
     return runtime().num_threads if threads is None else threads
 
 
@@ -298,11 +300,6 @@ def _gradient_of(key: Key, adj, scene: Scene):
 def start_outputs(out_dir, scene: Scene, options: dict[str, Any]) -> None:
     """Before the sweeps: the resolved scene.yaml, the kernel copies, and a gradients.json
     saying 'running' with the command's ``options`` ('simrun resume' reads them)."""
-    from pathlib import Path
-
-    from simrun.outputs import atomic_write_text, versions
-    from simrun.outputs.provenance import write_job_scene
-
     sources = write_job_scene(Path(out_dir), scene)
     record = {"status": "running", "options": options, "sources": sources,
               "versions": versions()}
@@ -314,11 +311,7 @@ def write_outputs(out_dir, scene: Scene, result: GradResult,
     """gradients.json (objective, gradients, schedule, timings, check, the command's
     ``options`` and the kernel sources' hashes), gradients.npz (the arrays), the resolved
     scene.yaml with the kernel copies, and the pictures."""
-    from pathlib import Path
-
-    from simrun.outputs import atomic_savez, atomic_write_text, versions
-    from simrun.outputs.provenance import write_job_scene
-    from simrun.render.sensitivity import draw_gradient_pictures
+    from simrun.render.sensitivity import draw_gradient_pictures  # start-up: matplotlib
 
     out_dir = Path(out_dir)
     sources = write_job_scene(out_dir, scene)
@@ -375,8 +368,6 @@ def _write_horizon(out_dir, scene: Scene, result: GradResult) -> None:
     """horizon.csv (step, time, J(t), dJ(t)/dKEY...), drawn as horizon.png: how the sensitivity
     grows with the horizon, which shows where a chaotic system's gradient stops meaning
     anything (it grows exponentially and central differences stop agreeing)."""
-    from simrun.outputs import atomic_write_text
-
     names = list(result.horizon)
     rows = list(zip(*[result.horizon[n] for n in names]))
     lines = ["step,time,objective," + ",".join(f"d/d{n}" for n in names)]

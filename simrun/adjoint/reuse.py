@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from simrun.adjoint.trajectory import Trajectory
 from simrun.lang.api import runtime
 from simrun.lang.fields import grad_of
 
@@ -74,6 +75,4 @@ class TrajectoryCache:
 
 
 def _resettable(traj) -> bool:
-    from simrun.adjoint.trajectory import Trajectory
-
     return isinstance(traj, Trajectory) and traj.system.neighbor_list is None

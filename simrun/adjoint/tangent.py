@@ -21,6 +21,7 @@ from simrun.adjoint.kernel_state import KernelState, Tangent
 from simrun.adjoint.launches import Rows, StepCall, assign, resolve
 from simrun.adjoint.policy import current
 from simrun.stepper import updates
+from simrun.stepper.forces import energy_and_reverse
 
 
 def _under_forward_mode(system, call):
@@ -83,8 +84,6 @@ class TangentStep:
 
     def _fallback_pass(self) -> None:
         """The energies' pass from Python (an energy bringing its own gradient)."""
-        from simrun.stepper.forces import energy_and_reverse
-
         system = self.system
         for g in list(system._energy_grads()) + [system.m.grad]:
             g.fill(0)

@@ -32,7 +32,7 @@ class ClusterSpec:
 
 
 def usable_cpus() -> int:
-    from simrun.lang.runtime.parallel import default_threads
+    from simrun.lang.runtime.parallel import default_threads  # start-up: loads simrun.lang
 
     return default_threads()
 
@@ -61,7 +61,7 @@ def lifetime(walltime: str) -> tuple[int, int]:
 
 def cluster_object(spec: ClusterSpec):
     try:
-        import dask_jobqueue
+        import dask_jobqueue  # optional dependency: dask-jobqueue (simrun[cluster])
     except ImportError:
         raise SceneError(f"--cluster {spec.kind} needs dask-jobqueue: pip install "
                          "'simrun[cluster]' (or pip install dask-jobqueue)") from None
@@ -109,7 +109,7 @@ class Engine:
 def open_client(engine: Engine) -> Iterator[object]:
     """A ``distributed.Client`` on the engine's cluster; the cluster we started is closed
     on exit (an existing scheduler is left running)."""
-    from distributed import Client, LocalCluster
+    from distributed import Client, LocalCluster  # start-up: dask.distributed
 
     quiet = logging.ERROR
     if engine.scheduler is not None:

@@ -52,7 +52,7 @@ def _number(value: Any) -> float | None:
 
 
 def _run(scene: Scene, folder: Path, options: dict[str, Any], resume: bool) -> dict[str, float]:
-    from simrun.stepper import run_scene
+    from simrun.stepper import run_scene  # start-up: a worker loads what its job runs
 
     def create() -> Path:
         folder.mkdir(parents=True, exist_ok=True)
@@ -60,7 +60,7 @@ def _run(scene: Scene, folder: Path, options: dict[str, Any], resume: bool) -> d
 
     result = run_scene(scene, create, resume=resume, threads=options.get("threads"))
     if not options.get("no_render"):
-        from simrun.render.record import draw_pictures
+        from simrun.render.record import draw_pictures  # start-up: matplotlib
 
         try:
             draw_pictures(folder)
@@ -75,6 +75,7 @@ def _run(scene: Scene, folder: Path, options: dict[str, Any], resume: bool) -> d
 
 
 def _grad(scene: Scene, folder: Path, options: dict[str, Any], resume: bool) -> dict[str, float]:
+    # start-up: a worker loads what its job runs
     from simrun.adjoint.job import scene_gradient, write_outputs
 
     steps = options.get("steps") or scene.steps
@@ -96,13 +97,13 @@ def _register_optimize() -> None:
     """``optimize``: ``simrun.optimize.optimize_scene`` over the scene's ``optimize:``
     section (resumable: an interrupted optimisation replays its recorded evaluations)."""
     try:
-        from simrun.optimize import optimize_scene
+        from simrun.optimize import optimize_scene  # start-up: a worker loads what its job runs
     except ImportError:
         return
 
     def _optimize(scene: Scene, folder: Path, options: dict[str, Any],
                   resume: bool) -> dict[str, float]:
-        from simrun.render.loss import render_loss
+        from simrun.render.loss import render_loss  # start-up: matplotlib
 
         result = optimize_scene(scene, folder, iterations=options.get("iterations"),
                                 resume=resume, threads=options.get("threads"))

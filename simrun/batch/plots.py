@@ -44,10 +44,10 @@ def draw_plots(out_dir: Path, rows: list[Row], keys: list[str]) -> list[Path]:
     name = metric(done)
     if not done or name is None or not keys:
         return []
-    import matplotlib
+    import matplotlib  # start-up: matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # start-up: matplotlib
 
     written = [_against_each(out_dir, done, keys, name, plt)]
     if len(keys) == 2:
@@ -81,7 +81,7 @@ def _against_each(out_dir: Path, rows: list[Row], keys: list[str], name: str, pl
 def _colour_scale(values: list[float]) -> tuple[str, object | None, str]:
     """(colour map, norm, what the scale is): diverging symmetric-log around 0 for signed values, log for
     positive values spanning more than a decade, else linear."""
-    from matplotlib.colors import LogNorm, SymLogNorm
+    from matplotlib.colors import LogNorm, SymLogNorm  # start-up: matplotlib
 
     finite = [v for v in values if math.isfinite(v)]
     nonzero = [abs(v) for v in finite if v != 0]

@@ -87,7 +87,7 @@ def run_batch(scene: str | Path, sweeps: list[str] = (), *, sweep_file: str | Pa
         result.wall_s = time.perf_counter() - started
         log.close()
     if plots:
-        from simrun.batch.plots import draw_plots
+        from simrun.batch.plots import draw_plots  # start-up: matplotlib
 
         result.plots = draw_plots(plan.out_dir, plan.rows, plan.keys)
     return result
@@ -141,7 +141,7 @@ class _Log:
 
 def _dispatch(plan: Plan, todo: list[int], engine: Engine, options: dict[str, Any],
               retries: int, fail_fast: bool, log: _Log) -> None:
-    from distributed import as_completed
+    from distributed import as_completed  # start-up: dask.distributed
 
     threads = options.get("threads") or engine.job_threads()
     if engine.cluster is not None and engine.cluster.log_directory is None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simrun.outputs.atomic import atomic_write_text
+from simrun.outputs.atomic import atomic_write, atomic_write_text
 
 FIXED = ("index", "status", "folder", "attempts", "seconds", "error")
 
@@ -52,11 +52,10 @@ def write_summary(out_dir: Path, rows: list[Row]) -> Path:
 
 def _write_parquet(out_dir: Path, rows: list[Row]) -> None:
     try:
-        import pyarrow as pa
+        import pyarrow as pa  # optional dependency: pyarrow
         import pyarrow.parquet as pq
     except ImportError:
         return
-    from simrun.outputs.atomic import atomic_write
 
     names = columns(rows)
     table = pa.table({n: [str(as_record(r).get(n, "")) for r in rows] for n in names})

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from simrun.batch.engine import usable_cpus
 from simrun.batch.jobs import get_job
 from simrun.lang.config import job_policy, on_device
 from simrun.outputs.atomic import atomic_write_text
@@ -157,12 +158,11 @@ def job_threads(spec: JobSpec) -> int | None:
     if threads or not share:
         return threads
     try:
-        from distributed import get_worker
+        from distributed import get_worker  # start-up: dask.distributed
 
         host = get_worker().address.rsplit(":", 1)[0].split("//")[-1]
     except (ImportError, ValueError):
         return None
-    from simrun.batch.engine import usable_cpus
 
     return max(1, usable_cpus() // share.get(host, 1))
 
@@ -172,7 +172,7 @@ def warm_up(spec: JobSpec) -> bool:
     that workers do not all compile the same kernels at once. Failures are the jobs' to
     report."""
     try:
-        from simrun.stepper import check_scene
+        from simrun.stepper import check_scene  # start-up: loads the compiler
 
         scene = load_scene(spec.scene_path, list(spec.overrides),
                            allow_outside=spec.allow_outside)

@@ -15,6 +15,7 @@ EXIT_INTERRUPTED = 130
 def main() -> None:
     """Console-script entry point (``simrun``)."""
     try:
+        # start-up: `import simrun.cli` loads no command; Ctrl-C while loading exits 130
         from simrun.cli.app import app
         from simrun.cli.usage import run_app
 
@@ -27,7 +28,7 @@ def main() -> None:
 
 def __getattr__(name: str) -> Any:  # ``from simrun.cli import app`` still works
     if name == "app":
-        from simrun.cli.app import app
+        from simrun.cli.app import app  # start-up: `import simrun.cli` loads no command
 
         return app
     raise AttributeError(name)

@@ -10,15 +10,16 @@ import typer
 
 from simrun.cli import common
 from simrun.cli.common import EXIT_FAILED, SceneArg, SetOpt, ThreadsOpt, err, exit_codes, out
+from simrun.cli.grad_cmd import parse_size
 from simrun.outputs.resumable import how_to_continue
+from simrun.scene import SceneError
 
 Opt = typer.Option
 
 
 def _engine(workers: int | None, scheduler: str | None, cluster: str | None,
             cluster_opts: dict[str, Any]):
-    from simrun.batch import ClusterSpec, Engine
-    from simrun.scene import SceneError
+    from simrun.batch import ClusterSpec, Engine  # start-up: dask
 
     if scheduler and cluster:
         raise SceneError("--scheduler and --cluster: give one (an existing scheduler, or a "
@@ -30,8 +31,6 @@ def _engine(workers: int | None, scheduler: str | None, cluster: str | None,
 def _job_options(wrt: list[str] | None, threads: int | None, no_render: bool,
                  steps: int | None, checkpoints: int | None, memory: str | None,
                  iterations: int | None) -> dict:
-    from simrun.cli.grad_cmd import parse_size
-
     options: dict[str, Any] = {"wrt": list(wrt or []) or None, "threads": threads,
                                "no_render": no_render or None, "steps": steps,
                                "checkpoints": checkpoints, "iterations": iterations,
@@ -55,6 +54,7 @@ class _Reporter:
         if self.quiet or not err.is_terminal:
             return
         if self.bar is None:
+            # start-up: rich.progress only to draw a bar
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
             self.bar = Progress(TextColumn("[bold]jobs"), BarColumn(), MofNCompleteColumn(),
@@ -169,7 +169,7 @@ def batch(
 def batch_job(arguments: dict[str, Any], engine: Callable[[], Any], quiet: bool) -> None:
     """`simrun batch` and `simrun resume` of a batch folder: ``run_batch(**arguments)`` on
     ``engine()``, reported as it goes; Ctrl-C names the command that continues it."""
-    from simrun.batch import run_batch
+    from simrun.batch import run_batch  # start-up: dask
 
     reporter = _Reporter(quiet)
 

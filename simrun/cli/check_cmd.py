@@ -37,17 +37,18 @@ def check(scene_path: SceneArg, sets: SetOpt = None, threads: ThreadsOpt = None,
     with exit_codes():
         scene = load_scene(scene_path, list(sets or []), allow_outside=allow_outside)
         report = check_scene(scene, threads, debug)
+        # start-up: loads the compiler
         from simrun.ensemble.keys import check_ensemble, is_ensemble_objective
 
         ensemble = is_ensemble_objective(scene)
         if ensemble:  # averages over the canonical ensemble: simrun grad --method ensemble
             check_ensemble(scene, list(wrt or []))
         elif scene.objective is not None or wrt:
-            from simrun.adjoint.job import check_objective
+            from simrun.adjoint.job import check_objective  # start-up: loads the compiler
 
             objective = check_objective(scene, list(wrt or []), threads)
         if scene.optimize is not None and not ensemble:
-            from simrun.optimize.params import Layout
+            from simrun.optimize.params import Layout  # start-up: loads the compiler
 
             layout = Layout.of(scene)  # each parameter a differentiable KEY, at its line
             layout.check_start(layout.initial())

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import enum
+import hashlib
 import signal
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,6 +14,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from simrun.outputs import OutputError, UnwritableError
+from simrun.outputs.resumable import is_no_room, no_room_message
 from simrun.scene import SceneError
 from simrun.scene.errors import shorten
 from simrun.scene.schema import SCHEMA_VERSION
@@ -56,7 +60,7 @@ ThreadsOpt = Annotated[int | None, typer.Option(
 def is_compile_error(exc: BaseException) -> bool:
     """Errors the kernel compiler raises for a bad kernel (reported like bad input)."""
     try:
-        from simrun.lang.errors import CompileError
+        from simrun.lang.errors import CompileError  # start-up: loads simrun.lang
     except ImportError:  # pragma: no cover - the compiler is part of the package
         return False
     return isinstance(exc, CompileError)
@@ -65,7 +69,7 @@ def is_compile_error(exc: BaseException) -> bool:
 def is_kernel_failure(exc: BaseException) -> bool:
     """Other errors simrun.lang raises on purpose, e.g. a kernel that failed while running."""
     try:
-        from simrun.lang.errors import SimrunError
+        from simrun.lang.errors import SimrunError  # start-up: loads simrun.lang
     except ImportError:  # pragma: no cover
         return False
     return isinstance(exc, SimrunError)
@@ -74,7 +78,7 @@ def is_kernel_failure(exc: BaseException) -> bool:
 def is_bad_index(exc: BaseException) -> bool:
     """An out-of-range field index that --debug's bounds checks found in a kernel."""
     try:
-        from simrun.lang.runtime.launch import KernelIndexError
+        from simrun.lang.runtime.launch import KernelIndexError  # start-up: loads simrun.lang
     except ImportError:  # pragma: no cover
         return False
     return isinstance(exc, KernelIndexError)
@@ -103,9 +107,6 @@ def compile_message(exc: BaseException, folder: Path | None = None) -> str:
 def _keep_whole(exc: BaseException, folder: Path | None) -> Path | None:
     """Write the uncut error to folder/error.log, or else to the temporary folder, named by
     its hash (the same error again reuses the file); None where neither can be written."""
-    import hashlib
-    import tempfile
-
     text = f"{exc}\n"
     digest = hashlib.sha1(text.encode()).hexdigest()[:12]
     places = [folder / "error.log"] if folder is not None and folder.is_dir() else []
@@ -142,7 +143,7 @@ DeviceOpt = Annotated[Device, typer.Option(
 def require_device(device: Device) -> None:
     """--device cuda without a usable GPU is bad input (exit 2), found before any work."""
     if device is Device.cuda:
-        from simrun.lang.runtime.cuda import device_status
+        from simrun.lang.runtime.cuda import device_status  # start-up: loads simrun.lang
 
         why = device_status()
         if why is not None:
@@ -155,7 +156,7 @@ def require_device(device: Device) -> None:
 @contextmanager
 def on_device(device: Device) -> Iterator[None]:
     """--device: the kernels inside run there (require_device first)."""
-    from simrun.lang.config import on_device as lang_on_device
+    from simrun.lang.config import on_device as lang_on_device  # start-up: loads simrun.lang
 
     require_device(device)
     with lang_on_device(device.value):
@@ -183,9 +184,7 @@ def exit_codes(on_interrupt: Callable[[], str] | None = None,
     simrun and keeps its traceback. ``folder``: the job's folder once known (for the
     full-disk advice, and where a cut compile error is kept whole).
     """
-    from simrun.outputs import OutputError, UnwritableError
-    from simrun.outputs.resumable import is_no_room, no_room_message
-    from simrun.stepper import SimulationError
+    from simrun.stepper import SimulationError  # start-up: loads the compiler
 
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:

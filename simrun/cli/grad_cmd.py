@@ -14,6 +14,7 @@ from simrun.cli import common
 from simrun.cli.common import EXIT_FAILED, SceneArg, SetOpt, ThreadsOpt, err, exit_codes, out
 from simrun.cli.progress import step_bar
 from simrun.lang.config import job_policy
+from simrun.outputs.provenance import refuse_changed
 from simrun.outputs.resumable import how_to_continue
 from simrun.outputs.rundir import check_writable, new_run_dir
 from simrun.scene import Scene, SceneError, load_scene
@@ -95,7 +96,7 @@ def grad_job(load: Callable[[], Scene], out_dir: Path | None, options: dict[str,
     kernel copies and a 'running' gradients.json with ``options`` first, so that Ctrl-C
     leaves a folder 'simrun resume' computes again; ``recorded``: the sources a resumed
     folder recorded (edited since: refused unless ``allow_changed``)."""
-    from simrun.adjoint.check import check_gradient
+    from simrun.adjoint.check import check_gradient  # start-up: loads the compiler
     from simrun.adjoint.job import (
         forward_gradient,
         scene_gradient,
@@ -158,8 +159,6 @@ def grad_job(load: Callable[[], Scene], out_dir: Path | None, options: dict[str,
 def _target(scene: Scene, out_dir: Path | None, recorded: list | None, allow_changed: bool
             ) -> Path:
     """The job folder: --out (refusing changed sources on a resume) or a new grad-NNN."""
-    from simrun.outputs.provenance import refuse_changed
-
     if out_dir is not None:
         refuse_changed(out_dir, recorded, scene, allow_changed)
         if out_dir.is_dir():
@@ -173,7 +172,7 @@ def _ensemble_job(scene: Scene, out_dir: Path | None, options: dict[str, Any],
                   state: dict[str, Path], recorded: list | None, allow_changed: bool,
                   quiet: bool) -> None:
     """`--method ensemble`: the fluctuation formula over one thermostatted run."""
-    from simrun.adjoint.job import start_outputs
+    from simrun.adjoint.job import start_outputs  # start-up: loads the compiler
     from simrun.ensemble.job import ensemble_gradient
     from simrun.ensemble.keys import parse_ensemble_key, require_canonical
     from simrun.ensemble.record import write_ensemble_outputs
@@ -248,7 +247,7 @@ def _print_result(scene: Scene, result: Any, target: Path) -> None:
 def _print_growth(scene: Scene, result: Any) -> None:
     """Say so when a sensitivity grows exponentially with the horizon (chaos), and name the
     method whose derivatives of averages do not."""
-    from simrun.adjoint.horizon import growth_report
+    from simrun.adjoint.horizon import growth_report  # start-up: loads the compiler
 
     for key, g in growth_report(result.horizon, scene.dt).items():
         err.print(f"  dJ/d{key} grows exponentially with the horizon (rate {g['rate']:.3g} per "

@@ -28,6 +28,7 @@ from simrun.cli.common import (
     out,
 )
 from simrun.cli.progress import iteration_bar
+from simrun.cli.run_cmd import render_pictures
 from simrun.lang.config import job_policy
 from simrun.outputs.provenance import scene_differences
 from simrun.outputs.resumable import how_to_continue, resumable
@@ -80,6 +81,7 @@ def optimize_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: boo
                  options: dict[str, Any], allow_changed: bool = False,
                  quiet: bool = False) -> None:
     """`simrun optimize` and `simrun resume` of an optimize folder."""
+    # start-up: the compiler and matplotlib
     from simrun.optimize import OptimizeError, optimize_scene
     from simrun.render.loss import render_loss
 
@@ -134,7 +136,7 @@ def optimize_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: boo
 def _fit_targets(scene: Scene, out_dir: Path | None, options: dict[str, Any],
                  quiet: bool) -> None:
     """Targets (ensemble averages): DiffTRe's reweighting loop, its pictures and a summary."""
-    from simrun.ensemble.targets import read_rdf
+    from simrun.ensemble.targets import read_rdf  # start-up: the compiler and matplotlib
     from simrun.optimize.reweighted import AVERAGED, fit_by_reweighting
     from simrun.render.fit import render_fit, render_rdf
 
@@ -169,8 +171,7 @@ def _fit_targets(scene: Scene, out_dir: Path | None, options: dict[str, Any],
 
 def _episode(target: Path, threads: int | None) -> None:
     """Run best.yaml into DIR/episode and draw its pictures (the trained behaviour)."""
-    from simrun.cli.run_cmd import render_pictures
-    from simrun.stepper import run_scene
+    from simrun.stepper import run_scene  # start-up: loads the compiler
 
     best = load_scene(target / "best.yaml")
     result = run_scene(best, target / "episode", threads=threads)

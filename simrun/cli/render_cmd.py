@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import typer
+import yaml
 
 from simrun.cli.common import EXIT_BAD_INPUT, exit_codes, fail, out
+from simrun.outputs.rundir import check_writable
+from simrun.scene import load_scene
 
 
 def render(run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run folder holding frames.npz, "
@@ -35,7 +39,7 @@ def render(run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A ru
         raise fail(f"error: {run_dir}: no frames.npz, gradients.json or loss.csv here, so "
                    "there is nothing to render. Give the folder of a run, grad or optimize "
                    "(e.g. outputs/gravity/run-001).", EXIT_BAD_INPUT)
-    from simrun.render.record import draw_pictures
+    from simrun.render.record import draw_pictures  # start-up: matplotlib
 
     _draw(run_dir, "run", "the scene", lambda: draw_pictures(run_dir).paths,
           "no positions or energies were saved")
@@ -46,8 +50,6 @@ def _draw(folder: Path, kind: str, again: str, draw: Callable[[], list[Path]],
     """Call ``draw`` and print what it wrote; a folder that cannot take the pictures or
     whose files are not what simrun writes is one clear error (exit 2)."""
     with exit_codes():
-        from simrun.outputs.rundir import check_writable
-
         check_writable(folder, "")  # the real cause, before any file is read
         try:
             written = draw()
@@ -67,9 +69,7 @@ def _draw(folder: Path, kind: str, again: str, draw: Callable[[], list[Path]],
 
 def _render_optimize(opt_dir: Path) -> None:
     """loss.png from loss.csv, and the episode's pictures when it was run."""
-    import yaml
-
-    from simrun.render.loss import render_loss
+    from simrun.render.loss import render_loss  # start-up: matplotlib
 
     with exit_codes():
         try:
@@ -84,11 +84,8 @@ def _render_optimize(opt_dir: Path) -> None:
 def _render_grad(grad_dir: Path) -> None:
     """sensitivities.png, horizon.png and x0_gradient.png from a grad folder's files and
     its own resolved scene (for the KEYs' values and the start positions)."""
-    import json
-
-    from simrun.adjoint.job import picture_inputs
+    from simrun.adjoint.job import picture_inputs  # start-up: the compiler and matplotlib
     from simrun.render.sensitivity import draw_gradient_pictures
-    from simrun.scene import load_scene
 
     def draw() -> list[Path]:
         record = json.loads((grad_dir / "gradients.json").read_text(encoding="utf-8"))

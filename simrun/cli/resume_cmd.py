@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+from simrun.cli.batch_cmd import batch_job
 from simrun.cli.common import (
     EXIT_BAD_INPUT,
     AllowChangedOpt,
@@ -23,6 +24,9 @@ from simrun.cli.common import (
     on_device,
     out,
 )
+from simrun.cli.grad_cmd import grad_job
+from simrun.cli.optimize_cmd import optimize_job
+from simrun.cli.run_cmd import run_job
 from simrun.outputs.resumable import UnreadableRecord, job_record
 from simrun.scene import Scene, SceneError, load_scene
 
@@ -111,8 +115,6 @@ def _resume_job(folder: Path, job: str, record: dict[str, Any], options: dict[st
         return load_scene(scene_file, list(extra), allow_outside=allow_outside)
 
     if job == "run":
-        from simrun.cli.run_cmd import run_job
-
         run_job(lambda: load([f"steps={steps}"] if steps else []), folder, resume=True,
                 quiet=quiet, no_render=bool(options.get("no_render")),
                 threads=options.get("threads"), debug=bool(options.get("debug")),
@@ -120,8 +122,6 @@ def _resume_job(folder: Path, job: str, record: dict[str, Any], options: dict[st
                 reproducible=options.get("reproducible", True),
                 device=options.get("device", "cpu"))
     elif job == "grad":
-        from simrun.cli.grad_cmd import grad_job
-
         if record.get("status") == "done" and steps is None:
             out.print(f"{folder}: the gradient is complete (gradients.json); nothing to "
                       "resume")
@@ -135,8 +135,6 @@ def _resume_job(folder: Path, job: str, record: dict[str, Any], options: dict[st
             options["steps"] = steps
         grad_job(load, folder, options, record.get("sources"), allow_changed, quiet=quiet)
     else:
-        from simrun.cli.optimize_cmd import optimize_job
-
         if iterations is not None:
             options["iterations"] = iterations
         optimize_job(load, folder, resume=True, options=options, allow_changed=allow_changed,
@@ -147,8 +145,7 @@ def _resume_job(folder: Path, job: str, record: dict[str, Any], options: dict[st
 def _resume_batch(folder: Path, record: dict[str, Any], threads: int | None,
                   workers: int | None, quiet: bool) -> None:
     """The batch again from batch.json's arguments, on a local cluster of ``workers``."""
-    from simrun.batch import Engine
-    from simrun.cli.batch_cmd import batch_job
+    from simrun.batch import Engine  # start-up: dask
 
     arguments = {k: record[k] for k in BATCH_ARGUMENTS if k in record}
     if "scene" not in arguments or "job" not in arguments:

@@ -46,7 +46,7 @@ def overrides(sets: list[str] | None, steps: int | None, seed: int | None,
 def render_pictures(run_dir: Path) -> tuple[float | None, str | None]:
     """Draw the pictures (their state goes to run.json); a rendering problem is reported,
     not fatal to the run. Returns the seconds it took, or the error."""
-    from simrun.render.record import draw_pictures
+    from simrun.render.record import draw_pictures  # start-up: matplotlib
 
     try:
         return draw_pictures(run_dir).seconds, None

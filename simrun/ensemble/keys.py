@@ -11,6 +11,7 @@ import difflib
 
 from simrun.adjoint.keys import Key, known_keys
 from simrun.scene import Scene, SceneError
+from simrun.scene.load_terms import ENSEMBLE_BUILTINS
 from simrun.stepper.plan import TEMPERATURE
 
 CANONICAL = ("langevin", "nose_hoover")
@@ -59,8 +60,6 @@ def parse_ensemble_key(scene: Scene, text: str) -> Key:
 
 def is_ensemble_objective(scene: Scene) -> bool:
     """An objective only the ensemble method evaluates (targets, pressure, U per particle)."""
-    from simrun.scene.load_terms import ENSEMBLE_BUILTINS
-
     obj = scene.objective
     return obj is not None and (obj.targets is not None or obj.builtin in ENSEMBLE_BUILTINS)
 

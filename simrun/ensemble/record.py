@@ -24,7 +24,7 @@ def _plain(value: Any) -> Any:
 def write_ensemble_outputs(out_dir: Path, scene: Scene, result: EnsembleResult,
                            options: dict[str, Any] | None = None) -> list[Path]:
     """gradients.json, gradients.npz and sensitivities.png (d ln<O> / d ln KEY)."""
-    from simrun.render.sensitivity import render_sensitivities
+    from simrun.render.sensitivity import render_sensitivities  # start-up: matplotlib
 
     out_dir = Path(out_dir)
     sources = write_job_scene(out_dir, scene)

@@ -167,8 +167,8 @@ globals().update(_MATH_FUNCTIONS)  # ti.sin, ti.atan2, ti.erf, ...: the op regis
 
 
 def __getattr__(name):
-    if name == "GUI":  # matplotlib is imported only by programs that draw
-        from .gui import GUI
+    if name == "GUI":  # start-up: matplotlib is imported only by programs that draw
+        from .gui import GUI  # start-up: see above
 
         return GUI
     raise AttributeError(f"module 'simrun.lang' has no attribute '{name}'")

@@ -19,7 +19,8 @@ def build_module(kir, layout, key: str, debug: bool, fast_math: bool,
                  emitter=None) -> tuple[str, list]:
     """LLVM IR text of every task, and the tasks' function names; emitter: the target's
     TaskEmitter class (the CPU's when None)."""
-    from llvmlite import ir  # only on a cache miss: a warm start never builds LLVM IR
+    # start-up: only a cache miss builds LLVM IR, so a warm start never imports llvmlite.ir
+    from llvmlite import ir
 
     from .codegen.emit import TaskEmitter
 

@@ -62,7 +62,7 @@ def kernel_ptx(kir, sm: int = 90, debug: bool = False, fast_math: bool = True,
     before for the same key (ptx_cache_key) is read from there, and neither the LLVM
     module nor the NVPTX back end with libdevice (~0.5 s) runs. In debug mode the module
     is still built on a hit: building it lists the bounds checks' error sites."""
-    from .codegen.cuda.emit import CudaTaskEmitter  # llvmlite.ir only when compiling
+    from .codegen.cuda.emit import CudaTaskEmitter  # start-up: llvmlite.ir only when compiling
 
     layout = build_layout(kir)
     key = ptx_cache_key(kernel_text(kir, layout), sm, debug, fast_math)

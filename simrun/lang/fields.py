@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import itertools
+import linecache
 import math
+import re
+import sys
 import weakref
 
 import numpy as np
 
+from .enums import SNodeGradType
 from .errors import SimrunError, Span
 from .ir import builder
 from .ir.access import cell_offset
@@ -25,8 +29,6 @@ def new_generation() -> None:
 
 def _user_frame():
     """The first frame outside simrun.lang: where the user's program declared the field."""
-    import sys
-
     frame = sys._getframe(1)
     pkg = __name__.rsplit(".", 1)[0]
     while frame is not None and frame.f_globals.get("__name__", "").startswith(pkg):
@@ -36,8 +38,6 @@ def _user_frame():
 
 def _user_line() -> tuple[str, str]:
     """('file:line: ', excerpt) of the user's declaration, for errors raised outside kernels."""
-    import linecache
-
     frame = _user_frame()
     if frame is None:
         return "", ""
@@ -49,9 +49,6 @@ def _user_line() -> tuple[str, str]:
 
 def _caller_assignment_name() -> str | None:
     """`x = ti.field(...)` in user code names the field 'x' (for error messages)."""
-    import linecache
-    import re
-
     frame = _user_frame()
     if frame is not None and frame.f_code.co_name == "<lambda>":
         frame = frame.f_back  # `vec = lambda: ti.Vector.field(2)` then `v = vec()` names 'v'
@@ -238,8 +235,6 @@ class Field(ElementShape):
         return self.adjoint_checkbit
 
     def get_snode_grad_type(self):
-        from .enums import SNodeGradType
-
         return {"grad": SNodeGradType.ADJOINT, "dual": SNodeGradType.DUAL}.get(
             self.role, SNodeGradType.PRIMAL)
 

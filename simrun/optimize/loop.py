@@ -190,7 +190,7 @@ class _Run:
         return "done"
 
     def lbfgs(self, vector: np.ndarray) -> str:
-        from scipy.optimize import Bounds, minimize
+        from scipy.optimize import Bounds, minimize  # start-up: scipy only for L-BFGS
 
         seen: dict[bytes, tuple[float, np.ndarray, float]] = {}
         state = {"it": 0, "converged": False}

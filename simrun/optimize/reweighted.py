@@ -31,7 +31,8 @@ from simrun.ensemble.targets import TargetLoss
 from simrun.optimize.optimizers import Adam, project
 from simrun.optimize.schedules import learning_rate
 from simrun.outputs import atomic_write_text
-from simrun.outputs.provenance import write_job_scene
+from simrun.outputs.provenance import relocate, save_sources, write_job_scene
+from simrun.outputs.writer import write_scene
 from simrun.scene import Scene, SceneError
 
 THRESHOLD = 0.9  # N_eff / N below which a new trajectory is sampled
@@ -224,7 +225,7 @@ def _clipped(step: np.ndarray, at: np.ndarray) -> np.ndarray:
 def _polish(setup: _Setup, fit: Fit, runs: int, steps: int, every: int | None) -> Fit:
     """Gauss-Newton steps from fresh runs at the current parameters until a step is within
     its own errors (chi^2 below the CONVERGED quantile) or ``runs`` runs are spent."""
-    from scipy.stats import chi2
+    from scipy.stats import chi2  # start-up: scipy.stats only for the polish
 
     scene, keys, rows = setup.scene, setup.keys, list(fit.rows)
     every, equilibrate = sampling_defaults(steps, every, None)
@@ -253,9 +254,6 @@ def _write(out_dir: Path, scene: Scene, keys: list, fit: Fit, wall: float,
            done: bool = False) -> None:
     """fit.csv (iteration, loss, N_eff/N, trajectory, the N_eff/N of a run just replaced,
     parameters, stage), fit.json and best.yaml (the scene at the fitted parameters)."""
-    from simrun.outputs.provenance import relocate, save_sources
-    from simrun.outputs.writer import write_scene
-
     names, rows = [k.text for k in keys], fit.rows
     lines = ["iteration,loss,neff,trajectory,replaced_neff," + ",".join(names) + ",stage"]
     lines += [f"{r.iteration},{r.loss!r},{r.neff:.4f},{r.trajectory},"

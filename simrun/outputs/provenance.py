@@ -10,6 +10,7 @@ otherwise continue a run with other forces, silently).
 from __future__ import annotations
 
 import ast
+import copy
 import difflib
 import hashlib
 import shutil
@@ -134,8 +135,6 @@ def scene_differences(saved: dict[str, Any], scene: Scene, ignore: tuple[str, ..
 
 
 def _without(data: dict[str, Any], ignore: tuple[str, ...]) -> dict[str, Any]:
-    import copy
-
     data = copy.deepcopy(data)
     for key in ignore:
         *parents, last = key.split(".")

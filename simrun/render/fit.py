@@ -14,7 +14,7 @@ def render_fit(rows: list, names: list[str], png: Path, title: str = "",
                fitted: tuple[np.ndarray, np.ndarray | None] | None = None) -> Path:
     """Three panels over the iterations; ``rows`` have loss, neff, trajectory, params and
     stage (the Gauss-Newton polish is shaded); ``fitted``: the result and its errors."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # start-up: pyplot only to draw
 
     it = np.array([r.iteration for r in rows])
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
@@ -54,7 +54,7 @@ def render_fit(rows: list, names: list[str], png: Path, title: str = "",
 def render_rdf(r: np.ndarray, target: np.ndarray, curves: dict[str, np.ndarray], png: Path,
                title: str = "") -> Path:
     """g(r) of the target (points) against the fitted averages (lines)."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # start-up: pyplot only to draw
 
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot(r, target, "ko", ms=4, label="target")
@@ -69,7 +69,7 @@ def render_rdf(r: np.ndarray, target: np.ndarray, curves: dict[str, np.ndarray],
 def _save(fig, png: Path) -> Path:
     """Through a temporary file, as every picture: a full disk or an interrupted save
     leaves the previous picture (or none), never a broken one; the figure is closed."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # start-up: pyplot only to draw
 
     try:
         fig.tight_layout()

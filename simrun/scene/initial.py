@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from simrun.outputs.xyz import read_xyz, velocities_of
 from simrun.scene.schema import Scene
 
 
@@ -99,7 +100,6 @@ def read_state_file(path: Path, frame: int) -> tuple[np.ndarray, np.ndarray | No
             raise ValueError(f"its velocities 'v' have shape {v.shape} but the positions "
                              f"{x.shape}")
         return x, v
-    from simrun.outputs.xyz import read_xyz, velocities_of
 
     frames = read_xyz(path)
     if not frames:

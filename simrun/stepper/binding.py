@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+import simrun.lang as ti
+from simrun.lang.ad import GradReplaced
 from simrun.lang.api import _checked as checked_argument
 from simrun.scene import SceneError
 from simrun.scene.errors import did_you_mean, shorten
@@ -92,9 +94,6 @@ def load_module(path: Path) -> ModuleType:
 def is_kernel(obj: Any) -> bool:
     """A ``@ti.kernel`` of simrun.lang (or Taichi, whose kernels carry ``_primal``), or a
     ``@ti.ad.grad_replaced`` function (an energy that brings its own gradient)."""
-    import simrun.lang as ti
-    from simrun.lang.ad import GradReplaced
-
     kernel_type = getattr(ti, "Kernel", None)
     return (isinstance(kernel_type, type) and isinstance(obj, kernel_type)) or \
         hasattr(obj, "_primal") or isinstance(obj, GradReplaced)

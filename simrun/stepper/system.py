@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+import simrun.lang as ti
 from simrun.lang.autodiff.tape import access_of
 from simrun.lang.config import bounds_checks, current_device, floats_ordered
 from simrun.scene import Scene, SceneError
@@ -49,8 +50,6 @@ class System:
 
     def __init__(self, scene: Scene, x0: np.ndarray, threads: int | None = None,
                  deterministic: bool | None = None, debug: bool = False) -> None:
-        import simrun.lang as ti
-
         self.ti = ti
         self.scene = scene
         self.fp = ti.f32 if scene.precision == "f32" else ti.f64

@@ -20,7 +20,7 @@ SCALE = 2  # supersampling factor per axis
 def _font(size: int):  # -> ImageFont.FreeTypeFont | ImageFont.ImageFont
     """Pillow's bundled font at `size` px (a fixed-size bitmap font without FreeType);
     imported on first use: most headless programs draw no text."""
-    from PIL import ImageFont
+    from PIL import ImageFont  # start-up: most headless programs draw no text
 
     try:
         return ImageFont.load_default(size=size)
@@ -111,7 +111,7 @@ class PilCanvas:
 
     def text(self, content: str, x: float, y: float, size: float, rgb: np.ndarray) -> None:
         """Top-left of the text (its first line's ascender) at (x, y)."""
-        from PIL import ImageFont
+        from PIL import ImageFont  # start-up: most headless programs draw no text
 
         font = _font(max(1, round(size * SCALE)))
         (px, py), = self._xy(np.array([[x, y]])).tolist()

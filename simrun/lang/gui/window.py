@@ -69,7 +69,7 @@ class _TkWindow:
     _MOUSE = {1: "LMB", 2: "MMB", 3: "RMB"}
 
     def __init__(self, gui: GUI, fullscreen: bool) -> None:
-        import tkinter
+        import tkinter  # optional dependency: Python builds without Tk draw headless
 
         self.gui, self.tk = gui, tkinter.Tk()
         self.tk.title(gui.name)
@@ -110,7 +110,7 @@ class _TkWindow:
         self.gui.running = False
 
     def update(self, rgb: np.ndarray) -> None:
-        import tkinter
+        import tkinter  # optional dependency: Python builds without Tk draw headless
 
         h, w = rgb.shape[:2]
         ppm = b"P6 %d %d 255 " % (w, h) + np.ascontiguousarray(rgb).tobytes()
@@ -127,11 +127,11 @@ _MAX_PENDING = 1024  # queued canvas calls at most (GUI._paint)
 
 def _canvas_class(windowed: bool) -> type:
     """matplotlib only behind a window; headless frames use PIL (no ~0.75 s import)."""
-    if windowed:
+    if windowed:  # start-up: matplotlib only behind a window
         from .mpl import MplCanvas
 
         return MplCanvas
-    from .pil import PilCanvas
+    from .pil import PilCanvas  # start-up: Pillow only when a frame is drawn
 
     return PilCanvas
 
@@ -387,7 +387,7 @@ def _save_png(rgb: np.ndarray, path: Path) -> None:
     if ext in ("", ".png"):
         tmp.write_bytes(_png(rgb))
     else:
-        from PIL import Image
+        from PIL import Image  # start-up: Pillow only for formats other than PNG
 
         fmt = Image.registered_extensions().get(ext, "PNG")
         Image.fromarray(np.ascontiguousarray(rgb)).save(tmp, format=fmt)

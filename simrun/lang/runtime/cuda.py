@@ -81,9 +81,9 @@ class CudaError(KernelRuntimeError):
 
 def _driver():
     try:
-        from cuda.bindings import driver
+        from cuda.bindings import driver  # optional dependency: pip install simrun[cuda]
     except ImportError:
-        from cuda import cuda as driver  # cuda-python before 12.6
+        from cuda import cuda as driver  # optional dependency: cuda-python before 12.6
     return driver
 
 

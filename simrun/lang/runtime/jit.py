@@ -31,7 +31,7 @@ _LIBC = ["realloc", "calloc", "free", "printf", "fflush", "memset", "memcpy", "s
 def _init():
     if _state:
         return _state
-    import llvmlite.binding as llvm
+    import llvmlite.binding as llvm  # start-up: LLVM's library loads on first use
 
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
@@ -91,7 +91,7 @@ def _cpu_identity() -> str | None:
 def write_atomic(path: Path, data: bytes) -> None:
     """Write a cache file so that a concurrent reader sees all of it or none; a cache that
     cannot be written is not an error."""
-    import tempfile  # not at import: a warm start writes nothing
+    import tempfile  # start-up: a warm start writes nothing
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,7 @@ import ctypes
 import platform
 import struct
 import sys
+from ctypes.util import find_library
 from typing import Callable
 
 _PROT_READ, _PROT_WRITE, _PROT_EXEC = 1, 2, 4
@@ -58,7 +59,6 @@ def _libm() -> ctypes.CDLL:
     try:
         return ctypes.CDLL("libm.so.6")
     except OSError:  # not glibc: ask the slower way (it runs ldconfig)
-        from ctypes.util import find_library
 
         return ctypes.CDLL(find_library("m"))
 

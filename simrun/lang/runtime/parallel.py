@@ -129,7 +129,7 @@ def _native_functions(settings: Settings) -> tuple:
     """The native pool's entry points, compiled once per machine (then from the disk cache)."""
     key = jit.cache_key("simrun native pool", settings)
     if not jit.load_cached(key, settings):
-        from . import pool  # builds LLVM IR: a warm start never imports llvmlite.ir
+        from . import pool  # start-up: builds LLVM IR; a warm start never imports llvmlite.ir
 
         jit.compile_module(key, pool.build_module(), settings, "(thread pool)")
     return (_RUN(jit.function_address(ps.RUN_FN)), _WORKER(jit.function_address(ps.WORKER_FN)),

@@ -10,6 +10,8 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 TRIPLE = "nvptx64-nvidia-cuda"
@@ -22,7 +24,7 @@ class CudaToolError(RuntimeError):
 def _nvidia_dirs() -> list[Path]:
     """Where NVIDIA's wheels put their files (the `nvidia` namespace package)."""
     try:
-        import nvidia
+        import nvidia  # optional dependency: NVIDIA's wheels (pip install simrun[cuda])
     except ImportError:
         return []
     return [Path(p) for p in getattr(nvidia, "__path__", [])]
@@ -73,7 +75,7 @@ def libdevice_bitcode() -> bytes:
 
 @functools.cache
 def _llvm():
-    import llvmlite.binding as llvm
+    import llvmlite.binding as llvm  # start-up: LLVM's library loads on first use
 
     llvm.initialize_all_targets()
     llvm.initialize_all_asmprinters()
@@ -117,8 +119,6 @@ def ptx_of(module_text: str, kernels: list[str], sm: int) -> str:
 
 def find_ptxas() -> Path | None:
     """ptxas from the `nvidia-cuda-nvcc` wheel, CUDA_HOME, or PATH."""
-    import shutil
-
     found = find_nvidia_file("**/bin/ptxas")
     if found is None and shutil.which("ptxas"):
         found = Path(shutil.which("ptxas"))
@@ -127,9 +127,6 @@ def find_ptxas() -> Path | None:
 
 def assemble(ptx: str, sm: int) -> bytes:
     """ptxas's cubin for sm_<sm>; CudaToolError with ptxas's message if it rejects the PTX."""
-    import subprocess
-    import tempfile
-
     ptxas = find_ptxas()
     if ptxas is None:
         raise CudaToolError("ptxas was not found: install the `nvidia-cuda-nvcc` wheel")
