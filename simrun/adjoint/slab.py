@@ -2,7 +2,9 @@
 v and F and each field a step carries (a thermostat's chain and clock, a controller's
 outputs, an MPM grid) in its own precision, and the ops tables that give each program row
 its slot and the step of the state it names. Copies are bit-exact (F is stored as -x.grad,
-restored as -F)."""
+restored as -F). The number of slots is not compiled into the kernels that move states
+(the slab's fields are `runtime_rows`), so a gradient with another count of stored states
+compiles nothing new."""
 
 from __future__ import annotations
 
@@ -94,13 +96,19 @@ def _slabs(fields: dict, slots: int) -> dict:
 
 
 def _slab(f, shape: tuple):
-    """A field of `shape` whose elements are f's."""
+    """A field of `shape` (slots first) whose elements are f's."""
     elem = f.elem_shape
     if not elem:
-        return ti.field(f.dtype, shape=shape)
+        return _rows(ti.field(f.dtype, shape=shape))
     if len(elem) == 1:
-        return ti.Vector.field(elem[0], f.dtype, shape=shape)
-    return ti.Matrix.field(*elem, f.dtype, shape=shape)
+        return _rows(ti.Vector.field(elem[0], f.dtype, shape=shape))
+    return _rows(ti.Matrix.field(*elem, f.dtype, shape=shape))
+
+
+def _rows(slab):
+    """The slab's slot count is a runtime value: kernels over it compile once for any."""
+    slab.runtime_rows = True
+    return slab
 
 
 class Slab:
@@ -110,7 +118,7 @@ class Slab:
 
     def __init__(self, system, moving: dict, slots: int, step_field) -> None:
         n, dim, fp = system.x.shape[0], system.x.n, system.fp
-        self.sx, self.sv, self.sf = (ti.Vector.field(dim, fp, shape=(slots, n))
+        self.sx, self.sv, self.sf = (_rows(ti.Vector.field(dim, fp, shape=(slots, n)))
                                      for _ in range(3))
         self.fields = fields = _slabs(moving, slots)
         self.ops, self.at = ti.field(ti.i32, shape=OPS), ti.field(ti.i32, shape=OPS)

@@ -10,9 +10,11 @@ from .runtime import jit
 from .runtime.launch import CompiledKernel
 
 
-def kernel_text(kir, layout) -> str:
+def kernel_text(kir, layout, debug: bool = False) -> str:
+    """The printed kernel, its cache key's text; `debug`: every field's exact shape (the
+    bounds checks compile them in), else a runtime_rows field's leading extent is left out."""
     names = {id(f): f"f{slot}" for slot, f in enumerate(layout.fields)}
-    return print_kernel(kir, names)
+    return print_kernel(kir, names, exact_shapes=debug)
 
 
 def build_module(kir, layout, key: str, debug: bool, fast_math: bool,
@@ -35,7 +37,7 @@ def build_module(kir, layout, key: str, debug: bool, fast_math: bool,
 
 def compile_kernel(kir, runtime, config, arg_specs, ndarray_slots) -> CompiledKernel:
     layout = build_layout(kir)
-    text = kernel_text(kir, layout)
+    text = kernel_text(kir, layout, config.debug)
     settings = runtime.settings
     if settings.print_ir:
         print(text)

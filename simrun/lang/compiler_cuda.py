@@ -65,7 +65,7 @@ def kernel_ptx(kir, sm: int = 90, debug: bool = False, fast_math: bool = True,
     from .codegen.cuda.emit import CudaTaskEmitter  # start-up: llvmlite.ir only when compiling
 
     layout = build_layout(kir)
-    key = ptx_cache_key(kernel_text(kir, layout), sm, debug, fast_math)
+    key = ptx_cache_key(kernel_text(kir, layout, debug), sm, debug, fast_math)
     path = cache_dir / f"{key}.ptx" if cache_dir is not None else None
     ptx = _read_cached(path)
     if ptx is not None and not debug:

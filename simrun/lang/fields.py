@@ -122,6 +122,9 @@ class Field(ElementShape):
     """A scalar, vector or matrix field. `data` has shape (*shape, *elem_shape), C order."""
 
     version = 0  # bumped by every write (kernel launch or Python scope); kernel.grad() uses it
+    # the leading extent is not part of a kernel's compiled text (ir/printer.py): kernels
+    # over a row-major field compile once for any number of rows (adjoint/slab.py)
+    runtime_rows = False
     _sync = None  # set by a GPU holding a copy (runtime/cuda.py): _sync(field, write)
 
     @property

@@ -29,9 +29,10 @@ from .ops import ATOMIC_NAMES
 
 
 class Printer:
-    def __init__(self, field_names=None):
+    def __init__(self, field_names=None, exact_shapes: bool = False):
         self.names: dict = {}
         self.field_names = field_names or {}
+        self.exact_shapes = exact_shapes
         self.lines: list[str] = []
 
     def var(self, v) -> str:
@@ -39,12 +40,23 @@ class Printer:
             self.names[v] = f"%{len(self.names)}"
         return f"{self.names[v]}:{v.dtype}"
 
-    def field(self, f) -> str:
+    def field(self, f, exact: bool = False) -> str:
         name = self.field_names.get(id(f), f.name)
         cells = "" if f.cell_strides is None else f",cells{f.cell_strides}"  # part of the key
         # a promise codegen relies on (codegen/parallel.py) is part of the cache key too
         distinct = ",distinct_rows" if getattr(f, "distinct_rows", False) else ""
-        return f"{name}<{f.dtype},{f.shape},{f.elem_shape}{cells}{distinct}>"
+        return f"{name}<{f.dtype},{self.shape(f, exact)},{f.elem_shape}{cells}{distinct}>"
+
+    def shape(self, f, exact: bool) -> tuple:
+        """A field's shape, but `rows` for the leading extent of a runtime_rows field where
+        the code does not depend on it: a row-major field's element offset is
+        (i0 * shape[1] + i1 ...) * ncomp + comp, without shape[0]. An atomic's private copies
+        and a debug build's bounds checks do use it, so they print it. Kernels over such a
+        field then have one text, so one compiled module, for any number of rows."""
+        if exact or self.exact_shapes or not getattr(f, "runtime_rows", False) or \
+                f.cell_strides is not None or not f.shape:
+            return f.shape
+        return ("rows",) + tuple(f.shape[1:])
 
     def expr(self, e) -> str:
         if isinstance(e, Const):
@@ -58,7 +70,7 @@ class Printer:
 
     def place(self, s) -> str:
         idx = ", ".join(self.expr(i) for i in s.indices)
-        return f"{self.field(s.field)}[{idx}].{s.comp}"
+        return f"{self.field(s.field, exact=isinstance(s, Atomic))}[{idx}].{s.comp}"
 
     def stmts(self, body, depth: int) -> None:
         pad = "  " * depth
@@ -106,8 +118,8 @@ class Printer:
                 self.lines.append(f"{pad}<{type(s).__name__}>")
 
 
-def print_kernel(kernel, field_names=None) -> str:
-    p = Printer(field_names)
+def print_kernel(kernel, field_names=None, exact_shapes: bool = False) -> str:
+    p = Printer(field_names, exact_shapes)
     p.lines.append(f"kernel {kernel.name}(" + ", ".join(p.var(v) for v in kernel.arg_vars)
                    + ")" + (f" -> {kernel.ret_types}" if kernel.ret_types else ""))
     for k, task in enumerate(kernel.tasks):
