@@ -163,7 +163,8 @@ def check_limits(ref: KernelRef, module: ModuleType, values: Mapping[str, Any], 
 
 
 def check_param_types(ref: KernelRef, kernel: Any, values: Mapping[str, Any], where: str,
-                      places: Mapping[str, tuple[str, str]]) -> None:
+                      places: Mapping[str, tuple[str, str]], float_widths: bool = True
+                      ) -> None:
     """Each scene parameter fits its kernel argument's type (an f32 holds at most 3.4e38, an
     i32 2**31 - 1): refused at the parameter's key before any launch, instead of an
     OverflowError naming only the kernel argument in the middle of a run."""
@@ -171,7 +172,8 @@ def check_param_types(ref: KernelRef, kernel: Any, values: Mapping[str, Any], wh
     if not callable(params):  # a grad_replaced energy: its own Python takes the values
         return
     for arg in params()[0]:
-        if arg.kind != "scalar" or arg.name not in values:
+        if arg.kind != "scalar" or arg.name not in values or \
+                (arg.dtype.is_float and not float_widths):
             continue
         try:
             checked_argument(ref.name, arg.name, arg.dtype, values[arg.name])
@@ -181,6 +183,41 @@ def check_param_types(ref: KernelRef, kernel: Any, values: Mapping[str, Any], wh
                              f"{shorten(str(exc), 300)}. Change the value in the scene's "
                              "params (with 'precision: f64' a float argument holds up to "
                              "1.8e308).") from None
+
+
+def validate_params(scene: Any, float_widths: bool = True) -> None:
+    """The scene's params name arguments of their kernels, meet the modules' LIMITS and fit
+    the arguments' types: before anything is allocated or compiled (and before a batch
+    submits a job). ``float_widths=False`` leaves out the check of a float argument's range,
+    whose width (a ``float`` annotation) is known only after ``ti.init`` of the scene."""
+    context = {"n": scene.particles.count, "dim": scene.particles.dim}
+    if scene.neighbors is not None:  # pair kernels may not reach past the list
+        context.update(list_cutoff=scene.neighbors.cutoff, cutoff=scene.neighbors.cutoff)
+    for term in scene.energy:
+        module = load_module(term.kernel.path)
+        kernel = find_kernel(term.kernel, module)
+        check_params(term.kernel, term.params, parameter_names(kernel), term.where,
+                     term.param_where)
+        defaults = getattr(module, "DEFAULTS", {}).get(term.kernel.name, {})
+        check_limits(term.kernel, module, {**defaults, **term.params}, term.where,
+                     term.param_where, context)
+        check_param_types(term.kernel, kernel, term.params, term.where, term.param_where,
+                          float_widths)
+    for kernels in (scene.step_kernels, scene.controller):
+        if kernels is not None:
+            _validate_kernel_list(kernels, context, float_widths)
+
+
+def _validate_kernel_list(sk: Any, context: dict[str, int], float_widths: bool) -> None:
+    found = [(ref, load_module(ref.path)) for ref in sk.kernels]
+    kernels = [find_kernel(ref, module) for ref, module in found]
+    accepted = {name for k in kernels for name in parameter_names(k)}
+    check_params(sk.kernels[0], sk.params, accepted, sk.kernels[0].where, sk.param_where)
+    for (ref, module), k in zip(found, kernels):
+        defaults = getattr(module, "DEFAULTS", {}).get(ref.name, {})
+        own = {n: v for n, v in sk.params.items() if n in parameter_names(k)}
+        check_limits(ref, module, {**defaults, **own}, ref.where, sk.param_where, context)
+        check_param_types(ref, k, own, ref.where, sk.param_where, float_widths)
 
 
 def bind(ref: KernelRef, kernel: Any, values: Mapping[str, Any], defaults: Mapping[str, Any]
