@@ -220,11 +220,16 @@ def _validate_kernel_list(sk: Any, context: dict[str, int], float_widths: bool) 
         check_param_types(ref, k, own, ref.where, sk.param_where, float_widths)
 
 
-def bind(ref: KernelRef, kernel: Any, values: Mapping[str, Any], defaults: Mapping[str, Any]
-         ) -> BoundKernel:
-    """Fix the kernel's arguments from ``values`` (fields, dt, params) and ``defaults``."""
+def bind(ref: KernelRef, kernel: Any, values: Mapping[str, Any], defaults: Mapping[str, Any],
+         accumulator: tuple[str, str] | None = None) -> BoundKernel:
+    """Fix the kernel's arguments from ``values`` (fields, dt, params) and ``defaults``.
+
+    ``accumulator``: the kernel's role and the 0-D field it must add to (``("energy",
+    "U")``, ``("objective", "L")``), which an unmatched field argument is most likely meant
+    to be."""
     args = []
-    for name in parameter_names(kernel):
+    names = parameter_names(kernel)
+    for name in names:
         if name in values:
             args.append(values[name])
         elif name in defaults:
@@ -232,11 +237,54 @@ def bind(ref: KernelRef, kernel: Any, values: Mapping[str, Any], defaults: Mappi
         elif name in TOPOLOGY_KINDS:
             raise SceneError(f"{ref.where}: kernel '{ref.name}' needs topology '{name}' but the "
                              f"scene defines none. Add 'topology: {{{name}: ...}}' to the scene.")
+        elif _is_field_argument(kernel, name):  # params hold numbers, never a field
+            raise SceneError(_unknown_field(ref, kernel, name, values, accumulator
+                                            if accumulator and accumulator[1] not in names
+                                            else None))
         else:
             raise SceneError(f"{ref.where}: kernel '{ref.name}' argument '{name}' has no value. "
                              f"Add it under this term's 'params:' (or to DEFAULTS in "
                              f"{ref.path.name}).")
     return BoundKernel(ref, kernel, tuple(args))
+
+
+def _is_field_argument(kernel: Any, name: str) -> bool:
+    params = getattr(kernel, "params", None)
+    return callable(params) and any(p.name == name and p.kind == "template"
+                                    for p in params()[0])
+
+
+def _argument_line(kernel: Any, name: str) -> str | None:
+    """file:line of the kernel's argument ``name``."""
+    from simrun.lang.frontend.source import get_source
+
+    try:
+        source = get_source(kernel.pyfunc)
+    except Exception:  # noqa: BLE001 - only a better place for the error
+        return None
+    line = next((a.lineno for a in source.tree.args.args if a.arg == name),
+                source.tree.lineno)
+    return f"{source.file}:{line}"
+
+
+def _unknown_field(ref: KernelRef, kernel: Any, name: str, values: Mapping[str, Any],
+                   accumulator: tuple[str, str] | None) -> str:
+    """A field argument that nothing provides: for an energy (objective) kernel without its
+    accumulator U (L), the advice of a kernel that never adds to it; else the fields there
+    are (a scene's params are numbers: adding one there would only move the error)."""
+    at = _argument_line(kernel, name) or ref.where
+    if accumulator is not None:
+        role, target = accumulator
+        return (f"{at}: {role} kernel '{ref.name}' takes no argument '{target}' (the 0-D field "
+                f"it adds to), and its field argument '{name}' is none the scene provides. "
+                f"Name it '{target}: ti.template()', and accumulate into it with "
+                f"'{target}[None] += ...' (the scene names this kernel at {ref.where}).")
+    fields = sorted(n for n, v in values.items()
+                    if not isinstance(v, (bool, int, float, np.generic)))
+    return (f"{at}: kernel '{ref.name}' field argument '{name}' (ti.template()) matches no "
+            f"field: the fields a kernel can take are {', '.join(fields)} and those its "
+            f"module's allocate() makes. Rename the argument, or allocate '{name}' in "
+            f"{ref.path.name}'s allocate() (the scene names this kernel at {ref.where}).")
 
 
 BOX_NAMES = ("box_low", "box_high", "periodic")

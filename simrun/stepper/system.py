@@ -207,7 +207,7 @@ class System:
         kernel = find_kernel(term.kernel, module)
         defaults = getattr(module, "DEFAULTS", {}).get(term.kernel.name, {})
         return bind(term.kernel, kernel, {**self.values(), **(box or {}), **term.params},
-                    defaults)
+                    defaults, accumulator=("energy", "U"))
 
     def energy_with_box_gradient(self) -> tuple[list[BoundKernel], dict[str, Any]]:
         """The energy terms bound to a copy of the box that carries gradients (built once,
