@@ -356,6 +356,12 @@ def test_an_unusable_environment_variable_is_exit_2_naming_it(folder: Path, name
         "unset it" in done.stderr, done.stderr
 
 
+def test_a_thread_count_beyond_any_machine_is_exit_2(folder: Path) -> None:
+    done = simrun("run", "base.yaml", "--threads", str(10**20), "--out", "t", cwd=folder)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert "--threads" in done.stderr and not (folder / "t").exists()
+
+
 def test_the_settings_read_a_count_and_refuse_anything_else() -> None:
     assert Settings.from_environ({"SIMRUN_GUI_MAX_FRAMES": " 7 "}).gui_max_frames == 7
     assert Settings.from_environ({}).gui_max_frames is None
