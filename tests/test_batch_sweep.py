@@ -112,6 +112,19 @@ def test_cli_bad_input_is_exit_2_before_submitting(tmp_path, args, expect):
     assert not out.exists()  # nothing submitted, nothing written
 
 
+def test_an_objective_parameter_the_kernel_lacks_is_exit_2_before_submitting(tmp_path):
+    """As for the energies' parameters: an objective kernel's are checked at planning."""
+    from tests.batch_helpers import ROOT
+
+    out = tmp_path / "b"
+    result = CliRunner().invoke(app, ["batch", str(ROOT / "scenes" / "projectile.yaml"),
+                                      "--job", "grad", "--wrt", "dt", "--sweep",
+                                      "objective.params.X=1,2", "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert "parameter 'X' is not an argument of kernel 'miss' (targets.py)" in result.output
+    assert not out.exists()
+
+
 def test_walltime_aware_workers():
     from simrun.batch.engine import ClusterSpec, cluster_object, lifetime, seconds
 

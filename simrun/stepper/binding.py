@@ -206,6 +206,15 @@ def validate_params(scene: Any, float_widths: bool = True) -> None:
     for kernels in (scene.step_kernels, scene.controller):
         if kernels is not None:
             _validate_kernel_list(kernels, context, float_widths)
+    objective = scene.objective
+    if objective is not None and objective.kernel is not None:
+        module = load_module(objective.kernel.path)
+        kernel = find_kernel(objective.kernel, module)
+        check_params(objective.kernel, objective.params, parameter_names(kernel),
+                     objective.where)
+        defaults = getattr(module, "DEFAULTS", {}).get(objective.kernel.name, {})
+        check_limits(objective.kernel, module, {**defaults, **objective.params},
+                     objective.where, {}, context)
 
 
 def _validate_kernel_list(sk: Any, context: dict[str, int], float_widths: bool) -> None:
