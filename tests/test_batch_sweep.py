@@ -96,6 +96,12 @@ def test_steps_option_is_every_jobs_steps(tmp_path, job):
     (["--sweep", "dt=1e-5", "--steps", "1", "--set", "steps=1500"],
      "--steps 1 and --set steps=1500 both set the steps of every job. Give one of them."),
     (["--sweep", "steps=5,10", "--steps", "1"], "--steps 1 and the sweep over steps"),
+    # the kernels' own parameters: an argument the kernel lacks, a value its LIMITS refuse
+    (["--sweep", "energy.0.params.X=1,2"], "--sweep energy.0.params.X=1 (command line): "
+     "parameter 'X' is not an argument of kernel 'gravity' (gravity.py)."),
+    (["--sweep", "energy.0.params.softening=0.1,-1"], "--sweep energy.0.params.softening=-1 "
+     "(command line): parameter 'softening' of kernel 'gravity' (gravity.py) must satisfy "
+     "softening > 0"),
 ])
 def test_cli_bad_input_is_exit_2_before_submitting(tmp_path, args, expect):
     scene = scene_copy(tmp_path)
@@ -104,6 +110,19 @@ def test_cli_bad_input_is_exit_2_before_submitting(tmp_path, args, expect):
     assert result.exit_code == 2, result.output
     assert expect in result.output
     assert not out.exists()  # nothing submitted, nothing written
+
+
+def test_an_objective_parameter_the_kernel_lacks_is_exit_2_before_submitting(tmp_path):
+    """As for the energies' parameters: an objective kernel's are checked at planning."""
+    from tests.batch_helpers import ROOT
+
+    out = tmp_path / "b"
+    result = CliRunner().invoke(app, ["batch", str(ROOT / "scenes" / "projectile.yaml"),
+                                      "--job", "grad", "--wrt", "dt", "--sweep",
+                                      "objective.params.X=1,2", "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert "parameter 'X' is not an argument of kernel 'miss' (targets.py)" in result.output
+    assert not out.exists()
 
 
 def test_walltime_aware_workers():

@@ -63,6 +63,18 @@ def miss(x: ti.template(), L: ti.template()):
         L[None] += x[i][0]
 
 
+@ti.kernel
+def named_e(x: ti.template(), E: ti.template()):
+    for i in x:
+        E[None] += x[i].norm_sqr()
+
+
+@ti.kernel
+def named_j(x: ti.template(), J: ti.template()):
+    for i in x:
+        J[None] += x[i][0]
+
+
 def allocate(ctx):
     return {"push": ti.field(ctx.dtype, shape=ctx.n)}
 '''
@@ -137,4 +149,32 @@ def test_kernels_that_do_their_roles_run(tmp_path: Path) -> None:
                                      "controller: {kernels: [k.py:steer]}\n"
                                      "objective: {kernel: k.py:miss}\n")
     done = simrun("check", "s.yaml", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("body, command, kernel, target", [
+    ("energy:\n  - {kernel: k.py:named_e}\n", "check", "named_e", "U"),
+    (SPRING + "objective: {kernel: k.py:named_j}\n", "grad", "named_j", "L"),
+])
+def test_an_accumulator_of_another_name_gets_the_accumulator_advice(
+        tmp_path: Path, body: str, command: str, kernel: str, target: str) -> None:
+    """E for U (J for L) is not a parameter: the advice is the one a kernel without its
+    accumulator gets, and following it (renaming the argument) makes the scene work."""
+    (tmp_path / "k.py").write_text(MODULE)
+    (tmp_path / "s.yaml").write_text(BASE + body)
+    args = [command, "s.yaml"] + (["--wrt", "dt", "--out", "g"] if command == "grad" else [])
+    done = simrun(*args, cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and "params:" not in done.stderr, done.stderr
+    wrong = "E" if target == "U" else "J"
+    line = next(n for n, s in enumerate(MODULE.splitlines(), 1)
+                if s.startswith(f"def {kernel}("))
+    assert f"k.py:{line}: " in done.stderr and f"'{wrong}'" in done.stderr, done.stderr
+    for text in (f"takes no argument '{target}'", f"'{target}: ti.template()'",
+                 f"'{target}[None] += ...'"):
+        assert text in done.stderr, done.stderr
+    (tmp_path / "k.py").write_text(MODULE.replace(f"{wrong}: ti.template()", f"{target}: "
+                                                  "ti.template()").replace(
+        f"{wrong}[None]", f"{target}[None]"))
+    done = simrun(*args, cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -160,7 +160,8 @@ class DiffModel:
         names = parameter_names(kernel)
         self._step_arg = names.index("step") if "step" in names else None
         bound = bind(obj.kernel, kernel, {**system.values(), **self._allocate(module),
-                                          "L": self.loss, "step": 0, **obj.params}, defaults)
+                                          "L": self.loss, "step": 0, **obj.params}, defaults,
+                     accumulator=("objective", "L"))
         require_accumulator(bound, self.loss, "objective", "L",
                             "J would be 0 and every gradient 0")
         return bound

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from simrun.outputs.runinfo import read_run_info
 from simrun.scene import Scene, SceneError
 
 JobFn = Callable[[Scene, Path, dict[str, Any], bool], dict[str, float]]
+FinishedFn = Callable[[Scene, Path, dict[str, Any]], "dict[str, float] | None"]
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,9 @@ class Job:
     fn: JobFn
     resumable: bool  # continues from its own saved state after an interruption
     needs_objective: bool = False
+    # the results of a folder that says the job finished (None: it did not), so that a
+    # job killed after finishing but before its record said so is done, not run again
+    finished: FinishedFn | None = None
 
 
 JOBS: dict[str, Job] = {}
@@ -58,7 +63,12 @@ def _run(scene: Scene, folder: Path, options: dict[str, Any], resume: bool) -> d
         folder.mkdir(parents=True, exist_ok=True)
         return folder
 
-    result = run_scene(scene, create, resume=resume, threads=options.get("threads"))
+    run_scene(scene, create, resume=resume, threads=options.get("threads"))
+    _draw_run_pictures(folder, options)
+    return _run_results(_read_run_json(folder))
+
+
+def _draw_run_pictures(folder: Path, options: dict[str, Any]) -> None:
     if not options.get("no_render"):
         from simrun.render.record import draw_pictures  # start-up: matplotlib
 
@@ -66,12 +76,39 @@ def _run(scene: Scene, folder: Path, options: dict[str, Any], resume: bool) -> d
             draw_pictures(folder)
         except Exception:  # noqa: BLE001 - pictures are not the job; run.json records it
             pass
-    # final: first to last frame; largest: what 'simrun run' warns on (conservative runs)
-    largest = result.drift_check.drift.worst if result.drift_check is not None else None
-    values = {"energy_first": result.energy_first, "energy_last": result.energy_last,
-              "energy_drift_final": result.drift, "energy_drift_largest": largest,
-              "steps": result.steps_done}
+
+
+def _read_run_json(folder: Path) -> dict[str, Any]:
+    try:
+        info = read_run_info(folder / "run.json")
+    except (OSError, ValueError):
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+def _run_results(info: dict[str, Any]) -> dict[str, float]:
+    """The summary's numbers of a run, from its run.json (one source for a run just made and
+    one found finished): first and last total energy, the drift first to last frame
+    (``final``) and the largest over the thermo rows (what 'simrun run' warns on)."""
+    energy = info.get("energy") or {}
+    first, last = _number(energy.get("first_total")), _number(energy.get("last_total"))
+    final = (last - first) / abs(first) if first and last is not None else None
+    largest = (info.get("energy_drift") or {}).get("relative_largest")
+    values = {"energy_first": first, "energy_last": last, "energy_drift_final": final,
+              "energy_drift_largest": _number(largest),
+              "steps": info.get("steps_done")}
     return {k: v for k, v in values.items() if v is not None}
+
+
+def _run_finished(scene: Scene, folder: Path, options: dict[str, Any]
+                  ) -> dict[str, float] | None:
+    """A run whose run.json says it ended well at the scene's last step (a worker killed
+    before recording that); its pictures are drawn again, as they may be missing."""
+    info = _read_run_json(folder)
+    if info.get("status") != "ok" or info.get("steps_done") != scene.steps:
+        return None
+    _draw_run_pictures(folder, options)
+    return _run_results(info)
 
 
 def _grad(scene: Scene, folder: Path, options: dict[str, Any], resume: bool) -> dict[str, float]:
@@ -119,5 +156,5 @@ def _register_optimize() -> None:
     register(Job("optimize", _optimize, resumable=True, needs_objective=True))
 
 
-register(Job("run", _run, resumable=True))
+register(Job("run", _run, resumable=True, finished=_run_finished))
 register(Job("grad", _grad, resumable=False, needs_objective=True))

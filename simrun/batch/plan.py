@@ -16,6 +16,7 @@ from simrun.batch.summary import Row
 from simrun.batch.sweep import Point, grid, parse_sweep, read_sweep_file, sample
 from simrun.batch.task import JobSpec, read_record
 from simrun.scene import Scene, SceneError, load_scene
+from simrun.stepper.binding import validate_params
 
 
 @dataclass
@@ -86,9 +87,13 @@ def default_out(scene: Scene, job: str, sets: list[str], points: list[Point]) ->
 
 def _load_point(scene_path: str | Path, overrides: tuple[str, ...], point: Point,
                 allow_outside: bool) -> Scene:
-    """The point's scene; an error names the --sweep it came from (the loader says --set)."""
+    """The point's scene, its kernel parameters checked (names, LIMITS, integer ranges) so
+    that a bad one is refused before anything is submitted; an error names the --sweep it
+    came from (the loader says --set)."""
     try:
-        return load_scene(scene_path, overrides, allow_outside=allow_outside)
+        scene = load_scene(scene_path, overrides, allow_outside=allow_outside)
+        validate_params(scene, float_widths=False)
+        return scene
     except SceneError as exc:
         text = str(exc)
         for key in point:

@@ -27,8 +27,11 @@ class Row:
 
 
 def columns(rows: list[Row]) -> list[str]:
+    """The swept KEYs in the sweep's order, then the results' names sorted: the order of
+    a row's results depends on where they came from (the job just now, or its record read
+    back by a resume), and the header must not."""
     keys = list(dict.fromkeys(k for r in rows for k in r.point))
-    results = list(dict.fromkeys(k for r in rows for k in r.results))
+    results = sorted({k for r in rows for k in r.results})
     return [FIXED[0], *keys, *FIXED[1:], *results]
 
 

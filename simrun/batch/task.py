@@ -106,8 +106,13 @@ def execute(spec: JobSpec) -> dict[str, Any]:
             scene = load_scene(spec.scene_path, list(spec.overrides),
                                allow_outside=spec.allow_outside)
             options = {**spec.options, "threads": job_threads(spec)}
-            with on_device(options.get("device", "cpu")), job_policy(options):
-                record["results"] = job.fn(scene, spec.folder, options, resume)
+            finished = job.finished(scene, spec.folder, options) \
+                if resume and job.finished is not None else None
+            if finished is not None:  # the job ended, its record did not say so yet
+                record["results"] = finished
+            else:
+                with on_device(options.get("device", "cpu")), job_policy(options):
+                    record["results"] = job.fn(scene, spec.folder, options, resume)
             record["status"] = "done"
         except KeyboardInterrupt:
             record["status"] = "interrupted"

@@ -10,11 +10,14 @@ import typer
 from simrun import __version__
 from simrun.cli.batch_cmd import batch
 from simrun.cli.check_cmd import check
+from simrun.cli.common import EXIT_BAD_INPUT, fail
 from simrun.cli.grad_cmd import grad
 from simrun.cli.optimize_cmd import optimize
 from simrun.cli.render_cmd import render
 from simrun.cli.resume_cmd import resume
 from simrun.cli.run_cmd import run
+from simrun.lang.errors import SettingsError
+from simrun.lang.settings import Settings
 
 HELP = """Differentiable physical simulation from the command line.
 
@@ -78,3 +81,7 @@ def _root(version: Annotated[bool, typer.Option("--version", callback=_version, 
                                                 help="Show the version and exit.")] = False
           ) -> None:
     """Differentiable physical simulation from the command line."""
+    try:  # the environment's settings, refused before any command starts work
+        Settings.from_environ()
+    except SettingsError as exc:
+        raise fail(f"error: {exc}", EXIT_BAD_INPUT) from None

@@ -30,7 +30,7 @@ from simrun.cli.common import (
 from simrun.cli.progress import iteration_bar
 from simrun.cli.run_cmd import render_pictures
 from simrun.lang.config import job_policy
-from simrun.outputs.provenance import scene_differences
+from simrun.outputs.provenance import refuse_changed, scene_differences
 from simrun.outputs.resumable import how_to_continue, resumable
 from simrun.outputs.rundir import check_writable, new_run_dir, run_ids
 from simrun.scene import Scene, SceneError, load_scene
@@ -93,6 +93,8 @@ def optimize_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: boo
             return "nothing was written"
         if not resumable(target):
             return how_to_continue(target)
+        if (target / "fit.json").is_file():
+            return fit_interrupted(target)
         return f"{target} is valid up to its last iteration; {how_to_continue(target)}"
 
     with exit_codes(interrupted, folder=lambda: target), \
@@ -103,7 +105,8 @@ def optimize_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: boo
                              "'optimize: {parameters: [initial.velocity], iterations: 100}' "
                              "(scenes/README.md).")
         if scene.objective.targets is not None:
-            _fit_targets(scene, out_dir, options, quiet)
+            target = _target(scene, out_dir, False)  # what Ctrl-C then names
+            fit_targets(scene, target, options, quiet)
             return
         target = _target(scene, out_dir, resume)
         try:
@@ -133,25 +136,47 @@ def optimize_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: boo
     out.print(f"  wrote {target} (best.yaml: simrun run {target / 'best.yaml'})", markup=False)
 
 
-def _fit_targets(scene: Scene, out_dir: Path | None, options: dict[str, Any],
-                 quiet: bool) -> None:
-    """Targets (ensemble averages): DiffTRe's reweighting loop, its pictures and a summary."""
-    from simrun.ensemble.targets import read_rdf  # start-up: the compiler and matplotlib
-    from simrun.optimize.reweighted import AVERAGED, fit_by_reweighting
-    from simrun.render.fit import render_fit, render_rdf
+def resume_fit(load: Callable[[], Scene], folder: Path, record: dict[str, Any],
+               options: dict[str, Any], allow_changed: bool, quiet: bool) -> None:
+    """'simrun resume' of a fit folder (fit.json): a fit that did not finish starts again in
+    its folder from its own scene.yaml and options (its runs are seeded: the same numbers
+    as one never stopped)."""
+    if record.get("status") == "done" and options.get("iterations") is None:
+        out.print(f"{folder}: the fit is complete (fit.json); nothing to resume. "
+                  f"'simrun render {quote(str(folder))}' redraws its pictures.")
+        return
 
-    target = _target(scene, out_dir, False)
+    def interrupted() -> str:
+        return fit_interrupted(folder)
+
+    with exit_codes(interrupted, folder=lambda: folder), job_policy(options):
+        check_writable(folder, "")
+        scene = load()
+        refuse_changed(folder, record.get("sources"), scene, allow_changed)
+        fit_targets(scene, folder, options, quiet)
+
+
+def fit_interrupted(folder: Path) -> str:
+    """What Ctrl-C says of a fit folder: what it keeps, and that a resume starts again."""
+    return (f"{folder} keeps fit.csv, fit.json (status interrupted) and the runs so far; "
+            f"'simrun resume {quote(str(folder))}' starts the fit again there (its runs are "
+            "seeded: the same numbers)")
+
+
+def fit_targets(scene: Scene, target: Path, options: dict[str, Any], quiet: bool) -> None:
+    """Targets (ensemble averages): DiffTRe's reweighting loop into ``target`` (a new
+    folder, or a fit folder started again by 'simrun resume'), its pictures and a summary."""
+    # start-up: the compiler and matplotlib
+    from simrun.optimize.reweighted import AVERAGED, fit_by_reweighting
+    from simrun.render.fit import draw_fit_pictures
+
     with iteration_bar(f"optimize {scene.name}", err.is_terminal and not quiet,
                        folder=target) as bar:
         fit = fit_by_reweighting(scene, target, iterations=options.get("iterations"),
-                                 threads=options.get("threads"), progress=bar)
+                                 threads=options.get("threads"), progress=bar,
+                                 options=options)
     rows, names = fit.rows, list(scene.optimize.parameters)
-    render_fit(rows, names, target / "fit.png", title=scene.name,
-               fitted=(fit.params, fit.errors))
-    if "rdf" in scene.objective.targets:
-        r, g = read_rdf(scene.objective.targets["rdf"]["file"])
-        render_rdf(r, g, {"start": rows[0].averages["rdf"], "fitted (last fresh run)":
-                          rows[-1].averages["rdf"]}, target / "rdf.png", title=scene.name)
+    draw_fit_pictures(target)
     fresh = len({row.trajectory for row in rows})
     out.print(f"done: {len(rows)} iterations from {fresh} trajectories (reweighted while "
               f"N_eff/N >= 0.9); loss {rows[0].loss:.4g} -> {rows[-1].loss:.4g}")

@@ -21,7 +21,8 @@ def render(run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A ru
                                                 show_default=False)]) -> None:
     """Redraw the pictures of a run from its saved frames (or of a grad folder: its
     sensitivities.png, horizon.png and x0_gradient.png; or of an optimize folder: its
-    loss.png, and the pictures of its episode/).
+    loss.png, and the pictures of its episode/; or of a fit to ensemble targets: its fit.png
+    and rdf.png).
 
     Writes first.png, last.png, energy.png and animation.gif into RUN_DIR from its
     frames.npz, energy.csv, topology.npz, scene.yaml and run.json (a run saved without
@@ -33,12 +34,17 @@ def render(run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A ru
                    EXIT_BAD_INPUT)
     if (run_dir / "loss.csv").is_file() and not (run_dir / "frames.npz").is_file():
         return _render_optimize(run_dir)
+    if (run_dir / "fit.csv").is_file():
+        from simrun.render.fit import draw_fit_pictures  # start-up: matplotlib
+
+        return _draw(run_dir, "fit folder", "'simrun optimize'",
+                     lambda: draw_fit_pictures(run_dir), "no iteration was recorded")
     if (run_dir / "gradients.json").is_file():
         return _render_grad(run_dir)
     if not (run_dir / "frames.npz").is_file():
-        raise fail(f"error: {run_dir}: no frames.npz, gradients.json or loss.csv here, so "
-                   "there is nothing to render. Give the folder of a run, grad or optimize "
-                   "(e.g. outputs/gravity/run-001).", EXIT_BAD_INPUT)
+        raise fail(f"error: {run_dir}: no frames.npz, gradients.json, loss.csv or fit.csv here, "
+                   "so there is nothing to render. Give the folder of a run, grad or "
+                   "optimize (e.g. outputs/gravity/run-001).", EXIT_BAD_INPUT)
     from simrun.render.record import draw_pictures  # start-up: matplotlib
 
     _draw(run_dir, "run", "the scene", lambda: draw_pictures(run_dir).paths,

@@ -25,7 +25,7 @@ from simrun.cli.common import (
     out,
 )
 from simrun.cli.grad_cmd import grad_job
-from simrun.cli.optimize_cmd import optimize_job
+from simrun.cli.optimize_cmd import optimize_job, resume_fit
 from simrun.cli.run_cmd import run_job
 from simrun.outputs.resumable import UnreadableRecord, job_record
 from simrun.scene import Scene, SceneError, load_scene
@@ -43,7 +43,7 @@ def job_of(folder: Path) -> tuple[str, dict[str, Any]]:
     if found is not None:
         return found
     what = "does not exist" if not folder.exists() else "holds no job record (run.json, " \
-        "gradients.json, optimize.json or batch.json)"
+        "gradients.json, optimize.json, fit.json or batch.json)"
     raise fail(f"error: {folder}: {what}, so there is nothing to resume. Give the folder of a "
                "run, grad, optimize or batch job (e.g. outputs/gravity/run-001).",
                EXIT_BAD_INPUT)
@@ -134,6 +134,10 @@ def _resume_job(folder: Path, job: str, record: dict[str, Any], options: dict[st
         if steps is not None:
             options["steps"] = steps
         grad_job(load, folder, options, record.get("sources"), allow_changed, quiet=quiet)
+    elif job == "fit":
+        if iterations is not None:
+            options["iterations"] = iterations
+        resume_fit(load, folder, record, options, allow_changed, quiet)
     else:
         if iterations is not None:
             options["iterations"] = iterations

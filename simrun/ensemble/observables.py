@@ -90,7 +90,8 @@ class KernelObservable:
         self.step_at = names.index("step") if "step" in names else None
         defaults = getattr(module, "DEFAULTS", {}).get(obj.kernel.name, {})
         self.bound = bind(obj.kernel, kernel, {**system.values(), "L": self.loss, "step": 0,
-                                               **obj.params}, defaults)
+                                               **obj.params}, defaults,
+                          accumulator=("objective", "L"))
 
     def _launch(self, step: int) -> None:
         args = list(self.bound.args)

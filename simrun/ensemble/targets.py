@@ -16,21 +16,12 @@ import numpy as np
 from simrun.ensemble.frames import FrameTable
 from simrun.ensemble.observables import Observed, builtin, volume
 from simrun.scene import Scene, SceneError
+from simrun.scene.rdf_csv import read_rdf_csv
 
 
 def _rdf_table(path: Path) -> np.ndarray:
-    """The rows of a g(r) CSV: r, g and optionally the standard error of g."""
-    try:
-        data = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
-    except ValueError as exc:
-        raise SceneError(f"{path}: not a CSV of r,g rows ({exc}). Write a header line 'r,g' "
-                         "(or 'r,g,error') and one such row per bin.") from None
-    r = data[:, 0]
-    if data.shape[1] not in (2, 3):
-        raise SceneError(f"{path}: {data.shape[1]} columns; write r,g or r,g,error")
-    if len(r) < 2 or not np.allclose(np.diff(r), r[1] - r[0]):
-        raise SceneError(f"{path}: the r column must be evenly spaced bin centres")
-    return data
+    """The rows of a g(r) CSV: r, g and optionally the standard error of g (checked)."""
+    return read_rdf_csv(path)
 
 
 def read_rdf(path: Path) -> tuple[np.ndarray, np.ndarray]:

@@ -56,6 +56,12 @@ class KernelArgumentError(SimrunError, OverflowError):
     own conversions raise; a SimrunError, so that a job reports it in one paragraph."""
 
 
+class SettingsError(SimrunError, ValueError):
+    """An environment variable simrun honours holds a value it cannot use: refused when the
+    settings are read (the CLI: before any command runs, exit 2), never a traceback and never
+    silently replaced by a default."""
+
+
 class InternalCompilerError(SimrunError, RuntimeError):
     """simrun's code generator wrote an LLVM module the verifier rejects: a bug in simrun,
     reported with the kernel's name instead of handing LLVM's optimiser a module it may

@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from simrun.lang.errors import SettingsError
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -44,14 +46,45 @@ class Settings:
             base = env.get("SIMRUN_CACHE_DIR") or os.path.join(
                 env.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "simrun")
             cache_dir = Path(base) / "kernels"
-        max_frames = env.get("SIMRUN_GUI_MAX_FRAMES", "")
         return cls(cache_dir=cache_dir, mcjit=bool(env.get("SIMRUN_MCJIT")),
-                   pool=env.get("SIMRUN_POOL", "native"),
+                   pool=_choice(env, "SIMRUN_POOL", ("native", "python")),
                    print_ir=bool(env.get("SIMRUN_PRINT_IR")),
                    print_llvm=bool(env.get("SIMRUN_PRINT_LLVM")),
                    gui_headless=not _display_available(env),
-                   gui_max_frames=int(max_frames) if max_frames.strip() else None,
+                   gui_max_frames=_count(env, "SIMRUN_GUI_MAX_FRAMES",
+                                         "the frames a headless GUI draws before it stops"),
                    gui_dir=Path(env["SIMRUN_GUI_DIR"]) if env.get("SIMRUN_GUI_DIR") else None)
+
+
+MAX_COUNT = 2**63 - 1  # as a scene's integers: what a 64-bit integer holds
+
+
+def _shown(text: str) -> str:
+    return repr(text if len(text) <= 40 else text[:40] + "...")
+
+
+def _count(env: Mapping[str, str], name: str, what: str) -> int | None:
+    """A whole number >= 0 (None when unset or empty)."""
+    text = env.get(name, "").strip()
+    if not text:
+        return None
+    value = int(text) if text.isascii() and text.isdigit() and len(text) <= 19 else None
+    if value is None or value > MAX_COUNT:
+        raise SettingsError(f"the environment variable {name}={_shown(text)} is not a whole "
+                            f"number from 0 to {MAX_COUNT}. Set it to {what} (e.g. {name}=100), "
+                            f"or unset it.")
+    return value
+
+
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
+    """One of ``choices`` (the first when unset or empty)."""
+    text = env.get(name, "").strip()
+    if not text:
+        return choices[0]
+    if text not in choices:
+        raise SettingsError(f"the environment variable {name}={_shown(text)} is not one of "
+                            f"{', '.join(choices)}. Set it to one of them, or unset it.")
+    return text
 
 
 def _display_available(env: Mapping[str, str]) -> bool:

@@ -142,6 +142,7 @@ class _Setup:
     threads: int | None
     progress: Callable[[int, int, float, float], None] | None
     total: int  # iterations the progress bar counts (Adam's and the polish's)
+    recorded: dict = field(default_factory=dict)  # fit.json's options and sources
     t0: float = field(default_factory=time.perf_counter)
 
     @property
@@ -151,7 +152,7 @@ class _Setup:
     def report(self, rows: list[FitRow], fit: Fit | None, size: float,
                done: bool = False) -> None:
         _write(self.out_dir, self.scene, self.keys, fit or Fit(rows, fitted(rows)),
-               time.perf_counter() - self.t0, done)
+               time.perf_counter() - self.t0, done, self.recorded)
         if self.progress is not None:
             self.progress(len(rows), self.total, rows[-1].loss, size)
 
@@ -161,12 +162,16 @@ def fit_by_reweighting(scene: Scene, out_dir: Path, *, iterations: int | None = 
                        every: int | None = None, polish: int = POLISH_RUNS,
                        polish_steps: int | None = None, polish_every: int | None = None,
                        threads: int | None = None,
-                       progress: Callable[[int, int, float, float], None] | None = None
-                       ) -> Fit:
+                       progress: Callable[[int, int, float, float], None] | None = None,
+                       options: dict | None = None) -> Fit:
     """Minimise the scene's target loss over ``optimize.parameters`` (Adam at optimize.lr,
     within optimize.bounds), then polish by Gauss-Newton from at most ``polish`` fresh runs
     of ``polish_steps``, a frame every ``polish_every`` steps (0 runs: no polish); writes
-    fit.csv, fit.json and best.yaml."""
+    fit.csv, fit.json and best.yaml.
+
+    fit.json is written first ("running", with ``options``, the command's, and the sources'
+    hashes: what 'simrun resume' reads), and says "interrupted" or "failed" when the fit
+    stops early."""
     require_canonical(scene)
     opt = scene.optimize
     keys = [parse_ensemble_key(scene, k) for k in opt.parameters]
@@ -175,15 +180,41 @@ def fit_by_reweighting(scene: Scene, out_dir: Path, *, iterations: int | None = 
                          "parameters or integrator.temperature")
     steps, iterations = steps or scene.steps, iterations or opt.iterations
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_job_scene(out_dir, scene)
+    recorded = {"options": dict(options or {}), "sources": write_job_scene(out_dir, scene)}
+    _write_record(out_dir, {"status": "running", "method": METHOD, **recorded})
     setup = _Setup(scene, keys, out_dir, *_bounds(opt, keys), threads, progress,
-                   iterations + polish)
-    rows = _adam(setup, iterations, threshold, steps, every)
-    fit = Fit(rows, fitted(rows))
-    if polish:
-        fit = _polish(setup, fit, polish, polish_steps or POLISH_LENGTH * steps, polish_every)
+                   iterations + polish, recorded)
+    try:
+        rows = _adam(setup, iterations, threshold, steps, every)
+        fit = Fit(rows, fitted(rows))
+        if polish:
+            fit = _polish(setup, fit, polish, polish_steps or POLISH_LENGTH * steps,
+                          polish_every)
+    except KeyboardInterrupt:
+        _mark(out_dir, "interrupted", "stopped by the user; 'simrun resume' starts it again")
+        raise
+    except Exception as exc:
+        _mark(out_dir, "failed", f"{type(exc).__name__}: {exc}")
+        raise
     setup.report(fit.rows, fit, 0.0, done=True)
     return fit
+
+
+METHOD = "reweighting (DiffTRe)"
+
+
+def _write_record(out_dir: Path, record: dict) -> None:
+    atomic_write_text(out_dir / "fit.json", json.dumps(record, indent=2) + "\n")
+
+
+def _mark(out_dir: Path, status: str, error: str) -> None:
+    """fit.json says how the fit stopped (its other entries: as of the last iteration)."""
+    try:
+        record = json.loads((out_dir / "fit.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if isinstance(record, dict):
+        _write_record(out_dir, {**record, "status": status, "error": error})
 
 
 def _adam(setup: _Setup, iterations: int, threshold: float, steps: int, every: int | None
@@ -251,7 +282,7 @@ def _polish(setup: _Setup, fit: Fit, runs: int, steps: int, every: int | None) -
 
 
 def _write(out_dir: Path, scene: Scene, keys: list, fit: Fit, wall: float,
-           done: bool = False) -> None:
+           done: bool = False, recorded: dict | None = None) -> None:
     """fit.csv (iteration, loss, N_eff/N, trajectory, the N_eff/N of a run just replaced,
     parameters, stage), fit.json and best.yaml (the scene at the fitted parameters)."""
     names, rows = [k.text for k in keys], fit.rows
@@ -262,7 +293,7 @@ def _write(out_dir: Path, scene: Scene, keys: list, fit: Fit, wall: float,
     atomic_write_text(out_dir / "fit.csv", "\n".join(lines) + "\n")
     adam = [r for r in rows if r.stage == "adam"]
     best = min(adam, key=lambda r: r.loss)
-    record = {"status": "done" if done else "running", "method": "reweighting (DiffTRe)", "wall_s": round(wall, 2),
+    record = {"status": "done" if done else "running", "method": METHOD, "wall_s": round(wall, 2),
               "trajectories": len({r.trajectory for r in rows}),
               "fitted": _fitted_record(names, fit),
               "adam": {"params": dict(zip(names, map(float, fitted(adam)))),
@@ -271,8 +302,11 @@ def _write(out_dir: Path, scene: Scene, keys: list, fit: Fit, wall: float,
                        "params": dict(zip(names, map(float, best.params))),
                        "averages": {n: a.tolist() for n, a in best.averages.items()}},
               "targets": {n: (t.get("value") if "value" in t else str(t["file"]))
-                          for n, t in scene.objective.targets.items()}}
-    atomic_write_text(out_dir / "fit.json", json.dumps(record, indent=2) + "\n")
+                          for n, t in scene.objective.targets.items()},
+              "averages": {"first": {n: a.tolist() for n, a in rows[0].averages.items()},
+                           "last": {n: a.tolist() for n, a in rows[-1].averages.items()}},
+              **(recorded or {})}
+    _write_record(out_dir, record)
     best_scene = _scene_at(scene, keys, fit.params)
     write_scene(out_dir / "best.yaml", relocate(best_scene.to_dict(),
                                                 save_sources(out_dir, best_scene)))

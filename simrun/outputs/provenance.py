@@ -50,6 +50,12 @@ def _initial_file(scene: Scene) -> Path | None:
     return Path(scene.initial.options["path"]) if scene.initial.type == "file" else None
 
 
+def _rdf_target(scene: Scene) -> Path | None:
+    """A fit's g(r) target CSV (``objective.targets.rdf.file``)."""
+    targets = scene.objective.targets if scene.objective is not None else None
+    return Path(targets["rdf"]["file"]) if targets and "rdf" in targets else None
+
+
 def plan_sources(scene: Scene) -> list[Source]:
     """The scene's kernel modules (``kernels/<name>.py``, in scene order, a clash of names
     numbered ``<name>_2.py``), its initial state file and its fields' .npz files
@@ -62,6 +68,9 @@ def plan_sources(scene: Scene) -> list[Source]:
     if initial is not None:
         files.append((INPUTS, initial))
     files += [(INPUTS, Path(path)) for path in dict.fromkeys(scene.fields.values())]
+    rdf = _rdf_target(scene)
+    if rdf is not None:
+        files.append((INPUTS, rdf))
     for folder, path in files:
         name, n = path.name, 1
         while f"{folder}/{name}" in taken:
@@ -88,8 +97,9 @@ def save_sources(out_dir: Path, scene: Scene) -> list[Source]:
 
 
 def relocate(data: dict[str, Any], sources: list[Source]) -> dict[str, Any]:
-    """Scene data (``Scene.to_dict``) with every kernel module and the initial file moved to
-    its copy: what a folder's scene.yaml says, so that the folder is self-contained."""
+    """Scene data (``Scene.to_dict``) with every kernel module, the initial file, field
+    files and a g(r) target moved to its copy: what a folder's scene.yaml says, so that the
+    folder is self-contained."""
     copies = {str(s.original): s.copy for s in sources}
 
     def move(ref: str) -> str:
@@ -108,6 +118,9 @@ def relocate(data: dict[str, Any], sources: list[Source]) -> dict[str, Any]:
         initial["path"] = copies.get(initial["path"], initial["path"])
     for name, path in data.get("fields", {}).items():
         data["fields"][name] = copies.get(path, path)
+    rdf = (data.get("objective", {}).get("targets") or {}).get("rdf")
+    if isinstance(rdf, dict) and "file" in rdf:
+        rdf["file"] = copies.get(str(rdf["file"]), rdf["file"])
     return data
 
 

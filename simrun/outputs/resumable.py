@@ -14,7 +14,7 @@ from pathlib import Path
 from shlex import quote
 
 JOB_RECORDS = {"run.json": "run", "gradients.json": "grad", "optimize.json": "optimize",
-               "batch.json": "batch"}
+               "fit.json": "fit", "batch.json": "batch"}  # fit: optimize of ensemble targets
 NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # the disk (or the user's quota) is full
 
 

@@ -3,11 +3,16 @@ iteration (fit.png), and g(r) of the target against the fit (rdf.png)."""
 
 from __future__ import annotations
 
+import csv
+import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 from simrun.render.frames import atomic_path
+from simrun.scene.rdf_csv import read_rdf_csv
 
 
 def render_fit(rows: list, names: list[str], png: Path, title: str = "",
@@ -64,6 +69,59 @@ def render_rdf(r: np.ndarray, target: np.ndarray, curves: dict[str, np.ndarray],
     ax.set(xlabel="r", ylabel="g(r)", title=title or "radial distribution")
     ax.legend(fontsize="small")
     return _save(fig, png)
+
+
+@dataclass
+class _Row:
+    """One line of fit.csv, as render_fit reads it."""
+
+    iteration: int
+    loss: float
+    neff: float
+    trajectory: int
+    stale: float | None
+    params: list[float]
+    stage: str
+
+
+def _fit_rows(path: Path) -> tuple[list[str], list[_Row]]:
+    """(parameter names, rows) of a fit.csv."""
+    with open(path, newline="", encoding="utf-8") as f:
+        table = list(csv.reader(f))
+    header, names = table[0], table[0][5:-1]
+    if header[:5] != ["iteration", "loss", "neff", "trajectory", "replaced_neff"]:
+        raise ValueError(f"{path.name} has the columns {header}, not those of a fit")
+    return names, [_Row(int(r[0]), float(r[1]), float(r[2]), int(r[3]),
+                        float(r[4]) if r[4] else None, [float(v) for v in r[5:-1]], r[-1])
+                   for r in table[1:]]
+
+
+def draw_fit_pictures(folder: Path) -> list[Path]:
+    """fit.png and (with a g(r) target) rdf.png of a fit folder, from its fit.csv, fit.json
+    and scene.yaml alone: what the fit draws when it ends, and 'simrun render' again."""
+    folder = Path(folder)
+    names, rows = _fit_rows(folder / "fit.csv")
+    if not rows:
+        return []
+    record = json.loads((folder / "fit.json").read_text(encoding="utf-8"))
+    scene = yaml.safe_load((folder / "scene.yaml").read_text(encoding="utf-8"))
+    title = str(scene.get("name", folder.parent.name))
+    fitted = record.get("fitted") or {}
+    params = fitted.get("params") or {}
+    errors = fitted.get("errors")
+    result = (np.array([params[n] for n in names]),
+              None if errors is None else np.array([errors[n] for n in names])) \
+        if params else None
+    written = [render_fit(rows, names, folder / "fit.png", title=title, fitted=result)]
+    rdf = ((scene.get("objective") or {}).get("targets") or {}).get("rdf")
+    curves = record.get("averages") or {}
+    if rdf and "rdf" in curves.get("first", {}):
+        data = read_rdf_csv(folder / rdf["file"])  # relative to the folder: its copy
+        written.append(render_rdf(data[:, 0], data[:, 1], {
+            "start": np.array(curves["first"]["rdf"]),
+            "fitted (last fresh run)": np.array(curves["last"]["rdf"])},
+            folder / "rdf.png", title=title))
+    return written
 
 
 def _save(fig, png: Path) -> Path:

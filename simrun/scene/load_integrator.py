@@ -32,6 +32,7 @@ THERMOSTAT_KEYS: dict[str, tuple[tuple[str, str | None], ...]] = {
 }
 ALL_KEYS = ("damping", "temperature", "friction", "tau", "chain", "seed", "every")
 DEFAULT_CHAIN = 3
+MAX_CHAIN = 100  # compiles in a few seconds (1000 took minutes)
 
 
 def integrator(node: Node | None, typed: Callable) -> Integrator:
@@ -56,7 +57,11 @@ def integrator(node: Node | None, typed: Callable) -> Integrator:
         if found is None:
             continue
         name = f"integrator.{key}"
-        if key in ("chain", "every"):
+        if key == "chain":
+            values[key] = as_int(found, name, 1, MAX_CHAIN, "the chain is unrolled in the "
+                                 "compiled kernel, whose compile time grows with its length; "
+                                 "3 to 10 thermostats are usual")
+        elif key == "every":
             values[key] = as_int(found, name, 1)
         elif key == "seed":
             values[key] = as_int(found, name, 0)

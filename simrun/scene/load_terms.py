@@ -9,6 +9,7 @@ from yaml.nodes import Node, ScalarNode
 
 from simrun.scene.errors import SceneError, error_at, shorten, shorten_path, where
 from simrun.scene.nodes import MapReader, as_choice, as_float, as_seq, as_str, scalar
+from simrun.scene.rdf_csv import ERRORS, read_rdf_csv
 from simrun.scene.schema import EnergyTerm, KernelRef, Objective, Scene, StepKernels
 
 REF_FIX = "Write it as kernels/<module>.py:<kernel>, e.g. kernels/gravity.py:gravity"
@@ -175,6 +176,28 @@ def objective(node: Node | None, scene_dir: Path) -> Objective | None:
 
 
 TARGETS = ("pressure", "potential", "potential_per_particle", "rdf")
+TARGET_MAX = 1e150  # a target average: its squared miss stays finite
+
+
+def _target_value(node: Node, name: str) -> float:
+    """A target average: finite, and small enough that its squared miss stays finite."""
+    value = as_float(node, name)
+    if abs(value) > TARGET_MAX:
+        raise error_at(node, f"'{name}' is {value:g}, beyond {TARGET_MAX:g}: the squared "
+                       "difference from it would overflow", "Give the average in units where "
+                       "it is a moderate number")
+    return value
+
+
+def _target_error(node: Node, name: str) -> float:
+    """A target's standard error: 0 (not known) or a number whose square is a normal float
+    (it weights the polish by 1 / error^2)."""
+    value = as_float(node, name, nonnegative=True)
+    if value != 0 and not ERRORS[0] <= value <= ERRORS[1]:
+        raise error_at(node, f"'{name}' is {value:g}: a target's error must be 0 or from "
+                       f"{ERRORS[0]:g} to {ERRORS[1]:g} (its square weights the fit)",
+                       "Give its standard error, or 0 where it is not known")
+    return value
 
 
 def _targets_objective(reader: MapReader, node: Node, scene_dir: Path) -> Objective:
@@ -201,23 +224,25 @@ def _targets_objective(reader: MapReader, node: Node, scene_dir: Path) -> Object
             if not path.is_file():
                 raise error_at(r.get("file"), f"the g(r) target file {shorten_path(path)} "
                                "does not exist", "Give a CSV with columns r,g beside the scene")
+            read_rdf_csv(path)  # a bad row: exit 2 now, naming its line
             weight = r.get("weight")
             found[name] = {"file": path.resolve(), "weight": as_float(weight, "weight",
                                                                      nonnegative=True)
                            if weight is not None else 1.0}
             continue
         if isinstance(item, ScalarNode):
-            found[name] = {"value": as_float(item, f"objective.targets.{name}"), "weight": 1.0}
+            found[name] = {"value": _target_value(item, f"objective.targets.{name}"),
+                           "weight": 1.0}
             continue
         r = MapReader(item, f"objective.targets.{name}")
         r.done(("value", "weight", "error"))
         weight, error = r.get("weight"), r.get("error")
-        found[name] = {"value": as_float(r.require("value", "Add 'value: <target>'"),
-                                         f"objective.targets.{name}.value"),
+        found[name] = {"value": _target_value(r.require("value", "Add 'value: <target>'"),
+                                              f"objective.targets.{name}.value"),
                        "weight": as_float(weight, "weight", nonnegative=True)
                        if weight is not None else 1.0}
         if error is not None:  # the target's standard error: weights the polish, and its error
-            found[name]["error"] = as_float(error, "error", nonnegative=True)
+            found[name]["error"] = _target_error(error, f"objective.targets.{name}.error")
     if not found:
         raise error_at(reader.get("targets"), "'objective.targets' names no target",
                        f"Give some of {', '.join(TARGETS)}")

@@ -77,7 +77,14 @@ def as_bool(node: Node, name: str) -> bool:
     return value
 
 
-def as_int(node: Node, name: str, minimum: int | None = None) -> int:
+INT_MAX = 2**63 - 1  # the largest 64-bit integer: what NumPy, kernels and clocks hold
+
+
+def as_int(node: Node, name: str, minimum: int | None = None, maximum: int = INT_MAX,
+           why: str = "the largest 64-bit integer") -> int:
+    """An integer in [minimum, maximum]: every integer of a scene has an upper bound (by
+    default one a 64-bit integer holds), so none reaches NumPy or a kernel argument that
+    cannot take it; ``why`` says where the bound comes from."""
     value = scalar(node) if isinstance(node, ScalarNode) else None
     if isinstance(value, bool) or not isinstance(value, int):
         raise error_at(node, f"'{name}' must be an integer, got {describe(node)}",
@@ -85,6 +92,9 @@ def as_int(node: Node, name: str, minimum: int | None = None) -> int:
     if minimum is not None and value < minimum:
         raise error_at(node, f"'{name}' is {shorten(str(value))} but must be at least {minimum}",
                        f"Use a value >= {minimum}")
+    if value > maximum:
+        raise error_at(node, f"'{name}' is {shorten(str(value))} but must be at most "
+                       f"{maximum:,} ({why})", f"Use a value <= {maximum}")
     return value
 
 

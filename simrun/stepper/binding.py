@@ -24,6 +24,7 @@ import numpy as np
 import simrun.lang as ti
 from simrun.lang.ad import GradReplaced
 from simrun.lang.api import _checked as checked_argument
+from simrun.lang.frontend.source import get_source
 from simrun.scene import SceneError
 from simrun.scene.errors import did_you_mean, shorten
 from simrun.scene.schema import TOPOLOGY_KINDS, KernelRef
@@ -162,7 +163,8 @@ def check_limits(ref: KernelRef, module: ModuleType, values: Mapping[str, Any], 
 
 
 def check_param_types(ref: KernelRef, kernel: Any, values: Mapping[str, Any], where: str,
-                      places: Mapping[str, tuple[str, str]]) -> None:
+                      places: Mapping[str, tuple[str, str]], float_widths: bool = True
+                      ) -> None:
     """Each scene parameter fits its kernel argument's type (an f32 holds at most 3.4e38, an
     i32 2**31 - 1): refused at the parameter's key before any launch, instead of an
     OverflowError naming only the kernel argument in the middle of a run."""
@@ -170,7 +172,8 @@ def check_param_types(ref: KernelRef, kernel: Any, values: Mapping[str, Any], wh
     if not callable(params):  # a grad_replaced energy: its own Python takes the values
         return
     for arg in params()[0]:
-        if arg.kind != "scalar" or arg.name not in values:
+        if arg.kind != "scalar" or arg.name not in values or \
+                (arg.dtype.is_float and not float_widths):
             continue
         try:
             checked_argument(ref.name, arg.name, arg.dtype, values[arg.name])
@@ -182,11 +185,60 @@ def check_param_types(ref: KernelRef, kernel: Any, values: Mapping[str, Any], wh
                              "1.8e308).") from None
 
 
-def bind(ref: KernelRef, kernel: Any, values: Mapping[str, Any], defaults: Mapping[str, Any]
-         ) -> BoundKernel:
-    """Fix the kernel's arguments from ``values`` (fields, dt, params) and ``defaults``."""
+def validate_params(scene: Any, float_widths: bool = True) -> None:
+    """The scene's params name arguments of their kernels, meet the modules' LIMITS and fit
+    the arguments' types: before anything is allocated or compiled (and before a batch
+    submits a job). ``float_widths=False`` leaves out the check of a float argument's range,
+    whose width (a ``float`` annotation) is known only after ``ti.init`` of the scene."""
+    context = {"n": scene.particles.count, "dim": scene.particles.dim}
+    if scene.neighbors is not None:  # pair kernels may not reach past the list
+        context.update(list_cutoff=scene.neighbors.cutoff, cutoff=scene.neighbors.cutoff)
+    for term in scene.energy:
+        module = load_module(term.kernel.path)
+        kernel = find_kernel(term.kernel, module)
+        check_params(term.kernel, term.params, parameter_names(kernel), term.where,
+                     term.param_where)
+        defaults = getattr(module, "DEFAULTS", {}).get(term.kernel.name, {})
+        check_limits(term.kernel, module, {**defaults, **term.params}, term.where,
+                     term.param_where, context)
+        check_param_types(term.kernel, kernel, term.params, term.where, term.param_where,
+                          float_widths)
+    for kernels in (scene.step_kernels, scene.controller):
+        if kernels is not None:
+            _validate_kernel_list(kernels, context, float_widths)
+    objective = scene.objective
+    if objective is not None and objective.kernel is not None:
+        module = load_module(objective.kernel.path)
+        kernel = find_kernel(objective.kernel, module)
+        check_params(objective.kernel, objective.params, parameter_names(kernel),
+                     objective.where)
+        defaults = getattr(module, "DEFAULTS", {}).get(objective.kernel.name, {})
+        check_limits(objective.kernel, module, {**defaults, **objective.params},
+                     objective.where, {}, context)
+
+
+def _validate_kernel_list(sk: Any, context: dict[str, int], float_widths: bool) -> None:
+    found = [(ref, load_module(ref.path)) for ref in sk.kernels]
+    kernels = [find_kernel(ref, module) for ref, module in found]
+    accepted = {name for k in kernels for name in parameter_names(k)}
+    check_params(sk.kernels[0], sk.params, accepted, sk.kernels[0].where, sk.param_where)
+    for (ref, module), k in zip(found, kernels):
+        defaults = getattr(module, "DEFAULTS", {}).get(ref.name, {})
+        own = {n: v for n, v in sk.params.items() if n in parameter_names(k)}
+        check_limits(ref, module, {**defaults, **own}, ref.where, sk.param_where, context)
+        check_param_types(ref, k, own, ref.where, sk.param_where, float_widths)
+
+
+def bind(ref: KernelRef, kernel: Any, values: Mapping[str, Any], defaults: Mapping[str, Any],
+         accumulator: tuple[str, str] | None = None) -> BoundKernel:
+    """Fix the kernel's arguments from ``values`` (fields, dt, params) and ``defaults``.
+
+    ``accumulator``: the kernel's role and the 0-D field it must add to (``("energy",
+    "U")``, ``("objective", "L")``), which an unmatched field argument is most likely meant
+    to be."""
     args = []
-    for name in parameter_names(kernel):
+    names = parameter_names(kernel)
+    for name in names:
         if name in values:
             args.append(values[name])
         elif name in defaults:
@@ -194,11 +246,52 @@ def bind(ref: KernelRef, kernel: Any, values: Mapping[str, Any], defaults: Mappi
         elif name in TOPOLOGY_KINDS:
             raise SceneError(f"{ref.where}: kernel '{ref.name}' needs topology '{name}' but the "
                              f"scene defines none. Add 'topology: {{{name}: ...}}' to the scene.")
+        elif _is_field_argument(kernel, name):  # params hold numbers, never a field
+            raise SceneError(_unknown_field(ref, kernel, name, values, accumulator
+                                            if accumulator and accumulator[1] not in names
+                                            else None))
         else:
             raise SceneError(f"{ref.where}: kernel '{ref.name}' argument '{name}' has no value. "
                              f"Add it under this term's 'params:' (or to DEFAULTS in "
                              f"{ref.path.name}).")
     return BoundKernel(ref, kernel, tuple(args))
+
+
+def _is_field_argument(kernel: Any, name: str) -> bool:
+    params = getattr(kernel, "params", None)
+    return callable(params) and any(p.name == name and p.kind == "template"
+                                    for p in params()[0])
+
+
+def _argument_line(kernel: Any, name: str) -> str | None:
+    """file:line of the kernel's argument ``name``."""
+    try:
+        source = get_source(kernel.pyfunc)
+    except Exception:  # noqa: BLE001 - only a better place for the error
+        return None
+    line = next((a.lineno for a in source.tree.args.args if a.arg == name),
+                source.tree.lineno)
+    return f"{source.file}:{line}"
+
+
+def _unknown_field(ref: KernelRef, kernel: Any, name: str, values: Mapping[str, Any],
+                   accumulator: tuple[str, str] | None) -> str:
+    """A field argument that nothing provides: for an energy (objective) kernel without its
+    accumulator U (L), the advice of a kernel that never adds to it; else the fields there
+    are (a scene's params are numbers: adding one there would only move the error)."""
+    at = _argument_line(kernel, name) or ref.where
+    if accumulator is not None:
+        role, target = accumulator
+        return (f"{at}: {role} kernel '{ref.name}' takes no argument '{target}' (the 0-D field "
+                f"it adds to), and its field argument '{name}' is none the scene provides. "
+                f"Name it '{target}: ti.template()', and accumulate into it with "
+                f"'{target}[None] += ...' (the scene names this kernel at {ref.where}).")
+    fields = sorted(n for n, v in values.items()
+                    if not isinstance(v, (bool, int, float, np.generic)))
+    return (f"{at}: kernel '{ref.name}' field argument '{name}' (ti.template()) matches no "
+            f"field: the fields a kernel can take are {', '.join(fields)} and those its "
+            f"module's allocate() makes. Rename the argument, or allocate '{name}' in "
+            f"{ref.path.name}'s allocate() (the scene names this kernel at {ref.where}).")
 
 
 BOX_NAMES = ("box_low", "box_high", "periodic")

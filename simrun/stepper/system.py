@@ -21,12 +21,10 @@ from simrun.stepper.binding import (
     KernelContext,
     bind,
     box_values,
-    check_limits,
-    check_param_types,
-    check_params,
     find_kernel,
     load_module,
     parameter_names,
+    validate_params,
 )
 from simrun.stepper.forces import DirectForces
 from simrun.stepper.neighbors import NeighborList, NeighborListOverflow
@@ -65,7 +63,7 @@ class System:
         ti.init(**options)
         self._make_fields(np.asarray(x0))
         self.extra: dict[str, Any] = {}
-        self._validate_params()
+        validate_params(scene)
         self._allocate_module_fields()
         self.extra.update(thermostat_fields(scene))  # a thermostat's carried state
         self.load_fields({name: self._read_field(path, name, scene.fields_where.get(name))
@@ -203,44 +201,12 @@ class System:
         except NeighborListOverflow as exc:
             raise SceneError(f"{self.scene.source}: neighbors: {exc}") from None
 
-    def _validate_params(self) -> None:
-        """Scene params name kernel arguments and meet the modules' LIMITS (before allocate,
-        which may size fields from them)."""
-        context = {"n": self.scene.particles.count, "dim": self.scene.particles.dim}
-        if self.scene.neighbors is not None:  # pair kernels may not reach past the list
-            context.update(list_cutoff=self.scene.neighbors.cutoff,
-                           cutoff=self.scene.neighbors.cutoff)
-        for term in self.scene.energy:
-            module = load_module(term.kernel.path)
-            kernel = find_kernel(term.kernel, module)
-            check_params(term.kernel, term.params, parameter_names(kernel), term.where,
-                         term.param_where)
-            defaults = getattr(module, "DEFAULTS", {}).get(term.kernel.name, {})
-            check_limits(term.kernel, module, {**defaults, **term.params}, term.where,
-                         term.param_where, context)
-            check_param_types(term.kernel, kernel, term.params, term.where, term.param_where)
-        for sk in (self.scene.step_kernels, self.scene.controller):
-            if sk is not None:
-                self._validate_kernel_list(sk, context)
-
-    @staticmethod
-    def _validate_kernel_list(sk, context: dict[str, int]) -> None:
-        found = [(ref, load_module(ref.path)) for ref in sk.kernels]
-        kernels = [find_kernel(ref, module) for ref, module in found]
-        accepted = {name for k in kernels for name in parameter_names(k)}
-        check_params(sk.kernels[0], sk.params, accepted, sk.kernels[0].where, sk.param_where)
-        for (ref, module), k in zip(found, kernels):
-            defaults = getattr(module, "DEFAULTS", {}).get(ref.name, {})
-            own = {n: v for n, v in sk.params.items() if n in parameter_names(k)}
-            check_limits(ref, module, {**defaults, **own}, ref.where, sk.param_where, context)
-            check_param_types(ref, k, own, ref.where, sk.param_where)
-
     def _bind_term(self, term, box: dict[str, Any] | None = None) -> BoundKernel:
         module = load_module(term.kernel.path)
         kernel = find_kernel(term.kernel, module)
         defaults = getattr(module, "DEFAULTS", {}).get(term.kernel.name, {})
         return bind(term.kernel, kernel, {**self.values(), **(box or {}), **term.params},
-                    defaults)
+                    defaults, accumulator=("energy", "U"))
 
     def energy_with_box_gradient(self) -> tuple[list[BoundKernel], dict[str, Any]]:
         """The energy terms bound to a copy of the box that carries gradients (built once,

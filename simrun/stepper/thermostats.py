@@ -165,7 +165,7 @@ def _chain_update(vs, q, j: ti.template(), length: ti.template(), kin, dof, kT, 
 
 @ti.kernel
 def rescale_factor(K: ti.template(), scale: ti.template(), clock: ti.template(),
-                   dof_field: ti.template(), kT: float, every: ti.i32):
+                   dof_field: ti.template(), kT: float, every: ti.i64):
     """scale = sqrt(dof kT / 2K) at the end of every ``every``-th step, else 1."""
     s = 1.0
     if (clock[None] + 1) % every == 0 and K[None] > 0:
