@@ -186,8 +186,9 @@ class Trajectory:
         system, extra = self.system, self.system.extra
         if "nvt_clock" in extra:
             system.set_state(x0, v0)
-            extra["nvt_dof"][None] = thermo.degrees_of_freedom(self.scene,
-                                                               system.forces()[1]).count
+            potential, forces = system.forces()
+            extra["nvt_dof"][None] = thermo.degrees_of_freedom(self.scene, forces, x0,
+                                                               potential).count
             for name in ("nvt_clock", "nvt_xi", "nvt_vxi"):
                 if name in extra:
                     extra[name].fill(0)
