@@ -174,26 +174,27 @@ def _ensemble_job(scene: Scene, out_dir: Path | None, options: dict[str, Any],
                   quiet: bool) -> None:
     """`--method ensemble`: the fluctuation formula over one thermostatted run."""
     from simrun.adjoint.job import start_outputs
-    from simrun.ensemble.job import ensemble_gradient
-    from simrun.ensemble.keys import parse_ensemble_key, require_canonical
-    from simrun.ensemble.record import write_ensemble_outputs
+    from simrun.ensemble.job import check_request, ensemble_gradient
+    from simrun.ensemble.record import mark_failed, write_ensemble_outputs
 
     if options["method"] != "ensemble":
         raise SceneError(f"--method {options['method']!r}: use trajectory or ensemble")
-    require_canonical(scene)
-    for key in options["wrt"]:
-        parse_ensemble_key(scene, key)
+    sampling = {"steps": options.get("steps"), "equilibrate": options.get("equilibrate"),
+                "every": options.get("sample_every")}
+    check_request(scene, options["wrt"], **sampling)  # bad input: before any folder
     target = _target(scene, out_dir, recorded, allow_changed)
     start_outputs(target, scene, options)
     state["dir"] = target
-    with step_bar(f"grad {scene.name}", err.is_terminal and not quiet,
-                  folder=lambda: target) as bar:
-        report = (lambda phase, done, total: bar(done, total, phase)) if bar else None
-        result = ensemble_gradient(scene, options["wrt"], target / "sampling",
-                                   steps=options.get("steps"),
-                                   equilibrate=options.get("equilibrate"),
-                                   every=options.get("sample_every"),
-                                   threads=options.get("threads"), progress=report)
+    try:
+        with step_bar(f"grad {scene.name}", err.is_terminal and not quiet,
+                      folder=lambda: target) as bar:
+            report = (lambda phase, done, total: bar(done, total, phase)) if bar else None
+            result = ensemble_gradient(scene, options["wrt"], target / "sampling",
+                                       threads=options.get("threads"), progress=report,
+                                       **sampling)
+    except Exception as exc:  # found on the way (an objective's kernel); not Ctrl-C
+        mark_failed(target, str(exc) or type(exc).__name__)
+        raise
     write_ensemble_outputs(target, scene, result, options)
     s = result.samples
     out.print(f"<O> = {_value(result.objective)} +- {_value(result.objective_error)} "

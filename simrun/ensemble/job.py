@@ -46,24 +46,43 @@ MIN_BLOCK_TAUS = 3.0  # blocks shorter than this many correlation times: errors 
 def require_frames(steps: int, every: int | None, equilibrate: int | None,
                    blocks: int) -> None:
     """SceneError before the run where it cannot sample the two frames a block that the
-    jackknife's errors need (``every`` and ``equilibrate`` as given: None for defaults)."""
+    jackknife's errors need (``every`` and ``equilibrate`` as given: None for defaults).
+    Fast for any sizes: the least run that would do is found by bisection."""
     def frames(n: int) -> int:
         e, q = sampling_defaults(n, every, equilibrate)
         return n // e - q // e
 
     if frames(steps) >= 2 * blocks:
         return
-    least = steps
-    while frames(least) < 2 * blocks:
-        least = max(least + 1, least * 2 * blocks // max(frames(least), 1))
-    while frames(least - 1) >= 2 * blocks:  # the search may overshoot: back to the least
-        least -= 1
     e, q = sampling_defaults(steps, every, equilibrate)
+    if equilibrate is not None and equilibrate >= steps:
+        raise SceneError(
+            f"--equilibrate {equilibrate} discards the whole run of {steps} steps: nothing "
+            f"is left to average. Discard fewer steps (the default is the first "
+            f"{EQUILIBRATION:.0%}, {int(EQUILIBRATION * steps)}), or run longer (--steps).")
+    low, high = steps, 2 * steps
+    while frames(high) < 2 * blocks:  # doubling: a few dozen at most
+        low, high = high, 2 * high
+    while high - low > 1:  # frames(low) is too few, frames(high) enough
+        middle = (low + high) // 2
+        low, high = (middle, high) if frames(middle) < 2 * blocks else (low, middle)
     raise SceneError(
         f"--method ensemble: {steps} steps, sampled every {e} after the first {q}, give "
         f"{max(frames(steps), 0)} frames, and its error estimate needs at least {2 * blocks} "
-        f"({blocks} blocks of two): run at least {least} steps (--steps {least}), or "
+        f"({blocks} blocks of two): run at least {high} steps (--steps {high}), or "
         "sample more often (--sample-every) or discard fewer (--equilibrate).")
+
+
+def check_request(scene: Scene, wrt: list[str], steps: int | None = None,
+                  every: int | None = None, equilibrate: int | None = None,
+                  blocks: int = 20) -> list[Key]:
+    """The KEYs of ``wrt``; SceneError for anything the run could not do (a scene that does
+    not sample the canonical ensemble, an unknown KEY, too few frames), before any folder
+    is made or any step taken."""
+    require_canonical(scene)
+    keys = [parse_ensemble_key(scene, text) for text in wrt]
+    require_frames(steps or scene.steps, every, equilibrate, blocks)
+    return keys
 
 
 @dataclass
@@ -209,10 +228,8 @@ def ensemble_gradient(scene: Scene, wrt: list[str], folder: Path, *, steps: int 
     """d<O>/dKEY for each KEY of ``wrt`` with standard errors, from one run of the scene
     (``steps`` long, frames every ``every`` steps after the first ``equilibrate``) written to
     ``folder`` (SceneError for a scene that does not sample the canonical ensemble)."""
-    require_canonical(scene)
-    keys = [parse_ensemble_key(scene, text) for text in wrt]
+    keys = check_request(scene, wrt, steps, every, equilibrate, blocks)
     steps = steps or scene.steps
-    require_frames(steps, every, equilibrate, blocks)
     every, equilibrate = sampling_defaults(steps, every, equilibrate)
     t0 = time.perf_counter()
     samples = sample(sampling_scene(scene, steps, every), folder, equilibrate, threads,

@@ -21,6 +21,15 @@ def _plain(value: Any) -> Any:
     return np.asarray(value, float).tolist() if np.ndim(value) else float(value)
 
 
+def mark_failed(out_dir, message: str) -> None:
+    """gradients.json says 'failed' and why (bad input found after the folder was made), so
+    that no folder claims a job 'running' that has stopped."""
+    path = Path(out_dir) / "gradients.json"
+    record = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    record.update(status="failed", error=message)
+    atomic_write_text(path, json.dumps(record, indent=2) + "\n")
+
+
 def write_ensemble_outputs(out_dir: Path, scene: Scene, result: EnsembleResult,
                            options: dict[str, Any] | None = None) -> list[Path]:
     """gradients.json, gradients.npz and sensitivities.png (d ln<O> / d ln KEY)."""
