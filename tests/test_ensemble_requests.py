@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from cli_helpers import REPO, simrun
 
 OSCILLATORS = REPO / "scenes" / "oscillators.yaml"
@@ -48,3 +49,51 @@ def test_a_request_found_bad_during_the_job_leaves_a_failed_folder(tmp_path: Pat
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     record = json.loads((tmp_path / "g" / "gradients.json").read_text())
     assert record["status"] == "failed" and "undefined_name" in record["error"]
+
+
+@pytest.mark.parametrize("integrator, start, why", [
+    ("{type: nose_hoover, temperature: 0.5, tau: 0.5}", "0", "did not fluctuate at all"),
+    ("{type: nose_hoover, temperature: 0.5, tau: 0.5, chain: 1}", "0.5",
+     "where the canonical ensemble gives"),
+])
+def test_a_run_that_did_not_sample_the_ensemble_is_flagged(
+        tmp_path: Path, integrator: str, start: str, why: str) -> None:
+    """Traps started at their centres: a Nose-Hoover thermostat cannot heat a system at
+    rest (it scales velocities), so every frame is the start ('0 +- 0'); a one-link chain
+    from a thermal start does not mix the traps (its msd read 0.62 against the exact
+    d kT / k = 0.75, its derivative -260 against -0.375). Both read exit 0 as fine."""
+    done = _grad(tmp_path, "--steps", "4000", "--set", f"integrator={integrator}",
+                 "--set", f"initial.temperature={start}", "--set", "particles.count=500",
+                 "--set", "energy.0.params.count=500")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "did not sample the canonical ensemble" in done.stderr and why in done.stderr
+    record = json.loads((tmp_path / "g" / "gradients.json").read_text())
+    assert record["status"] == "failed" and why in record["error"]
+
+
+def test_a_langevin_run_with_its_dt_bias_is_not_flagged(tmp_path: Path) -> None:
+    """The shipped traps at dt 0.2 read a kinetic temperature 2% low (the integrator's
+    bias, five of its errors but a fraction of one reading's canonical spread): fine."""
+    done = _grad(tmp_path, "--steps", "4000", "--set", "particles.count=500",
+                 "--set", "energy.0.params.count=500")
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "g" / "gradients.json").read_text())["status"] == "done"
+
+
+@pytest.mark.parametrize("value", ["ti.sqrt(-1.0 - x[i][0] * x[i][0])", "1.0 / (x[i][0] - x[i][0])"])
+def test_a_non_finite_observable_exits_1_without_numpy_warnings(tmp_path: Path,
+                                                                value: str) -> None:
+    """NaN or inf per frame gave exit 0, 'nan +- nan', a 'done' folder and NumPy's
+    RuntimeWarnings; now exit 1 (grad --help: not finite), the folder 'failed'."""
+    kernels = tmp_path / "bad.py"
+    kernels.write_text("import simrun.lang as ti\n\n\n@ti.kernel\n"
+                       "def bad(x: ti.template(), L: ti.template()):\n"
+                       "    for i in x:\n"
+                       f"        L[None] += {value}\n")
+    done = _grad(tmp_path, "--steps", "200", "--set",
+                 f"objective={{kernel: {kernels}:bad, at: mean}}", "--allow-outside")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "not finite" in done.stderr and "Warning" not in done.stderr, done.stderr
+    assert "nan" not in done.stdout.lower()
+    record = json.loads((tmp_path / "g" / "gradients.json").read_text())
+    assert record["status"] == "failed" and "not finite" in record["error"]

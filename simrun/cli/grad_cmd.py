@@ -76,8 +76,9 @@ def grad(
 
     Writes DIR/gradients.json (objective, gradients, schedule, timings), DIR/gradients.npz,
     DIR/scene.yaml and DIR/sensitivities.png (d ln J / d ln p for scalar keys); with
-    state.x0, DIR/x0_gradient.png. Exit 0 ok, 1 the check failed or was inconclusive or
-    the gradient is not finite, 2 bad input (unknown KEY, no objective), 130 interrupted."""
+    state.x0, DIR/x0_gradient.png. Exit 0 ok, 1 the check failed or was inconclusive, the
+    gradient is not finite, or (--method ensemble) the run did not sample its thermostat's
+    canonical ensemble, 2 bad input (unknown KEY, no objective), 130 interrupted."""
     with common.on_device(device):
         grad_job(lambda: load_scene(scene_path, list(sets or []), allow_outside=allow_outside),
                  out_dir, {"wrt": list(wrt), "mode": mode, "check": check,
@@ -175,7 +176,11 @@ def _ensemble_job(scene: Scene, out_dir: Path | None, options: dict[str, Any],
     """`--method ensemble`: the fluctuation formula over one thermostatted run."""
     from simrun.adjoint.job import start_outputs
     from simrun.ensemble.job import check_request, ensemble_gradient
-    from simrun.ensemble.record import mark_failed, write_ensemble_outputs
+    from simrun.ensemble.record import (
+        mark_failed,
+        unsampled_message,
+        write_ensemble_outputs,
+    )
 
     if options["method"] != "ensemble":
         raise SceneError(f"--method {options['method']!r}: use trajectory or ensemble")
@@ -192,6 +197,9 @@ def _ensemble_job(scene: Scene, out_dir: Path | None, options: dict[str, Any],
             result = ensemble_gradient(scene, options["wrt"], target / "sampling",
                                        threads=options.get("threads"), progress=report,
                                        **sampling)
+    except FloatingPointError as exc:  # a non-finite observable or average
+        mark_failed(target, str(exc))
+        raise typer.Exit(_failed(str(exc))) from None
     except Exception as exc:  # found on the way (an objective's kernel); not Ctrl-C
         mark_failed(target, str(exc) or type(exc).__name__)
         raise
@@ -208,6 +216,8 @@ def _ensemble_job(scene: Scene, out_dir: Path | None, options: dict[str, Any],
     for line in result.warnings:
         err.print(f"warning: {line}", markup=False)
     out.print(f"  wrote {target}")
+    if result.unsampled:
+        raise typer.Exit(_failed(unsampled_message(result)))
 
 
 def _what(scene: Scene) -> str:
