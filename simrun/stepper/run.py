@@ -146,7 +146,8 @@ def make_stepping(scene: Scene, system: System, state: State, checkpoint: dict |
         if controller_conflict(scene):
             raise SceneError(controller_conflict(scene))
         system.extra["nvt_dof"][None] = dof.count
-        system.extra["nvt_clock"][None] = state.step  # the step the noise is drawn at
+        if checkpoint is None or "field:nvt_clock" not in checkpoint:  # else as saved
+            system.extra["nvt_clock"][None] = state.step  # the step the noise is drawn at
         for name in ("xi", "vxi"):  # a chain saved before it was a field (older runs)
             if checkpoint is not None and f"thermostat:{name}" in checkpoint \
                     and f"field:nvt_{name}" not in checkpoint:
