@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from simrun.adjoint.horizon import adjoint_growth
 from simrun.adjoint.job import GradResult, objective_value
 from simrun.adjoint.keys import Key, parse_key, value_of, with_value
 from simrun.scene import Scene
@@ -75,11 +76,21 @@ def check_gradient(scene: Scene, result: GradResult, *, threads: int | None = No
             f"(from {taylor['h'] / 8:g} of the KEYs' sizes; it jumps or kinks there, as where "
             "pairs cross a potential's cutoff), so the gradient, J's derivative where J has "
             "one, cannot predict J's change over such steps")
+    growth = adjoint_growth(result.adjoint_horizon, scene.dt)
+    if growth is not None:  # chaos: no finite step is small enough to test the gradient
+        for part in (*rows, taylor):
+            if part["verdict"] == "failed":
+                part["verdict"], part["ok"] = "inconclusive", False
+                part["why"] = ("J(p +- h) lie on trajectories that have parted for any "
+                               "step h finite differences can take (chaos, below)")
     verdicts = {r["verdict"] for r in rows} | {taylor["verdict"]}
     verdict = "failed" if "failed" in verdicts else \
         "inconclusive" if "inconclusive" in verdicts else "ok"
-    return {"rows": rows, "taylor": taylor, "tolerance": tol, "verdict": verdict,
-            "ok": verdict == "ok"}
+    out = {"rows": rows, "taylor": taylor, "tolerance": tol, "verdict": verdict,
+           "ok": verdict == "ok"}
+    if growth is not None:
+        out["chaos"] = growth
+    return out
 
 
 def _not_smooth(rows: list[dict], taylor: dict, tol: float) -> bool:

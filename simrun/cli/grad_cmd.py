@@ -246,6 +246,7 @@ def _print_result(scene: Scene, result: Any, target: Path) -> None:
     if result.mode == "reverse":
         out.print(f"  schedule: {result.snapshots} stored states, {result.advances} steps "
                   f"recomputed")
+        _print_adjoint_growth(scene, result)
     else:
         out.print("  forward mode: arrays along a random unit direction (gradients.npz)")
         _print_growth(scene, result)
@@ -256,17 +257,25 @@ def _print_result(scene: Scene, result: Any, target: Path) -> None:
             raise typer.Exit(EXIT_FAILED)
 
 
+def _print_adjoint_growth(scene: Scene, result: Any) -> None:
+    """Reverse mode's word on chaos (from the adjoint's growth), as forward mode's."""
+    from simrun.adjoint.horizon import ENSEMBLE_ADVICE, adjoint_growth, chaos_reason
+
+    growth = adjoint_growth(result.adjoint_horizon, scene.dt)
+    if growth is not None:
+        err.print(f"  {chaos_reason(growth)}: dJ/dKEY above describes this one trajectory "
+                  f"only. {ENSEMBLE_ADVICE}", markup=False)
+
+
 def _print_growth(scene: Scene, result: Any) -> None:
     """Say so when a sensitivity grows exponentially with the horizon (chaos), and name the
     method whose derivatives of averages do not."""
-    from simrun.adjoint.horizon import growth_report
+    from simrun.adjoint.horizon import ENSEMBLE_ADVICE, growth_report
 
     for key, g in growth_report(result.horizon, scene.dt).items():
         err.print(f"  dJ/d{key} grows exponentially with the horizon (rate {g['rate']:.3g} per "
                   f"unit time; x{g['factor']:.3g} from the second quarter to the last): the "
-                  "trajectory's derivative is dominated by chaos here. For an equilibrium "
-                  "average (objective at: mean, under a Langevin or Nose-Hoover thermostat) "
-                  "use --method ensemble, whose derivative does not grow with the run.",
+                  f"trajectory's derivative is dominated by chaos here. {ENSEMBLE_ADVICE}",
                   markup=False)
 
 
@@ -305,3 +314,7 @@ def _print_check(check: dict) -> None:
                   "this gradient (not a pass):")
         for why in whys:
             out.print(f"    {why}.", markup=False)
+    if "chaos" in check:
+        from simrun.adjoint.horizon import ENSEMBLE_ADVICE, chaos_reason
+
+        out.print(f"    {chaos_reason(check['chaos'])}. {ENSEMBLE_ADVICE}", markup=False)
