@@ -46,3 +46,5 @@ def test_rounding_noise_is_internal_and_fields_are_external() -> None:
     assert external_forces(fluid + field, x, potential, "f64")
     few = _lattice(2)
     assert external_forces(np.tile(field, (len(few), 1)), few, 0.0, "f64")
+    one = np.zeros((1, 3))  # a projectile: no size to judge rounding by
+    assert external_forces(np.array([[0.0, -9.8, 0.0]]), one, -9.8, "f64")

@@ -71,8 +71,9 @@ def external_forces(forces: np.ndarray, positions: np.ndarray, potential: float,
     rounding too and says nothing; the net force is then a sum of N errors of random
     sign, within RANDOM_WALK_SIGMAS standard deviations, sqrt(sum F^2) per axis, of zero.
     Forces are taken to be at their rounding when moving every particle across the
-    system's size (the rms distance from the centre) would change the energy per particle
-    by less than sqrt(eps) of it: no field that weak changes what a run measures."""
+    system's size (the rms distance from the centre; none for one particle) would change
+    the energy per particle by less than sqrt(eps) of it: no field that weak changes what a
+    run measures."""
     f = np.asarray(forces, dtype=np.float64).reshape(len(forces), -1)
     sums = np.abs(f.sum(axis=0))
     net = sums.max(initial=0.0)
@@ -82,7 +83,7 @@ def external_forces(forces: np.ndarray, positions: np.ndarray, potential: float,
     x = np.asarray(positions, dtype=np.float64).reshape(len(f), -1)
     size = float(np.sqrt(((x - x.mean(axis=0)) ** 2).sum(axis=1).mean()))
     rms_force = float(np.sqrt((f ** 2).sum(axis=1).mean()))
-    at_rounding = rms_force * size <= math.sqrt(eps) * abs(potential) / len(f)
+    at_rounding = size > 0 and rms_force * size <= math.sqrt(eps) * abs(potential) / len(f)
     random_walk = np.all(sums <= RANDOM_WALK_SIGMAS * np.sqrt((f ** 2).sum(axis=0)))
     return not (at_rounding and random_walk)
 
