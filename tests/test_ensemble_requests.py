@@ -97,3 +97,20 @@ def test_a_non_finite_observable_exits_1_without_numpy_warnings(tmp_path: Path,
     assert "nan" not in done.stdout.lower()
     record = json.loads((tmp_path / "g" / "gradients.json").read_text())
     assert record["status"] == "failed" and "not finite" in record["error"]
+
+
+def test_trajectory_mode_marks_a_folder_failed_too(tmp_path: Path) -> None:
+    """The same class in reverse mode: an objective kernel that does not compile is found
+    after the folder is made; gradients.json said 'running'."""
+    kernels = tmp_path / "broken.py"
+    kernels.write_text("import simrun.lang as ti\n\n\n@ti.kernel\n"
+                       "def spread(x: ti.template(), L: ti.template()):\n"
+                       "    for i in x:\n"
+                       "        L[None] += undefined_name\n")
+    done = simrun("grad", str(OSCILLATORS), "--wrt", "energy.0.params.k", *SMALL, "--set",
+                  "integrator=velocity_verlet", "--steps", "20", "--set",
+                  f"objective={{kernel: {kernels}:spread, at: end}}", "--allow-outside",
+                  "--out", str(tmp_path / "g"), cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    record = json.loads((tmp_path / "g" / "gradients.json").read_text())
+    assert record["status"] == "failed" and "undefined_name" in record["error"]

@@ -14,7 +14,7 @@ from simrun.cli import common
 from simrun.cli.common import EXIT_FAILED, SceneArg, SetOpt, ThreadsOpt, err, exit_codes, out
 from simrun.cli.progress import step_bar
 from simrun.lang.config import job_policy
-from simrun.outputs.resumable import how_to_continue
+from simrun.outputs.resumable import how_to_continue, mark_failed
 from simrun.outputs.rundir import check_writable, new_run_dir
 from simrun.scene import Scene, SceneError, load_scene
 
@@ -148,10 +148,14 @@ def grad_job(load: Callable[[], Scene], out_dir: Path | None, options: dict[str,
                     if mode == "reverse" else \
                     forward_gradient(scene, options["wrt"], steps=n, threads=threads,
                                      progress=report)
+            if options.get("check") and mode == "reverse":
+                result.check = check_gradient(scene, result, threads=threads)
         except FloatingPointError as exc:
+            mark_failed(target / "gradients.json", str(exc))
             raise typer.Exit(_failed(str(exc))) from None
-        if options.get("check") and mode == "reverse":
-            result.check = check_gradient(scene, result, threads=threads)
+        except Exception as exc:  # found on the way (an objective's kernel); not Ctrl-C
+            mark_failed(target / "gradients.json", str(exc) or type(exc).__name__)
+            raise
         write_outputs(target, scene, result, options)
     _print_result(scene, result, target)
 
@@ -176,11 +180,7 @@ def _ensemble_job(scene: Scene, out_dir: Path | None, options: dict[str, Any],
     """`--method ensemble`: the fluctuation formula over one thermostatted run."""
     from simrun.adjoint.job import start_outputs
     from simrun.ensemble.job import check_request, ensemble_gradient
-    from simrun.ensemble.record import (
-        mark_failed,
-        unsampled_message,
-        write_ensemble_outputs,
-    )
+    from simrun.ensemble.record import unsampled_message, write_ensemble_outputs
 
     if options["method"] != "ensemble":
         raise SceneError(f"--method {options['method']!r}: use trajectory or ensemble")
@@ -198,10 +198,10 @@ def _ensemble_job(scene: Scene, out_dir: Path | None, options: dict[str, Any],
                                        threads=options.get("threads"), progress=report,
                                        **sampling)
     except FloatingPointError as exc:  # a non-finite observable or average
-        mark_failed(target, str(exc))
+        mark_failed(target / "gradients.json", str(exc))
         raise typer.Exit(_failed(str(exc))) from None
     except Exception as exc:  # found on the way (an objective's kernel); not Ctrl-C
-        mark_failed(target, str(exc) or type(exc).__name__)
+        mark_failed(target / "gradients.json", str(exc) or type(exc).__name__)
         raise
     write_ensemble_outputs(target, scene, result, options)
     s = result.samples

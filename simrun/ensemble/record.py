@@ -21,15 +21,6 @@ def _plain(value: Any) -> Any:
     return np.asarray(value, float).tolist() if np.ndim(value) else float(value)
 
 
-def mark_failed(out_dir, message: str) -> None:
-    """gradients.json says 'failed' and why (bad input found after the folder was made), so
-    that no folder claims a job 'running' that has stopped."""
-    path = Path(out_dir) / "gradients.json"
-    record = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    record.update(status="failed", error=message)
-    atomic_write_text(path, json.dumps(record, indent=2) + "\n")
-
-
 def unsampled_message(result: EnsembleResult) -> str:
     """Why the averages cannot be canonical ones (the run did not sample the ensemble)."""
     return ("the sampling run did not sample the canonical ensemble, so these averages and "
