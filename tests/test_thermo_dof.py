@@ -48,3 +48,17 @@ def test_rounding_noise_is_internal_and_fields_are_external() -> None:
     assert external_forces(np.tile(field, (len(few), 1)), few, 0.0, "f64")
     one = np.zeros((1, 3))  # a projectile: no size to judge rounding by
     assert external_forces(np.array([[0.0, -9.8, 0.0]]), one, -9.8, "f64")
+
+
+def test_a_tether_at_its_rest_point_breaks_momentum(tmp_path: Path) -> None:
+    """Traps k/2 |x - x0|^2 started at their centres: every first force is exactly zero, so
+    the sum said 'momentum is conserved' (dof 3N - 3), and a Nose-Hoover thermostat then
+    held the traps at (3N - 3)/3N of its temperature. Forces that change when every
+    particle moves alike are no pair forces: dof 3N."""
+    done = simrun("run", str(REPO / "scenes" / "oscillators.yaml"), "--steps", "2",
+                  "--no-render", "-q", "--set", "particles.count=10", "--set",
+                  "energy.0.params.count=10", "--set", "integrator=velocity_verlet",
+                  "--out", str(tmp_path / "traps"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    thermo = json.loads((tmp_path / "traps" / "run.json").read_text())["thermo"]
+    assert thermo["dof"] == 30 and "tether" in thermo["dof_why"], thermo

@@ -188,8 +188,9 @@ class Trajectory:
         if "nvt_clock" in extra:
             system.set_state(x0, v0)
             potential, forces = system.forces()
-            extra["nvt_dof"][None] = thermo.degrees_of_freedom(self.scene, forces, x0,
-                                                               potential).count
+            extra["nvt_dof"][None] = thermo.degrees_of_freedom(
+                self.scene, forces, x0, potential,
+                lambda shift: system.forces_moved(x0, shift)).count
             for name in ("nvt_clock", "nvt_xi", "nvt_vxi"):
                 if name in extra:
                     extra[name].fill(0)

@@ -138,9 +138,11 @@ def make_stepping(scene: Scene, system: System, state: State, checkpoint: dict |
     """The steps (the field stepper's native chunks, integrators and thermostats alike) and the
     temperature's degrees of freedom: decided at step 0 and saved with each frame, so a
     resumed run keeps them."""
-    dof = thermo.degrees_of_freedom(scene, state.f, state.x, state.potential)
     if checkpoint is not None and "thermo_dof" in checkpoint:
         dof = thermo.Dof(int(checkpoint["thermo_dof"]), "as decided at step 0")
+    else:
+        dof = thermo.degrees_of_freedom(scene, state.f, state.x, state.potential,
+                                        lambda shift: system.forces_moved(state.x, shift))
     conserved = None
     if scene.integrator.thermostat and scene.step_kernels is None:
         if controller_conflict(scene):

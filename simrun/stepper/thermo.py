@@ -13,6 +13,7 @@ a term such as a constant field or a tether to x0 makes them not sum to zero).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,9 +34,12 @@ class Dof:
 
 
 def degrees_of_freedom(scene: Scene, forces: np.ndarray, positions: np.ndarray,
-                       potential: float) -> Dof:
+                       potential: float,
+                       moved: Callable[[np.ndarray], np.ndarray] | None = None) -> Dof:
     """dim * N, less dim when total momentum is conserved (see the module docstring); the
-    first forces at ``positions``, where the potential energy is ``potential``."""
+    first forces at ``positions``, where the potential energy is ``potential``; ``moved``
+    (shift -> the forces with every particle moved by it) finds what the first forces
+    cannot show: a tether at its rest point, whose first forces are all zero."""
     n, dim = scene.particles.count, scene.particles.dim
     full = n * dim
     if scene.step_kernels is not None:
@@ -52,6 +56,10 @@ def degrees_of_freedom(scene: Scene, forces: np.ndarray, positions: np.ndarray,
                    "external field or tether")
     if n == 1:
         return Dof(full, "a single particle")
+    change = _translation_change(scene, forces, positions, moved)
+    if change is not None and external_forces(change, positions, potential, scene.precision):
+        return Dof(full, "the forces change when every particle moves alike: a tether or a "
+                   "field that varies in space")
     return Dof(full - dim, "total momentum is conserved: the centre of mass is not thermal")
 
 
@@ -86,6 +94,24 @@ def external_forces(forces: np.ndarray, positions: np.ndarray, potential: float,
     at_rounding = size > 0 and rms_force * size <= math.sqrt(eps) * abs(potential) / len(f)
     random_walk = np.all(sums <= RANDOM_WALK_SIGMAS * np.sqrt((f ** 2).sum(axis=0)))
     return not (at_rounding and random_walk)
+
+
+def _translation_change(scene: Scene, forces: np.ndarray, positions: np.ndarray,
+                        moved: Callable[[np.ndarray], np.ndarray] | None) -> np.ndarray | None:
+    """F(x + a) - F(x) for a uniform move a (Noether: momentum is conserved where U does not
+    change under it, and then neither do the forces, but for rounding). |a| is 10 sqrt(eps)
+    of the system's size, far above the positions' rounding and, with a neighbour list, at
+    most a quarter of its skin (no rebuild)."""
+    x = np.asarray(positions, dtype=np.float64)
+    size = float(np.sqrt(((x - x.mean(axis=0)) ** 2).sum(axis=1).mean()))
+    if moved is None or size == 0:
+        return None
+    eps = float(np.finfo(np.float32 if scene.precision == "f32" else np.float64).eps)
+    step = 10 * math.sqrt(eps) * size
+    if scene.neighbors is not None:
+        step = min(step, 0.25 * float(scene.neighbors.skin))
+    shift = np.full(x.shape[1], step / math.sqrt(x.shape[1]))
+    return moved(shift) - np.asarray(forces, dtype=np.float64)
 
 
 def temperature(kinetic: float, dof: int) -> float:
