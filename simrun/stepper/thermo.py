@@ -6,8 +6,9 @@ Temperature is the kinetic one, in units where k_B = 1: T = 2 K / dof. The degre
 freedom are dim * N, less dim when the dynamics conserves total momentum (then the centre of
 mass carries no thermal energy, as in LAMMPS's ``compute temp``). Momentum is conserved when
 nothing external pushes the particles: no step kernels, no damping, no reflecting walls, no
-Langevin, rescaling or CSVR thermostat, and forces that sum to zero (checked on the first forces:
-a term such as a constant field or a tether to x0 makes them not sum to zero).
+Langevin, rescaling or CSVR thermostat, and forces that sum to zero and do not change when
+every particle moves alike (checked at the start: a constant field makes the first forces not
+sum to zero; a tether to x0, whose first forces are all zero, changes them under the move).
 """
 
 from __future__ import annotations
