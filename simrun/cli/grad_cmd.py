@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -137,7 +138,7 @@ def grad_job(load: Callable[[], Scene], out_dir: Path | None, options: dict[str,
                           highlight=False)
 
         threads = options.get("threads")
-        try:
+        with _failure_recorded(target):
             with step_bar(f"grad {scene.name}", err.is_terminal and not quiet,
                           folder=lambda: target) as bar:
                 report = (lambda phase, done, total: bar(done, total, phase)) if bar else None
@@ -150,14 +151,23 @@ def grad_job(load: Callable[[], Scene], out_dir: Path | None, options: dict[str,
                                      progress=report)
             if options.get("check") and mode == "reverse":
                 result.check = check_gradient(scene, result, threads=threads)
-        except FloatingPointError as exc:
-            mark_failed(target / "gradients.json", str(exc))
-            raise typer.Exit(_failed(str(exc))) from None
-        except Exception as exc:  # found on the way (an objective's kernel); not Ctrl-C
-            mark_failed(target / "gradients.json", str(exc) or type(exc).__name__)
-            raise
         write_outputs(target, scene, result, options)
     _print_result(scene, result, target)
+
+
+@contextmanager
+def _failure_recorded(target: Path) -> Iterator[None]:
+    """An error after the folder was made marks its gradients.json 'failed' with the error
+    (it said 'running', which only Ctrl-C should leave); a gradient or average that is not
+    finite is exit 1. KeyboardInterrupt is no Exception: it leaves 'running', to resume."""
+    try:
+        yield
+    except FloatingPointError as exc:
+        mark_failed(target / "gradients.json", str(exc))
+        raise typer.Exit(_failed(str(exc))) from None
+    except Exception as exc:  # an objective's kernel that does not compile, a bug
+        mark_failed(target / "gradients.json", str(exc) or type(exc).__name__)
+        raise
 
 
 def _target(scene: Scene, out_dir: Path | None, recorded: list | None, allow_changed: bool
@@ -190,19 +200,13 @@ def _ensemble_job(scene: Scene, out_dir: Path | None, options: dict[str, Any],
     target = _target(scene, out_dir, recorded, allow_changed)
     start_outputs(target, scene, options)
     state["dir"] = target
-    try:
-        with step_bar(f"grad {scene.name}", err.is_terminal and not quiet,
-                      folder=lambda: target) as bar:
-            report = (lambda phase, done, total: bar(done, total, phase)) if bar else None
-            result = ensemble_gradient(scene, options["wrt"], target / "sampling",
-                                       threads=options.get("threads"), progress=report,
-                                       **sampling)
-    except FloatingPointError as exc:  # a non-finite observable or average
-        mark_failed(target / "gradients.json", str(exc))
-        raise typer.Exit(_failed(str(exc))) from None
-    except Exception as exc:  # found on the way (an objective's kernel); not Ctrl-C
-        mark_failed(target / "gradients.json", str(exc) or type(exc).__name__)
-        raise
+    bar_shown = err.is_terminal and not quiet
+    with _failure_recorded(target), \
+            step_bar(f"grad {scene.name}", bar_shown, folder=lambda: target) as bar:
+        report = (lambda phase, done, total: bar(done, total, phase)) if bar else None
+        result = ensemble_gradient(scene, options["wrt"], target / "sampling",
+                                   threads=options.get("threads"), progress=report,
+                                   **sampling)
     write_ensemble_outputs(target, scene, result, options)
     s = result.samples
     out.print(f"<O> = {_value(result.objective)} +- {_value(result.objective_error)} "
