@@ -39,3 +39,23 @@ def growth_report(horizon: dict[str, list], dt: float) -> dict[str, dict]:
     """KEY -> its exponential growth, for the KEYs whose sensitivity grows exponentially."""
     found = {name: exponential_growth(rows, dt) for name, rows in horizon.items()}
     return {name: g for name, g in found.items() if g is not None}
+
+
+ENSEMBLE_ADVICE = ("For an equilibrium average (objective at: mean, under a Langevin or "
+                   "Nose-Hoover thermostat) use --method ensemble, whose derivative does not "
+                   "grow with the run.")
+
+
+def adjoint_growth(rows: list, dt: float) -> dict | None:
+    """Reverse mode's reading of the same: rows (steps - k, 0, |dJ/d(state k)|) from an
+    `at: mean` objective's reverse sweep. The sensitivity of J to the state k steps before
+    the end grows with that horizon as dJ(t)/dp does with t (exp(lambda t) in chaos)."""
+    return exponential_growth(rows, dt) if rows else None
+
+
+def chaos_reason(growth: dict) -> str:
+    """One sentence: the growth, what it means for the trajectory's derivative."""
+    return (f"J's sensitivity to the state grows exponentially with the horizon (rate "
+            f"{growth['rate']:.3g} per unit time; x{growth['factor']:.3g} from the second "
+            "quarter of the run to the last): the trajectory is chaotic, and its derivative is "
+            "dominated by that growth")

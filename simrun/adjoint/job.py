@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from simrun.adjoint.horizon import growth_report
+from simrun.adjoint.horizon import adjoint_growth, growth_report
 from simrun.adjoint.kernel_state import Tangent
 from simrun.adjoint.keys import Key, check_field_keys, parse_key, value_of
 from simrun.adjoint.model import DiffModel
@@ -43,6 +43,7 @@ class GradResult:
     mode: str = "reverse"
     directions: dict[str, np.ndarray] = field(default_factory=dict)  # forward: array KEYs
     horizon: dict[str, list] = field(default_factory=dict)  # forward: (step, J(t), dJ(t))
+    adjoint_horizon: list = field(default_factory=list)  # reverse, at: mean (trajectory.py)
     field_values: dict[str, np.ndarray] = field(default_factory=dict)  # fields.<name> at start
     deterministic: bool = True  # float scatters in one fixed order (ti.init(deterministic))
 
@@ -186,7 +187,8 @@ def scene_gradient(scene: Scene, wrt: list[str], *, steps: int | None = None,
     return GradResult(value, grads, steps, snapshots, sched.advances, sched.recompute_factor,
                       sched.peak_stored * _state_bytes(scene, state0),
                       _threads(threads), {"setup": t1 - t0, "sweeps": t2 - t1},
-                      field_values=_field_values(keys, state0))
+                      field_values=_field_values(keys, state0),
+                      adjoint_horizon=list(traj.adjoint_horizon))
 
 
 def field_start_values(scene: Scene, names: list[str], threads: int | None = None
@@ -333,6 +335,9 @@ def write_outputs(out_dir, scene: Scene, result: GradResult,
     }
     if options is not None:
         record["options"] = options
+    growth = adjoint_growth(result.adjoint_horizon, scene.dt)
+    if growth is not None:
+        record["horizon_growth"] = {"state": growth}
     if result.mode == "forward":
         del record["schedule"]
         record["horizon_growth"] = growth_report(result.horizon, scene.dt)

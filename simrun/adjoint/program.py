@@ -135,6 +135,7 @@ class NativeProgram:
             state = self.slab.get(int(self.slab.slot.data[()]), k, self.still)
             traj._seed(self.adj, state, w)
             traj._check_finite(self.adj, k)
+            traj.record_adjoint(self.adj, k, self.steps)
             self.native.push(self.adj)
 
     def _list_after(self) -> None:

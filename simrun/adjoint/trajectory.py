@@ -71,6 +71,7 @@ class Trajectory:
         self.need_energy_grads = False
         self._made: dict = {}  # (ReverseStep | TangentStep, policy.native) -> made once
         self.programs: dict = {}  # (snapshots, the ReverseStep) -> the schedule's program
+        self.adjoint_horizon: list = []  # at: mean, (steps - k, 0, |adjoint of state k|)
         n, dim = scene.particles.count, scene.particles.dim
         self.G, self.G2 = (ti.Vector.field(dim, dtype=system.fp, shape=n, needs_grad=True,
                                            needs_dual=True) for _ in range(2))  # G at x_(k+1)
@@ -186,8 +187,10 @@ class Trajectory:
         system, extra = self.system, self.system.extra
         if "nvt_clock" in extra:
             system.set_state(x0, v0)
-            extra["nvt_dof"][None] = thermo.degrees_of_freedom(self.scene,
-                                                               system.forces()[1]).count
+            potential, forces = system.forces()
+            extra["nvt_dof"][None] = thermo.degrees_of_freedom(
+                self.scene, forces, x0, potential,
+                lambda shift: system.forces_moved(x0, shift)).count
             for name in ("nvt_clock", "nvt_xi", "nvt_vxi"):
                 if name in extra:
                     extra[name].fill(0)
@@ -277,6 +280,14 @@ class Trajectory:
                 for n, f in self.floats.items():  # dU/dfield, e.g. a controller's output
                     adj.fields[n] += w * f.grad.to_numpy().astype(float)
 
+    def record_adjoint(self, adj: KernelAdjoint, k: int, steps: int) -> None:
+        """|dJ/d(state k)| (positions and velocities) at about a thousand states of the
+        reverse sweep: how J's sensitivity grows with the horizon steps - k before it, which
+        is exponential in a chaotic system (horizon.py)."""
+        if k % max(1, steps // 1000) == 0:
+            size = float(np.sqrt(np.sum(adj.x * adj.x) + np.sum(adj.v * adj.v)))
+            self.adjoint_horizon.append((steps - k, 0.0, size))
+
     def _check_finite(self, adj: KernelAdjoint, k: int) -> None:
         for name, value in (("positions", adj.x), ("velocities", adj.v)):
             if not np.isfinite(value).all():
@@ -298,6 +309,7 @@ class Trajectory:
         if key not in self.programs:
             self.programs[key] = NativeProgram(self, native, snapshots)
         native.prepare()
+        self.adjoint_horizon = []
         value, sched = self.programs[key].gradient(state0, steps, snapshots, adj)
         return value, adj, sched
 

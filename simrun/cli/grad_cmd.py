@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,7 +16,7 @@ from simrun.cli.common import EXIT_FAILED, SceneArg, SetOpt, ThreadsOpt, err, ex
 from simrun.cli.progress import step_bar
 from simrun.lang.config import job_policy
 from simrun.outputs.provenance import refuse_changed
-from simrun.outputs.resumable import how_to_continue
+from simrun.outputs.resumable import how_to_continue, mark_failed
 from simrun.outputs.rundir import check_writable, new_run_dir
 from simrun.scene import Scene, SceneError, load_scene
 
@@ -77,8 +78,9 @@ def grad(
 
     Writes DIR/gradients.json (objective, gradients, schedule, timings), DIR/gradients.npz,
     DIR/scene.yaml and DIR/sensitivities.png (d ln J / d ln p for scalar keys); with
-    state.x0, DIR/x0_gradient.png. Exit 0 ok, 1 the check failed or was inconclusive or
-    the gradient is not finite, 2 bad input (unknown KEY, no objective), 130 interrupted."""
+    state.x0, DIR/x0_gradient.png. Exit 0 ok, 1 the check failed or was inconclusive, the
+    gradient is not finite, or (--method ensemble) the run did not sample its thermostat's
+    canonical ensemble, 2 bad input (unknown KEY, no objective), 130 interrupted."""
     with common.on_device(device):
         grad_job(lambda: load_scene(scene_path, list(sets or []), allow_outside=allow_outside),
                  out_dir, {"wrt": list(wrt), "mode": mode, "check": check,
@@ -137,7 +139,7 @@ def grad_job(load: Callable[[], Scene], out_dir: Path | None, options: dict[str,
                           highlight=False)
 
         threads = options.get("threads")
-        try:
+        with _failure_recorded(target):
             with step_bar(f"grad {scene.name}", err.is_terminal and not quiet,
                           folder=lambda: target) as bar:
                 report = (lambda phase, done, total: bar(done, total, phase)) if bar else None
@@ -148,12 +150,25 @@ def grad_job(load: Callable[[], Scene], out_dir: Path | None, options: dict[str,
                     if mode == "reverse" else \
                     forward_gradient(scene, options["wrt"], steps=n, threads=threads,
                                      progress=report)
-        except FloatingPointError as exc:
-            raise typer.Exit(_failed(str(exc))) from None
-        if options.get("check") and mode == "reverse":
-            result.check = check_gradient(scene, result, threads=threads)
+            if options.get("check") and mode == "reverse":
+                result.check = check_gradient(scene, result, threads=threads)
         write_outputs(target, scene, result, options)
     _print_result(scene, result, target)
+
+
+@contextmanager
+def _failure_recorded(target: Path) -> Iterator[None]:
+    """An error after the folder was made marks its gradients.json 'failed' with the error
+    (it said 'running', which only Ctrl-C should leave); a gradient or average that is not
+    finite is exit 1. KeyboardInterrupt is no Exception: it leaves 'running', to resume."""
+    try:
+        yield
+    except FloatingPointError as exc:
+        mark_failed(target / "gradients.json", str(exc))
+        raise typer.Exit(_failed(str(exc))) from None
+    except Exception as exc:  # an objective's kernel that does not compile, a bug
+        mark_failed(target / "gradients.json", str(exc) or type(exc).__name__)
+        raise
 
 
 def _target(scene: Scene, out_dir: Path | None, recorded: list | None, allow_changed: bool
@@ -173,26 +188,24 @@ def _ensemble_job(scene: Scene, out_dir: Path | None, options: dict[str, Any],
                   quiet: bool) -> None:
     """`--method ensemble`: the fluctuation formula over one thermostatted run."""
     from simrun.adjoint.job import start_outputs  # start-up: loads the compiler
-    from simrun.ensemble.job import ensemble_gradient
-    from simrun.ensemble.keys import parse_ensemble_key, require_canonical
-    from simrun.ensemble.record import write_ensemble_outputs
+    from simrun.ensemble.job import check_request, ensemble_gradient
+    from simrun.ensemble.record import unsampled_message, write_ensemble_outputs
 
     if options["method"] != "ensemble":
         raise SceneError(f"--method {options['method']!r}: use trajectory or ensemble")
-    require_canonical(scene)
-    for key in options["wrt"]:
-        parse_ensemble_key(scene, key)
+    sampling = {"steps": options.get("steps"), "equilibrate": options.get("equilibrate"),
+                "every": options.get("sample_every")}
+    check_request(scene, options["wrt"], **sampling)  # bad input: before any folder
     target = _target(scene, out_dir, recorded, allow_changed)
     start_outputs(target, scene, options)
     state["dir"] = target
-    with step_bar(f"grad {scene.name}", err.is_terminal and not quiet,
-                  folder=lambda: target) as bar:
+    bar_shown = err.is_terminal and not quiet
+    with _failure_recorded(target), \
+            step_bar(f"grad {scene.name}", bar_shown, folder=lambda: target) as bar:
         report = (lambda phase, done, total: bar(done, total, phase)) if bar else None
         result = ensemble_gradient(scene, options["wrt"], target / "sampling",
-                                   steps=options.get("steps"),
-                                   equilibrate=options.get("equilibrate"),
-                                   every=options.get("sample_every"),
-                                   threads=options.get("threads"), progress=report)
+                                   threads=options.get("threads"), progress=report,
+                                   **sampling)
     write_ensemble_outputs(target, scene, result, options)
     s = result.samples
     out.print(f"<O> = {_value(result.objective)} +- {_value(result.objective_error)} "
@@ -206,6 +219,8 @@ def _ensemble_job(scene: Scene, out_dir: Path | None, options: dict[str, Any],
     for line in result.warnings:
         err.print(f"warning: {line}", markup=False)
     out.print(f"  wrote {target}")
+    if result.unsampled:
+        raise typer.Exit(_failed(unsampled_message(result)))
 
 
 def _what(scene: Scene) -> str:
@@ -234,6 +249,7 @@ def _print_result(scene: Scene, result: Any, target: Path) -> None:
     if result.mode == "reverse":
         out.print(f"  schedule: {result.snapshots} stored states, {result.advances} steps "
                   f"recomputed")
+        _print_adjoint_growth(scene, result)
     else:
         out.print("  forward mode: arrays along a random unit direction (gradients.npz)")
         _print_growth(scene, result)
@@ -244,17 +260,29 @@ def _print_result(scene: Scene, result: Any, target: Path) -> None:
             raise typer.Exit(EXIT_FAILED)
 
 
+def _print_adjoint_growth(scene: Scene, result: Any) -> None:
+    """Reverse mode's word on chaos (from the adjoint's growth), as forward mode's."""
+    # start-up: simrun.adjoint loads the compiler
+    from simrun.adjoint.horizon import ENSEMBLE_ADVICE, adjoint_growth, chaos_reason
+
+    growth = adjoint_growth(result.adjoint_horizon, scene.dt)
+    if growth is not None:
+        err.print(f"  {chaos_reason(growth)}: dJ/dKEY above describes this one trajectory "
+                  f"only. {ENSEMBLE_ADVICE}", markup=False)
+
+
 def _print_growth(scene: Scene, result: Any) -> None:
     """Say so when a sensitivity grows exponentially with the horizon (chaos), and name the
     method whose derivatives of averages do not."""
-    from simrun.adjoint.horizon import growth_report  # start-up: loads the compiler
+    from simrun.adjoint.horizon import (  # start-up: loads the compiler
+        ENSEMBLE_ADVICE,
+        growth_report,
+    )
 
     for key, g in growth_report(result.horizon, scene.dt).items():
         err.print(f"  dJ/d{key} grows exponentially with the horizon (rate {g['rate']:.3g} per "
                   f"unit time; x{g['factor']:.3g} from the second quarter to the last): the "
-                  "trajectory's derivative is dominated by chaos here. For an equilibrium "
-                  "average (objective at: mean, under a Langevin or Nose-Hoover thermostat) "
-                  "use --method ensemble, whose derivative does not grow with the run.",
+                  f"trajectory's derivative is dominated by chaos here. {ENSEMBLE_ADVICE}",
                   markup=False)
 
 
@@ -293,3 +321,10 @@ def _print_check(check: dict) -> None:
                   "this gradient (not a pass):")
         for why in whys:
             out.print(f"    {why}.", markup=False)
+    if "chaos" in check:
+        from simrun.adjoint.horizon import (  # start-up: simrun.adjoint loads the compiler
+            ENSEMBLE_ADVICE,
+            chaos_reason,
+        )
+
+        out.print(f"    {chaos_reason(check['chaos'])}. {ENSEMBLE_ADVICE}", markup=False)

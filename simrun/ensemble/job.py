@@ -24,8 +24,10 @@ from simrun.adjoint.keys import Key
 from simrun.ensemble.frames import FrameEvaluator
 from simrun.ensemble.keys import parse_ensemble_key, require_canonical
 from simrun.ensemble.observables import KernelObservable, Observed, builtin
+from simrun.ensemble.sampled import sampling_problems
 from simrun.ensemble.stats import Estimate, jackknife
 from simrun.ensemble.targets import TargetLoss
+from simrun.outputs.thermo import read_thermo_csv
 from simrun.scene import Scene, SceneError
 from simrun.stepper.run import run_scene
 
@@ -46,24 +48,43 @@ MIN_BLOCK_TAUS = 3.0  # blocks shorter than this many correlation times: errors 
 def require_frames(steps: int, every: int | None, equilibrate: int | None,
                    blocks: int) -> None:
     """SceneError before the run where it cannot sample the two frames a block that the
-    jackknife's errors need (``every`` and ``equilibrate`` as given: None for defaults)."""
+    jackknife's errors need (``every`` and ``equilibrate`` as given: None for defaults).
+    Fast for any sizes: the least run that would do is found by bisection."""
     def frames(n: int) -> int:
         e, q = sampling_defaults(n, every, equilibrate)
         return n // e - q // e
 
     if frames(steps) >= 2 * blocks:
         return
-    least = steps
-    while frames(least) < 2 * blocks:
-        least = max(least + 1, least * 2 * blocks // max(frames(least), 1))
-    while frames(least - 1) >= 2 * blocks:  # the search may overshoot: back to the least
-        least -= 1
     e, q = sampling_defaults(steps, every, equilibrate)
+    if equilibrate is not None and equilibrate >= steps:
+        raise SceneError(
+            f"--equilibrate {equilibrate} discards the whole run of {steps} steps: nothing "
+            f"is left to average. Discard fewer steps (the default is the first "
+            f"{EQUILIBRATION:.0%}, {int(EQUILIBRATION * steps)}), or run longer (--steps).")
+    low, high = steps, 2 * steps
+    while frames(high) < 2 * blocks:  # doubling: a few dozen at most
+        low, high = high, 2 * high
+    while high - low > 1:  # frames(low) is too few, frames(high) enough
+        middle = (low + high) // 2
+        low, high = (middle, high) if frames(middle) < 2 * blocks else (low, middle)
     raise SceneError(
         f"--method ensemble: {steps} steps, sampled every {e} after the first {q}, give "
         f"{max(frames(steps), 0)} frames, and its error estimate needs at least {2 * blocks} "
-        f"({blocks} blocks of two): run at least {least} steps (--steps {least}), or "
+        f"({blocks} blocks of two): run at least {high} steps (--steps {high}), or "
         "sample more often (--sample-every) or discard fewer (--equilibrate).")
+
+
+def check_request(scene: Scene, wrt: list[str], steps: int | None = None,
+                  every: int | None = None, equilibrate: int | None = None,
+                  blocks: int = 20) -> list[Key]:
+    """The KEYs of ``wrt``; SceneError for anything the run could not do (a scene that does
+    not sample the canonical ensemble, an unknown KEY, too few frames), before any folder
+    is made or any step taken."""
+    require_canonical(scene)
+    keys = [parse_ensemble_key(scene, text) for text in wrt]
+    require_frames(steps or scene.steps, every, equilibrate, blocks)
+    return keys
 
 
 @dataclass
@@ -75,6 +96,7 @@ class Samples:
     dof: int  # the kinetic temperature's degrees of freedom (run.json)
     discarded: int  # frames dropped as equilibration
     folder: Path
+    temperatures: np.ndarray = field(default_factory=lambda: np.zeros(0))  # thermo rows kept
 
 
 @dataclass
@@ -92,6 +114,7 @@ class EnsembleResult:
     seconds: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     mode: str = "ensemble"
+    unsampled: list[str] = field(default_factory=list)  # why the run is not canonical
 
 
 def sampling_scene(scene: Scene, steps: int, every: int) -> Scene:
@@ -112,8 +135,9 @@ def sample(scene: Scene, folder: Path, equilibrate: int, threads: int | None = N
         steps, x = frames["step"], frames["x"]
     info = json.loads((result.out_dir / "run.json").read_text(encoding="utf-8"))
     keep = steps > equilibrate
+    thermo = read_thermo_csv(result.out_dir / "thermo.csv")
     return Samples(steps[keep], x[keep], int(info["thermo"]["dof"]), int((~keep).sum()),
-                   result.out_dir)
+                   result.out_dir, thermo["temperature"][thermo["step"] > equilibrate])
 
 
 def _series(keys: list[Key], obs: Observed, table, kt: float) -> dict[str, np.ndarray]:
@@ -177,8 +201,8 @@ def estimate_from(scene: Scene, keys: list[Key], samples: Samples, blocks: int =
     if scene.objective.targets is not None:
         return _loss_estimate(scene, keys, samples, blocks, threads, progress)
     obs, table = observe(scene, keys, samples, threads, progress)
-    return jackknife(_series(keys, obs, table, kt), gradient_estimator([k.text for k in keys]),
-                     blocks)
+    return finite_jackknife(_series(keys, obs, table, kt),
+                            gradient_estimator([k.text for k in keys]), blocks, samples)
 
 
 def _loss_estimate(scene: Scene, keys: list[Key], samples: Samples, blocks: int,
@@ -199,7 +223,41 @@ def _loss_estimate(scene: Scene, keys: list[Key], samples: Samples, blocks: int,
         return {"objective": np.asarray(out["loss"])[..., None],
                 **{k.text: np.asarray(out[f"grad:{k.text}"])[..., None] for k in keys}}
 
-    return jackknife(loss.series(scene, table, energy, samples.dof), estimate, blocks)
+    return finite_jackknife(loss.series(scene, table, energy, samples.dof), estimate, blocks,
+                            samples)
+
+
+def _what_series(name: str) -> str:
+    kind, _, key = name.partition(":")
+    return {"o": "the observable", "c": f"the energy's derivative for {key}",
+            "a": f"the observable's own derivative for {key}",
+            "oc": f"the observable times the energy's derivative for {key}"}.get(
+                kind, f"the per-frame series {name!r}")
+
+
+def finite_jackknife(series: dict[str, np.ndarray], estimator, blocks: int,
+                     samples: Samples) -> Estimate:
+    """``jackknife`` of series and results that must be finite: FloatingPointError naming
+    the first series that is not (and the frame's step), never 'nan +- nan'."""
+    for name, values in series.items():
+        bad = ~np.isfinite(np.asarray(values, float).reshape(len(values), -1)).all(axis=1)
+        if bad.any():
+            raise FloatingPointError(
+                f"{_what_series(name)} is not finite at {int(bad.sum())} of {len(bad)} frames "
+                f"(the first at step {int(samples.steps[np.argmax(bad)])}): an average of it "
+                "has no value. Check the objective kernel (a log or sqrt of a negative, a "
+                "division by zero) or the energy at those frames "
+                f"({samples.folder / 'frames.npz'})")
+    with np.errstate(all="ignore"):
+        estimate = jackknife(series, estimator, blocks)
+    for name in estimate.values:
+        if not (np.all(np.isfinite(estimate.values[name]))
+                and np.all(np.isfinite(estimate.errors[name]))):
+            raise FloatingPointError(
+                f"{'<O>' if name == 'objective' else 'd<O>/d' + name} or its error overflowed "
+                "(finite frames, a non-finite average): the observable or the energy's "
+                "derivatives are too large for the precision; rescale the objective")
+    return estimate
 
 
 def ensemble_gradient(scene: Scene, wrt: list[str], folder: Path, *, steps: int | None = None,
@@ -209,10 +267,8 @@ def ensemble_gradient(scene: Scene, wrt: list[str], folder: Path, *, steps: int 
     """d<O>/dKEY for each KEY of ``wrt`` with standard errors, from one run of the scene
     (``steps`` long, frames every ``every`` steps after the first ``equilibrate``) written to
     ``folder`` (SceneError for a scene that does not sample the canonical ensemble)."""
-    require_canonical(scene)
-    keys = [parse_ensemble_key(scene, text) for text in wrt]
+    keys = check_request(scene, wrt, steps, every, equilibrate, blocks)
     steps = steps or scene.steps
-    require_frames(steps, every, equilibrate, blocks)
     every, equilibrate = sampling_defaults(steps, every, equilibrate)
     t0 = time.perf_counter()
     samples = sample(sampling_scene(scene, steps, every), folder, equilibrate, threads,
@@ -226,7 +282,9 @@ def ensemble_gradient(scene: Scene, wrt: list[str], folder: Path, *, steps: int 
                                                        for k in wrt},
         {k: round(v, 1) for k, v in estimate.effective.items()}, steps, every, equilibrate,
         samples, blocks, {"sample": t1 - t0, "evaluate": t2 - t1},
-        _warnings(estimate, every))
+        _warnings(estimate, every),
+        unsampled=sampling_problems(samples.temperatures, float(scene.integrator.temperature),
+                                    samples.dof))
 
 
 def _warnings(estimate: Estimate, every: int) -> list[str]:

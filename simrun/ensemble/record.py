@@ -21,6 +21,15 @@ def _plain(value: Any) -> Any:
     return np.asarray(value, float).tolist() if np.ndim(value) else float(value)
 
 
+def unsampled_message(result: EnsembleResult) -> str:
+    """Why the averages cannot be canonical ones (the run did not sample the ensemble)."""
+    return ("the sampling run did not sample the canonical ensemble, so these averages and "
+            "derivatives are not the ensemble's: " + "; ".join(result.unsampled) + ". A "
+            "Nose-Hoover thermostat cannot heat a system at rest (give initial.temperature) "
+            "and a short chain may not mix a stiff or harmonic system (chain: 3 or more, a "
+            "smaller tau, or a Langevin thermostat); or run longer (--steps, --equilibrate)")
+
+
 def write_ensemble_outputs(out_dir: Path, scene: Scene, result: EnsembleResult,
                            options: dict[str, Any] | None = None) -> list[Path]:
     """gradients.json, gradients.npz and sensitivities.png (d ln<O> / d ln KEY)."""
@@ -30,7 +39,7 @@ def write_ensemble_outputs(out_dir: Path, scene: Scene, result: EnsembleResult,
     sources = write_job_scene(out_dir, scene)
     s = result.samples
     record = {
-        "status": "done", "method": "ensemble",
+        "status": "failed" if result.unsampled else "done", "method": "ensemble",
         "objective": {"value": _plain(result.objective),
                       "error": _plain(result.objective_error), **scene.objective.to_dict()},
         "gradients": {k: _plain(v) for k, v in result.gradients.items()},
@@ -42,6 +51,7 @@ def write_ensemble_outputs(out_dir: Path, scene: Scene, result: EnsembleResult,
         "sampling": str(s.folder.relative_to(out_dir)) if s.folder.is_relative_to(out_dir)
         else str(s.folder),
         "warnings": result.warnings,
+        **({"error": unsampled_message(result)} if result.unsampled else {}),
         "timings_s": {k: round(v, 4) for k, v in result.seconds.items()},
         "versions": versions(), "sources": sources,
     }

@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from shlex import quote
 
+from simrun.outputs.atomic import atomic_write_text
+
 JOB_RECORDS = {"run.json": "run", "gradients.json": "grad", "optimize.json": "optimize",
                "fit.json": "fit", "batch.json": "batch"}  # fit: optimize of ensemble targets
 NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # the disk (or the user's quota) is full
@@ -46,6 +48,15 @@ def job_record(folder: Path) -> tuple[str, dict] | None:
         if isinstance(record, dict):
             return job, record
     return None
+
+
+def mark_failed(record_path: Path, message: str) -> None:
+    """A job record (gradients.json) says 'failed' and why: an error found after the folder
+    was made must not leave it claiming 'running' (Ctrl-C alone does: it is resumed)."""
+    path = Path(record_path)
+    record = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    record.update(status="failed", error=message)
+    atomic_write_text(path, json.dumps(record, indent=2) + "\n")
 
 
 def resumable(folder: Path) -> bool:

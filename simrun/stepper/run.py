@@ -138,15 +138,18 @@ def make_stepping(scene: Scene, system: System, state: State, checkpoint: dict |
     """The steps (the field stepper's native chunks, integrators and thermostats alike) and the
     temperature's degrees of freedom: decided at step 0 and saved with each frame, so a
     resumed run keeps them."""
-    dof = thermo.degrees_of_freedom(scene, state.f)
     if checkpoint is not None and "thermo_dof" in checkpoint:
         dof = thermo.Dof(int(checkpoint["thermo_dof"]), "as decided at step 0")
+    else:
+        dof = thermo.degrees_of_freedom(scene, state.f, state.x, state.potential,
+                                        lambda shift: system.forces_moved(state.x, shift))
     conserved = None
     if scene.integrator.thermostat and scene.step_kernels is None:
         if controller_conflict(scene):
             raise SceneError(controller_conflict(scene))
         system.extra["nvt_dof"][None] = dof.count
-        system.extra["nvt_clock"][None] = state.step  # the step the noise is drawn at
+        if checkpoint is None or "field:nvt_clock" not in checkpoint:  # else as saved
+            system.extra["nvt_clock"][None] = state.step  # the step the noise is drawn at
         for name in ("xi", "vxi"):  # a chain saved before it was a field (older runs)
             if checkpoint is not None and f"thermostat:{name}" in checkpoint \
                     and f"field:nvt_{name}" not in checkpoint:

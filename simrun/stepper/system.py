@@ -270,6 +270,17 @@ class System:
                 kernel()
         return float(self.U[None]), -self.x.grad.to_numpy()
 
+    def forces_moved(self, x: np.ndarray, shift: np.ndarray) -> np.ndarray:
+        """F at x + shift (every particle moved alike); the system is left at x with its
+        forces there again, the same bits (a list rebuilt for the move is rebuilt at x)."""
+        at = np.ascontiguousarray(x, dtype=self.np_dtype)
+        try:
+            self.x.from_numpy(np.ascontiguousarray(at + shift, dtype=self.np_dtype))
+            return np.array(self.forces()[1], dtype=np.float64)
+        finally:
+            self.x.from_numpy(at)
+            self.forces()
+
     def _energy_grads(self) -> list:
         """The gradients the energy kernels touch, cleared before each force evaluation.
         Tape's default clears every gradient in the process, which costs each step as much

@@ -6,13 +6,15 @@ Temperature is the kinetic one, in units where k_B = 1: T = 2 K / dof. The degre
 freedom are dim * N, less dim when the dynamics conserves total momentum (then the centre of
 mass carries no thermal energy, as in LAMMPS's ``compute temp``). Momentum is conserved when
 nothing external pushes the particles: no step kernels, no damping, no reflecting walls, no
-Langevin, rescaling or CSVR thermostat, and forces that sum to zero (checked on the first forces:
-a term such as a constant field or a tether to x0 makes them not sum to zero).
+Langevin, rescaling or CSVR thermostat, and forces that sum to zero and do not change when
+every particle moves alike (checked at the start: a constant field makes the first forces not
+sum to zero; a tether to x0, whose first forces are all zero, changes them under the move).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,8 +34,13 @@ class Dof:
     why: str
 
 
-def degrees_of_freedom(scene: Scene, forces: np.ndarray) -> Dof:
-    """dim * N, less dim when total momentum is conserved (see the module docstring)."""
+def degrees_of_freedom(scene: Scene, forces: np.ndarray, positions: np.ndarray,
+                       potential: float,
+                       moved: Callable[[np.ndarray], np.ndarray] | None = None) -> Dof:
+    """dim * N, less dim when total momentum is conserved (see the module docstring); the
+    first forces at ``positions``, where the potential energy is ``potential``; ``moved``
+    (shift -> the forces with every particle moved by it) finds what the first forces
+    cannot show: a tether at its rest point, whose first forces are all zero."""
     n, dim = scene.particles.count, scene.particles.dim
     full = n * dim
     if scene.step_kernels is not None:
@@ -44,15 +51,68 @@ def degrees_of_freedom(scene: Scene, forces: np.ndarray) -> Dof:
         return Dof(full, "reflecting walls change momentum")
     if scene.integrator.type in _BREAKS_MOMENTUM:
         return Dof(full, f"the {scene.integrator.type} thermostat changes momentum")
-    f = np.asarray(forces, dtype=np.float64)
-    net, spread = np.abs(f.sum(axis=0)).max(initial=0.0), np.abs(f).sum()
-    eps = float(np.finfo(np.float32 if scene.precision == "f32" else np.float64).eps)
-    if net > math.sqrt(eps) * spread:  # rounding leaves ~eps * spread; a field leaves ~spread
+    if external_forces(forces, positions, potential, scene.precision):
+        net = np.abs(np.asarray(forces, np.float64).sum(axis=0)).max(initial=0.0)
         return Dof(full, f"the first forces do not sum to zero (|sum F| = {net:.3g}): an "
                    "external field or tether")
     if n == 1:
         return Dof(full, "a single particle")
+    change = _translation_change(scene, forces, positions, moved)
+    if change is not None and external_forces(change, positions, potential, scene.precision):
+        return Dof(full, "the forces change when every particle moves alike: a tether or a "
+                   "field that varies in space")
     return Dof(full - dim, "total momentum is conserved: the centre of mass is not thermal")
+
+
+RANDOM_WALK_SIGMAS = 6.0  # rounding noise's sum beyond this many standard deviations: a field
+
+
+def external_forces(forces: np.ndarray, positions: np.ndarray, potential: float,
+                    precision: str) -> bool:
+    """Whether the first forces have a net part that no rounding explains: an external
+    field or tether, not pair forces, which cancel exactly but for rounding.
+
+    Rounding leaves each force off by about eps times the pair forces that summed to it.
+    Where the forces are resolved (a fluid), that is far below the forces themselves, and a
+    net force over sqrt(eps) of sum |F| (a field of g on N particles leaves N g, their
+    sum) is a field. Where the pair forces cancel to their rounding (a perfect lattice:
+    every F is a few eps of the pair forces, 1e-13 in LAMMPS's LJ melt), sum |F| is
+    rounding too and says nothing; the net force is then a sum of N errors of random
+    sign, within RANDOM_WALK_SIGMAS standard deviations, sqrt(sum F^2) per axis, of zero.
+    Forces are taken to be at their rounding when moving every particle across the
+    system's size (the rms distance from the centre; none for one particle) would change
+    the energy per particle by less than sqrt(eps) of it: no field that weak changes what a
+    run measures."""
+    f = np.asarray(forces, dtype=np.float64).reshape(len(forces), -1)
+    sums = np.abs(f.sum(axis=0))
+    net = sums.max(initial=0.0)
+    eps = float(np.finfo(np.float32 if precision == "f32" else np.float64).eps)
+    if net <= math.sqrt(eps) * np.abs(f).sum():
+        return False
+    x = np.asarray(positions, dtype=np.float64).reshape(len(f), -1)
+    size = float(np.sqrt(((x - x.mean(axis=0)) ** 2).sum(axis=1).mean()))
+    rms_force = float(np.sqrt((f ** 2).sum(axis=1).mean()))
+    at_rounding = size > 0 and rms_force * size <= math.sqrt(eps) * abs(potential) / len(f)
+    random_walk = np.all(sums <= RANDOM_WALK_SIGMAS * np.sqrt((f ** 2).sum(axis=0)))
+    return not (at_rounding and random_walk)
+
+
+def _translation_change(scene: Scene, forces: np.ndarray, positions: np.ndarray,
+                        moved: Callable[[np.ndarray], np.ndarray] | None) -> np.ndarray | None:
+    """F(x + a) - F(x) for a uniform move a (Noether: momentum is conserved where U does not
+    change under it, and then neither do the forces, but for rounding). |a| is 10 sqrt(eps)
+    of the system's size, far above the positions' rounding and, with a neighbour list, at
+    most a quarter of its skin (no rebuild)."""
+    x = np.asarray(positions, dtype=np.float64)
+    size = float(np.sqrt(((x - x.mean(axis=0)) ** 2).sum(axis=1).mean()))
+    if moved is None or size == 0:
+        return None
+    eps = float(np.finfo(np.float32 if scene.precision == "f32" else np.float64).eps)
+    step = 10 * math.sqrt(eps) * size
+    if scene.neighbors is not None:
+        step = min(step, 0.25 * float(scene.neighbors.skin))
+    shift = np.full(x.shape[1], step / math.sqrt(x.shape[1]))
+    return moved(shift) - np.asarray(forces, dtype=np.float64)
 
 
 def temperature(kinetic: float, dof: int) -> float:
