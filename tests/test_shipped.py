@@ -176,3 +176,16 @@ def test_docs_pictures_stay_out_of_the_wheel() -> None:
             (".png", ".gif", "*")), glob
     pictures = [p for p in (REPO / "simrun").rglob("*") if p.suffix in (".png", ".gif", ".jpg")]
     assert not pictures, pictures
+
+
+def test_ci_installs_the_wheel_and_runs_shipped_scenes_from_an_empty_folder() -> None:
+    """.ci/run fails when .ci/wheel-check.sh does; the script stops at its first failure."""
+    ci = (REPO / ".ci" / "run").read_text()
+    assert "\nbash .ci/wheel-check.sh python || status=1\n" in ci
+    script = REPO / ".ci" / "wheel-check.sh"
+    text = script.read_text()
+    assert "\nset -euo pipefail\n" in text and subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    for command in ("-m build", "-m venv", "simrun run gravity", "simrun grad projectile",
+                    "--check", "simrun grad lj_nvt --method ensemble", "simrun.kernels.lj:wca",
+                    "simrun examples"):
+        assert command in text, command
