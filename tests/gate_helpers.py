@@ -7,15 +7,20 @@ job and waits for ``<gate>.held`` knows the job is past ``hold_after`` energy ev
 and cannot finish until the test removes the gate, however fast or slow the machine. A
 signal (Ctrl-C) then interrupts the wait like any step. The term is a ``ti.ad.grad_replaced``
 Python function, so the job steps launch by launch (the native chain cannot call Python).
+
+Importing the module also holds the process's pictures: while ``<gate>.draw`` exists,
+drawing them (``simrun.render.record.render_run``) waits after appending to
+``<gate>.draw.held``, with run.json saying ``"pictures": "drawing"``.
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from pathlib import Path
 
-MODULE = '''"""Test gate: no energy, no force; waits while {gate!r} exists (tests/gate.py)."""
+MODULE = '''"""Test gate: no energy, no force; waits while {gate!r} exists (tests/gate_helpers.py)."""
 import os
 import time
 
@@ -29,15 +34,38 @@ calls = [0]
 def gate(x, U, hold_after):
     calls[0] += 1
     if calls[0] > hold_after and os.path.exists(GATE):
-        with open(GATE + ".held", "a") as held:
-            held.write(f"{{os.getpid()}} {{calls[0]}}\\n")
-        while os.path.exists(GATE):
-            time.sleep(0.01)
+        _wait(GATE)
 
 
 @ti.ad.grad_for(gate)
 def gate_grad(x, U, hold_after):
     pass
+
+
+def _wait(gate):
+    with open(gate + ".held", "a") as held:
+        held.write(f"{{os.getpid()}} 0\\n")
+    while os.path.exists(gate):
+        time.sleep(0.01)
+
+
+def _hold_the_pictures():
+    import simrun.render.record as record
+
+    draw = record.render_run
+    if getattr(draw, "gated", False):
+        return
+
+    def gated(run_dir):
+        if os.path.exists(GATE + ".draw"):
+            _wait(GATE + ".draw")
+        return draw(run_dir)
+
+    gated.gated = True
+    record.render_run = gated
+
+
+_hold_the_pictures()
 '''
 
 
@@ -47,6 +75,22 @@ def write_gate(folder: Path, gate: Path) -> Path:
     module.write_text(MODULE.format(gate=str(gate)))
     gate.touch()
     return module
+
+
+def gated_scene(shipped: str, folder: Path, gate: Path, hold_after: int) -> Path:
+    """``folder/<shipped>.yaml``: the shipped scene with its kernels named by their stable
+    names (simrun.kernels.<module>) and the gate term added to its energy; the gate closed."""
+    from simrun.scene.shipped import SCENES
+
+    write_gate(folder, gate)
+    text = (SCENES / f"{shipped}.yaml").read_text()
+    text = re.sub(r"kernels/(\w+)\.py:", r"simrun.kernels.\1:", text)
+    text, found = re.subn(r"\nenergy:\n", f"\nenergy:\n  - {term('gate.py', hold_after)}\n",
+                          text)
+    assert found == 1, "the scene's energy: is not a block list"
+    path = folder / f"{shipped}.yaml"
+    path.write_text(text)
+    return path
 
 
 def term(module: str, hold_after: int) -> str:
