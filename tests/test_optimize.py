@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from gate_helpers import gated_scene, open_gate, wait_until_held
 from test_cli import simrun
 
 from simrun.optimize import OptimizeError, optimize_scene
@@ -349,23 +350,25 @@ def test_cli_exit_codes_bad_key_and_nan(tmp_path):
 
 
 def test_cli_interrupt_exits_130_and_resume_finishes(tmp_path):
-    scene = str(SCENES / "projectile.yaml")
+    # the optimisation waits at a closed gate from its 3000th energy evaluation (about 500
+    # an iteration: 100 steps forward, their recomputation and reverse; tests/gate_helpers.py):
+    # mid-way at Ctrl-C on any machine
+    gate = tmp_path / "gate"
+    scene = str(gated_scene("projectile", tmp_path, gate, hold_after=3000))
     env = {**os.environ, "MPLBACKEND": "Agg"}
     proc = subprocess.Popen([sys.executable, "-m", "simrun.cli", "optimize", scene, "--out",
                              "o", "--iterations", "400", "--set", "optimize.tolerance=0"],
                             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
-    csv, deadline = tmp_path / "o" / "loss.csv", time.time() + 60
-    while time.time() < deadline and proc.poll() is None:
-        if csv.is_file() and len(csv.read_text().splitlines()) > 5:
-            break
-        time.sleep(0.02)
+    wait_until_held(gate, proc)
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     info = json.loads((tmp_path / "o" / "optimize.json").read_text())
     assert info["status"] == "interrupted"
     done = info["iterations_done"]
+    assert 0 < done < 400
+    open_gate(gate)
     resumed = simrun("optimize", scene, "--out", "o", "--resume", "--iterations", str(done + 3),
                      "--set", "optimize.tolerance=0", "--no-render", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
@@ -379,7 +382,6 @@ def test_cli_interrupt_exits_130_and_resume_finishes(tmp_path):
 def test_paced_writes_hold_back_a_slow_file_and_flush_writes_the_last_state(tmp_path):
     """params.npz and state.npz grow each iteration: a rewrite waits until PACE times its
     last duration has passed, and `flush` (end, interrupt, failure) writes the newest."""
-    import time
 
     from simrun.optimize.record import Paced
 
