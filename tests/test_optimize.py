@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -381,23 +380,30 @@ def test_cli_interrupt_exits_130_and_resume_finishes(tmp_path):
 
 def test_paced_writes_hold_back_a_slow_file_and_flush_writes_the_last_state(tmp_path):
     """params.npz and state.npz grow each iteration: a rewrite waits until PACE times its
-    last duration has passed, and `flush` (end, interrupt, failure) writes the newest."""
+    last duration has passed, and `flush` (end, interrupt, failure) writes the newest. On a
+    clock of the test's own (a write takes 1 s of it), not the machine's speed."""
+    from simrun.optimize.record import PACE, Paced
 
-    from simrun.optimize.record import Paced
-
-    written = []
+    now, written = [0.0], []
 
     def writer(value):
         def write():
-            time.sleep(0.01)
+            now[0] += 1.0
             written.append(value)
         return write
 
-    paced = Paced()
+    paced = Paced(clock=lambda: now[0])
     for value in range(5):
         paced(writer(value))
-    assert written == [0]  # the first at once, the next four within 20 x 10 ms
+    assert written == [0]  # the first at once, the next four held back
+    now[0] += PACE - 0.5
+    paced(writer(5))
+    assert written == [0]  # just before PACE x 1 s after the first write ended
+    now[0] += 0.5
+    paced(writer(6))
+    assert written == [0, 6]  # then the newest, not the ones in between
+    paced(writer(7))
     paced.flush()
-    assert written == [0, 4]
+    assert written == [0, 6, 7]
     paced.flush()
-    assert written == [0, 4]  # nothing pending
+    assert written == [0, 6, 7]  # nothing pending
