@@ -189,3 +189,13 @@ def test_ci_installs_the_wheel_and_runs_shipped_scenes_from_an_empty_folder() ->
                     "--check", "simrun grad lj_nvt --method ensemble", "simrun.kernels.lj:wca",
                     "simrun examples"):
         assert command in text, command
+
+
+def test_batch_takes_a_shipped_scene_by_name(tmp_path: Path, monkeypatch) -> None:
+    """Each job's record names the shipped file (a worker has another cwd), not cwd/gravity."""
+    from simrun.batch.plan import make_plan, make_points
+
+    monkeypatch.chdir(tmp_path)
+    plan = make_plan("gravity", make_points(["dt=1e-5,2e-5"], None, None, None), job="run",
+                     sets=[], options={}, out_dir=tmp_path / "b", allow_outside=False)
+    assert [s.scene_path for s in plan.specs] == [str(SCENES / "gravity.yaml")] * 2
