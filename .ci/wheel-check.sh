@@ -11,7 +11,7 @@ python="${1:-python}"
 work="$(mktemp -d "${TMPDIR:-/tmp}/simrun-wheel.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 case "$work" in "$repo"/*) echo "wheel-check: $work lies inside the checkout" >&2; exit 1;; esac
-step() { echo "wheel-check: $*" >&2; }
+step() { echo "wheel-check [${SECONDS} s]: $*" >&2; }
 
 step "building the sdist and the wheel"
 "$python" -m build --outdir "$work/dist" "$repo" >"$work/build.log" 2>&1 || {
