@@ -99,8 +99,7 @@ def refuse_outside(scene_dir: Path, refs: Iterable[KernelRef]) -> None:
                      f"lie{'s' if one else ''} outside the scene's folder ({folders[0]}) and "
                      f"the kernels folder beside it ({folders[1]}). A scene runs its kernel "
                      "modules' Python, so simrun imports only the modules that come with it "
-                     f"and its own library ({shipped.LIBRARY}.<module>:<kernel>, e.g. "
-                     f"{shipped.LIBRARY}.lj:wca). Move the module there, or add "
+                     f"(and {shipped.LIBRARY}.*). Move the module there, or add "
                      "--allow-outside if you trust it.")
 
 
