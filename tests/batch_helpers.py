@@ -27,6 +27,23 @@ def scene_copy(tmp: Path, steps: int = 2000, every: int = 100) -> Path:
     return path
 
 
+def gated_scene_copy(tmp: Path, steps: int = 2000, every: int = 100,
+                     hold_after: int = 1_000_000_000) -> Path:
+    """``scene_copy`` with the energy term ``energy.1`` of tests/gate_helpers.py: a job
+    waits at ``tmp/gate`` (created, closed) from its energy evaluation ``hold_after + 1``."""
+    from tests.gate_helpers import term, write_gate
+
+    path = scene_copy(tmp, steps, every)
+    write_gate(tmp / "kernels", tmp / "gate")
+    text = path.read_text().replace(
+        "    params: {softening: 1e-3, strength: 1.0}\n",
+        "    params: {softening: 1e-3, strength: 1.0}\n"
+        f"  - {term('kernels/gate.py', hold_after)}\n")
+    assert "gate.py" in text
+    path.write_text(text)
+    return path
+
+
 def summary(out: Path) -> list[dict[str, str]]:
     with open(out / "summary.csv", newline="") as f:
         return list(csv.DictReader(f))

@@ -14,14 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.batch_helpers import ROOT, count, run_ok, scene_copy, simrun, wait_for
+from tests.batch_helpers import ROOT, count, gated_scene_copy, run_ok, simrun, wait_for
+from tests.gate_helpers import held, open_gate, wait_until_held
 
 DASK = str(Path(sys.executable).with_name("dask"))
-SWEEP = "dt=1e-6,2e-6,3e-6,4e-6,5e-6,6e-6"
-STEPS = 30000  # a few seconds per job: long enough to be killed in the middle
-# scancel reaches a worker a moment after it is asked: a job must still be running then, or
-# its task finishes first and nothing is retried (8 bodies step in ~0.2 us: 10^7 steps ~2 s)
-SLURM_STEPS = 10_000_000
+# Job run-001 waits at a closed gate (tests/gate_helpers.py) from its first step: it is
+# provably running when its worker is killed, on any machine, and the test opens the gate
+# after the kill so that its rerun finishes. The other five jobs pass the gate.
+SWEEP = "energy.1.params.hold_after=1000000000,0,1000000001,1000000002,1000000003,1000000004"
+STEPS = 2000
+HELD = "run-001"
 
 
 def running_pids(out: Path) -> dict[int, str]:
@@ -68,16 +70,18 @@ def dask_cluster(tmp_path):
 
 def test_scheduler_worker_killed_mid_sweep(tmp_path, dask_cluster):
     address, workers = dask_cluster
-    scene = scene_copy(tmp_path, steps=STEPS)
+    scene = gated_scene_copy(tmp_path, steps=STEPS)
     out = tmp_path / "b"
     proc = simrun("batch", str(scene), "--sweep", SWEEP, "--scheduler", address, "--threads",
                   "1", "--no-render", "--out", str(out))
     worker_pids = {w.pid for w in workers}
-    wait_for(lambda: count(out, "done") >= 1 and worker_pids & set(running_pids(out))
-             or proc.poll() is not None, 180, "a finished job and one running on a worker")
-    victim = next(p for p in running_pids(out) if p in worker_pids)
+    wait_until_held(tmp_path / "gate", proc)
+    wait_for(lambda: count(out, "done") >= 1 or proc.poll() is not None, 180, "a finished job")
+    [victim] = held(tmp_path / "gate")
     folder = running_pids(out)[victim]
+    assert victim in worker_pids and folder.startswith(HELD), (victim, folder)
     os.kill(victim, signal.SIGKILL)
+    open_gate(tmp_path / "gate")
     stdout, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 0, stderr
     assert "6 of 6 jobs done" in stdout
@@ -139,27 +143,23 @@ def slurm_job_of(pid: int) -> str | None:
     return found[0] if found else None
 
 
-def running_slurm_jobs(out: Path) -> dict[str, str]:
-    """Slurm job id -> job folder, for each job a worker is running now (by the pid in its
-    record: the worker process, which the Slurm job started)."""
-    return {job: folder for pid, folder in running_pids(out).items()
-            if (job := slurm_job_of(pid)) is not None}
-
-
 def test_slurm_sweep_with_a_worker_job_cancelled(tmp_path, slurm):
-    scene = scene_copy(tmp_path, steps=SLURM_STEPS, every=SLURM_STEPS // 10)
+    scene = gated_scene_copy(tmp_path, steps=STEPS)
     out = tmp_path / "b"
     proc = simrun("batch", str(scene), "--sweep", SWEEP, "--cluster", "slurm",
                   "--cluster-jobs", "2", "--cluster-cores", "1", "--cluster-memory", "1GB",
                   "--walltime", "00:10:00", "--cluster-host", "127.0.0.1", "--no-render",
                   "--out", str(out), cwd=tmp_path)
-    wait_for(lambda: count(out, "done") >= 1 and running_slurm_jobs(out)
-             or proc.poll() is not None, 240, "a finished job and one running on a worker")
-    # the victim is the Slurm job whose worker runs a task now, not whichever job squeue
-    # lists first (that may be a worker between tasks, whose loss retries nothing)
-    victim, folder = next(iter(running_slurm_jobs(out).items()))
+    wait_until_held(tmp_path / "gate", proc, limit=240)
+    wait_for(lambda: count(out, "done") >= 1 or proc.poll() is not None, 240, "a finished job")
+    # the victim is the Slurm job whose worker waits at the gate with job run-001, not
+    # whichever job squeue lists first (a worker between tasks, whose loss retries nothing)
+    [pid] = held(tmp_path / "gate")
+    victim, folder = slurm_job_of(pid), running_pids(out)[pid]
+    assert victim is not None and folder.startswith(HELD), (pid, folder)
     assert f"{victim} RUNNING" in squeue(), squeue()
     subprocess.run(["scancel", victim], check=True)
+    open_gate(tmp_path / "gate")
     stdout, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 0, stderr
     assert "6 of 6 jobs done" in stdout and "slurm cluster" in stdout

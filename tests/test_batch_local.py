@@ -11,7 +11,16 @@ import signal
 import numpy as np
 
 from simrun.batch import Engine, run_batch
-from tests.batch_helpers import count, run_ok, scene_copy, simrun, summary, wait_for
+from tests.batch_helpers import (
+    count,
+    gated_scene_copy,
+    run_ok,
+    scene_copy,
+    simrun,
+    summary,
+    wait_for,
+)
+from tests.gate_helpers import held, open_gate, wait_until_held
 
 ENGINE = Engine(workers=2)
 
@@ -85,17 +94,17 @@ def test_failures_reported_as_they_happen_and_retried(tmp_path):
 
 
 def test_ctrl_c_keeps_summary_and_finished_folders(tmp_path):
-    # a frame every 10^4 steps: the long runs' cost is their steps, not 10^4 frames and an
-    # energy evaluation each (3x the CPU time at a frame every 100)
-    scene = scene_copy(tmp_path, steps=30000, every=10000)
+    # job run-001 waits at a closed gate (tests/gate_helpers.py) from its first step, so it
+    # is provably not done at Ctrl-C on any machine; the other worker finishes the rest
+    scene = gated_scene_copy(tmp_path, steps=300)
+    gate = tmp_path / "gate"
     out = tmp_path / "b"
-    # two short jobs finish first; the four long ones (>= 1.2 s each at 0.3 us a step, the
-    # chained stepper unloaded) are still going at Ctrl-C however loaded the machine, and two
-    # of them cannot even start before two others end
-    args = ("batch", str(scene), "--sweep", "steps=30000,30000,4000000,4000000,4000000,4000000",
+    args = ("batch", str(scene), "--sweep", "energy.1.params.hold_after=1000000000,0,1000000000",
             "--workers", "2", "--threads", "1", "--no-render", "--out", str(out))
     proc = simrun(*args)
-    wait_for(lambda: count(out, "done") >= 1 or proc.poll() is not None, 120, "a finished job")
+    wait_until_held(gate, proc)
+    wait_for(lambda: count(out, "done") >= 1 or proc.poll() is not None, 300, "a finished job")
+    assert proc.poll() is None and held(gate)  # still waiting at the gate
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
@@ -103,11 +112,12 @@ def test_ctrl_c_keeps_summary_and_finished_folders(tmp_path):
     assert printed, stderr
     rows = summary(out)
     done = [r for r in rows if r["status"] == "done"]
-    assert done and len(done) < len(rows)
+    assert done and rows[1]["status"] == "interrupted"
     assert {r["status"] for r in rows} <= {"done", "interrupted"}
     for r in done:
         assert json.loads((out / r["folder"] / "run.json").read_text())["status"] == "ok"
     # the printed command finishes the rest and reruns none of the finished ones
+    open_gate(gate)
     proc = simrun(*shlex.split(printed.group(1))[1:])
     stdout, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 0, stderr
@@ -121,31 +131,27 @@ def test_an_interrupted_job_resumes_from_its_saved_state(tmp_path):
     from simrun.batch.plan import make_plan, make_points
     from simrun.batch.task import execute, write_record
 
-    # long enough not to end before the signal, which comes after the first flush (1 s):
-    # >= 3 s at the chained stepper's 0.3 us a step with a frame every 10^4 steps (a frame
-    # every 100 would cost 3x the CPU time in frames and their energies)
-    scene = scene_copy(tmp_path, steps=10_000_000, every=10_000)
+    # the run waits at a closed gate from its 1000th energy evaluation (past step 500 and
+    # frames every 100 steps) until the test opens it: mid-way on any machine
+    scene = gated_scene_copy(tmp_path, steps=3000, every=100, hold_after=1000)
+    gate = tmp_path / "gate"
     plan = make_plan(scene, make_points(["dt=1e-6"], None, None, None), job="run", sets=[],
                      options={"no_render": True}, out_dir=tmp_path / "b", allow_outside=False)
     spec = plan.specs[0]
     write_record(spec.record_path, {"digest": spec.digest, "status": "running", "attempts": 1})
     proc = simrun("run", str(scene), "--set", "dt=1e-6", "--out", str(spec.folder),
                   "--no-render", "--threads", "1")
-    def saved_past_the_start() -> bool:  # a state to resume from, beyond step 0
-        try:
-            with np.load(spec.folder / "state.npz") as saved:
-                return int(saved["step"]) > 0
-        except (OSError, ValueError, KeyError, EOFError):
-            return False
-
-    wait_for(lambda: saved_past_the_start() or proc.poll() is not None, 120, "a saved state")
-    proc.send_signal(signal.SIGINT)
+    wait_until_held(gate, proc)
+    proc.send_signal(signal.SIGINT)  # the frames so far are flushed: a state past step 0
     proc.communicate(timeout=60)
     assert proc.returncode == 130
+    with np.load(spec.folder / "state.npz") as saved:
+        assert 0 < int(saved["step"]) < 3000
+    open_gate(gate)
     record = execute(spec)
     assert record["status"] == "done" and record["resumed"] and record["attempts"] == 2
     info = json.loads((spec.folder / "run.json").read_text())
-    assert info["status"] == "ok" and info["saved_step"] == 10_000_000
+    assert info["status"] == "ok" and info["saved_step"] == 3000
     assert info.get("resumed_from_step", 0) > 0
 
 

@@ -8,11 +8,11 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from gate_helpers import gated_scene, open_gate, wait_until_held
 from PIL import Image
 from run_outputs import PICTURES, check_run_dir
 
@@ -163,31 +163,30 @@ def test_check_compiles_without_writing(tmp_path: Path) -> None:
 
 
 def test_ctrl_c_exits_130_and_resume_matches_an_uninterrupted_run(tmp_path: Path) -> None:
-    # So many steps that the run is always still going when Ctrl-C comes; the resumed and
-    # the uninterrupted run then both stop at a total a little past the interruption.
+    # The run waits at a closed gate from its 2000th energy evaluation (tests/gate_helpers.py):
+    # mid-way at Ctrl-C on any machine. The resumed and the uninterrupted run then both stop
+    # at a total a little past the interruption.
+    scene = str(gated_scene("gravity", tmp_path, tmp_path / "gate", hold_after=2000))
     env = {**os.environ, "MPLBACKEND": "Agg"}
-    proc = subprocess.Popen([sys.executable, "-m", "simrun.cli", "run", GRAVITY, "--steps",
-                             "100000000", "--no-render", "--out", "cut", "-q"], cwd=tmp_path,
+    proc = subprocess.Popen([sys.executable, "-m", "simrun.cli", "run", scene, "--steps",
+                             "100000", "--no-render", "--out", "cut", "-q"], cwd=tmp_path,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    state = tmp_path / "cut" / "state.npz"
-    deadline = time.time() + 60
-    while not state.exists() and time.time() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.5)
+    wait_until_held(tmp_path / "gate", proc)
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "interrupted" in err and "continue with 'simrun resume cut'" in err
     assert "Traceback" not in err
     info = json.loads((tmp_path / "cut" / "run.json").read_text())
-    assert info["status"] == "interrupted" and 0 < info["steps_done"] < 100000000
+    assert info["status"] == "interrupted" and 0 < info["steps_done"] < 100000
     with np.load(tmp_path / "cut" / "frames.npz") as frames:
         assert len(frames["step"]) >= 1 and frames["step"][-1] <= info["steps_done"]
+    open_gate(tmp_path / "gate")
     total = str(info["steps_done"] + 1050)  # not on the output cadence: the last frame too
     steps = ("--steps", total, "--no-render")
-    resumed = simrun("run", GRAVITY, *steps, "--out", "cut", "--resume", cwd=tmp_path)
+    resumed = simrun("run", scene, *steps, "--out", "cut", "--resume", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
-    whole = simrun("run", GRAVITY, *steps, "--out", "whole", cwd=tmp_path)
+    whole = simrun("run", scene, *steps, "--out", "whole", cwd=tmp_path)
     assert whole.returncode == 0, whole.stderr
     with np.load(tmp_path / "cut" / "frames.npz") as a, \
             np.load(tmp_path / "whole" / "frames.npz") as b:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from gate_helpers import gated_scene
 from test_cli import GRAVITY, REPO, simrun
 
 SCENE = "version: 1\nparticles: {count: 3}\ndt: 1e-3\nsteps: 5\nenergy: [{kernel: k.py:k}]\n"
@@ -110,9 +111,12 @@ def _wait_for_library(pid: int, name: str) -> None:
 @pytest.mark.parametrize("stage", ["numpy", "llvmlite"])  # importing; compiling kernels
 def test_ctrl_c_while_starting_up_exits_130_without_a_traceback(tmp_path: Path,
                                                                  stage: str) -> None:
-    # an empty kernel cache: with a warm one, LLVM is never loaded
+    # an empty kernel cache: with a warm one, LLVM is never loaded. The run waits at a
+    # closed gate from its first energy evaluation (tests/gate_helpers.py), so it cannot
+    # finish before the signal, however fast the machine
+    scene = str(gated_scene("gravity", tmp_path, tmp_path / "gate", hold_after=0))
     env = {**os.environ, "MPLBACKEND": "Agg", "SIMRUN_CACHE_DIR": str(tmp_path / "cache")}
-    proc = subprocess.Popen([sys.executable, "-m", "simrun.cli", "run", GRAVITY, "--out", "o"],
+    proc = subprocess.Popen([sys.executable, "-m", "simrun.cli", "run", scene, "--out", "o"],
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     _wait_for_library(proc.pid, stage)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from gate_helpers import gated_scene, open_gate, wait_until_held
 from PIL import Image
 from run_outputs import PICTURES
 from test_cli import GRAVITY, simrun
@@ -190,30 +191,24 @@ def test_disk_full_exits_1_and_resumes_once_there_is_room(tmp_path: Path, small_
 
 # --- killed while drawing the pictures ----------------------------------------------------
 
-def _wait_for(path: Path, key: str, value: str, proc: subprocess.Popen, limit: float) -> None:
-    deadline = time.time() + limit
-    while time.time() < deadline and proc.poll() is None:
-        try:
-            if json.loads(path.read_text()).get(key) == value:
-                return
-        except (OSError, ValueError):
-            pass
-        time.sleep(0.005)
-    raise AssertionError(f"run.json never said {key}: {value} (exit {proc.poll()})")
-
-
 def test_kill_while_drawing_pictures_is_recorded_and_render_finishes_them(
         tmp_path: Path) -> None:
+    # the run's pictures wait at a closed gate (tests/gate_helpers.py): it is provably
+    # drawing when it is killed, on any machine
+    gate = tmp_path / "gate"
+    scene = str(gated_scene("gravity", tmp_path, gate, hold_after=10**9))
+    Path(f"{gate}.draw").touch()
     env = {**os.environ, "MPLBACKEND": "Agg"}
-    proc = subprocess.Popen([sys.executable, "-m", "simrun.cli", "run", GRAVITY, "--steps",
+    proc = subprocess.Popen([sys.executable, "-m", "simrun.cli", "run", scene, "--steps",
                              "2000", "--set", "outputs.every=10", "--out", "o", "-q"],
                             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+                            stderr=subprocess.PIPE, text=True)
     try:
-        _wait_for(tmp_path / "o" / "run.json", "pictures", "drawing", proc, 120)
+        wait_until_held(Path(f"{gate}.draw"), proc)
         proc.send_signal(signal.SIGKILL)
     finally:
         proc.wait(timeout=60)
+    open_gate(Path(f"{gate}.draw"))
     assert proc.returncode == -signal.SIGKILL
     info = json.loads((tmp_path / "o" / "run.json").read_text())
     assert info["status"] == "ok" and info["steps_done"] == 2000  # the simulation finished

@@ -14,11 +14,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from gate_helpers import open_gate, term, wait_until_held, write_gate
 from test_cli import simrun
 
 # A harmonic trap plus a tiny term whose inner loop makes a step cost the same on any
@@ -58,20 +58,27 @@ def project(tmp_path: Path) -> Path:
     return src
 
 
-def _interrupt(args: list[str], cwd: Path, ready: Path, delay: float = 0.0) -> str:
-    """Start `simrun ARGS`, send Ctrl-C `delay` seconds after `ready` exists; return stderr
-    (exit 130)."""
+def _interrupt(args: list[str], cwd: Path) -> str:
+    """Start `simrun ARGS` on a gated scene (``_gated``), send Ctrl-C once it waits at the
+    gate, so provably mid-way; open the gate; return stderr (exit 130)."""
     env = {**os.environ, "MPLBACKEND": "Agg"}
     proc = subprocess.Popen([sys.executable, "-m", "simrun.cli", *args], cwd=cwd, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 60
-    while not ready.exists() and time.time() < deadline and proc.poll() is None:
-        time.sleep(0.01)
-    time.sleep(delay)
+    wait_until_held(cwd / "gate", proc)
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
+    open_gate(cwd / "gate")
     return err
+
+
+def _gated(project: Path, hold_after: int) -> str:
+    """project/gated.yaml: slow.yaml plus the gate term of tests/gate_helpers.py (energy.1),
+    waiting from its ``hold_after + 1``-th evaluation while project/gate exists."""
+    write_gate(project / "kernels", project / "gate")
+    (project / "gated.yaml").write_text(SCENE.replace(
+        "params: {work: 4000}}]", f"params: {{work: 4000}}}}, {term('kernels/gate.py', hold_after)}]"))
+    return str(project / "gated.yaml")
 
 
 def _printed_command(err: str) -> list[str]:
@@ -92,10 +99,9 @@ def _same_frames(a: Path, b: Path) -> None:
 def test_ctrl_c_prints_a_resume_command_that_works_with_steps_and_set(project: Path) -> None:
     # --steps and --set dt differ from the scene: the old printed command ('simrun run SCENE
     # --resume --out DIR') failed with "the scene differs ... dt" / "already reached step"
-    scene = str(project / "slow.yaml")
+    scene = _gated(project, hold_after=1000)  # held past step 500 of 3000
     options = ["--steps", "3000", "--set", "dt=2e-3", "--no-render", "-q"]
-    err = _interrupt(["run", scene, *options, "--out", "cut"], project,
-                     project / "cut" / "state.npz")
+    err = _interrupt(["run", scene, *options, "--out", "cut"], project)
     info = json.loads((project / "cut" / "run.json").read_text())
     assert info["status"] == "interrupted" and info["steps_done"] < 3000
     again = simrun(*_printed_command(err), cwd=project)
@@ -114,12 +120,9 @@ def test_ctrl_c_prints_a_resume_command_that_works_with_steps_and_set(project: P
 
 
 def test_grad_stopped_by_ctrl_c_resumes_from_its_folder(project: Path) -> None:
-    scene = str(project / "slow.yaml")
-    options = ["--wrt", "dt", "--wrt", "state.x0", "--steps", "2000", "--set", "dt=2e-3",
-               "--set", "energy.0.params.work=10000"]  # ~1 s of sweeps (unloaded): still
-    # going at Ctrl-C, sent within 10 ms of the first progress line
-    err = _interrupt(["grad", scene, *options, "--out", "g"], project,
-                     project / "g" / "progress.log")  # written once the sweeps began
+    scene = _gated(project, hold_after=1000)  # held in the sweeps (2000 steps)
+    options = ["--wrt", "dt", "--wrt", "state.x0", "--steps", "2000", "--set", "dt=2e-3"]
+    err = _interrupt(["grad", scene, *options, "--out", "g"], project)
     assert json.loads((project / "g" / "gradients.json").read_text())["status"] == "running"
     again = simrun(*_printed_command(err), cwd=project)
     assert again.returncode == 0, again.stderr

@@ -8,12 +8,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
+from gate_helpers import gated_scene, open_gate, wait_until_held
 from test_cli import simrun
 
 from simrun.optimize import OptimizeError, optimize_scene
@@ -349,23 +349,25 @@ def test_cli_exit_codes_bad_key_and_nan(tmp_path):
 
 
 def test_cli_interrupt_exits_130_and_resume_finishes(tmp_path):
-    scene = str(SCENES / "projectile.yaml")
+    # the optimisation waits at a closed gate from its 3000th energy evaluation (about 500
+    # an iteration: 100 steps forward, their recomputation and reverse; tests/gate_helpers.py):
+    # mid-way at Ctrl-C on any machine
+    gate = tmp_path / "gate"
+    scene = str(gated_scene("projectile", tmp_path, gate, hold_after=3000))
     env = {**os.environ, "MPLBACKEND": "Agg"}
     proc = subprocess.Popen([sys.executable, "-m", "simrun.cli", "optimize", scene, "--out",
                              "o", "--iterations", "400", "--set", "optimize.tolerance=0"],
                             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
-    csv, deadline = tmp_path / "o" / "loss.csv", time.time() + 60
-    while time.time() < deadline and proc.poll() is None:
-        if csv.is_file() and len(csv.read_text().splitlines()) > 5:
-            break
-        time.sleep(0.02)
+    wait_until_held(gate, proc)
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     info = json.loads((tmp_path / "o" / "optimize.json").read_text())
     assert info["status"] == "interrupted"
     done = info["iterations_done"]
+    assert 0 < done < 400
+    open_gate(gate)
     resumed = simrun("optimize", scene, "--out", "o", "--resume", "--iterations", str(done + 3),
                      "--set", "optimize.tolerance=0", "--no-render", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
@@ -378,24 +380,30 @@ def test_cli_interrupt_exits_130_and_resume_finishes(tmp_path):
 
 def test_paced_writes_hold_back_a_slow_file_and_flush_writes_the_last_state(tmp_path):
     """params.npz and state.npz grow each iteration: a rewrite waits until PACE times its
-    last duration has passed, and `flush` (end, interrupt, failure) writes the newest."""
-    import time
+    last duration has passed, and `flush` (end, interrupt, failure) writes the newest. On a
+    clock of the test's own (a write takes 1 s of it), not the machine's speed."""
+    from simrun.optimize.record import PACE, Paced
 
-    from simrun.optimize.record import Paced
-
-    written = []
+    now, written = [0.0], []
 
     def writer(value):
         def write():
-            time.sleep(0.01)
+            now[0] += 1.0
             written.append(value)
         return write
 
-    paced = Paced()
+    paced = Paced(clock=lambda: now[0])
     for value in range(5):
         paced(writer(value))
-    assert written == [0]  # the first at once, the next four within 20 x 10 ms
+    assert written == [0]  # the first at once, the next four held back
+    now[0] += PACE - 0.5
+    paced(writer(5))
+    assert written == [0]  # just before PACE x 1 s after the first write ended
+    now[0] += 0.5
+    paced(writer(6))
+    assert written == [0, 6]  # then the newest, not the ones in between
+    paced(writer(7))
     paced.flush()
-    assert written == [0, 4]
+    assert written == [0, 6, 7]
     paced.flush()
-    assert written == [0, 4]  # nothing pending
+    assert written == [0, 6, 7]  # nothing pending

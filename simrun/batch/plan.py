@@ -113,7 +113,7 @@ def make_plan(scene_path: str | Path, points: list[Point], *, job: str, sets: li
         overrides = tuple(sets) + tuple(f"{k}={v}" for k, v in point.items())
         scene = _load_point(scene_path, overrides, point, allow_outside)
         folder = out / f"{job}-{i:0{width}d}"
-        spec = JobSpec(i, folder.resolve(), str(Path(scene_path).resolve()), overrides, job,
+        spec = JobSpec(i, folder.resolve(), str(base.source), overrides, job,
                        job_digest(scene, job, options), dict(options), allow_outside)
         row = Row(i, dict(point), folder.name)
         record = read_record(spec.record_path)

@@ -20,6 +20,7 @@ from simrun.batch.plan import Plan, make_plan, make_points
 from simrun.batch.summary import Row, write_summary
 from simrun.batch.task import JobSpec, execute, read_record, tasks_per_host, warm_up
 from simrun.outputs.atomic import atomic_write_text
+from simrun.scene.shipped import find_scene
 
 EventFn = Callable[[str, Row, "BatchResult"], None]  # kind: skipped|start|done|failed|retry
 
@@ -64,7 +65,7 @@ def run_batch(scene: str | Path, sweeps: list[str] = (), *, sweep_file: str | Pa
                      out_dir=Path(out_dir) if out_dir else None, allow_outside=allow_outside)
     plan.out_dir.mkdir(parents=True, exist_ok=True)
     _write_command(plan.out_dir, dict(
-        scene=str(Path(scene).resolve()), sweeps=list(sweeps),
+        scene=str(find_scene(scene).resolve()), sweeps=list(sweeps),
         sweep_file=str(Path(sweep_file).resolve()) if sweep_file else None, samples=samples,
         sample_seed=sample_seed, job=job, sets=list(sets), options=options,
         retries=retries, fail_fast=fail_fast, allow_outside=allow_outside))

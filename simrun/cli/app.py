@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -11,6 +10,7 @@ from simrun import __version__
 from simrun.cli.batch_cmd import batch
 from simrun.cli.check_cmd import check
 from simrun.cli.common import EXIT_BAD_INPUT, fail
+from simrun.cli.examples_cmd import examples
 from simrun.cli.grad_cmd import grad
 from simrun.cli.optimize_cmd import optimize
 from simrun.cli.render_cmd import render
@@ -18,11 +18,12 @@ from simrun.cli.resume_cmd import resume
 from simrun.cli.run_cmd import run
 from simrun.lang.errors import SettingsError
 from simrun.lang.settings import Settings
+from simrun.scene.shipped import scene_names
 
 HELP = """Differentiable physical simulation from the command line.
 
-A scene is a YAML file (scenes/*.yaml in the simrun repository; keys in scenes/README.md):
-particles, energy terms written in simrun.lang (forces are F = -dU/dx by autodiff, never by
+A scene is a YAML file (keys in scenes/README.md), or the name of a scene shipped with
+simrun (simrun run gravity, from any folder): particles, energy terms written in simrun.lang (forces are F = -dU/dx by autodiff, never by
 hand), an integrator, dt, steps and what to save.
 
 \b
@@ -33,15 +34,18 @@ hand), an integrator, dt, steps and what to save.
   simrun render outputs/gravity/run-001   redraw the pictures of a run
   simrun resume outputs/gravity/run-001   continue a stopped run (grad, optimize, batch)
   simrun batch SCENE --sweep dt=1e-5,2e-5 a parameter sweep on Dask (one folder per job)
+  simrun examples [DIR]                   copy the shipped scenes and kernels to edit
   simrun run --help                       all options, and what a run folder holds
 
-Shipped scenes (scenes/README.md says what each shows): {scenes}.
+Shipped scenes, runnable by name from any folder (scenes/README.md says what each shows):
+{scenes}. A scene anywhere may use the shipped kernels as simrun.kernels.<module>:<kernel>
+(e.g. simrun.kernels.lj:lj_shifted).
 
 Scenes are code: a scene runs the Python of its kernel modules (as a Python config file
 would), and so do 'run', 'check', 'grad' and
 'optimize'. Treat a scene from others like a script from them.
-Modules outside the scene's folder and the kernels/ folder beside it are refused unless
---allow-outside.
+Modules outside the scene's folder, the kernels/ folder beside it and simrun's own
+kernel library are refused unless --allow-outside.
 
 A job folder keeps copies of its kernel modules (kernels/) that its scene.yaml names, and
 their hashes in its json record: it resumes and re-renders wherever it is moved.
@@ -53,10 +57,8 @@ output folder included), 130 interrupted.
 
 
 def shipped_scenes() -> str:
-    """The scenes/*.yaml inside the package, by name (read when the help is built)."""
-    folder = Path(__file__).resolve().parents[1] / "scenes"
-    names = sorted(p.stem for p in folder.glob("*.yaml"))
-    return ", ".join(names) or "none found beside this installation (see the repository)"
+    """The scenes inside the package, by name (read when the help is built)."""
+    return ", ".join(scene_names()) or "none found in this installation (see the repository)"
 
 
 app = typer.Typer(help=HELP.format(scenes=shipped_scenes()), no_args_is_help=True, pretty_exceptions_enable=False,
@@ -68,6 +70,7 @@ app.command(no_args_is_help=True)(optimize)
 app.command(no_args_is_help=True)(render)
 app.command(no_args_is_help=True)(resume)
 app.command(no_args_is_help=True)(batch)
+app.command()(examples)
 
 
 def _version(value: bool) -> None:

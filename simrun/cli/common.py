@@ -27,14 +27,15 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 SceneArg = Annotated[Path, typer.Argument(
     metavar="SCENE", show_default=False, help=f"Scene file (YAML, schema version "
-    f"{SCHEMA_VERSION}; keys in scenes/README.md), e.g. scenes/gravity.yaml.")]
+    f"{SCHEMA_VERSION}; keys in scenes/README.md), e.g. scenes/gravity.yaml, or the name of "
+    "a scene shipped with simrun, e.g. gravity (simrun --help lists them).")]
 SetOpt = Annotated[list[str] | None, typer.Option(
     "--set", metavar="KEY.PATH=VALUE",
     help="Override a scene value before validation; repeatable. Values are YAML, e.g. "
          "--set dt=1e-4 --set energy.0.params.softening=0.01 --set initial.low=[0,0].")]
 AllowOutsideOpt = Annotated[bool, typer.Option(
-    "--allow-outside", help="Let the scene import kernel modules from outside its folder and "
-    "the kernels/ folder beside it. Kernel modules are Python that the scene runs: allow only "
+    "--allow-outside", help="Let the scene import kernel modules from outside its folder, "
+    "the kernels/ folder beside it and simrun's library (simrun.kernels.*). Kernel modules are Python that the scene runs: allow only "
     "modules you trust.")]
 DebugOpt = Annotated[bool, typer.Option(
     "--debug", help="Bounds-check every field access in the kernels (slower): an index out "

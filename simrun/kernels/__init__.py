@@ -1,7 +1,18 @@
 """Energy and step kernels used by scenes, written in plain ``simrun.lang`` (Taichi syntax).
 
-A scene names a kernel as ``kernels/<module>.py:<kernel>``. The modules are loaded by file path,
-so this folder need not be importable; this docstring is where the convention lives.
+This folder is the kernel library installed with simrun. A scene names one of its kernels
+in one of two ways (scenes/README.md, top, says which files are allowed):
+
+``simrun.kernels.<module>:<kernel>``
+    e.g. ``simrun.kernels.lj:lj_shifted``: the installed library, from a scene in any folder,
+    trusted (no ``--allow-outside``). The only dotted form: ``lj:wca`` or another package's
+    module is refused.
+``<path>.py:<kernel>``
+    a file, relative to the scene's folder, its parent or the current directory (the shipped
+    scenes write ``kernels/lj.py:lj_shifted``, which reaches this folder beside ``scenes/``).
+
+Either way the module is loaded by its file path (its name is not imported), and this
+docstring is where the convention lives.
 
 Energy kernels
     ``@ti.kernel`` functions that ACCUMULATE a potential energy into the 0-D field ``U`` with

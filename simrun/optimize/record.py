@@ -27,23 +27,25 @@ PACE = 20
 
 
 class Paced:
-    """Calls a writer again only once `PACE` times its last duration has passed."""
+    """Calls a writer again only once `PACE` times its last duration has passed (by
+    ``clock``, seconds: the wall clock, or a test's own)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.clock = clock
         self.ready_at = 0.0
         self.pending: Callable[[], None] | None = None
 
     def __call__(self, write: Callable[[], None]) -> None:
         self.pending = write
-        if time.perf_counter() >= self.ready_at:
+        if self.clock() >= self.ready_at:
             self.flush()
 
     def flush(self) -> None:
         if self.pending is not None:
-            start = time.perf_counter()
+            start = self.clock()
             self.pending()
             self.pending = None
-            end = time.perf_counter()
+            end = self.clock()
             self.ready_at = end + PACE * (end - start)
 
 

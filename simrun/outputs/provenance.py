@@ -1,6 +1,7 @@
 """A job folder keeps the code that ran: each kernel module (and an initial state file) is
 copied into the folder with its content hash, and the folder's scene.yaml names those copies
-by relative paths. So a folder moved to another checkout or machine still resumes and
+by relative paths (a module of the installed library, ``simrun.kernels.lj``, too: its record
+keeps that name as ``library``). So a folder moved to another checkout or machine still resumes and
 re-renders, and a resume can tell when the physics changed since (an edited kernel would
 otherwise continue a run with other forces, silently).
 
@@ -21,6 +22,7 @@ from typing import Any
 
 from simrun.outputs.writer import write_scene
 from simrun.scene import Scene, SceneError, scene_modules
+from simrun.scene.shipped import library_name
 
 KERNELS, INPUTS = "kernels", "inputs"  # the folders of the copies inside a job folder
 RAN = ".sources"  # DIR/.sources/<copy>: the text that ran, to name the lines of a later edit
@@ -43,7 +45,9 @@ class Source:
     sha256: str
 
     def to_dict(self) -> dict[str, str]:
-        return {"copy": self.copy, "original": str(self.original), "sha256": self.sha256}
+        record = {"copy": self.copy, "original": str(self.original), "sha256": self.sha256}
+        library = library_name(self.original)  # e.g. simrun.kernels.lj: the installed library's
+        return record | ({"library": library} if library else {})
 
 
 def _initial_file(scene: Scene) -> Path | None:

@@ -21,6 +21,7 @@ from simrun.scene import (
     load_state,
     load_terms,
     ranges,
+    shipped,
 )
 from simrun.scene.errors import SceneError, error_at, shorten, shorten_path
 from simrun.scene.nodes import (
@@ -70,7 +71,8 @@ def compose(path: Path) -> Node:
     try:
         if not path.exists():
             raise SceneError(f"{shown}: scene file not found. Check the path (it is relative "
-                             f"to the current directory, {Path.cwd()}).")
+                             f"to the current directory, {Path.cwd()})."
+                             + shipped.unknown_scene_hint(path))
         if not path.is_file():
             raise SceneError(f"{shown}: is not a file. Give the path of a scene .yaml file.")
         text = path.read_text(encoding="utf-8")
@@ -271,8 +273,9 @@ def load_scene(path: str | os.PathLike[str], overrides: Iterable[str] = (), *,
     A scene runs the Python of its kernel modules (when the stepper imports them), so a
     module outside the scene's folder and the ``kernels/`` folder beside it is refused unless
     ``allow_outside``. Nothing is imported here. Raises SceneError (one paragraph with
-    file:line:col) for anything wrong in the scene.
+    file:line:col) for anything wrong in the scene. A bare name that is no file here, such
+    as ``gravity``, names a shipped scene (``simrun/scenes/gravity.yaml``).
     """
-    path = Path(path)
+    path = shipped.find_scene(path)
     root = apply_overrides(compose(path), overrides)
     return _build(root, path.resolve(), allow_outside)

@@ -7,12 +7,15 @@ from pathlib import Path
 
 from yaml.nodes import Node, ScalarNode
 
+from simrun.scene import shipped
 from simrun.scene.errors import SceneError, error_at, shorten, shorten_path, where
 from simrun.scene.nodes import MapReader, as_choice, as_float, as_seq, as_str, scalar
 from simrun.scene.rdf_csv import ERRORS, read_rdf_csv
 from simrun.scene.schema import EnergyTerm, KernelRef, Objective, Scene, StepKernels
 
-REF_FIX = "Write it as kernels/<module>.py:<kernel>, e.g. kernels/gravity.py:gravity"
+REF_FIX = ("Write it as <module>.py:<kernel>, a file of the scene's (e.g. "
+           "kernels/gravity.py:gravity), or as simrun.kernels.<module>:<kernel>, a kernel of "
+           "the library installed with simrun (e.g. simrun.kernels.lj:lj_shifted)")
 
 
 def search_dirs(scene_dir: Path) -> list[Path]:
@@ -26,11 +29,21 @@ def search_dirs(scene_dir: Path) -> list[Path]:
 
 
 def kernel_ref(node: Node, name: str, scene_dir: Path) -> KernelRef:
+    """``<module>.py:<kernel>`` (a file, relative to the scene's folder, its parent or the
+    cwd) or ``simrun.kernels.<module>:<kernel>`` (the installed library, from anywhere)."""
     text = as_str(node, name)
     module, sep, kernel = text.rpartition(":")
-    if not sep or not module.endswith(".py") or not kernel.isidentifier():
+    if not sep or not kernel.isidentifier() or not (
+            module.endswith(".py") or module.startswith(f"{shipped.LIBRARY}.")):
         raise error_at(node, f"'{name}' is '{shorten(text)}', which is not a kernel reference",
                        REF_FIX)
+    if not module.endswith(".py"):
+        path = shipped.library_module(module)
+        if path is None:
+            raise error_at(node, f"the kernel library has no module '{shorten(module)}' (it "
+                           f"has {', '.join(shipped.library_modules())})",
+                           "Check the name, or give the path of a module file of your own")
+        return KernelRef(path, kernel, where(node))
     candidates = [Path(module)] if Path(module).is_absolute() else [
         d / module for d in search_dirs(scene_dir)]
     for path in candidates:
@@ -44,12 +57,12 @@ def kernel_ref(node: Node, name: str, scene_dir: Path) -> KernelRef:
                    "Check the file name, or give a path relative to the scene file")
 
 
-def trusted_folders(scene_dir: Path) -> tuple[Path, Path]:
+def trusted_folders(scene_dir: Path) -> tuple[Path, Path, Path]:
     """Where a scene's kernel modules may lie without --allow-outside: the scene's folder
-    tree and the ``kernels/`` folder beside it (the layout ``scenes/x.yaml`` +
-    ``kernels/x.py``)."""
+    tree, the ``kernels/`` folder beside it (the layout ``scenes/x.yaml`` +
+    ``kernels/x.py``) and the kernel library installed with simrun."""
     scene_dir = scene_dir.resolve()
-    return scene_dir, scene_dir.parent / "kernels"
+    return scene_dir, scene_dir.parent / "kernels", shipped.KERNELS
 
 
 def outside_modules(scene_dir: Path, refs: Iterable[KernelRef]) -> list[KernelRef]:
@@ -75,7 +88,7 @@ def scene_modules(scene: Scene) -> tuple[list[Path], list[Path]]:
 def refuse_outside(scene_dir: Path, refs: Iterable[KernelRef]) -> None:
     """SceneError at the first reference to a module outside ``trusted_folders``, naming
     every such module: a scene runs its kernel modules' Python, so by default it may import
-    only the modules that come with it."""
+    only the modules that come with it (and simrun's own library)."""
     outside = outside_modules(scene_dir, refs)
     if not outside:
         return
@@ -86,8 +99,9 @@ def refuse_outside(scene_dir: Path, refs: Iterable[KernelRef]) -> None:
     raise SceneError(f"{outside[0].where}: kernel module{'' if one else 's'} {listed} "
                      f"lie{'s' if one else ''} outside the scene's folder ({folders[0]}) and "
                      f"the kernels folder beside it ({folders[1]}). A scene runs its kernel "
-                     "modules' Python, so simrun imports only the modules that come with it. "
-                     "Move the module there, or add --allow-outside if you trust it.")
+                     "modules' Python, so simrun imports only the modules that come with it "
+                     f"(and {shipped.LIBRARY}.*). Move the module there, or add "
+                     "--allow-outside if you trust it.")
 
 
 def params(node: Node | None, name: str
