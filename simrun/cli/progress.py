@@ -25,9 +25,13 @@ from simrun.stepper.run import ProgressFn
 
 
 class StepsPerSecond(ProgressColumn):
+    """The rate of the stepping alone, over the last reports: the summary's rate is lower,
+    as it counts the whole job after set-up (thermo rows, pressures, writing the outputs)."""
+
     def render(self, task: Task) -> Text:
         speed = task.finished_speed or task.speed
-        return Text(f"{speed:,.0f} steps/s" if speed else "- steps/s", style="cyan")
+        return Text(f"{speed:,.0f} steps/s stepping" if speed else "- steps/s stepping",
+                    style="cyan")
 
 
 LOG_NAME = "progress.log"
@@ -102,8 +106,9 @@ def step_bar(label: str, enabled: bool = True,
 
 @contextmanager
 def _bar(label: str, enabled: bool) -> Iterator[ProgressFn | None]:
-    """The rich bar (without a terminal rich draws it once, at the end)."""
-    if not enabled:
+    """The rich bar, on a terminal only: elsewhere (a log file, cron's mail) it would be a
+    line of box-drawing characters written once at the end."""
+    if not enabled or not err.is_terminal:
         yield None
         return
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -147,7 +152,7 @@ def iteration_bar(label: str, enabled: bool = True, folder: Path | None = None
         finally:
             log.flush()
         return
-    if not enabled:
+    if not enabled or not err.is_terminal:
         yield None
         return
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
