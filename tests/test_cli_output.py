@@ -94,3 +94,20 @@ def test_a_folder_given_as_the_scene_is_named_as_a_folder(tmp_path: Path) -> Non
 def test_a_count_of_one_is_singular() -> None:
     assert Engine(workers=1).describe() == "local cluster: 1 worker process"
     assert Engine(workers=3).describe() == "local cluster: 3 worker processes"
+
+
+def test_check_reports_the_step_0_energy_that_run_records(tmp_path: Path) -> None:
+    """mass_spring: check said U(step 0) = -2397.10 (after the controller's first action),
+    energy.csv's first row -2422.68 (before it): check gives run's, the other labelled."""
+    scene = str(REPO / "scenes" / "mass_spring.yaml")
+    checked = simrun("check", scene, cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    shown = re.search(r"potential energy at step 0 = (\S+) \(energy.csv's first row: before "
+                      r"the controller acts; after its step-0 action, which the first step's "
+                      r"forces use: (\S+)\)", checked.stdout)
+    assert shown, checked.stdout
+    ran = simrun("run", scene, "--steps", "4", "--no-render", "--out", "r", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    first = (tmp_path / "r" / "energy.csv").read_text().splitlines()[1].split(",")
+    assert float(shown.group(1)) == float(f"{float(first[3]):.9g}")  # to the printed digits
+    assert float(shown.group(2)) != float(shown.group(1))  # the controller moves rest lengths
