@@ -134,8 +134,9 @@ def optimize_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: boo
 def _fit_targets(scene: Scene, out_dir: Path | None, options: dict[str, Any],
                  quiet: bool) -> None:
     """Targets (ensemble averages): DiffTRe's reweighting loop, its pictures and a summary."""
-    from simrun.ensemble.targets import read_rdf
+    from simrun.ensemble.targets import read_rdf, target_errors
     from simrun.optimize.reweighted import AVERAGED, fit_by_reweighting
+    from simrun.outputs.units import units_of
     from simrun.render.fit import render_fit, render_rdf
 
     target = _target(scene, out_dir, False)
@@ -149,7 +150,8 @@ def _fit_targets(scene: Scene, out_dir: Path | None, options: dict[str, Any],
     if "rdf" in scene.objective.targets:
         r, g = read_rdf(scene.objective.targets["rdf"]["file"])
         render_rdf(r, g, {"start": rows[0].averages["rdf"], "fitted (last fresh run)":
-                          rows[-1].averages["rdf"]}, target / "rdf.png", title=scene.name)
+                          rows[-1].averages["rdf"]}, target / "rdf.png", title=scene.name,
+                   errors=target_errors(scene)["rdf"], units=units_of(scene.units))
     adam = [row for row in rows if row.stage == "adam"]
     fresh = len({row.trajectory for row in adam})
     out.print(f"done: {len(adam)} Adam iterations from {fresh} trajectories (reweighted "
