@@ -73,7 +73,7 @@ EXACT = [
      ["lj_melt.load_before", "lj_melt.load_after", "lj_melt.steps_per_s_default",
       "lj_melt.steps_per_s_every_100"]),
 ]
-TIMES = [("fit_lj", rf"polish runs of 24,000 steps, (\d+) s in all", "fit_lj.seconds"),
+TIMES = [("fit_lj", r"polish runs of 24,000 steps, (\d+) s in all", "fit_lj.seconds"),
          ("fit_spring", r"in 13 iterations \((\d+) s at load", "fit_spring.seconds")]
 
 
