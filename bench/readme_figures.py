@@ -87,7 +87,9 @@ def fit_lj_figures(out: Path) -> dict:
     adam = [row for row in rows if row["stage"] == "adam"]
     fitted = fit["fitted"]
     short = {name: name.rsplit(".", 1)[-1] for name in fitted["params"]}
-    found = {"seconds": round(seconds, 1), "adam_iterations": len(adam),
+    first = json.loads((folder / "trajectory-000" / "run.json").read_text())
+    found = {"seconds": round(seconds, 1), "threads": first.get("threads"),
+             "adam_iterations": len(adam),
              "adam_runs": len({row["trajectory"] for row in adam}),
              "polish_runs": fitted.get("polish_runs", 0),
              "adam_mean_of_last": {short[n]: v for n, v in fit["adam"]["params"].items()},
