@@ -41,8 +41,8 @@ def test_no_bar_is_drawn_into_stderr_that_is_not_a_terminal(tmp_path: Path) -> N
 @pytest.mark.skipif(sys.platform == "win32", reason="a pseudo-terminal")
 def test_on_a_terminal_the_bar_and_the_summary_say_which_rate_they_give(tmp_path: Path
                                                                          ) -> None:
-    """The bar's rate is of the stepping alone, the summary's of the whole job after set-up
-    (lj_melt: 288 and 149 steps/s, unlabelled): each says which it is."""
+    """The bar's rate is over its recent reports, the summary's over the whole job after
+    set-up (lj_melt: 288 and 149 steps/s, unlabelled): each says which it is."""
     leader, follower = pty.openpty()
     env = {**os.environ, "MPLBACKEND": "Agg", "COLUMNS": "160"}
     with subprocess.Popen([sys.executable, "-m", "simrun.cli", "run", GRAVITY, "--steps",
@@ -61,9 +61,9 @@ def test_on_a_terminal_the_bar_and_the_summary_say_which_rate_they_give(tmp_path
         stdout = proc.stdout.read()
     os.close(leader)
     assert proc.returncode == 0, drawn.decode(errors="replace")
-    assert re.search(r"[\d,]+ steps/s stepping", drawn.decode(errors="replace")), drawn
-    assert re.search(r"then [\d,]+ steps/s overall: thermo rows and writing the outputs "
-                     r"included\)", stdout), stdout
+    assert re.search(r"[\d,]+ steps/s recent", drawn.decode(errors="replace")), drawn
+    assert re.search(r"then [\d,]+ steps/s overall: from the first step to the last file "
+                     r"written\)", stdout), stdout
 
 
 def test_errors_are_spelled_error_colon_by_every_command(tmp_path: Path) -> None:

@@ -25,12 +25,13 @@ from simrun.stepper.run import ProgressFn
 
 
 class StepsPerSecond(ProgressColumn):
-    """The rate of the stepping alone, over the last reports: the summary's rate is lower,
-    as it counts the whole job after set-up (thermo rows, pressures, writing the outputs)."""
+    """The rate between the reports of the last 30 s (rich's estimate): "recent". The
+    summary's rate, "overall", counts the whole job after set-up, the first steps and the
+    outputs written at the end too, so it is lower (lj_melt: 288 against 149)."""
 
     def render(self, task: Task) -> Text:
         speed = task.finished_speed or task.speed
-        return Text(f"{speed:,.0f} steps/s stepping" if speed else "- steps/s stepping",
+        return Text(f"{speed:,.0f} steps/s recent" if speed else "- steps/s recent",
                     style="cyan")
 
 
