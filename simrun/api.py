@@ -30,6 +30,12 @@ from simrun.outputs.xyz import cell_for, pbc_flags
 from simrun.scene import load_scene
 
 PathLike = str | os.PathLike[str]
+_OUTPUT_KEYS = {"x": ("positions", "positions"), "v": ("velocities", "velocities"),
+                "f": ("forces", "forces"), "energy": ("energies", "energies")}
+
+
+class NotSavedError(AttributeError):
+    """A Run's array that the run did not save (its scene's ``outputs:`` turned it off)."""
 
 
 @dataclass(repr=False)
@@ -40,13 +46,40 @@ class Run:
     path: Path
     step: np.ndarray  # (F,)
     time: np.ndarray  # (F,)
-    x: np.ndarray | None  # (F, N, dim) positions, None when not saved
-    v: np.ndarray | None  # (F, N, dim) velocities
-    f: np.ndarray | None  # (F, N, dim) forces (outputs.forces)
-    energy: np.ndarray | None  # structured: step, time, kinetic, potential, total
+    saved: dict[str, np.ndarray]  # what the run saved of x, v, f (F, N, dim) and energy
     masses: np.ndarray  # (N,)
     scene: dict[str, Any]  # the resolved scene (scene.yaml)
     info: dict[str, Any] = field(default_factory=dict)  # run.json: status, versions, sources
+
+    @property
+    def x(self) -> np.ndarray:
+        """(F, N, dim) positions per saved frame."""
+        return self._array("x")
+
+    @property
+    def v(self) -> np.ndarray:
+        """(F, N, dim) velocities per saved frame."""
+        return self._array("v")
+
+    @property
+    def f(self) -> np.ndarray:
+        """(F, N, dim) forces per saved frame (outputs.forces: true)."""
+        return self._array("f")
+
+    @property
+    def energy(self) -> np.ndarray:
+        """Structured rows of energy.csv: step, time, kinetic, potential, total."""
+        return self._array("energy")
+
+    def _array(self, name: str) -> np.ndarray:
+        """A saved array, or an error that names the scene key that would have saved it
+        (an AttributeError, so ``hasattr(run, "f")`` and ``getattr(run, "f", None)`` work)."""
+        if name in self.saved:
+            return self.saved[name]
+        raise NotSavedError(f"{self.path}: this run saved no {_OUTPUT_KEYS[name][1]} (its "
+                            f"scene has outputs.{_OUTPUT_KEYS[name][0]}: false); run it again "
+                            f"with --set outputs.{_OUTPUT_KEYS[name][0]}=true to have them. "
+                            f"Saved: {', '.join(sorted(self.saved)) or 'nothing'}.")
 
     def __repr__(self) -> str:
         return "\n".join(self._summary_lines())
@@ -64,7 +97,7 @@ class Run:
                          f"{float(self.time[-1]):.6g}")
         else:
             lines.append("  frames: 0")
-        if self.energy is not None and len(np.atleast_1d(self.energy)):
+        if "energy" in self.saved and len(np.atleast_1d(self.energy)):
             last = np.atleast_1d(self.energy)[-1]
             lines.append(f"  energy (last frame): kinetic {float(last['kinetic']):.6g}, "
                          f"potential {float(last['potential']):.6g}, total "
@@ -75,8 +108,8 @@ class Run:
                          f"{drift['relative_final']:+.3g}, largest "
                          f"{drift['relative_largest']:+.3g} (relative to "
                          f"{drift.get('relative_to', '|E0|')})")
-        arrays = [n for n in ("x", "v", "f") if getattr(self, n) is not None]
-        lines.append(f"  arrays: step, time, {', '.join(arrays + ['energy'] * (self.energy is not None))}"
+        arrays = [n for n in ("x", "v", "f", "energy") if n in self.saved]
+        lines.append(f"  arrays: step, time, {', '.join(arrays)}"
                      "; .scene, .info (run.json), .atoms()")
         return lines
 
@@ -86,16 +119,16 @@ class Run:
         return self.info.get("status")
 
     @property
-    def kinetic(self) -> np.ndarray | None:
-        return None if self.energy is None else np.asarray(self.energy["kinetic"])
+    def kinetic(self) -> np.ndarray:
+        return np.asarray(self.energy["kinetic"])
 
     @property
-    def potential(self) -> np.ndarray | None:
-        return None if self.energy is None else np.asarray(self.energy["potential"])
+    def potential(self) -> np.ndarray:
+        return np.asarray(self.energy["potential"])
 
     @property
-    def total(self) -> np.ndarray | None:
-        return None if self.energy is None else np.asarray(self.energy["total"])
+    def total(self) -> np.ndarray:
+        return np.asarray(self.energy["total"])
 
     def atoms(self, frame: int | None = None) -> Any:
         """ASE ``Atoms`` of one frame (``frame`` index, negative from the end) or a list of
@@ -106,8 +139,7 @@ class Run:
             from ase import Atoms  # optional dependency: pip install ase
         except ImportError:
             raise ImportError("Run.atoms needs ASE: pip install ase") from None
-        if self.x is None:
-            raise ValueError(f"{self.path}: the run saved no positions (outputs.positions)")
+        self._array("x")  # the error that names outputs.positions when it was not saved
         frames = range(len(self.step)) if frame is None else [frame]
         made = [self._atoms(Atoms, i) for i in frames]
         return made if frame is None else made[0]
@@ -124,7 +156,7 @@ class Run:
             pbc = list(pbc_flags(dim, box["type"] == "periodic"))
         made = atoms_type(["X"] * n, positions=positions, masses=self.masses,
                           cell=cell, pbc=pbc, celldisp=origin)
-        if self.v is not None:
+        if "v" in self.saved:
             velocities = pad.copy()
             velocities[:, :dim] = self.v[i]
             made.set_velocities(velocities)
@@ -151,8 +183,10 @@ def load_run(path: PathLike) -> Run:
         info = read_run_info(path / "run.json")
     except (OSError, ValueError):
         info = {}
-    return Run(path, arrays["step"], arrays["time"], arrays.get("x"), arrays.get("v"),
-               arrays.get("f"), energy, masses, scene, info)
+    saved = {name: arrays[name] for name in ("x", "v", "f") if name in arrays}
+    if energy is not None:
+        saved["energy"] = energy
+    return Run(path, arrays["step"], arrays["time"], saved, masses, scene, info)
 
 
 def run_scene(scene: PathLike, out_dir: PathLike | None = None, *, steps: int | None = None,

@@ -49,7 +49,7 @@ def test_run_scene_returns_arrays_that_follow_the_closed_form(scene: Path, tmp_p
     run = simrun.run_scene(scene, tmp_path / "out", steps=STEPS, threads=1)
     assert run.status == "ok" and run.path == tmp_path / "out"
     assert run.step.tolist() == list(range(0, STEPS + 1, 100))
-    assert run.x.shape == run.v.shape == (len(run.step), 2, 2) and run.f is None
+    assert run.x.shape == run.v.shape == (len(run.step), 2, 2) and not hasattr(run, "f")
     # m = 2, k = 8: omega = 2; velocity Verlet's phase error is omega^3 t dt^2 / 24 per unit
     # amplitude, about 7e-7 at t = 2, so 1e-5 bounds it with room and catches a wrong step
     omega, t = np.sqrt(2 * K / 2.0), run.time[:, None, None]
@@ -66,6 +66,24 @@ def test_run_scene_returns_arrays_that_follow_the_closed_form(scene: Path, tmp_p
     assert again.scene["dt"] == DT and again.info["sources"][0]["copy"] == "kernels/trap.py"
     with pytest.raises(FileNotFoundError, match="no frames.npz"):
         simrun.load_run(tmp_path)
+
+
+def test_an_array_the_run_did_not_save_is_an_error_naming_the_scene_key(
+        scene: Path, tmp_path: Path) -> None:
+    """outputs.positions / energies: false: run.x and run.total name the key that saves them,
+    not None and then "'NoneType' object has no attribute 'shape'" (issue 44)."""
+    import simrun
+
+    run = simrun.run_scene(scene, tmp_path / "out", steps=200, threads=1, render=False,
+                           sets=["outputs.positions=false", "outputs.energies=false"])
+    for name, key in (("x", "outputs.positions"), ("total", "outputs.energies"),
+                      ("energy", "outputs.energies"), ("f", "outputs.forces")):
+        with pytest.raises(AttributeError, match=rf"saved no .*{key}=true"):
+            getattr(run, name)
+    assert run.v.shape == (3, 2, 2) and getattr(run, "x", None) is None
+    assert "arrays: step, time, v;" in repr(run)
+    with pytest.raises(AttributeError, match="outputs.positions"):
+        run.atoms()
 
 
 def test_atoms_carry_positions_velocities_masses_and_the_periodic_cell(scene: Path,

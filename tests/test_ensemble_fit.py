@@ -55,7 +55,9 @@ def test_cli_fits_targets_and_resamples_when_n_eff_drops(tmp_path: Path) -> None
     assert 1 <= len(polish) <= 4 and [int(r[3]) for r in polish] == list(
         range(3, 3 + len(polish)))
     assert (tmp_path / "o" / "fit.png").is_file()
-    assert f"{3 + len(polish)} trajectories" in done.stdout
+    # the count is the scene's (iterations: 3), the polish runs named apart (issue 44)
+    assert "done: 3 Adam iterations from 3 trajectories" in done.stdout, done.stdout
+    assert f"polished by Gauss-Newton over {len(polish)} fresh runs" in done.stdout
     fitted = [line for line in done.stdout.splitlines() if "integrator.temperature =" in line]
     value, error = (float(v) for v in fitted[0].split("=")[1].split("+-"))
     assert abs(value - 0.6) <= 4 * error and 0 < error < 0.05  # kT = 2 t / d

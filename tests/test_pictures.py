@@ -37,9 +37,14 @@ def test_units_label_thermo_csv_run_json_and_every_axis(scene: Path, tmp_path: P
                   "-q", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     header = (tmp_path / "m" / "thermo.csv").read_text(encoding="utf-8").splitlines()[0]
+    # thermo.csv's column names do not change with units: (as energy.csv's; issue 44) a
+    # script reads "time" whatever the scene's units, which run.json names
+    assert header == "step,time,kinetic,potential,total,temperature,pressure", header
+    energy_header = (tmp_path / "m" / "energy.csv").read_text().splitlines()[0]
+    assert header.startswith(energy_header)
     # metal: Å, eV, g/mol; m dv/dt = F unconverted makes the time unit Å sqrt(amu/eV)
-    assert header.startswith("step,time[10.18 fs],kinetic[eV],potential[eV],total[eV]")
-    assert "pressure[eV/Å²]" in header  # 2-D: energy per area
+    assert info_units(tmp_path / "m")["time"] == "10.18 fs"
+    assert info_units(tmp_path / "m")["pressure"] == "eV/Å²"  # 2-D: energy per area
     assert set(read_thermo_csv(tmp_path / "m" / "thermo.csv")) >= {"time", "kinetic"}
     info = json.loads((tmp_path / "m" / "run.json").read_text())
     assert info["units"]["system"] == "metal" and info["units"]["energy"] == "eV"
@@ -57,12 +62,19 @@ def test_units_label_thermo_csv_run_json_and_every_axis(scene: Path, tmp_path: P
     assert bad.returncode == 2 and "metal" in bad.stderr and "Traceback" not in bad.stderr
 
 
+def info_units(folder: Path) -> dict:
+    return json.loads((folder / "run.json").read_text())["units"]
+
+
 def test_unit_systems_follow_from_their_constants() -> None:
     # real: Å sqrt((g/mol) / (kcal/mol)) = 48.89 fs, LAMMPS's own conversion constant
     assert SYSTEMS["real"].time == "48.89 fs" and SYSTEMS["lj"].pressure(3) == "ε/σ³"
     assert SYSTEMS["si"].pressure(3) == "Pa" and units_of(None).reduced
-    assert SYSTEMS["reduced"].label("energy", "total") == "energy"
-    assert SYSTEMS["reduced"].axis_label("time", "time") == "time (reduced units)"
+    # reduced units: every axis with a dimension says so, not only the horizontal one
+    assert SYSTEMS["reduced"].label("energy", "total") == "energy [reduced]"
+    assert SYSTEMS["reduced"].label("y", "y") == "y [reduced]"
+    assert SYSTEMS["reduced"].axis_label("time", "time") == "time [reduced]"
+    assert SYSTEMS["reduced"].label("N_eff / N", "neff") == "N_eff / N"
     assert SYSTEMS["si"].axis_label("x", "x", dim=2) == "x [m]"
 
 
@@ -103,7 +115,7 @@ def test_a_run_that_conserves_nothing_has_no_drift_panel(tmp_path: Path) -> None
                                 "integrator": {"type": "velocity_verlet", "damping": 0.5}},
                      {"status": "ok"})
     fig = energy_figure(_columns(), plot=_plot_of(folder))
-    assert [ax.get_ylabel() for ax in fig.axes] == ["energy", "k_B T"]
+    assert [ax.get_ylabel() for ax in fig.axes] == ["energy [reduced]", "k_B T [reduced]"]
 
 
 def test_nose_hoover_shows_its_conserved_energy_drift(tmp_path: Path) -> None:

@@ -99,10 +99,12 @@ class Engine:
     def describe(self) -> str:
         if self.cluster is not None:
             c = self.cluster
-            return f"{c.kind} cluster: {c.jobs} jobs x {c.cores} cores, walltime {c.walltime}"
+            return (f"{c.kind} cluster: {c.jobs} job{'s' if c.jobs != 1 else ''} x {c.cores} "
+                    f"core{'s' if c.cores != 1 else ''}, walltime {c.walltime}")
         if self.scheduler is not None:
             return f"scheduler {self.scheduler}"
-        return f"local cluster: {self.local_workers()} worker processes"
+        count = self.local_workers()
+        return f"local cluster: {count} worker process{'es' if count != 1 else ''}"
 
 
 @contextmanager

@@ -65,8 +65,12 @@ def check(scene_path: SceneArg, sets: SetOpt = None, threads: ThreadsOpt = None,
         out.print(f"  step kernels  {', '.join(report.step_kernels)}")
     if report.extra_fields:
         out.print(f"  module fields {', '.join(report.extra_fields)}")
+    acted = report.potential_controlled
     out.print(f"  compiled in {report.compile_s:.2f} s; potential energy at step 0 = "
-              f"{report.potential:.9g}")
+              f"{report.potential:.9g}" + ("" if acted is None else
+                                          " (energy.csv's first row: before the controller "
+                                          "acts; after its step-0 action, which the first "
+                                          f"step's forces use: {acted:.9g})"))
     if ensemble:
         out.print("  objective     an ensemble average (simrun grad --method ensemble, "
                   "simrun optimize by reweighting)")

@@ -54,8 +54,9 @@ AllowChangedOpt = Annotated[bool, typer.Option(
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar (the result "
                                       "is still printed).")]
 ThreadsOpt = Annotated[int | None, typer.Option(
-    "--threads", min=1, max=4096, metavar="N", help="CPU threads for kernels (default: all "
-    "cores; at most 4096). The results are the same bits on any number of threads.")]
+    "--threads", min=1, max=4096, metavar="N", help="CPU threads for kernels (default: one for a "
+    "system whose step is too little work to share, else every usable CPU; at most 4096; "
+    "run.json records it). The results are the same bits on any number of threads.")]
 
 
 def is_compile_error(exc: BaseException) -> bool:

@@ -177,15 +177,16 @@ def fit_targets(scene: Scene, target: Path, options: dict[str, Any], quiet: bool
                                  options=options)
     rows, names = fit.rows, list(scene.optimize.parameters)
     draw_fit_pictures(target)
-    fresh = len({row.trajectory for row in rows})
-    out.print(f"done: {len(rows)} iterations from {fresh} trajectories (reweighted while "
-              f"N_eff/N >= 0.9); loss {rows[0].loss:.4g} -> {rows[-1].loss:.4g}")
+    adam = [row for row in rows if row.stage == "adam"]
+    fresh = len({row.trajectory for row in adam})
+    out.print(f"done: {len(adam)} Adam iterations from {fresh} trajectories (reweighted "
+              f"while N_eff/N >= 0.9); loss {rows[0].loss:.4g} -> {adam[-1].loss:.4g}")
     if fit.steps:
         state = "converged: the last step is within its errors" if fit.converged else \
             "NOT converged: the last step is larger than its errors; run more iterations"
         out.print(f"  polished by Gauss-Newton over {len(fit.steps)} fresh runs ({state}, "
-                  f"chi^2 {fit.steps[-1].chi2:.2f}); fitted, +- the fit's own standard error "
-                  "(best.yaml):")
+                  f"chi^2 {fit.steps[-1].chi2:.2f}, loss {rows[-1].loss:.4g}); fitted, +- the "
+                  "fit's own standard error (best.yaml):")
     else:
         out.print(f"  fitted (mean of the last {AVERAGED:.0%} of the iterations; best.yaml):")
     errors = fit.errors if fit.errors is not None else [None] * len(names)

@@ -96,6 +96,23 @@ def _render_grad(grad_dir: Path) -> None:
     def draw() -> list[Path]:
         record = json.loads((grad_dir / "gradients.json").read_text(encoding="utf-8"))
         scene = load_scene(grad_dir / "scene.yaml", allow_outside=True)
+        if record.get("method") == "ensemble":  # its KEYs and objective are the ensemble's
+            return _ensemble_pictures(grad_dir, scene, record)
         return draw_gradient_pictures(grad_dir, *picture_inputs(scene, record["gradients"]))
 
     _draw(grad_dir, "grad folder", "'simrun grad'", draw, "no scalar KEY, horizon or state.x0")
+
+
+def _ensemble_pictures(grad_dir: Path, scene, record: dict) -> list[Path]:
+    """sensitivities.png of a `grad --method ensemble` folder, with its error bars (none for
+    a vector objective such as g(r), as the job itself draws none)."""
+    # start-up: the compiler and matplotlib
+    from simrun.adjoint.keys import value_of
+    from simrun.ensemble.keys import parse_ensemble_key
+    from simrun.render.sensitivity import draw_gradient_pictures
+
+    if isinstance(record["objective"]["value"], list):
+        return []
+    values = {k: float(value_of(scene, parse_ensemble_key(scene, k)))
+              for k, g in record["gradients"].items() if not isinstance(g, list)}
+    return draw_gradient_pictures(grad_dir, values, None)

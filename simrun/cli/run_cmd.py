@@ -59,6 +59,7 @@ def summary(scene: Scene, result: RunResult, render_error: str | None,
     steps = result.steps_done - result.start_step
     stepping = result.wall_s - result.setup_s
     rate = f"{steps / stepping:,.0f} steps/s" if stepping > 0 else "-"
+    rate += " overall: from the first step to the last file written"
     resumed = f", resumed at step {result.start_step}" if result.start_step else ""
     out.print(f"[bold green]done[/] {scene.name}: {steps} steps in {result.wall_s:.2f} s "
               f"(setup and compile {result.setup_s:.2f} s, then {rate}{resumed})")

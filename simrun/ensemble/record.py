@@ -66,4 +66,6 @@ def write_ensemble_outputs(out_dir: Path, scene: Scene, result: EnsembleResult,
         return []
     values = {k: float(value_of(scene, parse_ensemble_key(scene, k))) for k in scalars}
     return [render_sensitivities(values, scalars, float(result.objective),
-                                 out_dir / "sensitivities.png", title=scene.name)]
+                                 out_dir / "sensitivities.png", title=scene.name,
+                                 errors={k: float(result.errors[k]) for k in scalars},
+                                 objective_error=float(result.objective_error))]

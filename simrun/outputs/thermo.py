@@ -43,7 +43,7 @@ class ThermoLog:
                           *extra))
 
     def csv_text(self) -> str:
-        lines = [",".join(self.units.header(c, self.dim) for c in self.columns)]
+        lines = [",".join(self.columns)]  # as energy.csv's: the units are in run.json
         lines += [f"{int(r[0])}," + ",".join(repr(float(v)) for v in r[1:]) for r in self.rows]
         return "\n".join(lines) + "\n"
 

@@ -26,6 +26,10 @@ def _time_in_fs(length_m: float, mass_kg: float, energy_j: float) -> str:
     return f"{length_m * math.sqrt(mass_kg / energy_j) * 1e15:.4g} fs"
 
 
+DIMENSIONED = ("kinetic", "potential", "total", "conserved", "time", "temperature", "pressure",
+               "x", "y", "z", "length", "energy")
+
+
 @dataclass(frozen=True)
 class Units:
     """Unit labels (empty in reduced units) of one system."""
@@ -53,22 +57,19 @@ class Units:
             return self.energy
         return {"time": self.time, "temperature": self.temperature,
                 "pressure": self.pressure(dim), "x": self.length, "y": self.length,
-                "z": self.length}.get(column, "")
+                "z": self.length, "length": self.length, "energy": self.energy}.get(column, "")
 
     def label(self, text: str, column: str, dim: int = 3) -> str:
-        """An axis label: ``text [unit]``, or ``text`` in reduced units."""
+        """An axis label: ``text [unit]``; in reduced units ``text [reduced]`` for a quantity
+        that has a dimension, so that no axis of a picture looks unitless by omission."""
+        if self.reduced and column in DIMENSIONED:
+            return f"{text} [reduced]"
         unit = self.of(column, dim)
         return f"{text} [{unit}]" if unit else text
 
     def axis_label(self, text: str, column: str, dim: int = 3) -> str:
-        """A picture's horizontal axis label: ``label``, and in reduced units it says so
-        (once per picture, not on every axis)."""
-        return self.label(text, column, dim) + " (reduced units)" * self.reduced
-
-    def header(self, column: str, dim: int = 3) -> str:
-        """A thermo.csv header name: ``time[fs]``; the bare name without a unit."""
-        unit = self.of(column, dim)
-        return f"{column}[{unit}]" if unit else column
+        """The same as ``label`` (every axis says its unit, the horizontal one too)."""
+        return self.label(text, column, dim)
 
     def as_dict(self, dim: int = 3) -> dict[str, str]:
         """run.json's ``units``: the system and, outside reduced units, each quantity's."""

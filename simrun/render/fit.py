@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from simrun.outputs.units import SYSTEMS, Units, units_of
 from simrun.render.frames import atomic_path
 from simrun.scene.rdf_csv import read_rdf_csv
 
@@ -28,7 +29,7 @@ def render_fit(rows: list, names: list[str], png: Path, title: str = "",
         ax.axvspan(polish[0] - 0.5, polish[-1] + 1.5, color="0.92", zorder=0,
                    label="Gauss-Newton polish (fresh runs)" if ax is axes[0] else None)
     axes[0].semilogy(it, [r.loss for r in rows], "o-", ms=3)
-    axes[0].set(xlabel="iteration", ylabel="loss", title="loss")
+    axes[0].set(xlabel="iteration", ylabel="loss  (sum of w (<O> - target)^2)", title="loss")
     if len(polish):
         axes[0].legend(fontsize="small")
     neff = np.array([r.neff for r in rows])
@@ -50,25 +51,38 @@ def render_fit(rows: list, names: list[str], png: Path, title: str = "",
             axes[2].errorbar([it[-1] + 1], [fitted[0][j]], yerr=error, fmt="*", ms=9,
                              capsize=4, color=line.get_color(),
                              label="fitted +- its error" if j == 0 else None)
-    axes[2].set(xlabel="iteration", ylabel="value", title="parameters")
+    axes[2].set(xlabel="iteration", ylabel="parameter value  (the scene's units)",
+                title="parameters")
     axes[2].legend(fontsize="small")
     fig.suptitle(title, fontsize="medium")
     return _save(fig, png)
 
 
 def render_rdf(r: np.ndarray, target: np.ndarray, curves: dict[str, np.ndarray], png: Path,
-               title: str = "") -> Path:
-    """g(r) of the target (points) against the fitted averages (lines)."""
+               title: str = "", errors: np.ndarray | None = None,
+               units: Units = SYSTEMS["reduced"]) -> Path:
+    """g(r) of the target (points, with their standard errors where the CSV gives them)
+    against the averages of the start and the fit (lines)."""
+    return _save(rdf_figure(r, target, curves, title, errors, units), png)
+
+
+def rdf_figure(r: np.ndarray, target: np.ndarray, curves: dict[str, np.ndarray],
+               title: str = "", errors: np.ndarray | None = None,
+               units: Units = SYSTEMS["reduced"]):
+    """The figure of ``render_rdf`` (a pyplot figure: ``_save`` closes it)."""
     import matplotlib.pyplot as plt  # start-up: pyplot only to draw
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(r, target, "ko", ms=4, label="target")
+    shown = errors is not None and np.any(np.asarray(errors) > 0)
+    ax.errorbar(r, target, yerr=errors if shown else None, fmt="ko", ms=4, capsize=2,
+                elinewidth=0.8, label="target +- its error" if shown else "target", zorder=3)
     for label, g in curves.items():
         ax.plot(r, g, "-", label=label)
     ax.axhline(1.0, color="0.7", lw=0.8)
-    ax.set(xlabel="r", ylabel="g(r)", title=title or "radial distribution")
+    ax.set(xlabel=units.label("r", "length"), ylabel="g(r)  (dimensionless)",
+           title=title or "radial distribution")
     ax.legend(fontsize="small")
-    return _save(fig, png)
+    return fig
 
 
 @dataclass
@@ -120,7 +134,8 @@ def draw_fit_pictures(folder: Path) -> list[Path]:
         written.append(render_rdf(data[:, 0], data[:, 1], {
             "start": np.array(curves["first"]["rdf"]),
             "fitted (last fresh run)": np.array(curves["last"]["rdf"])},
-            folder / "rdf.png", title=title))
+            folder / "rdf.png", title=title, errors=data[:, 2] if data.shape[1] == 3 else None,
+            units=units_of(scene.get("units"))))
     return written
 
 

@@ -52,4 +52,6 @@ def loss_figure(cols: dict[str, np.ndarray], title: str = "") -> Figure:
             ax.legend(loc="upper right", fontsize="small")
     gax.set_xlabel("iteration")
     gax.xaxis.set_major_locator(MaxNLocator(integer=True))  # no iteration 2.5
+    if len(it) > 1:  # the axis ends at the last iteration: no tick past it
+        gax.set_xlim(float(it[0]), float(it[-1]))
     return fig

@@ -18,40 +18,64 @@ from simrun.render.frames import atomic_path
 
 
 def render_sensitivities(values: dict[str, float], gradients: dict[str, float],
-                         objective: float, png_path: str | os.PathLike, *, title: str = ""
-                         ) -> Path:
+                         objective: float, png_path: str | os.PathLike, *, title: str = "",
+                         errors: dict[str, float] | None = None,
+                         objective_error: float | None = None) -> Path:
     """Bars of d ln J / d ln p = (p / J) dJ/dp: the % change of J per % change of p, which
-    compares keys of different units (dt against a stiffness)."""
+    compares keys of different units (dt against a stiffness). ``errors`` (standard errors
+    of dJ/dp, as the ensemble method estimates them) become error bars and "+- e" labels."""
+    fig = sensitivities_figure(values, gradients, objective, title=title, errors=errors,
+                               objective_error=objective_error)
+    png_path = Path(png_path)
+    with atomic_path(png_path) as tmp:
+        fig.savefig(tmp, format="png")
+    return png_path
+
+
+def sensitivities_figure(values: dict[str, float], gradients: dict[str, float],
+                         objective: float, *, title: str = "",
+                         errors: dict[str, float] | None = None,
+                         objective_error: float | None = None) -> Figure:
+    """The figure of ``render_sensitivities``."""
     keys = list(gradients)
-    rel = [values[k] * gradients[k] / objective if objective else 0.0 for k in keys]
-    fig = Figure(figsize=(7, 1.2 + 0.45 * max(len(keys), 1)), dpi=100)
+    scale = {k: values[k] / objective if objective else 0.0 for k in keys}
+    rel = [scale[k] * gradients[k] for k in keys]
+    spread = [abs(scale[k]) * errors[k] if errors and k in errors else 0.0 for k in keys]
+    fig = Figure(figsize=(7, 1.3 + 0.4 * max(len(keys), 1)), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
-    ax = fig.add_axes((0.34, 0.8 / (1.2 + 0.45 * len(keys)), 0.6,
-                       0.45 * len(keys) / (1.2 + 0.45 * len(keys))))
+    ax = fig.add_subplot()
     colours = ["#d62728" if r < 0 else "#1f77b4" for r in rel]
-    bars = ax.barh(range(len(keys)), rel, color=colours)
+    ax.barh(range(len(keys)), rel, color=colours, height=0.6,
+            xerr=spread if errors else None, capsize=4, ecolor="0.2")
     # a KEY that is 0 has no relative change (gradients.json has its dJ/dp): say so
-    labels = [f"{r:+.3g}" if values[k] else "n/a" for k, r in zip(keys, rel)]
-    ax.bar_label(bars, labels=labels, fontsize="small", padding=3)
-    ax.margins(x=0.2)
+    labels = [("n/a" if not values[k] else f"{r:+.3g}" + (f" +- {e:.2g}" if errors else ""))
+              for k, r, e in zip(keys, rel, spread)]
+    ends = [r + (e if r >= 0 else -e) for r, e in zip(rel, spread)]  # labels past the bars
+    for i, (end, label) in enumerate(zip(ends, labels)):
+        ax.annotate(label, (end, i), xytext=(4 if end >= 0 else -4, 0),
+                    textcoords="offset points", va="center", fontsize="small",
+                    ha="left" if end >= 0 else "right")
+    low, high = min(0.0, *ends), max(0.0, *ends)
+    pad = 0.35 * (high - low or 1.0)  # room for the labels on the side they are drawn
+    ax.set_xlim(low - (pad if low < 0 else 0.05 * pad), high + (pad if high > 0 else 0.05 * pad))
     ax.set_yticks(range(len(keys)), [k if values[k] else f"{k} (p = 0)" for k in keys],
                   fontsize="small")
-    ax.invert_yaxis()
+    ax.set_ylim(len(keys) - 0.5, -0.5)
     ax.axvline(0.0, color="0.4", lw=0.8)
-    ax.set_xlabel("d ln J / d ln p  (relative change of J per relative change of p)")
-    ax.set_title(f"{title}: sensitivities of J = {objective:.6g}" if title else
-                 f"sensitivities of J = {objective:.6g}", fontsize="medium")
+    what = f"J = {objective:.6g}" + (f" +- {objective_error:.2g}" if objective_error else "")
+    ax.set_title(f"{title}: sensitivities of {what}" if title else f"sensitivities of {what}",
+                 fontsize="medium")
     ax.grid(axis="x", alpha=0.3)
+    bars_note = ", bars: +- one standard error" if errors else ""
+    ax.set_xlabel(f"d ln J / d ln p  (relative change of J per relative change of p{bars_note})",
+                  fontsize="small")
     fig.canvas.draw()  # the axis' scale factor (e.g. 1e-5) goes into the label, not over it
     offset = ax.xaxis.get_offset_text().get_text()
     if offset:
         ax.xaxis.get_offset_text().set_visible(False)
         ax.set_xlabel(f"d ln J / d ln p  (x {offset}; relative change of J per relative "
-                      "change of p)")
-    png_path = Path(png_path)
-    with atomic_path(png_path) as tmp:
-        fig.savefig(tmp, format="png")
-    return png_path
+                      f"change of p{bars_note})", fontsize="small")
+    return fig
 
 
 def render_position_gradient(x0: np.ndarray, grad: np.ndarray, png_path: str | os.PathLike,
@@ -124,9 +148,11 @@ def draw_gradient_pictures(folder: str | os.PathLike, values: dict[str, float],
                if not isinstance(g, list) and k not in directions}
     pictures = []
     if scalars:
+        errors = {k: float(e) for k, e in (record.get("errors") or {}).items() if k in scalars}
         pictures.append(render_sensitivities({k: values[k] for k in scalars}, scalars,
                                              objective, folder / "sensitivities.png",
-                                             title=title))
+                                             title=title, errors=errors or None,
+                                             objective_error=record["objective"].get("error")))
     if (folder / "horizon.csv").is_file():
         cols = read_thermo_csv(folder / "horizon.csv")
         series = {k[3:]: v for k, v in cols.items() if k.startswith("d/d")}

@@ -65,6 +65,22 @@ def display_path(path: Path) -> str:
     return rel if len(rel) < len(str(path)) else str(path)
 
 
+def _folder_given(path: Path, shown: str) -> str:
+    """The message for a folder where a scene file belongs; a job folder's own scene.yaml
+    is named, with `simrun resume` for continuing that job."""
+    where = "the current directory" if shown in (".", "") else "a folder"
+    own = path / "scene.yaml"
+    if own.is_file():
+        scene = shorten_path(display_path(own))
+        return (f"{shown}: is {where}, not a scene file. It holds a job's resolved scene: "
+                f"give '{scene}' to start a new job from it, or run 'simrun resume {shown}' "
+                "to continue the job in that folder.")
+    found = sorted(p.name for p in path.glob("*.yaml"))[:3] if os.access(path, os.R_OK) else []
+    hint = f" (it holds {', '.join(found)})" if found else ""
+    return (f"{shown}: is {where}, not a scene file{hint}. Give the path of a scene .yaml "
+            "file, e.g. scenes/gravity.yaml.")
+
+
 def compose(path: Path) -> Node:
     """Read ``path`` into a YAML node tree (safe loader only), with marks named after it."""
     shown = shorten_path(display_path(path))
@@ -73,6 +89,8 @@ def compose(path: Path) -> Node:
             raise SceneError(f"{shown}: scene file not found. Check the path (it is relative "
                              f"to the current directory, {Path.cwd()})."
                              + shipped.unknown_scene_hint(path))
+        if path.is_dir():
+            raise SceneError(_folder_given(path, shown))
         if not path.is_file():
             raise SceneError(f"{shown}: is not a file. Give the path of a scene .yaml file.")
         text = path.read_text(encoding="utf-8")

@@ -5,11 +5,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from simrun.scene import Scene, initial_state
+from simrun.scene import Scene
 from simrun.stepper import thermostats
 from simrun.stepper.integrators import State
-from simrun.stepper.run import check_finite
-from simrun.stepper.system import System
+from simrun.stepper.run import check_finite, prepare
 
 
 @dataclass
@@ -17,9 +16,10 @@ class CheckReport:
     energy_kernels: list[str]
     step_kernels: list[str]
     extra_fields: list[str]
-    potential: float
+    potential: float  # U at step 0 as run records it (before the controller's first action)
     compile_s: float
     controller: list[str]
+    potential_controlled: float | None = None  # U once the controller acted at step 0
 
 
 def check_scene(scene: Scene, threads: int | None = None, debug: bool = False
@@ -31,17 +31,18 @@ def check_scene(scene: Scene, threads: int | None = None, debug: bool = False
     there).
     """
     started = time.perf_counter()
-    x0, v0 = initial_state(scene)
-    system = System(scene, x0, threads, debug=debug)
-    system.set_state(x0, v0)
-    system.control(0)  # the controller writes what the forces read
-    potential, forces = system.forces()
-    x, v = system.get_state()
-    check_finite(State(0, x, v, forces, potential), scene)
+    system, state = prepare(scene, None, threads, debug)  # run's own step 0: energy.csv's row
+    acted = None
+    if system.controller:  # the first step's forces: the controller has written its outputs
+        system.control(0)
+        acted, forces = system.forces()
+        x, v = system.get_state()
+        check_finite(State(0, x, v, forces, acted), scene)
     for kernel in system.step_kernels:
         kernel()
     system.render_shapes()  # a broken render_shapes hook is bad input too
     return CheckReport([str(k.ref.name) for k in system.energy],
                        [str(k.ref.name) for k in system.step_kernels],
-                       sorted(set(system.extra) - set(thermostats.FIELDS)), potential, time.perf_counter() - started,
-                       [str(k.ref.name) for k in system.controller])
+                       sorted(set(system.extra) - set(thermostats.FIELDS)), state.potential,
+                       time.perf_counter() - started,
+                       [str(k.ref.name) for k in system.controller], acted)

@@ -358,6 +358,7 @@ def run_scene(scene: Scene, out_dir: str | os.PathLike[str] | Callable[[], Path]
     target = target if target is not None else Path(where())
     writer, info = _open(target, scene, system, state.step, checkpoint, options, stepping)
     info["timings"]["setup_s"] = setup_s
+    info["threads"] = system.threads  # chosen from the work unless --threads said (threads.py)
     info["thermo"] = {"every": scene.thermo_every, "dof": stepping.dof.count,
                       "dof_why": stepping.dof.why}
     drift_check = None

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 import simrun.lang as ti
+from simrun.lang.api import runtime
 from simrun.lang.autodiff.tape import access_of
 from simrun.lang.config import bounds_checks, current_device, floats_ordered
 from simrun.scene import Scene, SceneError
@@ -30,6 +31,7 @@ from simrun.stepper.forces import DirectForces
 from simrun.stepper.neighbors import NeighborList, NeighborListOverflow
 from simrun.stepper.roles import check_roles
 from simrun.stepper.thermostats import thermostat_fields
+from simrun.stepper.threads import job_threads
 
 BASE_NAMES = ("x", "v", "m", "x0", "U", "dt", "step", "bonds", "angles", "dihedrals",
               "triangles", "neighbors", *BOX_NAMES)  # `step`: the step index, for controller
@@ -58,9 +60,12 @@ class System:
                                    "deterministic": floats_ordered() if deterministic is None
                                    else deterministic,
                                    "debug": debug or bounds_checks()}
-        if threads:
+        if arch == ti.cpu:  # one thread for a step too small to share (threads.py)
+            options["cpu_max_num_threads"] = job_threads(scene, threads)
+        elif threads:
             options["cpu_max_num_threads"] = threads
         ti.init(**options)
+        self.threads = options.get("cpu_max_num_threads") or runtime().num_threads
         self._make_fields(np.asarray(x0))
         self.extra: dict[str, Any] = {}
         validate_params(scene)

@@ -1,0 +1,47 @@
+"""How many threads a job uses when it is not told: one for a system whose step is too
+little work to share, all usable CPUs otherwise (issue 44: lj_nvt's 108 atoms made 20.2k
+steps/s on one thread and 14.1k on two, the workers' wake-ups and joins costing more than
+they save).
+
+The work of a step is estimated from the scene alone, before anything is compiled, as
+interactions per step: N particles plus their pairs, N x (the particles within the
+neighbour list's reach) with a list, or all N (N - 1) / 2 pairs without one (an energy
+kernel without a list loops over every pair, as gravity's does; a scene of bonds or a
+grid then counts high, which only keeps today's default of every CPU). The thresholds are
+measured by `python bench/thread_choice.py` (bench/README.md, "Threads from the work").
+The thread count never changes the results: the same bits at any count."""
+
+from __future__ import annotations
+
+import math
+
+from simrun.lang.runtime.parallel import default_threads
+from simrun.scene import Scene
+
+# interactions per step below which one thread is faster (bench/README.md, "Threads from
+# the work"): a neighbour-list step is many short launches (the rebuild check, the pair
+# loop over rows), each paying the workers' wake-up, so it stays on one thread longer than
+# one all-pairs launch of the same count does
+ONE_THREAD_BELOW = {"neighbour list": 20_000, "all pairs": 500}
+
+
+def work_per_step(scene: Scene) -> float:
+    """Interactions per step: particles plus the pairs the energy kernels visit."""
+    n, dim = scene.particles.count, scene.particles.dim
+    spec, box = scene.neighbors, scene.boundary
+    if spec is not None and box.low is not None and box.high is not None:
+        volume = math.prod(h - lo for lo, h in zip(box.low, box.high))
+        reach = spec.cutoff + spec.skin
+        ball = math.pi ** (dim / 2) / math.gamma(dim / 2 + 1) * reach ** dim
+        within = min(n - 1, n / volume * ball) if volume > 0 else n - 1
+        return n + n * within
+    return n + n * (n - 1) / 2
+
+
+def job_threads(scene: Scene, threads: int | None) -> int:
+    """``threads`` when given; else one thread below the measured work, every usable CPU
+    above it."""
+    if threads:
+        return threads
+    kind = "neighbour list" if scene.neighbors is not None else "all pairs"
+    return 1 if work_per_step(scene) < ONE_THREAD_BELOW[kind] else default_threads()

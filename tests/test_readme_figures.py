@@ -1,0 +1,103 @@
+"""README.md quotes what its own commands print (issue 44: "-0.21 -> -0.52" and "142 s,
+epsilon = 1.0015 +- 0.0022" that the commands no longer gave). `python bench/readme_figures.py`
+runs the commands and records their figures in bench/readme_figures.json; this test reads
+that record and the README's text, and reruns nothing.
+
+Tolerance: losses, fitted values and their errors are deterministic (the same bits at any
+thread count), so the README must give the recorded value rounded to the digits it prints.
+Wall times depend on the machine and its load: the README's must be within 10% of the
+recorded one (it says the load beside them)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+RECORD = json.loads((REPO / "bench" / "readme_figures.json").read_text(encoding="utf-8"))
+README = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())  # lines joined
+NUMBER = r"([-+]?[\d.]+(?:e[-+]?\d+)?)"
+TIME_TOLERANCE = 0.10
+
+
+def _at(path: str) -> float:
+    value = RECORD
+    for part in path.split("."):
+        value = value[part]
+    return float(value)
+
+
+def rounded_like(printed: str, value: float) -> float:
+    """``value`` rounded to the digits ``printed`` shows (decimals, or a mantissa's)."""
+    if "e" in printed.lower():
+        mantissa = printed.lower().split("e")[0]
+        digits = len(mantissa.split(".")[1]) if "." in mantissa else 0
+        return float(f"{value:.{digits}e}")
+    digits = len(printed.split(".")[1]) if "." in printed else 0
+    return round(value, digits)
+
+
+# (what, README pattern with one group per figure, record paths in order)
+EXACT = [
+    ("mass_spring", rf"learns to walk: loss {NUMBER} -> {NUMBER}, best {NUMBER} \((\d+) it\.\)",
+     ["mass_spring.first_loss", "mass_spring.final_loss", "mass_spring.best_loss",
+      "mass_spring.iterations"]),
+    ("billiards", rf"ball 10 reaches the goal: {NUMBER} -> {NUMBER}",
+     ["billiards.first_loss", "billiards.final_loss"]),
+    ("projectile", rf"stops at loss < 1e-9: {NUMBER}\)", ["projectile.final_loss"]),
+    ("fit_spring", rf"recovers k = {NUMBER} \+- {NUMBER} and r0 = {NUMBER} \+- {NUMBER} in "
+     rf"(\d+) iterations", ["fit_spring.k.value", "fit_spring.k.error", "fit_spring.r0.value",
+                            "fit_spring.r0.error", "fit_spring.iterations"]),
+    ("fit_lj stages", rf"it took (\d+) Adam iterations over (\d+) runs of 6000 steps \(Adam "
+     rf"alone ended at epsilon {NUMBER}, sigma {NUMBER}\), then (\d+) polish runs",
+     ["fit_lj.adam_iterations", "fit_lj.adam_runs", "fit_lj.adam_mean_of_last.epsilon",
+      "fit_lj.adam_mean_of_last.sigma", "fit_lj.polish_runs"]),
+    ("fit_lj result", rf"\*\*epsilon = {NUMBER} \+- {NUMBER} and sigma = {NUMBER} \+- "
+     rf"{NUMBER}\*\*", ["fit_lj.fitted.epsilon.value", "fit_lj.fitted.epsilon.error",
+                        "fit_lj.fitted.sigma.value", "fit_lj.fitted.sigma.error"]),
+    ("fit_lj check", rf"gives the pressure {NUMBER} \+- {NUMBER} \(target {NUMBER} \+- "
+     rf"{NUMBER}: {NUMBER} combined errors\), U/N {NUMBER} \+- {NUMBER} \(target {NUMBER} \+- "
+     rf"{NUMBER}: {NUMBER}\) and g\(r\) at chi\^2/bin {NUMBER} over (\d+) bins \(largest \|z\| "
+     rf"{NUMBER}\)",
+     [f"fit_lj.check.pressure.{k}" for k in ("value", "error", "target", "target_error", "z")]
+     + [f"fit_lj.check.potential_per_particle.{k}"
+        for k in ("value", "error", "target", "target_error", "z")]
+     + ["fit_lj.check.rdf.chi2_per_bin", "fit_lj.check.rdf.bins", "fit_lj.check.rdf.largest_z"]),
+    ("lj horizon", rf"grows like e\^\({NUMBER} t\), to {NUMBER} at 15 time units",
+     ["lj_horizon.rate", "lj_horizon.gradient"]),
+    ("lj_melt rates", rf"`bench/readme_figures.py`, run while other jobs loaded the VM to "
+     rf"{NUMBER}-{NUMBER}, recorded (\d+) and (\d+)",
+     ["lj_melt.load_before", "lj_melt.load_after", "lj_melt.steps_per_s_default",
+      "lj_melt.steps_per_s_every_100"]),
+]
+TIMES = [("fit_lj", r"polish runs of 24,000 steps, (\d+) s in all", "fit_lj.seconds"),
+         ("fit_spring", r"in 13 iterations \((\d+) s at load", "fit_spring.seconds")]
+
+
+@pytest.mark.parametrize("what, pattern, paths", EXACT, ids=[e[0] for e in EXACT])
+def test_readme_quotes_the_recorded_figures_to_their_digits(what: str, pattern: str,
+                                                            paths: list[str]) -> None:
+    found = re.search(pattern, README)
+    assert found, f"README no longer has the {what} figures in the form {pattern!r}"
+    for printed, path in zip(found.groups(), paths):
+        recorded = _at(path)
+        assert float(printed) == rounded_like(printed, recorded), (
+            f"{what}: README says {printed}, bench/readme_figures.json has {recorded} ({path});"
+            " run python bench/readme_figures.py and quote what it records")
+
+
+@pytest.mark.parametrize("what, pattern, path", TIMES, ids=[t[0] for t in TIMES])
+def test_readme_times_are_the_recorded_ones(what: str, pattern: str, path: str) -> None:
+    found = re.search(pattern, README)
+    assert found, f"README no longer has the {what} time in the form {pattern!r}"
+    assert abs(float(found.group(1)) - _at(path)) <= TIME_TOLERANCE * _at(path), (what, path)
+
+
+def test_rounding_is_to_the_printed_digits() -> None:
+    assert rounded_like("-0.52", -0.4772) == -0.48 != -0.52
+    assert rounded_like("2e-5", 2.2136e-05) == 2e-5
+    assert rounded_like("9.6e-10", 9.631e-10) == 9.6e-10
+    assert rounded_like("25", 25.0) == 25
