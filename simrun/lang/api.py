@@ -261,6 +261,7 @@ class Kernel:
             params = [_Param(n, p.annotation) for n, p in sig.parameters.items()]
             if self.bound_self is not None:
                 params = params[1:]
+            self._require_annotations(sig)
             ret = self._ret_decl = sig.return_annotation
             if ret is inspect.Parameter.empty or ret is None:
                 self._ret_ann = []
@@ -269,6 +270,20 @@ class Kernel:
             rets = [dt for ann, dt in self._ret_ann for _ in range(_n_entries(ann))]
             self._sig = (params, rets, any(p.kind in ("template", "ndarray") for p in params))
         return self._sig
+
+    def _require_annotations(self, sig: inspect.Signature) -> None:
+        """Every parameter of a kernel is annotated, as Taichi requires ("Taichi kernels
+        parameters must be type annotated"): an unannotated one was taken as a template,
+        so a Python number became a compile-time constant, one compile per value."""
+        names = list(sig.parameters)[1 if self.bound_self is not None else 0:]
+        for name in names:
+            if sig.parameters[name].annotation is inspect.Parameter.empty:
+                raise CompileError(
+                    f"parameter '{name}' has no type annotation; "
+                    "kernel parameters must be type annotated, as in Taichi: a field "
+                    f"`{name}: ti.template()`, a number `{name}: float` or `{name}: ti.i32`, "
+                    f"an array `{name}: ti.types.ndarray()`",
+                    _annotation_span(self.pyfunc, name), self.name)
 
     def _return_types(self, ret) -> list:
         """[(annotation, dtype)] per returned item: `-> T` or Taichi's `-> (T1, T2, ...)`."""
