@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import numbers
 import os
@@ -59,6 +60,9 @@ def init(arch=None, default_fp=None, default_ip=None, debug: bool = False, rando
     deterministic=True (beyond Taichi) runs the loops that add floats into shared field
     entries (p2g scatters, gradient kernels) on one thread in chunk order, so their sums
     are the same bits for any thread count and on every run; other loops stay parallel."""
+    if _held:
+        _held_init(default_fp)
+        return
     config.arch = _resolve_arch(arch)
     reset()
     fields_mod.new_generation()
@@ -67,6 +71,32 @@ def init(arch=None, default_fp=None, default_ip=None, debug: bool = False, rando
     config.debug, config.fast_math, config.offline_cache = bool(debug), fast_math, offline_cache
     _runtime.append(Runtime(cpu_max_num_threads, random_seed))
     _runtime[-1].deterministic = bool(deterministic)
+
+
+_held: list[str] = []  # who holds ti.init (hold_init), innermost last
+
+
+@contextlib.contextmanager
+def hold_init(owner: str):
+    """While a job imports a kernel module: the module's ``ti.init(...)`` (a line every
+    Taichi program has) leaves the job's settings alone. It would reset the default float
+    to f32 under an f64 scene (its `float` parameters then rounded, with no word), and drop
+    the job's threads, debug mode and compiled kernels. ``owner`` names who set them."""
+    _held.append(owner)
+    try:
+        yield
+    finally:
+        _held.pop()
+
+
+def _held_init(default_fp) -> None:
+    """A ti.init while held does nothing; one asking for another float type is named."""
+    if default_fp is None or to_dtype(default_fp) == defaults.fp:
+        return
+    where, _ = fields_mod._user_line()
+    print(f"[simrun] {where}ti.init(default_fp={to_dtype(default_fp).name}) is ignored: "
+          f"{_held[-1]} sets the precision ({defaults.fp.name}) and the other ti.init "
+          f"settings: remove the argument.", file=sys.stderr)
 
 
 def _resolve_arch(arch) -> str:

@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 
 from simrun.lang.api import _checked as checked_argument
+from simrun.lang.api import hold_init
+from simrun.lang.frontend.source import _annotation_span
 from simrun.scene import SceneError
 from simrun.scene.errors import did_you_mean, shorten
 from simrun.scene.schema import TOPOLOGY_KINDS, KernelRef
@@ -79,7 +81,8 @@ def load_module(path: Path) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        with hold_init("the scene (its 'precision:')"):  # a module's ti.init(): the scene wins
+            spec.loader.exec_module(module)
     except SceneError:
         raise
     except Exception as exc:  # noqa: BLE001 - any error in user code is a bad scene
@@ -181,6 +184,26 @@ def check_param_types(ref: KernelRef, kernel: Any, values: Mapping[str, Any], wh
                              f"{shorten(str(exc), 300)}. Change the value in the scene's "
                              "params (with 'precision: f64' a float argument holds up to "
                              "1.8e308).") from None
+
+
+def check_precision(ref: KernelRef, kernel: Any, fp: Any) -> None:
+    """A float argument narrower than the scene's precision (``ti.f32`` in an f64 scene) is
+    refused at its annotation: its value would be rounded to f32 with no word, and the
+    gradient check would then fail with no hint why."""
+    params = getattr(kernel, "params", None)
+    if not callable(params):  # a grad_replaced energy: its own Python takes the values
+        return
+    for arg in params()[0]:
+        dtype = arg.dtype if arg.kind == "scalar" else \
+            getattr(arg.annotation, "dtype", None) if arg.kind == "matrix" else None
+        if dtype is None or not dtype.is_float or dtype.bits >= fp.bits:
+            continue
+        span = _annotation_span(kernel.pyfunc, arg.name)
+        raise SceneError(
+            f"{span or ref.path}: kernel '{ref.name}' argument '{arg.name}' is annotated "
+            f"{dtype.name}, but the scene ({ref.where}) computes in {fp.name}: the value would "
+            f"be rounded to {dtype.name}. Annotate it `float` (the scene's precision), or set "
+            f"'precision: {dtype.name}' in the scene.")
 
 
 def bind(ref: KernelRef, kernel: Any, values: Mapping[str, Any], defaults: Mapping[str, Any]

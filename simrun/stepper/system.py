@@ -23,6 +23,7 @@ from simrun.stepper.binding import (
     check_limits,
     check_param_types,
     check_params,
+    check_precision,
     find_kernel,
     load_module,
     parameter_names,
@@ -220,12 +221,13 @@ class System:
             check_limits(term.kernel, module, {**defaults, **term.params}, term.where,
                          term.param_where, context)
             check_param_types(term.kernel, kernel, term.params, term.where, term.param_where)
+            check_precision(term.kernel, kernel, self.fp)
         for sk in (self.scene.step_kernels, self.scene.controller):
             if sk is not None:
-                self._validate_kernel_list(sk, context)
+                self._validate_kernel_list(sk, context, self.fp)
 
     @staticmethod
-    def _validate_kernel_list(sk, context: dict[str, int]) -> None:
+    def _validate_kernel_list(sk, context: dict[str, int], fp: Any) -> None:
         found = [(ref, load_module(ref.path)) for ref in sk.kernels]
         kernels = [find_kernel(ref, module) for ref, module in found]
         accepted = {name for k in kernels for name in parameter_names(k)}
@@ -235,6 +237,7 @@ class System:
             own = {n: v for n, v in sk.params.items() if n in parameter_names(k)}
             check_limits(ref, module, {**defaults, **own}, ref.where, sk.param_where, context)
             check_param_types(ref, k, own, ref.where, sk.param_where)
+            check_precision(ref, k, fp)
 
     def _bind_term(self, term, box: dict[str, Any] | None = None) -> BoundKernel:
         module = load_module(term.kernel.path)
