@@ -316,10 +316,13 @@ def write_outputs(out_dir, scene: Scene, result: GradResult,
     scene.yaml with the kernel copies, and the pictures."""
     from pathlib import Path
 
+    from simrun.lang.fields import current_generation
     from simrun.outputs import atomic_savez, atomic_write_text, versions
     from simrun.outputs.provenance import write_job_scene
     from simrun.render.sensitivity import draw_gradient_pictures
+    from simrun.stepper.run import check_guards
 
+    check_guards(result.steps, current_generation())  # wrote outside a field: not "done"
     out_dir = Path(out_dir)
     sources = write_job_scene(out_dir, scene)
     plain = {k: (np.asarray(g).tolist() if np.ndim(g) else float(g))

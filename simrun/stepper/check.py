@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from simrun.scene import Scene, initial_state
 from simrun.stepper import thermostats
 from simrun.stepper.integrators import State
-from simrun.stepper.run import check_finite
+from simrun.stepper.run import check_finite, check_guards
 from simrun.stepper.system import System
 
 
@@ -40,6 +40,7 @@ def check_scene(scene: Scene, threads: int | None = None, debug: bool = False
     check_finite(State(0, x, v, forces, potential), scene)
     for kernel in system.step_kernels:
         kernel()
+    check_guards(0, system.x.generation)  # a kernel wrote outside a field (no --debug)
     system.render_shapes()  # a broken render_shapes hook is bad input too
     return CheckReport([str(k.ref.name) for k in system.energy],
                        [str(k.ref.name) for k in system.step_kernels],
