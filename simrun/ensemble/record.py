@@ -24,8 +24,11 @@ def _plain(value: Any) -> Any:
 def write_ensemble_outputs(out_dir: Path, scene: Scene, result: EnsembleResult,
                            options: dict[str, Any] | None = None) -> list[Path]:
     """gradients.json, gradients.npz and sensitivities.png (d ln<O> / d ln KEY)."""
+    from simrun.lang.fields import current_generation
     from simrun.render.sensitivity import render_sensitivities
+    from simrun.stepper.run import check_guards
 
+    check_guards(result.steps, current_generation())  # wrote outside a field: not "done"
     out_dir = Path(out_dir)
     sources = write_job_scene(out_dir, scene)
     s = result.samples
