@@ -34,12 +34,12 @@ CAPTURE = textwrap.dedent("""
     from simrun.stepper.neighbors import NeighborList
 
     counts, search_counts = json.loads(sys.argv[2]), json.loads(sys.argv[3])
-    modules = {}  # kernel name and module text (its hash-derived names blanked) -> where
+    modules = {}  # kernel name and module text (its hash-derived names blanked) -> module
     where = None
     host_compile = jit.compile_module
     def capture(key, text, settings, kernel="?", slp=True):
         same = re.sub(r"field\\d+", "field", text.replace(key, "K"))  # names: creation order
-        modules.setdefault(json.dumps([kernel, slp, same]), where)
+        modules.setdefault(json.dumps([kernel, slp, same]), [kernel, slp, text, where])
         return host_compile(key, text, settings, kernel, slp)
     jit.compile_module = capture
 
@@ -59,7 +59,7 @@ CAPTURE = textwrap.dedent("""
                                   box_values(ti, boundary, dim, ti.f64))
                 (nl.build if n in search_counts else nl.bin)(positions)
     with open(sys.argv[1], "w") as fh:
-        json.dump([json.loads(k) + [v] for k, v in modules.items()], fh)
+        json.dump(list(modules.values()), fh)
 """)
 
 COMPILE = textwrap.dedent("""
