@@ -5,6 +5,7 @@ and line."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -149,3 +150,25 @@ def test_debug_bounds_checks_grad_optimize_and_batch_too(tmp_path: Path, command
         assert done.returncode == 2, done.stderr
         assert where in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("command", ["check", "run"])
+def test_an_unchecked_out_of_range_write_fails_the_job_and_never_records_ok(
+        tmp_path: Path, command: str) -> None:
+    # without --debug, v[i + 2] wrote past v into the C heap: run.json said "ok", then the
+    # process died of heap corruption. The guard zone around each field takes the write,
+    # and the job fails (exit 1) naming the field and --debug
+    (tmp_path / "k.py").write_text(SHIFT)
+    (tmp_path / "e.py").write_text(CHAIN.replace("x[i + 1]", "x[i]"))
+    (tmp_path / "s.yaml").write_text(
+        "version: 1\nparticles: {count: 4}\ndt: 1e-3\nsteps: 20\n"
+        "energy: [{kernel: e.py:chain}]\nstep_kernels: {kernels: [k.py:shift]}\n")
+    done = simrun(command, "s.yaml", *(["--out", "o", "-q"] if command == "run" else []),
+                  cwd=tmp_path)
+    assert done.returncode == 1, (done.returncode, done.stderr[-2000:])
+    assert "Traceback" not in done.stderr
+    message = done.stderr.strip().splitlines()[-1]
+    assert "a kernel wrote outside field 'v'" in message and "--debug" in message, message
+    if command == "run":
+        record = json.loads((tmp_path / "o" / "run.json").read_text())
+        assert record["status"] == "failed" and "outside field 'v'" in record["error"]

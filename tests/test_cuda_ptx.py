@@ -149,6 +149,30 @@ def test_ptx_command_prints_the_reverse_kernel(tmp_path):
     assert "Traceback" not in bad.stderr
 
 
+def test_ptx_command_compiles_a_template_kernel_for_the_fields_given():
+    """The README's `python -m simrun.lang.ptx FILE.py:KERNEL` for a shipped energy kernel,
+    whose fields are template parameters: without values for them, one paragraph saying
+    what to pass (exit 2); with --arg, the PTX for those fields, in the --fp precision."""
+    run = [sys.executable, "-m", "simrun.lang.ptx", "kernels/gravity.py:gravity", "--sm", "90"]
+    root = Path(__file__).resolve().parent.parent
+    bare = subprocess.run(run, capture_output=True, text=True, cwd=root)
+    assert bare.returncode == 2 and "Traceback" not in bare.stderr, bare.stderr
+    assert "template argument 'x'" in bare.stderr and "--arg 'x=" in bare.stderr
+    fields = ["--arg", "x=ti.Vector.field(2, ti.f64, shape=8)",
+              "--arg", "m=ti.field(ti.f64, shape=8)", "--arg", "U=ti.field(ti.f64, shape=())"]
+    made = subprocess.run(run + fields + ["--fp", "f64"], capture_output=True, text=True,
+                          cwd=root)
+    assert made.returncode == 0, made.stderr
+    assert ".entry gravity" in made.stdout and ".f64" in made.stdout
+    assemble(made.stdout, 90)
+    typo = subprocess.run(run + fields + ["--arg", "mass=1"], capture_output=True, text=True,
+                          cwd=root)
+    assert typo.returncode == 2 and "no parameter of that name" in typo.stderr, typo.stderr
+    broken = subprocess.run(run + ["--arg", "x=ti.nothing(2)"], capture_output=True,
+                            text=True, cwd=root)
+    assert broken.returncode == 2 and "cannot evaluate 'ti.nothing(2)'" in broken.stderr
+
+
 def test_a_cached_ptx_module_is_used_without_building_anything(kernels, tmp_path, monkeypatch):
     from simrun.lang import compiler_cuda
 

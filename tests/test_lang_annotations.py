@@ -176,3 +176,35 @@ def test_undefined_annotation_names_the_line(tmp_path):
     msg = str(info.value)
     assert "no_such_type" in msg and "parameter 'a'" in msg
     assert f"{mod.__file__}:8" in msg  # the line of `def k(a: no_such_type)`
+
+
+def test_unannotated_kernel_parameter_is_refused_at_its_line(tmp_path):
+    """Taichi refuses a kernel parameter without an annotation; simrun took it as a template
+    (a number became a compile-time constant, one compile per value)."""
+    mod = load_module(tmp_path, """
+        import simrun.lang as ti
+
+
+        @ti.kernel
+        def scale(f: ti.template(),
+                  factor):
+            for i in f:
+                f[i] *= factor
+
+
+        @ti.data_oriented
+        class Box:
+            @ti.kernel
+            def fill(self, f: ti.template(), value: ti.f32):
+                for i in f:
+                    f[i] = value
+    """)
+    f = ti.field(ti.f32, shape=3)
+    mod.Box().fill(f, 2.0)  # `self` needs no annotation
+    with pytest.raises(ti.CompileError) as info:
+        mod.scale(f, 2.0)
+    msg = str(info.value)
+    assert msg.startswith(f"{mod.__file__}:9:"), msg  # the line of `factor` itself
+    assert "in kernel 'scale'" in msg and "parameter 'factor' has no type annotation" in msg
+    assert "factor: float" in msg and "ti.template()" in msg
+    np.testing.assert_allclose(f.to_numpy(), [2.0, 2.0, 2.0])  # nothing ran

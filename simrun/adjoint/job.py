@@ -21,9 +21,11 @@ from simrun.adjoint.reuse import TrajectoryCache
 from simrun.adjoint.tangent import kernel_tangent_sweep
 from simrun.adjoint.trajectory import Trajectory
 from simrun.lang.api import runtime
+from simrun.lang.fields import current_generation
 from simrun.outputs import atomic_savez, atomic_write_text, versions
 from simrun.outputs.provenance import write_job_scene
 from simrun.scene import Scene, SceneError, initial_state
+from simrun.stepper.run import check_guards
 
 Progress = Callable[[str, int, int], None]
 
@@ -315,6 +317,7 @@ def write_outputs(out_dir, scene: Scene, result: GradResult,
     scene.yaml with the kernel copies, and the pictures."""
     from simrun.render.sensitivity import draw_gradient_pictures  # start-up: matplotlib
 
+    check_guards(result.steps, current_generation())  # wrote outside a field: not "done"
     out_dir = Path(out_dir)
     sources = write_job_scene(out_dir, scene)
     plain = {k: (np.asarray(g).tolist() if np.ndim(g) else float(g))

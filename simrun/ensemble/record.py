@@ -12,9 +12,11 @@ import numpy as np
 from simrun.adjoint.keys import value_of
 from simrun.ensemble.job import EnsembleResult
 from simrun.ensemble.keys import parse_ensemble_key
+from simrun.lang.fields import current_generation
 from simrun.outputs import atomic_savez, atomic_write_text, versions
 from simrun.outputs.provenance import write_job_scene
 from simrun.scene import Scene
+from simrun.stepper.run import check_guards
 
 
 def _plain(value: Any) -> Any:
@@ -35,6 +37,7 @@ def write_ensemble_outputs(out_dir: Path, scene: Scene, result: EnsembleResult,
     """gradients.json, gradients.npz and sensitivities.png (d ln<O> / d ln KEY)."""
     from simrun.render.sensitivity import render_sensitivities  # start-up: matplotlib
 
+    check_guards(result.steps, current_generation())  # wrote outside a field: not "done"
     out_dir = Path(out_dir)
     sources = write_job_scene(out_dir, scene)
     s = result.samples

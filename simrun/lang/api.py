@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import numbers
 import os
@@ -59,6 +60,9 @@ def init(arch=None, default_fp=None, default_ip=None, debug: bool = False, rando
     deterministic=True (beyond Taichi) runs the loops that add floats into shared field
     entries (p2g scatters, gradient kernels) on one thread in chunk order, so their sums
     are the same bits for any thread count and on every run; other loops stay parallel."""
+    if _held:
+        _held_init(default_fp)
+        return
     config.arch = _resolve_arch(arch)
     reset()
     fields_mod.new_generation()
@@ -67,6 +71,32 @@ def init(arch=None, default_fp=None, default_ip=None, debug: bool = False, rando
     config.debug, config.fast_math, config.offline_cache = bool(debug), fast_math, offline_cache
     _runtime.append(Runtime(cpu_max_num_threads, random_seed))
     _runtime[-1].deterministic = bool(deterministic)
+
+
+_held: list[str] = []  # who holds ti.init (hold_init), innermost last
+
+
+@contextlib.contextmanager
+def hold_init(owner: str):
+    """While a job imports a kernel module: the module's ``ti.init(...)`` (a line every
+    Taichi program has) leaves the job's settings alone. It would reset the default float
+    to f32 under an f64 scene (its `float` parameters then rounded, with no word), and drop
+    the job's threads, debug mode and compiled kernels. ``owner`` names who set them."""
+    _held.append(owner)
+    try:
+        yield
+    finally:
+        _held.pop()
+
+
+def _held_init(default_fp) -> None:
+    """A ti.init while held does nothing; one asking for another float type is named."""
+    if default_fp is None or to_dtype(default_fp) == defaults.fp:
+        return
+    where, _ = fields_mod._user_line()
+    print(f"[simrun] {where}ti.init(default_fp={to_dtype(default_fp).name}) is ignored: "
+          f"{_held[-1]} sets the precision ({defaults.fp.name}) and the other ti.init "
+          f"settings: remove the argument.", file=sys.stderr)
 
 
 def _resolve_arch(arch) -> str:
@@ -261,6 +291,7 @@ class Kernel:
             params = [_Param(n, p.annotation) for n, p in sig.parameters.items()]
             if self.bound_self is not None:
                 params = params[1:]
+            self._require_annotations(sig)
             ret = self._ret_decl = sig.return_annotation
             if ret is inspect.Parameter.empty or ret is None:
                 self._ret_ann = []
@@ -269,6 +300,20 @@ class Kernel:
             rets = [dt for ann, dt in self._ret_ann for _ in range(_n_entries(ann))]
             self._sig = (params, rets, any(p.kind in ("template", "ndarray") for p in params))
         return self._sig
+
+    def _require_annotations(self, sig: inspect.Signature) -> None:
+        """Every parameter of a kernel is annotated, as Taichi requires ("Taichi kernels
+        parameters must be type annotated"): an unannotated one was taken as a template,
+        so a Python number became a compile-time constant, one compile per value."""
+        names = list(sig.parameters)[1 if self.bound_self is not None else 0:]
+        for name in names:
+            if sig.parameters[name].annotation is inspect.Parameter.empty:
+                raise CompileError(
+                    f"parameter '{name}' has no type annotation; "
+                    "kernel parameters must be type annotated, as in Taichi: a field "
+                    f"`{name}: ti.template()`, a number `{name}: float` or `{name}: ti.i32`, "
+                    f"an array `{name}: ti.types.ndarray()`",
+                    _annotation_span(self.pyfunc, name), self.name)
 
     def _return_types(self, ret) -> list:
         """[(annotation, dtype)] per returned item: `-> T` or Taichi's `-> (T1, T2, ...)`."""

@@ -11,6 +11,7 @@ import weakref
 
 import numpy as np
 
+from . import guards
 from .enums import SNodeGradType
 from .errors import SimrunError, Span
 from .ir import builder
@@ -20,6 +21,11 @@ from .types import DType, constructors, f32, to_dtype
 _ids = itertools.count()
 registry: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 _generation = [0]  # bumped by every ti.init: fields belong to the program they were placed in
+
+
+def current_generation() -> int:
+    """The program (ti.init) that fields placed now belong to."""
+    return _generation[0]
 
 
 def new_generation() -> None:
@@ -172,10 +178,13 @@ class Field(ElementShape):
             raise RuntimeError(f"field '{self.name}' is already placed with shape {self.shape}")
         self.shape = shape
         self.generation = _generation[0]  # placed after a later ti.init: that program's
+        # in guard zones (guards.py): an unchecked out-of-range write is found, not the heap's
         if order is None:
-            self.data = np.zeros(shape + self.elem_shape, dtype=self.dtype.np)
+            self.data = guards.zeros(shape + self.elem_shape, self.dtype.np, self.name,
+                                     self.generation)
         else:  # data stays indexed logically: a transposed view of storage in nesting order
-            store = np.zeros(tuple(shape[a] for a in order) + self.elem_shape, self.dtype.np)
+            store = guards.zeros(tuple(shape[a] for a in order) + self.elem_shape,
+                                 self.dtype.np, self.name, self.generation)
             tail = tuple(range(len(shape), len(shape) + len(self.elem_shape)))
             self.data = store.transpose(tuple(order.index(a) for a in range(len(shape))) + tail)
             self.cell_strides = tuple(math.prod(shape[b] for b in order[order.index(a) + 1:])

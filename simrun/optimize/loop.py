@@ -19,12 +19,14 @@ import numpy as np
 
 from simrun.adjoint.job import scene_gradient
 from simrun.adjoint.reuse import TrajectoryCache
+from simrun.lang.fields import current_generation
 from simrun.optimize.optimizers import SGD, Adam, clip_norm, normalized, project
 from simrun.optimize.params import Layout
 from simrun.optimize.record import Journal, Paced, Record
 from simrun.optimize.schedules import learning_rate
 from simrun.outputs.provenance import refuse_changed
 from simrun.scene import Scene, SceneError
+from simrun.stepper.run import SimulationError, check_guards
 
 # (iteration, iterations, loss, gradient norm) after each iteration
 Progress = Callable[[int, int, float, float], None]
@@ -140,6 +142,11 @@ def optimize_scene(scene: Scene, out_dir: str | Path, *, iterations: int | None 
     finally:  # the paced files (state.npz, params.npz) as of the last iteration
         evaluate.saves.flush()
         record.flush()
+    try:
+        check_guards(len(record.rows), current_generation())  # wrote outside a field
+    except SimulationError as exc:
+        record.write_json("failed", str(exc))
+        raise
     record.write_json(status)
     return run.result(status, t0)
 

@@ -24,7 +24,8 @@ import numpy as np
 import simrun.lang as ti
 from simrun.lang.ad import GradReplaced
 from simrun.lang.api import _checked as checked_argument
-from simrun.lang.frontend.source import get_source
+from simrun.lang.api import hold_init
+from simrun.lang.frontend.source import _annotation_span, get_source
 from simrun.scene import SceneError
 from simrun.scene.errors import did_you_mean, shorten
 from simrun.scene.schema import TOPOLOGY_KINDS, KernelRef
@@ -82,7 +83,8 @@ def load_module(path: Path) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        with hold_init("the scene (its 'precision:')"):  # a module's ti.init(): the scene wins
+            spec.loader.exec_module(module)
     except SceneError:
         raise
     except Exception as exc:  # noqa: BLE001 - any error in user code is a bad scene
@@ -185,11 +187,32 @@ def check_param_types(ref: KernelRef, kernel: Any, values: Mapping[str, Any], wh
                              "1.8e308).") from None
 
 
-def validate_params(scene: Any, float_widths: bool = True) -> None:
+def check_precision(ref: KernelRef, kernel: Any, fp: Any) -> None:
+    """A float argument narrower than the scene's precision (``ti.f32`` in an f64 scene) is
+    refused at its annotation: its value would be rounded to f32 with no word, and the
+    gradient check would then fail with no hint why."""
+    params = getattr(kernel, "params", None)
+    if not callable(params):  # a grad_replaced energy: its own Python takes the values
+        return
+    for arg in params()[0]:
+        dtype = arg.dtype if arg.kind == "scalar" else \
+            getattr(arg.annotation, "dtype", None) if arg.kind == "matrix" else None
+        if dtype is None or not dtype.is_float or dtype.bits >= fp.bits:
+            continue
+        span = _annotation_span(kernel.pyfunc, arg.name)
+        raise SceneError(
+            f"{span or ref.path}: kernel '{ref.name}' argument '{arg.name}' is annotated "
+            f"{dtype.name}, but the scene ({ref.where}) computes in {fp.name}: the value would "
+            f"be rounded to {dtype.name}. Annotate it `float` (the scene's precision), or set "
+            f"'precision: {dtype.name}' in the scene.")
+
+
+def validate_params(scene: Any, float_widths: bool = True, fp: Any = None) -> None:
     """The scene's params name arguments of their kernels, meet the modules' LIMITS and fit
     the arguments' types: before anything is allocated or compiled (and before a batch
     submits a job). ``float_widths=False`` leaves out the check of a float argument's range,
-    whose width (a ``float`` annotation) is known only after ``ti.init`` of the scene."""
+    whose width (a ``float`` annotation) is known only after ``ti.init`` of the scene;
+    ``fp`` (the scene's float type, once known) refuses narrower float annotations."""
     context = {"n": scene.particles.count, "dim": scene.particles.dim}
     if scene.neighbors is not None:  # pair kernels may not reach past the list
         context.update(list_cutoff=scene.neighbors.cutoff, cutoff=scene.neighbors.cutoff)
@@ -203,9 +226,11 @@ def validate_params(scene: Any, float_widths: bool = True) -> None:
                      term.param_where, context)
         check_param_types(term.kernel, kernel, term.params, term.where, term.param_where,
                           float_widths)
+        if fp is not None:
+            check_precision(term.kernel, kernel, fp)
     for kernels in (scene.step_kernels, scene.controller):
         if kernels is not None:
-            _validate_kernel_list(kernels, context, float_widths)
+            _validate_kernel_list(kernels, context, float_widths, fp)
     objective = scene.objective
     if objective is not None and objective.kernel is not None:
         module = load_module(objective.kernel.path)
@@ -217,7 +242,8 @@ def validate_params(scene: Any, float_widths: bool = True) -> None:
                      objective.where, {}, context)
 
 
-def _validate_kernel_list(sk: Any, context: dict[str, int], float_widths: bool) -> None:
+def _validate_kernel_list(sk: Any, context: dict[str, int], float_widths: bool,
+                          fp: Any) -> None:
     found = [(ref, load_module(ref.path)) for ref in sk.kernels]
     kernels = [find_kernel(ref, module) for ref, module in found]
     accepted = {name for k in kernels for name in parameter_names(k)}
@@ -227,6 +253,8 @@ def _validate_kernel_list(sk: Any, context: dict[str, int], float_widths: bool) 
         own = {n: v for n, v in sk.params.items() if n in parameter_names(k)}
         check_limits(ref, module, {**defaults, **own}, ref.where, sk.param_where, context)
         check_param_types(ref, k, own, ref.where, sk.param_where, float_widths)
+        if fp is not None:
+            check_precision(ref, k, fp)
 
 
 def bind(ref: KernelRef, kernel: Any, values: Mapping[str, Any], defaults: Mapping[str, Any],

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from simrun.scene import Scene
 from simrun.stepper import thermostats
 from simrun.stepper.integrators import State
-from simrun.stepper.run import check_finite, prepare
+from simrun.stepper.run import check_finite, check_guards, prepare
 
 
 @dataclass
@@ -40,6 +40,7 @@ def check_scene(scene: Scene, threads: int | None = None, debug: bool = False
         check_finite(State(0, x, v, forces, acted), scene)
     for kernel in system.step_kernels:
         kernel()
+    check_guards(0, system.x.generation)  # a kernel wrote outside a field (no --debug)
     system.render_shapes()  # a broken render_shapes hook is bad input too
     return CheckReport([str(k.ref.name) for k in system.energy],
                        [str(k.ref.name) for k in system.step_kernels],

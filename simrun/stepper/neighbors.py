@@ -141,11 +141,14 @@ class NeighborList:
         b = self.box
         if not self.periodic:
             _open_grid(x, self.grid, self.grid_low, self.grid_width,
-                       self.reach / max(self.span, 1), self.max_cells, self.dim)
-        (_bin_parallel if self.parallel else _bin)(
-            x, self.x_ref, b["box_low"], b["box_high"], b["periodic"], self.grid,
-            self.grid_low, self.grid_width, self.cell_start, self.cell_fill,
-            self.cell_particles, self.cell_x, self.fullest, self.dim)
+                       self.reach / max(self.span, 1), self.max_cells, x.shape[0], self.dim)
+        cells = (x, self.x_ref, b["box_low"], b["box_high"], b["periodic"], self.grid,
+                 self.grid_low, self.grid_width, self.cell_start, self.cell_fill,
+                 self.cell_particles, self.cell_x, self.fullest)
+        if self.parallel:
+            _bin_parallel(*cells, self.dim)
+        else:  # the count at run time: see _bin
+            _bin(*cells, x.shape[0], self.dim)
 
     def _scratch_shape(self, fullest: int) -> tuple[int, int, int]:
         """Each lane's rows for gathering a home cell's rows unsorted: one per particle of

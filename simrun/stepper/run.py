@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from simrun.lang import guards
 from simrun.outputs import Frame, RunWriter
 from simrun.scene import Scene, SceneError, initial_state
 from simrun.stepper import files, thermo
@@ -266,6 +267,18 @@ class _ChunkSize:
             self.limit //= 2
 
 
+def check_guards(step: int, generation: int | None = None) -> None:
+    """A kernel that wrote outside a field (of ``generation``; None: any live one) without
+    --debug fails the job, which would otherwise record success (lang/guards.py)."""
+    hit = guards.damaged(generation)
+    if hit:
+        raise SimulationError(
+            f"a kernel wrote outside field {', '.join(repr(n) for n in hit)} (an index out of "
+            f"range; the bytes next to it changed by step {step}), so the results "
+            "cannot be trusted. Rerun with --debug: it stops at the first out-of-range index, "
+            "naming the kernel, the field and the line.", step)
+
+
 def loop(scene: Scene, system: System, state: State, writer: RunWriter, stepping: Stepping,
          progress: ProgressFn | None, flush_interval: float) -> None:
     """Advance to `scene.steps` in chunks that end at every event step (a frame, a thermo
@@ -373,6 +386,7 @@ def run_scene(scene: Scene, out_dir: str | os.PathLike[str] | Callable[[], Path]
             writer.add(make_frame(state, system, scene, stepping))
         writer.flush()
         loop(scene, system, state, writer, stepping, progress, flush_interval)
+        check_guards(state.step, system.x.generation)
         writer.flush()
         drift_check = finish_drift(scene, writer, info, drift_tolerance)
         if pressure_start is not None:  # by autodiff of U in the box scale (pressure.py)

@@ -68,7 +68,7 @@ class System:
         self.threads = options.get("cpu_max_num_threads") or runtime().num_threads
         self._make_fields(np.asarray(x0))
         self.extra: dict[str, Any] = {}
-        validate_params(scene)
+        validate_params(scene, fp=self.fp)
         self._allocate_module_fields()
         self.extra.update(thermostat_fields(scene))  # a thermostat's carried state
         self.load_fields({name: self._read_field(path, name, scene.fields_where.get(name))

@@ -141,9 +141,9 @@ def _annotation_span(func, name: str | None):
         return None
     args = src.tree.args
     node = src.tree.returns if name is None else next(
-        (a.annotation for a in [*args.posonlyargs, *args.args, *args.kwonlyargs,
-                                args.vararg, args.kwarg] if a is not None and a.arg == name),
-        None)
+        (a.annotation or a for a in [*args.posonlyargs, *args.args, *args.kwonlyargs,
+                                     args.vararg, args.kwarg] if a is not None and a.arg == name),
+        None)  # an unannotated parameter: the parameter itself
     return src.span(node if node is not None else src.tree)
 
 

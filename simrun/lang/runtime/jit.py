@@ -135,15 +135,41 @@ def cache_key(text: str, settings: Settings) -> str:
     return h.hexdigest()[:24]
 
 
-def _optimize(mod, slp: bool = True) -> None:
-    st = _init()
-    llvm = st["llvm"]
+def _optimize(mod, tm, slp: bool = True) -> None:
+    llvm = _init()["llvm"]
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pto.loop_vectorization = True
     pto.slp_vectorization = slp
     pto.loop_unrolling = True
-    pb = llvm.create_pass_builder(st["tm"], pto)
+    pb = llvm.create_pass_builder(tm, pto)
     pb.getModulePassManager().run(mod, pb)
+
+
+def object_code(module_text: str, kernel: str = "?", slp: bool = True,
+                cpu: str | None = None, print_llvm: bool = False) -> bytes:
+    """A module's object code after O3, for this CPU, or for the named one (``cpu``, an LLVM
+    name such as skylake-avx512: tests compile for CPUs they do not run on, since LLVM's
+    cost models, and its assertions, differ by target). An invalid module is an
+    InternalCompilerError naming the kernel, never a crash inside the optimiser."""
+    st = _init()
+    llvm = st["llvm"]
+    tm = st["tm"] if cpu is None else llvm.Target.from_default_triple().create_target_machine(
+        cpu=cpu, features="", opt=3, reloc="static", codemodel="jitdefault")
+    try:
+        mod = llvm.parse_assembly(module_text)
+        mod.triple = llvm.get_process_triple()
+        mod.data_layout = str(tm.target_data)
+        mod.verify()
+    except RuntimeError as err:
+        detail = "\n".join(str(err).strip().splitlines()[:6])
+        raise InternalCompilerError(
+            f"simrun's code generator wrote an invalid LLVM module for kernel '{kernel}' (a "
+            f"bug in simrun; SIMRUN_PRINT_IR=1 prints the kernel's IR for a report):\n"
+            f"{detail}") from None
+    _optimize(mod, tm, slp)
+    if print_llvm:
+        print(str(mod))
+    return tm.emit_object(mod)
 
 
 def load_cached(key: str, settings: Settings, use_disk: bool = True) -> bool:
@@ -176,26 +202,9 @@ def _load_object(obj: bytes, mcjit: bool) -> None:
 
 def compile_module(key: str, module_text: str, settings: Settings, kernel: str = "?",
                    slp: bool = True) -> None:
-    """Verify, optimise and JIT an LLVM module; store its object code for the next process.
-    Every module is verified before LLVM's optimiser sees it: an invalid one is an
-    InternalCompilerError naming the kernel, never a crash inside the optimiser."""
-    st = _init()
-    llvm = st["llvm"]
-    try:
-        mod = llvm.parse_assembly(module_text)
-        mod.triple = llvm.get_process_triple()
-        mod.data_layout = str(st["tm"].target_data)
-        mod.verify()
-    except RuntimeError as err:
-        detail = "\n".join(str(err).strip().splitlines()[:6])
-        raise InternalCompilerError(
-            f"simrun's code generator wrote an invalid LLVM module for kernel '{kernel}' (a "
-            f"bug in simrun; SIMRUN_PRINT_IR=1 prints the kernel's IR for a report):\n"
-            f"{detail}") from None
-    _optimize(mod, slp)
-    if settings.print_llvm:
-        print(str(mod))
-    obj = st["tm"].emit_object(mod)
+    """Verify, optimise and JIT an LLVM module (object_code); store its object code for the
+    next process."""
+    obj = object_code(module_text, kernel, slp, print_llvm=settings.print_llvm)
     _load_object(obj, settings.mcjit)
     _loaded.add(key)
     d = settings.cache_dir
