@@ -84,7 +84,10 @@ def fresh_checkout(dest: Path) -> Path:
         return dest
     for name in filter(None, listed):
         source = REPO / name
-        if source.is_file():
+        if source.is_symlink():  # scenes/ and kernels/ link into the package, as in a clone
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            (dest / name).symlink_to(os.readlink(source))
+        elif source.is_file():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, dest / name)
     return dest

@@ -17,6 +17,9 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import numpy as np
+
+from .. import lang as ti
 from . import pipeline, types
 from .api import Kernel, init
 from .codegen.cuda.target import CudaToolError
@@ -51,10 +54,6 @@ def _load_kernel(spec: str, fp: str = "f32") -> tuple[Kernel, object]:
 
 def _value(kernel: Kernel, module, text: str) -> tuple[str, object]:
     """NAME and the value of EXPR, from a --arg NAME=EXPR."""
-    import numpy as np  # noqa: PLC0415 (only where --arg is given)
-
-    from .. import lang as ti  # noqa: PLC0415
-
     name, _, expr = text.partition("=")
     if not name.strip().isidentifier() or not expr.strip():
         raise _Refused(f"--arg {text!r}: expected NAME=EXPR, e.g. "
