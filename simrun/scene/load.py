@@ -10,7 +10,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from yaml.nodes import Node, ScalarNode
+from yaml.nodes import MappingNode, Node, ScalarNode
 
 from simrun.outputs.units import SYSTEMS
 from simrun.scene import (
@@ -22,6 +22,7 @@ from simrun.scene import (
     load_terms,
     ranges,
 )
+from simrun.scene import species as species_mod
 from simrun.scene.errors import SceneError, error_at, shorten, shorten_path
 from simrun.scene.nodes import (
     MapReader,
@@ -84,40 +85,50 @@ def compose(path: Path) -> Node:
     return node
 
 
-def _particles(node: Node) -> Particles:
+def _particles(node: Node, seed: int) -> Particles:
     r = MapReader(node, "particles")
-    r.done(("count", "dim", "mass", "species"))
-    count_node = r.require("count", "Add 'count: N' (the number of particles)")
-    count = as_int(count_node, "particles.count", 1)
+    r.done(("count", "dim", "mass", "species", "species_order"))
+    species_node, count_node = r.get("species"), r.get("count")
+    species: tuple[str, ...] = ()
+    if isinstance(species_node, MappingNode):  # counts per species: they give the count
+        species = species_mod.counted(species_node, count_node, r.get("species_order"), seed)
+        count_node = count_node or species_node
+        count = len(species)
+    else:
+        count_node = r.require("count", "Add 'count: N' (the number of particles)")
+        count = as_int(count_node, "particles.count", 1)
+        if r.get("species_order") is not None:
+            raise error_at(r.get("species_order"), "'particles.species_order' deals out "
+                           "species counts, but 'species' gives no counts",
+                           "Write species: {A: 800, B: 200}, or remove 'species_order'")
     dim_node = r.get("dim")
     dim = as_int(dim_node, "particles.dim") if dim_node else 2
     if dim not in (2, 3):
         raise error_at(dim_node, f"'particles.dim' is {shorten(str(dim))} but must be 2 or 3")
     limits.check_particles(count_node, count, dim)  # before anything of that size is made
+    if species_node is not None and not species:
+        species = _species(species_node, count)
     mass_node = r.get("mass")
     if mass_node is None:
         masses = (1.0,) * count
     elif isinstance(mass_node, ScalarNode):
         masses = (as_float(mass_node, "particles.mass", positive=True),) * count
+    elif isinstance(mass_node, MappingNode):
+        masses = species_mod.masses_per_type(mass_node, species)
     else:
         items = as_seq(mass_node, "particles.mass", count)
         masses = tuple(as_float(n, f"particles.mass[{i}]", positive=True)
                        for i, n in enumerate(items))
-    return Particles(count, dim, masses, _species(r.get("species"), count))
+    return Particles(count, dim, masses, species)
 
 
-def _species(node: Node | None, count: int) -> tuple[str, ...]:
-    """One name per particle for trajectory.xyz; () when not given (all "X")."""
-    if node is None:
-        return ()
+def _species(node: Node, count: int) -> tuple[str, ...]:
+    """One name per particle (one name for all, or a list)."""
     items = [node] * count if isinstance(node, ScalarNode) else \
         as_seq(node, "particles.species", count)
     names = tuple(as_str(n, "particles.species") for n in items)
     for item, name in zip(items, names):
-        if not name or not all(c.isalnum() or c in "_-+" for c in name):
-            raise error_at(item, f"species name '{shorten(name)}' may only use letters, digits, "
-                           "'_', '-' and '+' (it is a column of trajectory.xyz)",
-                           "Use a chemical symbol such as Ar (ASE reads those) or a short tag")
+        species_mod.check_name(item, name)
     return names
 
 
@@ -220,13 +231,16 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
     name_node, prec_node, seed_node = r.get("name"), r.get("precision"), r.get("seed")
     if r.get("description") is not None:
         as_str(r.get("description"), "description")
-    particles = _particles(r.require("particles", "Add 'particles: {count: N, dim: 2}'"))
+    seed = as_int(seed_node, "seed", 0) if seed_node else 0
+    particles = _particles(r.require("particles", "Add 'particles: {count: N, dim: 2}'"),
+                           seed)
     dt = as_float(r.require("dt", "Add 'dt: 1e-4' (the time step)"), "dt", positive=True)
     steps_node = r.require("steps", "Add 'steps: 1000'")
     steps = as_int(steps_node, "steps", 1)
     precision = as_choice(prec_node, "precision", PRECISIONS) if prec_node else "f64"
     init = load_state.initial(r.get("initial"), particles, path.parent)
-    energy = load_terms.energy_terms(r.get("energy"), path.parent)
+    energy = load_terms.energy_terms(r.get("energy"), path.parent,
+                                     species_mod.type_order(particles.species))
     stepk = load_terms.step_kernels(r.get("step_kernels"), path.parent)
     control = load_terms.step_kernels(r.get("controller"), path.parent, "controller")
     field_files, field_where = load_fields.fields(r.get("fields"), path.parent)
@@ -249,7 +263,7 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
         source=path.resolve(), version=version,
         name=_name(name_node, path),
         precision=precision,
-        seed=as_int(seed_node, "seed", 0) if seed_node else 0,
+        seed=seed,
         particles=particles, initial=init, energy=energy,
         topology=load_state.topology(r.get("topology"), particles, init),
         integrator=load_integrator.integrator(r.get("integrator"), _typed), dt=dt,

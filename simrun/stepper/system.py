@@ -15,6 +15,7 @@ from simrun.lang.autodiff.tape import access_of
 from simrun.lang.config import bounds_checks, current_device, floats_ordered
 from simrun.scene import Scene, SceneError
 from simrun.scene.npz import npz_headers
+from simrun.scene.species import type_ids
 from simrun.stepper.binding import (
     BOX_NAMES,
     BoundKernel,
@@ -30,11 +31,12 @@ from simrun.stepper.binding import (
 )
 from simrun.stepper.forces import DirectForces
 from simrun.stepper.neighbors import NeighborList, NeighborListOverflow
+from simrun.stepper.pairs import check_pair_params, pair_fields
 from simrun.stepper.roles import check_roles
 from simrun.stepper.thermostats import thermostat_fields
 
 BASE_NAMES = ("x", "v", "m", "x0", "U", "dt", "step", "bonds", "angles", "dihedrals",
-              "triangles", "neighbors", *BOX_NAMES)  # `step`: the step index, for controller
+              "triangles", "neighbors", "species", *BOX_NAMES)  # `step`: the step index, for controller
 #                                                      (and objective) kernels
 NEIGHBORS_BUILT_AT = "neighbors:built_at"  # state.npz: where the list was last built
 
@@ -70,7 +72,8 @@ class System:
         self.extra.update(thermostat_fields(scene))  # a thermostat's carried state
         self.load_fields({name: self._read_field(path, name, scene.fields_where.get(name))
                           for name, path in scene.fields.items()}, scene.fields_where)
-        self.energy = [self._bind_term(term) for term in scene.energy]
+        self._pair_fields = [pair_fields(self, term) for term in scene.energy]
+        self.energy = [self._bind_term(i) for i in range(len(scene.energy))]
         self._grads: list | None = None
         self._direct: DirectForces | None = None
         self._box_grad: tuple[list[BoundKernel], dict[str, Any]] | None = None
@@ -100,6 +103,9 @@ class System:
         self.x0.from_numpy(self.x0_np)
         self.x.from_numpy(self.x0_np)
         self.m.from_numpy(self.masses)
+        self.species = ti.field(dtype=ti.i32, shape=p.count)  # type index; all 0 without
+        if p.species:
+            self.species.from_numpy(type_ids(p.species))
         self.box = box_values(ti, self.scene.boundary, p.dim, self.fp)
         spec = self.scene.neighbors
         self.neighbor_list = None if spec is None else NeighborList(
@@ -191,6 +197,7 @@ class System:
         listed = {} if self.neighbor_list is None else {
             "neighbors": self.neighbor_list.neighbors, "cutoff": self.neighbor_list.cutoff}
         return {"x": self.x, "v": self.v, "m": self.m, "x0": self.x0, "U": self.U,
+                "species": self.species,
                 "dt": self.scene.dt, **self.box, **listed, **self.topology, **self.extra}
 
     def refresh_neighbors(self) -> bool:
@@ -213,12 +220,14 @@ class System:
         for term in self.scene.energy:
             module = load_module(term.kernel.path)
             kernel = find_kernel(term.kernel, module)
-            check_params(term.kernel, term.params, parameter_names(kernel), term.where,
-                         term.param_where)
+            check_params(term.kernel, [*term.params, *term.pairs], parameter_names(kernel),
+                         term.where, term.param_where)
             defaults = getattr(module, "DEFAULTS", {}).get(term.kernel.name, {})
             check_limits(term.kernel, module, {**defaults, **term.params}, term.where,
                          term.param_where, context)
             check_param_types(term.kernel, kernel, term.params, term.where, term.param_where)
+            check_pair_params(term, module, kernel, {**defaults, **term.params}, context,
+                              self.scene.precision)
         for sk in (self.scene.step_kernels, self.scene.controller):
             if sk is not None:
                 self._validate_kernel_list(sk, context)
@@ -235,12 +244,13 @@ class System:
             check_limits(ref, module, {**defaults, **own}, ref.where, sk.param_where, context)
             check_param_types(ref, k, own, ref.where, sk.param_where)
 
-    def _bind_term(self, term, box: dict[str, Any] | None = None) -> BoundKernel:
+    def _bind_term(self, index: int, box: dict[str, Any] | None = None) -> BoundKernel:
+        term = self.scene.energy[index]
         module = load_module(term.kernel.path)
         kernel = find_kernel(term.kernel, module)
         defaults = getattr(module, "DEFAULTS", {}).get(term.kernel.name, {})
-        return bind(term.kernel, kernel, {**self.values(), **(box or {}), **term.params},
-                    defaults)
+        return bind(term.kernel, kernel, {**self.values(), **(box or {}), **term.params,
+                                          **self._pair_fields[index]}, defaults)
 
     def energy_with_box_gradient(self) -> tuple[list[BoundKernel], dict[str, Any]]:
         """The energy terms bound to a copy of the box that carries gradients (built once,
@@ -248,7 +258,8 @@ class System:
         if self._box_grad is None:
             p = self.scene.particles
             box = box_values(self.ti, self.scene.boundary, p.dim, self.fp, grad=True)
-            self._box_grad = ([self._bind_term(term, box) for term in self.scene.energy], box)
+            self._box_grad = ([self._bind_term(i, box) for i in range(len(self.scene.energy))],
+                              box)
         return self._box_grad
 
     def box_gradient_launches(self) -> DirectForces | None:
