@@ -248,3 +248,39 @@ steps: 1
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stderr and what in result.stderr, result.stderr
     assert "bad.yaml:3:" in result.stderr, result.stderr
+
+
+def test_species_come_from_the_initial_files_own_column(tmp_path):
+    """initial: {type: file} with an extended-XYZ file (as trajectory.xyz or ASE write it):
+    its species name the particles where the scene names none, and masses per species
+    and pair parameters use them."""
+    from simrun.outputs.xyz import format_frame  # noqa: PLC0415 - the writer of the file
+
+    rng = np.random.default_rng(3)
+    x = rng.uniform(0, 6, size=(8, 3))
+    names = ["Ar", "Kr", "Ar", "Ar", "Kr", "Ar", "Kr", "Ar"]
+    (tmp_path / "start.xyz").write_text(format_frame(x, step=0, time=0.0, cell=None,
+                                                     origin=None, species=names))
+    path = tmp_path / "from_file.yaml"
+    path.write_text(f"""version: 2
+name: from_file
+particles: {{count: 8, dim: 3, mass: {{Ar: 39.948, Kr: 83.798}}}}
+initial: {{type: file, path: start.xyz}}
+boundary: {{type: periodic, low: [0, 0, 0], high: [6, 6, 6]}}
+neighbors: {{cutoff: 2.5, skin: 0.2}}
+energy:
+  - kernel: {REPO}/kernels/lj.py:lj_species
+    mix: arithmetic
+    params: {{epsilon: {{Ar: 1.0, Kr: 1.4}}, sigma: {{Ar: 1.0, Kr: 1.1}}}}
+dt: 0.001
+steps: 1
+""")
+    scene = load_scene(path, allow_outside=True)
+    assert list(scene.particles.species) == names
+    assert scene.particles.masses == tuple(39.948 if n == "Ar" else 83.798 for n in names)
+    assert scene.energy[0].types == ("Ar", "Kr")
+    assert scene.energy[0].pairs["sigma"][0][1] == (1.0 + 1.1) / 2
+    named = load_scene(path, ["particles.species=Xe", "particles.mass=1.0",
+                              "energy.0.params={epsilon: {Xe: 1.0}, sigma: {Xe: 1.0}}"],
+                       allow_outside=True)
+    assert set(named.particles.species) == {"Xe"}  # the scene's names win

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 
 from yaml.nodes import MappingNode, Node, ScalarNode
@@ -41,6 +42,7 @@ from simrun.scene.schema import (
     READABLE_VERSIONS,
     SCHEMA_VERSION,
     Boundary,
+    Initial,
     Neighbors,
     Outputs,
     Particles,
@@ -85,7 +87,9 @@ def compose(path: Path) -> Node:
     return node
 
 
-def _particles(node: Node, seed: int) -> Particles:
+def _particles(node: Node, seed: int) -> tuple[Particles, Node | None]:
+    """The particles, and a ``mass`` given per species (applied once the species are known:
+    they may come from the initial state's file)."""
     r = MapReader(node, "particles")
     r.done(("count", "dim", "mass", "species", "species_order"))
     species_node, count_node = r.get("species"), r.get("count")
@@ -109,17 +113,29 @@ def _particles(node: Node, seed: int) -> Particles:
     if species_node is not None and not species:
         species = _species(species_node, count)
     mass_node = r.get("mass")
-    if mass_node is None:
+    if mass_node is None or isinstance(mass_node, MappingNode):
         masses = (1.0,) * count
     elif isinstance(mass_node, ScalarNode):
         masses = (as_float(mass_node, "particles.mass", positive=True),) * count
-    elif isinstance(mass_node, MappingNode):
-        masses = species_mod.masses_per_type(mass_node, species)
     else:
         items = as_seq(mass_node, "particles.mass", count)
         masses = tuple(as_float(n, f"particles.mass[{i}]", positive=True)
                        for i, n in enumerate(items))
-    return Particles(count, dim, masses, species)
+    per_species = mass_node if isinstance(mass_node, MappingNode) else None
+    return Particles(count, dim, masses, species), per_species
+
+
+def _with_file_species(p: Particles, init: Initial, init_node: Node | None,
+                       per_species_mass: Node | None) -> Particles:
+    """Species named by the initial state's extended-XYZ file (where the scene names none),
+    then the masses given per species."""
+    if not p.species and init.type == "file":
+        names = species_mod.file_species(init.options, init_node)
+        if names:
+            p = replace(p, species=names)
+    if per_species_mass is not None:
+        p = replace(p, masses=species_mod.masses_per_type(per_species_mass, p.species))
+    return p
 
 
 def _species(node: Node, count: int) -> tuple[str, ...]:
@@ -232,13 +248,14 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
     if r.get("description") is not None:
         as_str(r.get("description"), "description")
     seed = as_int(seed_node, "seed", 0) if seed_node else 0
-    particles = _particles(r.require("particles", "Add 'particles: {count: N, dim: 2}'"),
-                           seed)
+    particles, per_species_mass = _particles(
+        r.require("particles", "Add 'particles: {count: N, dim: 2}'"), seed)
     dt = as_float(r.require("dt", "Add 'dt: 1e-4' (the time step)"), "dt", positive=True)
     steps_node = r.require("steps", "Add 'steps: 1000'")
     steps = as_int(steps_node, "steps", 1)
     precision = as_choice(prec_node, "precision", PRECISIONS) if prec_node else "f64"
     init = load_state.initial(r.get("initial"), particles, path.parent)
+    particles = _with_file_species(particles, init, r.get("initial"), per_species_mass)
     energy = load_terms.energy_terms(r.get("energy"), path.parent,
                                      species_mod.type_order(particles.species))
     stepk = load_terms.step_kernels(r.get("step_kernels"), path.parent)

@@ -17,10 +17,12 @@ field of that name. Without ``mix:`` every pair must be given; with ``mix: geome
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 from yaml.nodes import MappingNode, Node, ScalarNode
 
+from simrun.outputs.xyz import read_xyz
 from simrun.scene.errors import did_you_mean, error_at, shorten, where
 from simrun.scene.nodes import MapReader, as_choice, as_float, as_int
 
@@ -210,3 +212,19 @@ def species_from_data(data: object, count: int) -> list[str]:
     if isinstance(data, list):
         return [str(name) for name in data]
     return [str(data)] * count
+
+
+def file_species(options: dict, init_node: Node | None) -> tuple[str, ...]:
+    """The species column of an ``initial: {type: file}`` extended-XYZ frame; () for an
+    .npz or a file whose species are all ``X`` (simrun's default name)."""
+    path = Path(options["path"])
+    if path.suffix == ".npz":
+        return ()
+    frame = read_xyz(path)[options["frame"]]
+    names = tuple(frame.get("species", ()))
+    if set(names) <= {"X"}:
+        return ()
+    at = MapReader(init_node, "initial").get("path") if init_node is not None else None
+    for name in dict.fromkeys(names):
+        check_name(at, name)
+    return names
