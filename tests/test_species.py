@@ -367,3 +367,21 @@ def test_grad_cli_per_pair_keys_reverse_checked_and_forward_alike(tmp_path):
     assert by_reverse["check"]["ok"], by_reverse["check"]
     for key, value in by_reverse["gradients"].items():
         assert by_forward["gradients"][key] == pytest.approx(value, rel=1e-9)
+
+
+def test_optimize_moves_a_pair_parameter_and_best_yaml_keeps_it(tmp_path):
+    """simrun optimize over epsilon_AB (J = U at the end: dJ/d epsilon_AB < 0, so Adam
+    raises it, inside its bounds); best.yaml reloads with the new A,B value and the other
+    pairs as they were."""
+    path = _small_mixture(tmp_path)
+    key = "energy.0.params.epsilon[A:B]"
+    spec = (f'optimize={{parameters: ["{key}"], optimizer: adam, iterations: 3, lr: 0.01, '
+            f'bounds: {{"{key}": [1.0, 1.52]}}}}')
+    done = simrun("optimize", str(path), "--allow-outside", "--set", spec, "--out", "o",
+                  cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    best = load_scene(tmp_path / "o" / "best.yaml", allow_outside=True).energy[0].pairs
+    start = load_scene(path, allow_outside=True).energy[0].pairs
+    assert 1.5 < best["epsilon"][0][1] == best["epsilon"][1][0] <= 1.52
+    assert best["epsilon"][0][0] == start["epsilon"][0][0]
+    assert best["epsilon"][1][1] == start["epsilon"][1][1] and best["sigma"] == start["sigma"]
