@@ -35,9 +35,10 @@ from simrun.stepper.pairs import check_pair_params, pair_fields
 from simrun.stepper.roles import check_roles
 from simrun.stepper.thermostats import thermostat_fields
 
+# `step`: the step index, for controller (and objective) kernels; `species`: each
+# particle's type index, for pair kernels over species (stepper/pairs.py)
 BASE_NAMES = ("x", "v", "m", "x0", "U", "dt", "step", "bonds", "angles", "dihedrals",
-              "triangles", "neighbors", "species", *BOX_NAMES)  # `step`: the step index, for controller
-#                                                      (and objective) kernels
+              "triangles", "neighbors", "species", *BOX_NAMES)
 NEIGHBORS_BUILT_AT = "neighbors:built_at"  # state.npz: where the list was last built
 
 
