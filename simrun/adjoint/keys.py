@@ -43,6 +43,12 @@ class Key:
     per_pair: bool = False  # a species kernel's field argument (adjoint/pair_keys.py)
     pair: tuple[int, int] | None = None  # which pair; None: the number filling every pair
 
+    @property
+    def term_param(self) -> str:
+        """An energy KEY's parameter as the term's evaluators name it: ``epsilon``, or
+        ``epsilon[A:B]`` for one species pair."""
+        return self.text.split(".params.", 1)[1] if self.kind == "energy" else self.name
+
 
 def _energy_params(scene: Scene) -> list[str]:
     """energy.<i>.params.<name> for every float parameter (scene params and DEFAULTS)."""

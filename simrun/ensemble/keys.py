@@ -48,13 +48,13 @@ def parse_ensemble_key(scene: Scene, text: str) -> Key:
     if text == TEMPERATURE:
         return Key(text, "thermostat", name="temperature")
     per_pair = pair_keys(scene)
-    if text in per_pair or normalise(scene, text) in per_pair:
-        raise SceneError(f"--wrt {text}: a parameter of a kernel that reads it per species "
-                         "pair; --method ensemble (and optimize by reweighting) does not take "
-                         "those yet. The trajectory method does: simrun grad --wrt "
-                         f"{normalise(scene, text)}.")
-    known = [k for k in known_keys(scene) if k.startswith(("energy.", "objective."))
-             and k not in per_pair]
+    known = [k for k in known_keys(scene) if k.startswith(("energy.", "objective."))]
+    if text not in known and normalise(scene, text) in per_pair:
+        raise SceneError(f"--wrt {text}: write this KEY as {normalise(scene, text)} (the pair "
+                         "in the scene's order of species, joined by ':').")
+    if text in per_pair:
+        index, name, pair = per_pair[text]
+        return Key(text, "energy", index, name, per_pair=True, pair=pair)
     if text not in known:
         close = difflib.get_close_matches(text, known + [TEMPERATURE], n=3)
         hint = f" Did you mean {' or '.join(close)}?" if close else ""
