@@ -434,3 +434,19 @@ def test_grad_ensemble_takes_per_pair_keys(tmp_path):
     assert done.returncode == 0, done.stderr
     result = json.loads((tmp_path / "e" / "gradients.json").read_text())
     assert np.isfinite(result["gradients"]["energy.0.params.epsilon[A:B]"])
+
+
+def test_list_without_cutoff_reaches_the_largest_pair_cutoff(tmp_path):
+    """neighbors: {skin} alone: the list's cutoff is the largest pair cutoff (as LAMMPS
+    builds its list), and the energy is the one a longer list gives."""
+    path = _small_mixture(tmp_path)
+    pairs = 'energy.0.params.cutoff={A: 1.8, "A,B": 1.5, B: 1.6}'
+    short = load_scene(path, [pairs, "neighbors={skin: 0.2}"], allow_outside=True)
+    assert short.neighbors.cutoff == 1.8
+    long = load_scene(path, [pairs, "neighbors={cutoff: 1.95, skin: 0.2}"],
+                      allow_outside=True)
+    x, _ = initial_state(short)
+    u_short, f_short = System(short, x).forces()
+    u_long, f_long = System(long, x).forces()
+    assert u_short == pytest.approx(u_long, rel=1e-12)
+    np.testing.assert_allclose(f_short, f_long, rtol=0, atol=1e-10 * np.abs(f_long).max())

@@ -178,14 +178,26 @@ def _boundary(node: Node | None, dim: int) -> Boundary:
     return Boundary(kind, low, high)
 
 
-def _neighbors(node: Node | None, boundary: Boundary) -> Neighbors | None:
+def _largest_pair_cutoff(energy: tuple) -> float | None:
+    """The largest cutoff the energy terms give per species pair (LAMMPS's list reaches
+    the largest pair cutoff); None when no term gives one per pair."""
+    found = [max(map(max, term.pairs["cutoff"])) for term in energy if "cutoff" in term.pairs]
+    return max(found) if found else None
+
+
+def _neighbors(node: Node | None, boundary: Boundary, pair_cutoff: float | None = None
+               ) -> Neighbors | None:
     """``neighbors: {cutoff, skin, max_neighbors}``; a periodic box must hold twice the
-    reach (cutoff + skin) in every direction, so each pair has one nearest image."""
+    reach (cutoff + skin) in every direction, so each pair has one nearest image. Without
+    ``cutoff`` the list reaches the largest cutoff given per species pair."""
     if node is None:
         return None
     r = MapReader(node, "neighbors")
-    cutoff = as_float(r.require("cutoff", "Write neighbors: {cutoff: 2.5, skin: 0.3}"),
-                      "neighbors.cutoff", positive=True)
+    if r.get("cutoff") is None and pair_cutoff is not None:
+        cutoff = pair_cutoff
+    else:
+        cutoff = as_float(r.require("cutoff", "Write neighbors: {cutoff: 2.5, skin: 0.3}"),
+                          "neighbors.cutoff", positive=True)
     skin_node, most = r.get("skin"), r.get("max_neighbors")
     skin = as_float(skin_node, "neighbors.skin", nonnegative=True) if skin_node else 0.3
     r.done()
@@ -285,7 +297,8 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
         topology=load_state.topology(r.get("topology"), particles, init),
         integrator=load_integrator.integrator(r.get("integrator"), _typed), dt=dt,
         steps=steps, thermo=load_integrator.thermo(r.get("thermo"), steps),
-        boundary=boundary, neighbors=_neighbors(r.get("neighbors"), boundary),
+        boundary=boundary, neighbors=_neighbors(r.get("neighbors"), boundary,
+                                                  _largest_pair_cutoff(energy)),
         outputs=_outputs(r.get("outputs"), steps_node, steps, particles, precision),
         step_kernels=stepk, controller=control, fields=field_files, fields_where=field_where,
         objective=objective,
