@@ -26,8 +26,9 @@ import yaml
 
 from simrun.outputs import read_energy_csv, read_run_info
 from simrun.outputs.rundir import API_WORDING, check_out_dir, choose_run_dir
-from simrun.outputs.xyz import cell_for, pbc_flags
+from simrun.outputs.xyz import cell_for, pbc_flags, type_columns
 from simrun.scene import load_scene
+from simrun.scene.species import species_from_data
 
 PathLike = str | os.PathLike[str]
 _OUTPUT_KEYS = {"x": ("positions", "positions"), "v": ("velocities", "velocities"),
@@ -132,9 +133,11 @@ class Run:
 
     def atoms(self, frame: int | None = None) -> Any:
         """ASE ``Atoms`` of one frame (``frame`` index, negative from the end) or a list of
-        all of them: positions and velocities padded to 3-D, masses, species ``X``, and the
-        cell that trajectory.xyz has: the boundary box (periodic along the scene's dimensions
-        only; a 2-D box's z vector has length 1), none without a boundary."""
+        all of them: positions and velocities padded to 3-D, masses, species (the scene's
+        names; a name that is no chemical symbol is ASE's ``X`` with its type number as the
+        tag, and every name is in ``arrays["species"]``), and the cell that trajectory.xyz
+        has: the boundary box (periodic along the scene's dimensions only; a 2-D box's z
+        vector has length 1), none without a boundary."""
         try:
             from ase import Atoms  # optional dependency: pip install ase
         except ImportError:
@@ -154,8 +157,13 @@ class Run:
         if box.get("type", "none") != "none":  # the cell trajectory.xyz writes
             cell, origin = cell_for(box["low"], box["high"])
             pbc = list(pbc_flags(dim, box["type"] == "periodic"))
-        made = atoms_type(["X"] * n, positions=positions, masses=self.masses,
-                          cell=cell, pbc=pbc, celldisp=origin)
+        names = species_from_data(self.scene["particles"].get("species"), n)
+        typed = type_columns(names)  # as trajectory.xyz: Z and tags for names ASE lacks
+        made = atoms_type(names if typed is None else typed[0], positions=positions,
+                          masses=self.masses, cell=cell, pbc=pbc, celldisp=origin)
+        if typed is not None:
+            made.set_tags(typed[1])
+            made.new_array("species", np.array(names))
         if "v" in self.saved:
             velocities = pad.copy()
             velocities[:, :dim] = self.v[i]

@@ -85,7 +85,7 @@ def _available_memory() -> int:
 
 
 def _split_keys(keys: list[Key]) -> tuple[dict, dict]:
-    energy = {k.text: (k.index, k.name) for k in keys if k.kind == "energy"}
+    energy = {k.text: (k.index, k.name) for k in keys if k.kind == "energy" and not k.per_pair}
     objective = {k.text: k.name for k in keys if k.kind == "objective"}
     return energy, objective
 
@@ -95,7 +95,9 @@ def _trajectory(scene: Scene, keys: list[Key], threads: int | None, rest: np.nda
     """The DiffModel and the sweep for this scene: the engine's derivative of `run`'s step
     (its controller, its step kernels or the integrator's updates, the walls)."""
     model = DiffModel(scene, rest, *_split_keys(keys), threads,
-                      mass_gradient=any(k.kind == "mass" for k in keys))
+                      mass_gradient=any(k.kind == "mass" for k in keys),
+                      pair_keys={k.text: (k.index, k.name, k.pair) for k in keys
+                                 if k.per_pair})
     check_field_keys(keys, model.system.extra)
     step_keys = {k.text: ("dt" if k.kind == "dt" else k.name) for k in keys
                  if k.kind in ("step", "dt", "damping", "thermostat")}

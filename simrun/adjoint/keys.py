@@ -9,6 +9,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from simrun.adjoint.pair_keys import (
+    field_args,
+    normalise,
+    pair_keys,
+    pair_value,
+    with_pair_value,
+)
 from simrun.scene import Scene, SceneError, initial_state
 from simrun.scene.errors import MAX_SHOWN, shorten
 from simrun.scene.load_terms import ENSEMBLE_BUILTINS
@@ -19,7 +26,7 @@ FIXED_KEYS = ("state.x0", "state.v0", "initial.velocity", "dt", "integrator.damp
               "particles.mass")
 THERMOSTAT_FLOATS = ("temperature", "friction", "tau")
 THERMOSTAT_KEYS = tuple(f"integrator.{n}" for n in THERMOSTAT_FLOATS)  # where the scene sets it
-KEY_KINDS = (*FIXED_KEYS, "energy.<i>.params.<name>", "step_kernels.params.<name>",
+KEY_KINDS = (*FIXED_KEYS, "energy.<i>.params.<name>", "energy.<i>.params.<name>[A:B]", "step_kernels.params.<name>",
              "objective.params.<name>", "fields.<name>", *THERMOSTAT_KEYS)  # `grad --help`
 FIELDS_HINT = "fields.<name> (a float field a kernel module's allocate hook makes)"
 
@@ -33,6 +40,14 @@ class Key:
     #            | thermostat (integrator.temperature | friction | tau)
     index: int = -1
     name: str = ""
+    per_pair: bool = False  # a species kernel's field argument (adjoint/pair_keys.py)
+    pair: tuple[int, int] | None = None  # which pair; None: the number filling every pair
+
+    @property
+    def term_param(self) -> str:
+        """An energy KEY's parameter as the term's evaluators name it: ``epsilon``, or
+        ``epsilon[A:B]`` for one species pair."""
+        return self.text.split(".params.", 1)[1] if self.kind == "energy" else self.name
 
 
 def _energy_params(scene: Scene) -> list[str]:
@@ -42,9 +57,10 @@ def _energy_params(scene: Scene) -> list[str]:
         kernel = find_kernel(term.kernel, load_module(term.kernel.path))
         defaults = getattr(load_module(term.kernel.path), "DEFAULTS", {}).get(term.kernel.name, {})
         values = {**defaults, **term.params}
+        fields = field_args(term)  # their KEYs: adjoint/pair_keys.py
         out += [f"energy.{i}.params.{n}" for n in parameter_names(kernel)
-                if isinstance(values.get(n), float)]
-    return out
+                if isinstance(values.get(n), float) and n not in fields]
+    return out + list(pair_keys(scene))
 
 
 def _step_params(scene: Scene) -> list[str]:
@@ -104,6 +120,10 @@ def parse_key(scene: Scene, text: str) -> Key:
                              f"{', '.join(known_keys(scene))}.")
         return Key(text, "field", name=parts[1])
     known = known_keys(scene)
+    if text not in known and normalise(scene, text) in known:
+        raise SceneError(f"--wrt {shorten(text)}: write this KEY as {normalise(scene, text)} "
+                         "(the pair in the scene's order of species, joined by ':', as "
+                         "gradients.json and the CSV columns name it).")
     if text not in known:
         close = difflib.get_close_matches(text, known, n=3) if len(text) <= MAX_SHOWN else []
         hint = f" Did you mean {' or '.join(close)}?" if close else ""
@@ -119,6 +139,10 @@ def parse_key(scene: Scene, text: str) -> Key:
                              "with sqrt(T/m), a random draw simrun does not differentiate; set "
                              "initial.temperature: 0 or leave the mass out.")
         return Key(text, kinds[text])
+    per_pair = pair_keys(scene)
+    if text in per_pair:
+        index, name, pair = per_pair[text]
+        return Key(text, "energy", index, name, per_pair=True, pair=pair)
     if parts[0] == "energy":
         return Key(text, "energy", int(parts[1]), parts[3])
     if parts[0] == "integrator":
@@ -155,6 +179,8 @@ def value_of(scene: Scene, key: Key) -> np.ndarray | float:
         return float(masses[0]) if len(set(scene.particles.masses)) == 1 else masses
     if key.kind == "thermostat":
         return float(getattr(scene.integrator, key.name))
+    if key.kind == "energy" and key.pair is not None:
+        return pair_value(scene.energy[key.index], key.name, key.pair)
     if key.kind == "energy":
         term = scene.energy[key.index]
         defaults = getattr(load_module(term.kernel.path), "DEFAULTS", {}).get(term.kernel.name, {})
@@ -194,7 +220,8 @@ def with_value(scene: Scene, key: Key, value) -> Scene:
         return replace(part, params={**part.params, key.name: float(value)})
     if key.kind == "energy":
         terms = list(scene.energy)
-        terms[key.index] = with_param(terms[key.index])
+        terms[key.index] = with_param(terms[key.index]) if key.pair is None else \
+            with_pair_value(terms[key.index], key.name, key.pair, value)
         return replace(scene, energy=tuple(terms))
     if key.kind == "step":
         return replace(scene, step_kernels=with_param(scene.step_kernels))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from simrun.adjoint.pair_keys import mask
 from simrun.lang.autodiff.tape import access_of, recording
 from simrun.lang.fields import grad_of
 from simrun.scene import Scene, SceneError
@@ -109,7 +110,9 @@ class DiffModel:
 
     def __init__(self, scene: Scene, x0: np.ndarray, energy_keys: dict[str, tuple[int, str]],
                  objective_keys: dict[str, str], threads: int | None = None,
-                 mass_gradient: bool = True) -> None:
+                 mass_gradient: bool = True,
+                 pair_keys: dict[str, tuple[int, str, tuple[int, int] | None]] | None = None
+                 ) -> None:
         self.scene = scene
         self.mass_gradient = mass_gradient  # False: no KEY asks for d/dm (H lambda skips it)
         # built as `run` builds it (deterministic, System's default): the forward sweep is
@@ -137,6 +140,15 @@ class DiffModel:
             for key, (j, name) in energy_keys.items():
                 if j == i:
                     self.param_fields[key] = twin.field_args[name]
+        # a species kernel's (types x types) field: the KEY is a mask over it
+        self.param_masks: dict[str, np.ndarray] = {}
+        for key, (i, name, pair) in (pair_keys or {}).items():
+            f = system._pair_fields[i][name]
+            f._make_grad()  # each is a no-op for a field that has it
+            f._make_dual()
+            f.grad._make_dual()
+            self.param_fields[key] = f
+            self.param_masks[key] = mask(f.shape[0], pair)
         system._grads = None  # the twins read other fields: find them again
         system._direct = None  # and force evaluations outside the stepper launch the twins
         self._hvp: dict[bool, DirectHVP] = {}
@@ -221,7 +233,29 @@ class DiffModel:
         system.refresh_neighbors()  # any valid list: the same terms in the same order
         self._over_reverse(system.x, np.zeros(system.x.data.shape), energy=False)
         return (system.m.grad.to_numpy().astype(float),
-                {key: float(f.grad[None]) for key, f in self.param_fields.items()})
+                {key: self.param_value(key, f.grad) for key, f in self.param_fields.items()})
+
+    def param_value(self, key: str, values) -> float:
+        """A parameter KEY's share of a field's values (its gradient or adjoint): the
+        0-D field's value, or a per-pair KEY's mask summed over the (types x types) one."""
+        at = self.param_masks.get(key)
+        array = values.to_numpy() if hasattr(values, "to_numpy") else np.asarray(values)
+        return float(array[()] if at is None else (at * array).sum())
+
+    def seed_param_duals(self, tangents: dict[str, float]) -> None:
+        """Each parameter field's dual from the KEYs' tangents (per-pair KEYs of one field
+        add up their masks)."""
+        duals: dict[int, tuple[object, np.ndarray]] = {}
+        for key, f in self.param_fields.items():
+            at = self.param_masks.get(key)
+            value = tangents.get(key, 0.0)
+            if at is None:
+                f.dual[None] = value
+                continue
+            held = duals.setdefault(id(f), (f, np.zeros(at.shape)))
+            held[1][...] += value * at
+        for f, dual in duals.values():
+            f.dual.from_numpy(dual.astype(f.dual.to_numpy().dtype))
 
     # ------------------------------------------------------------------ objective
     def objective(self, x: np.ndarray, v: np.ndarray, potential: float, step: int = 0

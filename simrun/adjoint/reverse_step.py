@@ -153,8 +153,8 @@ class ReverseStep:
         # (KEY, 0-D field, its f64 adjoint, d value / d KEY)
         self.step_params = [(key, f, Field(f64, ()), factor) for key, f, factor in
                             traj.scalars + [(k, f, 1.0) for k, f in traj.control_params]]
-        self.energy_params = {key: (f, Field(f64, ())) for key, f in
-                              traj.model.param_fields.items()}
+        self.energy_params = {key: (f, Field(f64, f.shape)) for key, f in
+                              traj.model.param_fields.items()}  # per-pair KEYs: (T, T)
         self.bad = ti.field(ti.i32, shape=())
 
     def _reverse_plan(self) -> list:
@@ -315,7 +315,7 @@ class ReverseStep:
             adj.add_scalar(key, factor * float(acc.data[()]))
             acc.data[()] = 0.0
         for key, (_, acc) in self.energy_params.items():
-            adj.add_params({key: float(acc.data[()])})
+            adj.add_params({key: self.traj.model.param_value(key, acc.data)})
             acc.data[()] = 0.0
 
     # ------------------------------------------------------------------ the sweep

@@ -105,8 +105,7 @@ class TangentStep:
         system.m.dual.from_numpy(tan.mass.astype(dtype))
         for n, f in traj.floats.items():
             f.dual.from_numpy(np.asarray(fields_dot[n]).astype(f.to_numpy().dtype))
-        for key, f in traj.model.param_fields.items():
-            f.dual[None] = tan.params.get(key, 0.0)
+        traj.model.seed_param_duals(tan.params)
         scalars = traj.scalars + [(k, f, 1.0) for k, f in traj.control_params]
         for key, f, factor in scalars:
             f.dual[None] = factor * tan.scalar(key)

@@ -16,7 +16,7 @@ from simrun.batch.summary import Row
 from simrun.batch.sweep import Point, grid, parse_sweep, read_sweep_file, sample
 from simrun.batch.task import JobSpec, read_record
 from simrun.scene import Scene, SceneError, load_scene
-from simrun.stepper.binding import validate_params
+from simrun.stepper.validate import validate_params
 
 
 @dataclass

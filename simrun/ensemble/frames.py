@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simrun.adjoint.pair_keys import mask
 from simrun.lang.autodiff.tape import access_of
 from simrun.lang.fields import grad_of
 from simrun.scene import Scene, initial_state
@@ -43,15 +44,22 @@ class FrameEvaluator:
         self.system = system = System(scene, initial_state(scene)[0], threads)
         terms, self.box = system.energy_with_box_gradient()
         self.fields: dict[Param, object] = {}
+        # a species kernel's (types x types) field: the parameter is a mask over it
+        self.masks: dict[Param, np.ndarray] = {}
         self.terms: list[BoundKernel] = []
         for i, bound in enumerate(terms):
-            names = [name for j, name in self.params if j == i]
+            on_pairs = [(i, n) for j, n in self.params if j == i and
+                        n.split("[")[0] in system._pair_fields[i]]
+            names = [n for j, n in self.params if j == i and (i, n) not in on_pairs]
             kernel = bound.kernel.with_field_args(names) if names else bound.kernel
             self.terms.append(BoundKernel(bound.ref, kernel, bound.args))
             self.fields.update({(i, n): kernel.field_args[n] for n in names})
+            for param in on_pairs:
+                self.fields[param], self.masks[param] = self._pair_param(scene, *param)
         for f in (system.x, system.U, self.box["box_high"], self.box["box_low"]):
             f._make_dual()
         for f in self.fields.values():
+            f._make_grad()  # a no-op for the 0-D twins, which have theirs
             f.grad._make_dual()
         self.tangents = self._tangents()
         bounds = scene.boundary
@@ -78,9 +86,24 @@ class FrameEvaluator:
         return list({id(d): d for d in duals
                      if getattr(d, "data", None) is not None}.values())
 
+    def _pair_param(self, scene: Scene, index: int, text: str) -> tuple[object, np.ndarray]:
+        """``epsilon[A:B]`` (one pair) or ``epsilon`` (every pair) of a species kernel: its
+        field and the mask of the entries the parameter is."""
+        name, _, rest = text.partition("[")
+        field = self.system._pair_fields[index][name]
+        types = scene.energy[index].types
+        pair = tuple(types.index(n) for n in rest.rstrip("]").split(":")) if rest else None
+        return field, mask(field.shape[0], pair)  # type: ignore[arg-type]
+
     def set_values(self, values: dict[Param, float]) -> None:
         """Evaluate at other parameter values from now on (reweighting moves theta)."""
         for (i, name), value in values.items():
+            at = self.masks.get((i, name))
+            if at is not None:  # a pair field: the masked entries take the value
+                field = self.fields[(i, name)]
+                held = field.to_numpy()
+                field.from_numpy(np.where(at > 0, value, held).astype(held.dtype))
+                continue
             bound = self.terms[i]
             args = list(bound.args)
             args[parameter_names(bound.kernel).index(name)] = float(value)
@@ -101,9 +124,15 @@ class FrameEvaluator:
             for f in self.fields.values():
                 f.grad.fill(0)
             energy_and_reverse(system.U, self.terms)
-        grads = np.array([float(self.fields[p].grad[None]) for p in self.params])
-        mixed = np.array([float(self.fields[p].grad.dual[None]) for p in self.params])
+        grads = np.array([self._value(p, self.fields[p].grad) for p in self.params])
+        mixed = np.array([self._value(p, self.fields[p].grad.dual) for p in self.params])
         return float(system.U[None]), float(system.U.dual[None]), grads, mixed
+
+    def _value(self, param: Param, values) -> float:
+        """A parameter's share of a gradient (or its tangent): the 0-D value, or a pair
+        parameter's mask summed over its field's."""
+        at = self.masks.get(param)
+        return float(values[None]) if at is None else float((at * values.to_numpy()).sum())
 
     def evaluate(self, frames: np.ndarray, progress=None) -> FrameTable:
         """The table over ``frames`` (n, N, dim); ``progress(done, total)`` now and then."""

@@ -180,7 +180,7 @@ def _plain(value: np.ndarray) -> Any:
 def observe(scene: Scene, keys: list[Key], samples: Samples, threads: int | None,
             progress: Progress | None = None) -> tuple[Observed, Any]:
     """The observable and the energy table over the samples' frames."""
-    energy = [(k.index, k.name) for k in keys if k.kind == "energy"]
+    energy = [(k.index, k.term_param) for k in keys if k.kind == "energy"]
     evaluator = FrameEvaluator(scene, energy, threads)
     report = (lambda done, total: progress("evaluate", done, total)) if progress else None
     table = evaluator.evaluate(samples.x, report)
@@ -212,7 +212,7 @@ def _loss_estimate(scene: Scene, keys: list[Key], samples: Samples, blocks: int,
         raise SceneError(f"{scene.objective.where}: targets have no parameters; use the "
                          "energies' parameters or integrator.temperature")
     energy = [k.text for k in keys if k.kind == "energy"]
-    evaluator = FrameEvaluator(scene, [(k.index, k.name) for k in keys if k.kind == "energy"],
+    evaluator = FrameEvaluator(scene, [(k.index, k.term_param) for k in keys if k.kind == "energy"],
                                threads)
     report = (lambda done, total: progress("evaluate", done, total)) if progress else None
     table = evaluator.evaluate(samples.x, report)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 
 from simrun.adjoint.keys import Key, known_keys
+from simrun.adjoint.pair_keys import normalise, pair_keys
 from simrun.scene import Scene, SceneError
 from simrun.scene.load_terms import ENSEMBLE_BUILTINS
 from simrun.stepper.plan import TEMPERATURE
@@ -46,7 +47,14 @@ def parse_ensemble_key(scene: Scene, text: str) -> Key:
     set all three kinds)."""
     if text == TEMPERATURE:
         return Key(text, "thermostat", name="temperature")
+    per_pair = pair_keys(scene)
     known = [k for k in known_keys(scene) if k.startswith(("energy.", "objective."))]
+    if text not in known and normalise(scene, text) in per_pair:
+        raise SceneError(f"--wrt {text}: write this KEY as {normalise(scene, text)} (the pair "
+                         "in the scene's order of species, joined by ':').")
+    if text in per_pair:
+        index, name, pair = per_pair[text]
+        return Key(text, "energy", index, name, per_pair=True, pair=pair)
     if text not in known:
         close = difflib.get_close_matches(text, known + [TEMPERATURE], n=3)
         hint = f" Did you mean {' or '.join(close)}?" if close else ""

@@ -159,3 +159,53 @@ def lj_all_pairs(x: ti.template(), box_low: ti.template(), box_high: ti.template
             r2 = r.dot(r)
             if r2 < cutoff * cutoff:
                 U[None] += pair_lj(r2, epsilon, sigma)
+
+
+# --- mixtures: parameters per species pair (scene/species.py; scenes/kob_andersen.yaml) ---
+# `species` is each particle's type index; epsilon, sigma and cutoff are (types x types)
+# fields bound by name (a number in the scene fills every pair). The list's cutoff must
+# reach the largest pair cutoff; LIMITS hold for each pair.
+DEFAULTS.update(lj_species={}, lj_species_shifted={})
+LIMITS.update(lj_species=[*_LJ, *_REACH], lj_species_shifted=[*_LJ, *_REACH])
+
+
+@ti.kernel
+def lj_species(x: ti.template(), neighbors: ti.template(), box_low: ti.template(),
+               box_high: ti.template(), periodic: ti.template(), U: ti.template(),
+               species: ti.template(), epsilon: ti.template(), sigma: ti.template(),
+               cutoff: ti.template()):
+    """Lennard-Jones per species pair, cut at the pair's cutoff (LAMMPS lj/cut with
+    ``pair_coeff I J epsilon sigma cutoff``; no shift)."""
+    for i in range(x.shape[0]):
+        xi = x[i]  # read once: its gradient is summed in a local, one scatter per particle
+        si = species[i]
+        for k in range(neighbor_count(neighbors, i)):
+            j = neighbor(neighbors, i, k)
+            sj = species[j]
+            r = min_image(x[j] - xi, box_low, box_high, periodic)
+            r2 = r.dot(r)
+            rc = cutoff[si, sj]
+            if r2 < rc * rc:
+                U[None] += pair_lj(r2, epsilon[si, sj], sigma[si, sj])
+
+
+@ti.kernel
+def lj_species_shifted(x: ti.template(), neighbors: ti.template(), box_low: ti.template(),
+                       box_high: ti.template(), periodic: ti.template(), U: ti.template(),
+                       species: ti.template(), epsilon: ti.template(), sigma: ti.template(),
+                       cutoff: ti.template()):
+    """Lennard-Jones per species pair, cut and shifted to zero at the pair's cutoff (LAMMPS
+    lj/cut with ``pair_modify shift yes``)."""
+    for i in range(x.shape[0]):
+        xi = x[i]  # read once: its gradient is summed in a local, one scatter per particle
+        si = species[i]
+        for k in range(neighbor_count(neighbors, i)):
+            j = neighbor(neighbors, i, k)
+            sj = species[j]
+            r = min_image(x[j] - xi, box_low, box_high, periodic)
+            r2 = r.dot(r)
+            rc = cutoff[si, sj]
+            if r2 < rc * rc:
+                eps = epsilon[si, sj]
+                sig = sigma[si, sj]
+                U[None] += pair_lj(r2, eps, sig) - pair_lj(rc * rc, eps, sig)

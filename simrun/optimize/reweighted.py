@@ -98,7 +98,7 @@ def _reference(scene: Scene, keys: list, out_dir: Path, number: int, steps: int,
                equilibrate: int, threads: int | None) -> _Reference:
     folder = out_dir / f"trajectory-{number:03d}"
     samples = sample(sampling_scene(scene, steps, every), folder, equilibrate, threads)
-    evaluator = FrameEvaluator(scene, [(k.index, k.name) for k in keys if k.kind == "energy"],
+    evaluator = FrameEvaluator(scene, [(k.index, k.term_param) for k in keys if k.kind == "energy"],
                                threads)
     table = evaluator.evaluate(samples.x)
     return _Reference(scene, samples, evaluator, table,
@@ -122,7 +122,7 @@ def _reweighted(ref: _Reference, current: Scene, keys: list, vector: np.ndarray)
     (largest 1) and N_eff / N."""
     table = ref.table
     if ref.scene is not current:
-        ref.evaluator.set_values({(k.index, k.name): v for k, v in zip(keys, vector)
+        ref.evaluator.set_values({(k.index, k.term_param): v for k, v in zip(keys, vector)
                                   if k.kind == "energy"})
         table = ref.evaluator.evaluate(ref.samples.x)
     log_w = -(table.potential / float(current.integrator.temperature) - ref.u0_over_kt)

@@ -1,7 +1,8 @@
 """Extended XYZ (as read by ASE and OVITO): one block per frame, 2-D padded with z = 0.
 
 Comment line: ``Lattice="..." Origin="..." Properties=species:S:1:pos:R:3:masses:R:1
-[:momenta:R:3][:forces:R:3] Time=... Step=... pbc="T T F"`` (and ``energy=`` when the
+[:momenta:R:3][:forces:R:3][:Z:I:1:tags:I:1] Time=... Step=... pbc="T T F"`` (``Z`` and
+``tags`` where a species is no chemical symbol; and ``energy=`` when the
 potential is known). Why these names: ``ase.io.read`` turns ``momenta`` and ``masses`` into
 the Atoms' own arrays (``get_velocities()`` is momenta / masses), ``forces`` and ``energy``
 into its calculator's results; a ``velocities`` or ``vel`` column would only be kept as an
@@ -22,6 +23,22 @@ from pathlib import Path
 import numpy as np
 
 SPECIES = "X"
+# ASE makes Atoms only of chemical symbols; a species named otherwise (Kob-Andersen's A and
+# B) also gets columns Z (0: ASE's "X") and tags (its type number, 1 up, as LAMMPS counts)
+ELEMENTS = tuple("""X H He Li Be B C N O F Ne Na Mg Al Si P S Cl Ar K Ca Sc Ti V Cr Mn Fe Co
+Ni Cu Zn Ga Ge As Se Br Kr Rb Sr Y Zr Nb Mo Tc Ru Rh Pd Ag Cd In Sn Sb Te I Xe Cs Ba La Ce Pr
+Nd Pm Sm Eu Gd Tb Dy Ho Er Tm Yb Lu Hf Ta W Re Os Ir Pt Au Hg Tl Pb Bi Po At Rn Fr Ra Ac Th Pa
+U Np Pu Am Cm Bk Cf Es Fm Md No Lr Rf Db Sg Bh Hs Mt Ds Rg Cn Nh Fl Mc Lv Ts Og""".split())
+_NUMBER = {symbol: z for z, symbol in enumerate(ELEMENTS)}
+
+
+def type_columns(species: list[str] | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """(Z, tags) per particle where a species name is no chemical symbol, else None."""
+    if not species or all(name in _NUMBER for name in species):
+        return None
+    order = {name: i + 1 for i, name in enumerate(dict.fromkeys(species))}
+    return (np.array([_NUMBER.get(name, 0) for name in species]),
+            np.array([order[name] for name in species]))
 _PAIR = re.compile(r'(\w+)=("[^"]*"|\S+)')
 
 
@@ -80,6 +97,10 @@ def format_frame(x: np.ndarray, *, step: int, time: float, cell: np.ndarray | No
     if f is not None:
         columns.append(pad3(f))
         props += ":forces:R:3"
+    typed = type_columns(species)
+    if typed is not None:
+        columns += [typed[0].reshape(-1, 1), typed[1].reshape(-1, 1)]
+        props += ":Z:I:1:tags:I:1"
     flags = " ".join("T" if p else "F" for p in pbc)
     header = ""
     if cell is not None:

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 
-from yaml.nodes import Node, ScalarNode
+from yaml.nodes import MappingNode, Node, ScalarNode
 
 from simrun.outputs.units import SYSTEMS
 from simrun.scene import (
@@ -23,6 +24,7 @@ from simrun.scene import (
     ranges,
     shipped,
 )
+from simrun.scene import species as species_mod
 from simrun.scene.errors import SceneError, error_at, shorten, shorten_path
 from simrun.scene.nodes import (
     MapReader,
@@ -41,6 +43,7 @@ from simrun.scene.schema import (
     READABLE_VERSIONS,
     SCHEMA_VERSION,
     Boundary,
+    Initial,
     Neighbors,
     Outputs,
     Particles,
@@ -104,18 +107,33 @@ def compose(path: Path) -> Node:
     return node
 
 
-def _particles(node: Node) -> Particles:
+def _particles(node: Node, seed: int) -> tuple[Particles, Node | None]:
+    """The particles, and a ``mass`` given per species (applied once the species are known:
+    they may come from the initial state's file)."""
     r = MapReader(node, "particles")
-    r.done(("count", "dim", "mass", "species"))
-    count_node = r.require("count", "Add 'count: N' (the number of particles)")
-    count = as_int(count_node, "particles.count", 1)
+    r.done(("count", "dim", "mass", "species", "species_order"))
+    species_node, count_node = r.get("species"), r.get("count")
+    species: tuple[str, ...] = ()
+    if isinstance(species_node, MappingNode):  # counts per species: they give the count
+        species = species_mod.counted(species_node, count_node, r.get("species_order"), seed)
+        count_node = count_node or species_node
+        count = len(species)
+    else:
+        count_node = r.require("count", "Add 'count: N' (the number of particles)")
+        count = as_int(count_node, "particles.count", 1)
+        if r.get("species_order") is not None:
+            raise error_at(r.get("species_order"), "'particles.species_order' deals out "
+                           "species counts, but 'species' gives no counts",
+                           "Write species: {A: 800, B: 200}, or remove 'species_order'")
     dim_node = r.get("dim")
     dim = as_int(dim_node, "particles.dim") if dim_node else 2
     if dim not in (2, 3):
         raise error_at(dim_node, f"'particles.dim' is {shorten(str(dim))} but must be 2 or 3")
     limits.check_particles(count_node, count, dim)  # before anything of that size is made
+    if species_node is not None and not species:
+        species = _species(species_node, count)
     mass_node = r.get("mass")
-    if mass_node is None:
+    if mass_node is None or isinstance(mass_node, MappingNode):
         masses = (1.0,) * count
     elif isinstance(mass_node, ScalarNode):
         masses = (as_float(mass_node, "particles.mass", positive=True),) * count
@@ -123,21 +141,30 @@ def _particles(node: Node) -> Particles:
         items = as_seq(mass_node, "particles.mass", count)
         masses = tuple(as_float(n, f"particles.mass[{i}]", positive=True)
                        for i, n in enumerate(items))
-    return Particles(count, dim, masses, _species(r.get("species"), count))
+    per_species = mass_node if isinstance(mass_node, MappingNode) else None
+    return Particles(count, dim, masses, species), per_species
 
 
-def _species(node: Node | None, count: int) -> tuple[str, ...]:
-    """One name per particle for trajectory.xyz; () when not given (all "X")."""
-    if node is None:
-        return ()
+def _with_file_species(p: Particles, init: Initial, init_node: Node | None,
+                       per_species_mass: Node | None) -> Particles:
+    """Species named by the initial state's extended-XYZ file (where the scene names none),
+    then the masses given per species."""
+    if not p.species and init.type == "file":
+        names = species_mod.file_species(init.options, init_node)
+        if names:
+            p = replace(p, species=names)
+    if per_species_mass is not None:
+        p = replace(p, masses=species_mod.masses_per_type(per_species_mass, p.species))
+    return p
+
+
+def _species(node: Node, count: int) -> tuple[str, ...]:
+    """One name per particle (one name for all, or a list)."""
     items = [node] * count if isinstance(node, ScalarNode) else \
         as_seq(node, "particles.species", count)
     names = tuple(as_str(n, "particles.species") for n in items)
     for item, name in zip(items, names):
-        if not name or not all(c.isalnum() or c in "_-+" for c in name):
-            raise error_at(item, f"species name '{shorten(name)}' may only use letters, digits, "
-                           "'_', '-' and '+' (it is a column of trajectory.xyz)",
-                           "Use a chemical symbol such as Ar (ASE reads those) or a short tag")
+        species_mod.check_name(item, name)
     return names
 
 
@@ -171,14 +198,26 @@ def _boundary(node: Node | None, dim: int) -> Boundary:
     return Boundary(kind, low, high)
 
 
-def _neighbors(node: Node | None, boundary: Boundary) -> Neighbors | None:
+def _largest_pair_cutoff(energy: tuple) -> float | None:
+    """The largest cutoff the energy terms give per species pair (LAMMPS's list reaches
+    the largest pair cutoff); None when no term gives one per pair."""
+    found = [max(map(max, term.pairs["cutoff"])) for term in energy if "cutoff" in term.pairs]
+    return max(found) if found else None
+
+
+def _neighbors(node: Node | None, boundary: Boundary, pair_cutoff: float | None = None
+               ) -> Neighbors | None:
     """``neighbors: {cutoff, skin, max_neighbors}``; a periodic box must hold twice the
-    reach (cutoff + skin) in every direction, so each pair has one nearest image."""
+    reach (cutoff + skin) in every direction, so each pair has one nearest image. Without
+    ``cutoff`` the list reaches the largest cutoff given per species pair."""
     if node is None:
         return None
     r = MapReader(node, "neighbors")
-    cutoff = as_float(r.require("cutoff", "Write neighbors: {cutoff: 2.5, skin: 0.3}"),
-                      "neighbors.cutoff", positive=True)
+    if r.get("cutoff") is None and pair_cutoff is not None:
+        cutoff = pair_cutoff
+    else:
+        cutoff = as_float(r.require("cutoff", "Write neighbors: {cutoff: 2.5, skin: 0.3}"),
+                          "neighbors.cutoff", positive=True)
     skin_node, most = r.get("skin"), r.get("max_neighbors")
     skin = as_float(skin_node, "neighbors.skin", nonnegative=True) if skin_node else 0.3
     r.done()
@@ -240,13 +279,17 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
     name_node, prec_node, seed_node = r.get("name"), r.get("precision"), r.get("seed")
     if r.get("description") is not None:
         as_str(r.get("description"), "description")
-    particles = _particles(r.require("particles", "Add 'particles: {count: N, dim: 2}'"))
+    seed = as_int(seed_node, "seed", 0) if seed_node else 0
+    particles, per_species_mass = _particles(
+        r.require("particles", "Add 'particles: {count: N, dim: 2}'"), seed)
     dt = as_float(r.require("dt", "Add 'dt: 1e-4' (the time step)"), "dt", positive=True)
     steps_node = r.require("steps", "Add 'steps: 1000'")
     steps = as_int(steps_node, "steps", 1)
     precision = as_choice(prec_node, "precision", PRECISIONS) if prec_node else "f64"
     init = load_state.initial(r.get("initial"), particles, path.parent)
-    energy = load_terms.energy_terms(r.get("energy"), path.parent)
+    particles = _with_file_species(particles, init, r.get("initial"), per_species_mass)
+    energy = load_terms.energy_terms(r.get("energy"), path.parent,
+                                     species_mod.type_order(particles.species))
     stepk = load_terms.step_kernels(r.get("step_kernels"), path.parent)
     control = load_terms.step_kernels(r.get("controller"), path.parent, "controller")
     field_files, field_where = load_fields.fields(r.get("fields"), path.parent)
@@ -269,12 +312,13 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
         source=path.resolve(), version=version,
         name=_name(name_node, path),
         precision=precision,
-        seed=as_int(seed_node, "seed", 0) if seed_node else 0,
+        seed=seed,
         particles=particles, initial=init, energy=energy,
         topology=load_state.topology(r.get("topology"), particles, init),
         integrator=load_integrator.integrator(r.get("integrator"), _typed), dt=dt,
         steps=steps, thermo=load_integrator.thermo(r.get("thermo"), steps),
-        boundary=boundary, neighbors=_neighbors(r.get("neighbors"), boundary),
+        boundary=boundary, neighbors=_neighbors(r.get("neighbors"), boundary,
+                                                  _largest_pair_cutoff(energy)),
         outputs=_outputs(r.get("outputs"), steps_node, steps, particles, precision),
         step_kernels=stepk, controller=control, fields=field_files, fields_where=field_where,
         objective=objective,

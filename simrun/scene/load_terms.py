@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from yaml.nodes import Node, ScalarNode
+from yaml.nodes import MappingNode, Node, ScalarNode
 
 from simrun.scene import shipped
 from simrun.scene.errors import SceneError, error_at, shorten, shorten_path, where
 from simrun.scene.nodes import MapReader, as_choice, as_float, as_seq, as_str, scalar
 from simrun.scene.rdf_csv import ERRORS, read_rdf_csv
 from simrun.scene.schema import EnergyTerm, KernelRef, Objective, Scene, StepKernels
+from simrun.scene.species import pair_params
 
 REF_FIX = ("Write it as <module>.py:<kernel>, a file of the scene's (e.g. "
            "kernels/gravity.py:gravity), or as simrun.kernels.<module>:<kernel>, a kernel of "
@@ -104,10 +105,12 @@ def refuse_outside(scene_dir: Path, refs: Iterable[KernelRef]) -> None:
                      "--allow-outside if you trust it.")
 
 
-def params(node: Node | None, name: str
+def params(node: Node | None, name: str, per_pair: bool = False
            ) -> tuple[dict[str, float | int], dict[str, tuple[str, str]]]:
     """Parameter names -> numbers (ints stay ints, bools are refused), and where each
-    parameter's key and value are written (for errors found once the kernel is loaded)."""
+    parameter's key and value are written (for errors found once the kernel is loaded).
+    With ``per_pair`` a mapping value is a parameter per species pair (scene/species.py),
+    left out here."""
     if node is None:
         return {}, {}
     reader = MapReader(node, name)
@@ -117,27 +120,33 @@ def params(node: Node | None, name: str
         if not key.isidentifier():
             raise error_at(key_node, f"parameter name '{shorten(key)}' in '{name}' is not a valid "
                            "Python identifier", "Use the kernel argument's name")
+        places[key] = (where(key_node), where(value))
+        if per_pair and isinstance(value, MappingNode):
+            continue
         raw = scalar(value) if isinstance(value, ScalarNode) else None
         if isinstance(raw, int) and not isinstance(raw, bool):
             out[key] = raw
         else:
             out[key] = as_float(value, f"{name}.{key}")
-        places[key] = (where(key_node), where(value))
     return out, places
 
 
-def energy_terms(node: Node | None, scene_dir: Path) -> tuple[EnergyTerm, ...]:
+def energy_terms(node: Node | None, scene_dir: Path, types: tuple[str, ...] = ()
+                 ) -> tuple[EnergyTerm, ...]:
+    """The ``energy`` list; ``types``: the scene's species, for parameters per pair."""
     if node is None:
         return ()
     terms = []
     for i, item in enumerate(as_seq(node, "energy")):
         section = f"energy[{i}]"
         reader = MapReader(item, section)
-        reader.done(("kernel", "params"))
+        reader.done(("kernel", "params", "mix"))
         ref = kernel_ref(reader.require("kernel", "Add 'kernel: kernels/<module>.py:<kernel>'"),
                          f"{section}.kernel", scene_dir)
-        values, places = params(reader.get("params"), f"{section}.params")
-        terms.append(EnergyTerm(ref, values, where(item), places))
+        values, places = params(reader.get("params"), f"{section}.params", per_pair=True)
+        pairs, pair_where = pair_params(reader.get("params"), reader.get("mix"), section, types)
+        terms.append(EnergyTerm(ref, values, where(item), places, pairs,
+                                types if pairs else (), pair_where))
     return tuple(terms)
 
 

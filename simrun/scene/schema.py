@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from simrun.scene.species import pairs_to_dict, species_to_data
+
 SCHEMA_VERSION = 2
 # Version 2 (simrun grad through step kernels): objective kernels may take the step index
 # (`step`), and `--wrt` / `optimize.parameters` take `step_kernels.params.<name>` and
@@ -48,9 +50,17 @@ class EnergyTerm:
     where: str
     # file:line:col of each parameter's key and value, for errors found with the kernel
     param_where: dict[str, tuple[str, str]] = field(default_factory=dict, compare=False)
+    # parameters given per species pair: name -> symmetric (types x types) values, with
+    # mixing applied (scene/species.py); `types` names the rows, `pair_where` where each
+    # pair's value was written
+    pairs: dict[str, tuple[tuple[float, ...], ...]] = field(default_factory=dict)
+    types: tuple[str, ...] = ()
+    pair_where: dict[str, dict[tuple[int, int], tuple[str, str]]] = field(
+        default_factory=dict, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kernel": str(self.kernel), "params": dict(self.params)}
+        return {"kernel": str(self.kernel),
+                "params": {**self.params, **pairs_to_dict(self.pairs, self.types)}}
 
 
 @dataclass(frozen=True)
@@ -177,8 +187,7 @@ class Particles:
         mass: Any = self.masses[0] if uniform else list(self.masses)
         data: dict[str, Any] = {"count": self.count, "dim": self.dim, "mass": mass}
         if self.species:  # written only when given, so older run folders still resume
-            data["species"] = self.species[0] if len(set(self.species)) == 1 \
-                else list(self.species)
+            data["species"] = species_to_data(self.species)
         return data
 
 

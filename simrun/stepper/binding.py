@@ -207,56 +207,6 @@ def check_precision(ref: KernelRef, kernel: Any, fp: Any) -> None:
             f"'precision: {dtype.name}' in the scene.")
 
 
-def validate_params(scene: Any, float_widths: bool = True, fp: Any = None) -> None:
-    """The scene's params name arguments of their kernels, meet the modules' LIMITS and fit
-    the arguments' types: before anything is allocated or compiled (and before a batch
-    submits a job). ``float_widths=False`` leaves out the check of a float argument's range,
-    whose width (a ``float`` annotation) is known only after ``ti.init`` of the scene;
-    ``fp`` (the scene's float type, once known) refuses narrower float annotations."""
-    context = {"n": scene.particles.count, "dim": scene.particles.dim}
-    if scene.neighbors is not None:  # pair kernels may not reach past the list
-        context.update(list_cutoff=scene.neighbors.cutoff, cutoff=scene.neighbors.cutoff)
-    for term in scene.energy:
-        module = load_module(term.kernel.path)
-        kernel = find_kernel(term.kernel, module)
-        check_params(term.kernel, term.params, parameter_names(kernel), term.where,
-                     term.param_where)
-        defaults = getattr(module, "DEFAULTS", {}).get(term.kernel.name, {})
-        check_limits(term.kernel, module, {**defaults, **term.params}, term.where,
-                     term.param_where, context)
-        check_param_types(term.kernel, kernel, term.params, term.where, term.param_where,
-                          float_widths)
-        if fp is not None:
-            check_precision(term.kernel, kernel, fp)
-    for kernels in (scene.step_kernels, scene.controller):
-        if kernels is not None:
-            _validate_kernel_list(kernels, context, float_widths, fp)
-    objective = scene.objective
-    if objective is not None and objective.kernel is not None:
-        module = load_module(objective.kernel.path)
-        kernel = find_kernel(objective.kernel, module)
-        check_params(objective.kernel, objective.params, parameter_names(kernel),
-                     objective.where)
-        defaults = getattr(module, "DEFAULTS", {}).get(objective.kernel.name, {})
-        check_limits(objective.kernel, module, {**defaults, **objective.params},
-                     objective.where, {}, context)
-
-
-def _validate_kernel_list(sk: Any, context: dict[str, int], float_widths: bool,
-                          fp: Any) -> None:
-    found = [(ref, load_module(ref.path)) for ref in sk.kernels]
-    kernels = [find_kernel(ref, module) for ref, module in found]
-    accepted = {name for k in kernels for name in parameter_names(k)}
-    check_params(sk.kernels[0], sk.params, accepted, sk.kernels[0].where, sk.param_where)
-    for (ref, module), k in zip(found, kernels):
-        defaults = getattr(module, "DEFAULTS", {}).get(ref.name, {})
-        own = {n: v for n, v in sk.params.items() if n in parameter_names(k)}
-        check_limits(ref, module, {**defaults, **own}, ref.where, sk.param_where, context)
-        check_param_types(ref, k, own, ref.where, sk.param_where, float_widths)
-        if fp is not None:
-            check_precision(ref, k, fp)
-
-
 def bind(ref: KernelRef, kernel: Any, values: Mapping[str, Any], defaults: Mapping[str, Any],
          accumulator: tuple[str, str] | None = None) -> BoundKernel:
     """Fix the kernel's arguments from ``values`` (fields, dt, params) and ``defaults``.

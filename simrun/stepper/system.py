@@ -16,6 +16,7 @@ from simrun.lang.autodiff.tape import access_of
 from simrun.lang.config import bounds_checks, current_device, floats_ordered
 from simrun.scene import Scene, SceneError
 from simrun.scene.npz import npz_headers
+from simrun.scene.species import type_ids
 from simrun.stepper.binding import (
     BOX_NAMES,
     BoundKernel,
@@ -25,17 +26,19 @@ from simrun.stepper.binding import (
     find_kernel,
     load_module,
     parameter_names,
-    validate_params,
 )
 from simrun.stepper.forces import DirectForces
 from simrun.stepper.neighbors import NeighborList, NeighborListOverflow
+from simrun.stepper.pairs import pair_fields
 from simrun.stepper.roles import check_roles
 from simrun.stepper.thermostats import thermostat_fields
 from simrun.stepper.threads import job_threads
+from simrun.stepper.validate import validate_params
 
+# `step`: the step index, for controller (and objective) kernels; `species`: each
+# particle's type index, for pair kernels over species (stepper/pairs.py)
 BASE_NAMES = ("x", "v", "m", "x0", "U", "dt", "step", "bonds", "angles", "dihedrals",
-              "triangles", "neighbors", *BOX_NAMES)  # `step`: the step index, for controller
-#                                                      (and objective) kernels
+              "triangles", "neighbors", "species", *BOX_NAMES)
 NEIGHBORS_BUILT_AT = "neighbors:built_at"  # state.npz: where the list was last built
 
 
@@ -73,7 +76,8 @@ class System:
         self.extra.update(thermostat_fields(scene))  # a thermostat's carried state
         self.load_fields({name: self._read_field(path, name, scene.fields_where.get(name))
                           for name, path in scene.fields.items()}, scene.fields_where)
-        self.energy = [self._bind_term(term) for term in scene.energy]
+        self._pair_fields = [pair_fields(self, term) for term in scene.energy]
+        self.energy = [self._bind_term(i) for i in range(len(scene.energy))]
         self._grads: list | None = None
         self._direct: DirectForces | None = None
         self._box_grad: tuple[list[BoundKernel], dict[str, Any]] | None = None
@@ -103,6 +107,9 @@ class System:
         self.x0.from_numpy(self.x0_np)
         self.x.from_numpy(self.x0_np)
         self.m.from_numpy(self.masses)
+        self.species = ti.field(dtype=ti.i32, shape=p.count)  # type index; all 0 without
+        if p.species:
+            self.species.from_numpy(type_ids(p.species))
         self.box = box_values(ti, self.scene.boundary, p.dim, self.fp)
         spec = self.scene.neighbors
         self.neighbor_list = None if spec is None else NeighborList(
@@ -194,6 +201,7 @@ class System:
         listed = {} if self.neighbor_list is None else {
             "neighbors": self.neighbor_list.neighbors, "cutoff": self.neighbor_list.cutoff}
         return {"x": self.x, "v": self.v, "m": self.m, "x0": self.x0, "U": self.U,
+                "species": self.species,
                 "dt": self.scene.dt, **self.box, **listed, **self.topology, **self.extra}
 
     def refresh_neighbors(self) -> bool:
@@ -206,12 +214,14 @@ class System:
         except NeighborListOverflow as exc:
             raise SceneError(f"{self.scene.source}: neighbors: {exc}") from None
 
-    def _bind_term(self, term, box: dict[str, Any] | None = None) -> BoundKernel:
+    def _bind_term(self, index: int, box: dict[str, Any] | None = None) -> BoundKernel:
+        term = self.scene.energy[index]
         module = load_module(term.kernel.path)
         kernel = find_kernel(term.kernel, module)
         defaults = getattr(module, "DEFAULTS", {}).get(term.kernel.name, {})
-        return bind(term.kernel, kernel, {**self.values(), **(box or {}), **term.params},
-                    defaults, accumulator=("energy", "U"))
+        return bind(term.kernel, kernel, {**self.values(), **(box or {}), **term.params,
+                                          **self._pair_fields[index]}, defaults,
+                    accumulator=("energy", "U"))
 
     def energy_with_box_gradient(self) -> tuple[list[BoundKernel], dict[str, Any]]:
         """The energy terms bound to a copy of the box that carries gradients (built once,
@@ -219,7 +229,8 @@ class System:
         if self._box_grad is None:
             p = self.scene.particles
             box = box_values(self.ti, self.scene.boundary, p.dim, self.fp, grad=True)
-            self._box_grad = ([self._bind_term(term, box) for term in self.scene.energy], box)
+            self._box_grad = ([self._bind_term(i, box) for i in range(len(self.scene.energy))],
+                              box)
         return self._box_grad
 
     def box_gradient_launches(self) -> DirectForces | None:
