@@ -1,10 +1,12 @@
 """What a step is, as `build_program` writes it (simrun/stepper/program.py), for shipped
 scenes of each kind: plain velocity Verlet under a neighbour list, a thermostat, a
 controller with step kernels, symplectic Euler. A maintainer reads a step here; a change
-of a step's order shows up as a diff of this text."""
+of a step's order shows up as a diff of this text. And the order is written in one place:
+no other module builds the update plan."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -73,3 +75,11 @@ def test_a_shipped_scene_s_step_program_reads_as_expected(
     system, _ = prepare(loaded, None, threads=1)
     assert FieldStepper(loaded, system).program.describe() == expected
 
+
+def test_the_update_plan_is_built_by_the_step_program_alone() -> None:
+    """`build_plan` (the update launches) is called by `build_program` only: the stepper and
+    the adjoint take a step's order from the program, not from a copy of it."""
+    callers = sorted(str(p.relative_to(REPO)) for p in (REPO / "simrun").rglob("*.py")
+                     if re.search(r"\bbuild_plan\(", p.read_text())
+                     and p.name not in ("plan.py", "program.py"))
+    assert callers == []

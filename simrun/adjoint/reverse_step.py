@@ -46,6 +46,7 @@ from simrun.adjoint.launches import (
 )
 from simrun.lang.fields import Field
 from simrun.stepper import updates
+from simrun.stepper.program import AT_START, CONTROLLER, FORCES
 
 
 class ReverseStep:
@@ -160,19 +161,37 @@ class ReverseStep:
     def _reverse_plan(self) -> list:
         system, f64 = self.system, ti.f64
         self._adjoint_fields()
-        plan = self._replay(self.ctrl, self.ctrl_snaps)
         stages = self._stages()
-        for launches, snaps, _, G in stages:
-            plan += self._forces_into(G) + self._replay(launches, snaps)
+        reading = {id(stage[3]): stage for stage in stages}  # the stage reading each G
+        # the step program's nodes as replayed: the controller (None), each stage; without
+        # a controller its empty reverse still seeds the grads and reads them back (the
+        # adjoints rounded to the fields' precision, as the gradient's bits have them)
+        sections = [] if self.ctrl else [None]
+        for node in self.traj.program:  # after the forces into the G it reads
+            if node.kind == CONTROLLER:
+                sections.append(None)
+            elif node.kind == FORCES:
+                G = self.traj.G if node.slot == AT_START else self.traj.G2
+                if id(G) in reading:
+                    sections.append(reading[id(G)])
+        plan = []
+        for stage in sections:
+            if stage is None:
+                plan += self._replay(self.ctrl, self.ctrl_snaps)
+            else:
+                plan += self._forces_into(stage[3]) + self._replay(stage[0], stage[1])
         plan += self._zero_grads(stages)
-        for _, snaps, grads, G in reversed(stages):
+        for stage in reversed(sections):
+            if stage is None:
+                plan += self._seed_and_reverse(self.ctrl_grads, self.ctrl_snaps)
+                plan.append(resolve(accumulate, (system.m.grad, self.am, f64)))  # reads m
+                continue
+            _, snaps, grads, G = stage
             plan += self._seed_and_reverse(grads, snaps)
             plan.append(resolve(accumulate, (system.m.grad, self.am, f64)))
             if self.energy:
                 plan += self._through_forces(G)
             plan.append(resolve(updates.zero, (system.m.grad,)))  # the pass left dU/dm there
-        plan += self._seed_and_reverse(self.ctrl_grads, self.ctrl_snaps)
-        plan.append(resolve(accumulate, (system.m.grad, self.am, f64)))  # a controller reading m
         return plan + self._param_plan()
 
     def _folded_plan(self) -> list:
