@@ -24,7 +24,7 @@ def assert_chained_equals_one_by_one(scene, keys: list[str], checkpoints: int) -
 def advance_by_replay(traj, state, k: int):
     """Step k by the launches the reverse step replays (the update kernels' twins reading
     G from fields of their own), from Python: a check that they are `run`'s step."""
-    from simrun.adjoint.kernel_state import KernelState
+    from simrun.stepper.state import State
 
     system = traj.system
     traj._load(state)
@@ -39,7 +39,7 @@ def advance_by_replay(traj, state, k: int):
             with traj.compiled_as_run(bound):
                 bound()
     x, v = system.get_state()  # x stays in the second stage: F at x_(k+1) is the state's
-    return KernelState(k + 1, x, v, f, potential, traj._fields())
+    return State(k + 1, x, v, f, potential, traj._fields())
 
 
 def reverse_step_chains(traj) -> bool:

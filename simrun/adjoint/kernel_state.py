@@ -1,6 +1,6 @@
-"""The state, the adjoints and the tangents of a scene's trajectory: x, v, F and every field
-a step carries (shared by the trajectory, trajectory.py, the reverse step, reverse_step.py, and
-forward mode, tangent.py)."""
+"""The adjoints and the tangents of a scene's trajectory (shared by the trajectory,
+trajectory.py, the reverse step, reverse_step.py, and forward mode, tangent.py); the state
+itself is `stepper.state.State`, the one state type of `run` and `grad`."""
 
 from __future__ import annotations
 
@@ -9,18 +9,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simrun.stepper.plan import DAMPING
-
-
-@dataclass
-class KernelState:
-    """x, v, F = -G at x, U, and every allocated field (the step kernels' own state)."""
-
-    step: int
-    x: np.ndarray
-    v: np.ndarray
-    f: np.ndarray
-    potential: float
-    fields: dict[str, np.ndarray]
 
 
 @dataclass

@@ -27,7 +27,6 @@ from __future__ import annotations
 import numpy as np
 
 from simrun.adjoint import policy
-from simrun.adjoint.kernel_state import KernelState
 from simrun.adjoint.launches import Rows
 from simrun.adjoint.schedule import Schedule, reverse
 from simrun.adjoint.slab import OPS, Slab, next_step
@@ -123,8 +122,7 @@ class NativeProgram:
         self.reached += 1
         state = State(self.reached, None, None, None, 0.0)
         self.stepper.store(state)
-        self.traj._accumulate(self.total, KernelState(
-            state.step, state.x, state.v, state.f, state.potential, {}), self.steps)
+        self.traj._accumulate(self.total, state, self.steps)
 
     def _seed_state(self) -> None:
         """After step k's reverse: the objective's seed at the state before it (at: mean)."""
@@ -257,11 +255,11 @@ class NativeProgram:
         self.stepper.step_index = self.steps - 1  # a controller's step index
         while done < 1:
             done += self.stepper.advance(1, potential)
-        nxt = State(self.steps, None, None, None, 0.0)
-        self.stepper.store(nxt)
+        end = State(self.steps, None, None, None, 0.0)
+        self.stepper.store(end)
         if not potential and self.stepper.gradients is not None:  # U was not taken
-            nxt.potential = float("nan")
-        end = KernelState(self.steps, nxt.x, nxt.v, nxt.f, nxt.potential, traj._fields())
+            end.potential = float("nan")
+        end.fields = traj._fields()
         traj._accumulate(self.total, end, self.steps)
         traj._seed(self.adj, end, traj._weight(self.steps, self.steps))
         native.push(self.adj)
@@ -270,7 +268,7 @@ class NativeProgram:
         self._progress(self.steps - 1)
 
     # ------------------------------------------------------------------ the sweep
-    def gradient(self, state0: KernelState, steps: int, snapshots: int, adj
+    def gradient(self, state0: State, steps: int, snapshots: int, adj
                  ) -> tuple[float, Schedule]:
         """J (at: end) and the adjoint (in ``adj``) after the whole reverse sweep."""
         self.steps, self.adj, self.total, self.reached = steps, adj, [0.0], 0

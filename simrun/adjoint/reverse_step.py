@@ -46,6 +46,7 @@ from simrun.adjoint.launches import (
 )
 from simrun.lang.fields import Field
 from simrun.stepper import updates
+from simrun.stepper.program import AT_START, CONTROLLER, FORCES
 
 
 class ReverseStep:
@@ -157,44 +158,72 @@ class ReverseStep:
                               traj.model.param_fields.items()}  # per-pair KEYs: (T, T)
         self.bad = ti.field(ti.i32, shape=())
 
+    def _sections(self) -> list[tuple]:
+        """The step program's nodes as a reverse step sees them, in order: (CONTROLLER,
+        None, None) and, per force evaluation, (FORCES, its G, the stage that reads G or
+        None). Without a controller the unfolded plan still makes its empty reverse: that
+        seeds the grads and reads them back (the adjoints rounded to the fields'
+        precision, as the gradient's bits have them)."""
+        traj, stages = self.traj, {id(stage[3]): stage for stage in self._stages()}
+        out = [] if self.ctrl else [(CONTROLLER, None, None)]
+        for node in traj.program:
+            if node.kind == CONTROLLER:
+                out.append((CONTROLLER, None, None))
+            elif node.kind == FORCES:
+                G = traj.G if node.slot == AT_START else traj.G2
+                out.append((FORCES, G, stages.get(id(G))))
+        return out
+
     def _reverse_plan(self) -> list:
+        """Replay the sections in order (the forces into each G before the stage reading
+        it), then their adjoints in reverse order."""
         system, f64 = self.system, ti.f64
         self._adjoint_fields()
-        plan = self._replay(self.ctrl, self.ctrl_snaps)
-        stages = self._stages()
-        for launches, snaps, _, G in stages:
-            plan += self._forces_into(G) + self._replay(launches, snaps)
-        plan += self._zero_grads(stages)
-        for _, snaps, grads, G in reversed(stages):
-            plan += self._seed_and_reverse(grads, snaps)
-            plan.append(resolve(accumulate, (system.m.grad, self.am, f64)))
-            if self.energy:
-                plan += self._through_forces(G)
-            plan.append(resolve(updates.zero, (system.m.grad,)))  # the pass left dU/dm there
-        plan += self._seed_and_reverse(self.ctrl_grads, self.ctrl_snaps)
-        plan.append(resolve(accumulate, (system.m.grad, self.am, f64)))  # a controller reading m
+        sections = self._sections()
+        plan = []
+        for kind, G, stage in sections:
+            if kind == CONTROLLER:
+                plan += self._replay(self.ctrl, self.ctrl_snaps)
+            elif stage is not None:
+                plan += self._forces_into(G) + self._replay(stage[0], stage[1])
+        plan += self._zero_grads(self._stages())
+        for kind, G, stage in reversed(sections):
+            if kind == CONTROLLER:
+                plan += self._seed_and_reverse(self.ctrl_grads, self.ctrl_snaps)
+                plan.append(resolve(accumulate, (system.m.grad, self.am, f64)))  # reads m
+            elif stage is not None:
+                plan += self._seed_and_reverse(stage[2], stage[1])
+                plan.append(resolve(accumulate, (system.m.grad, self.am, f64)))
+                if self.energy:
+                    plan += self._through_forces(G)
+                plan.append(resolve(updates.zero, (system.m.grad,)))  # dU/dm left there
         return plan + self._param_plan()
 
     def _folded_plan(self) -> list:
+        """Replay the stages (the forces come from the stored state and the step reversed
+        before), then in reverse order: a stage's adjoint; at the forces at x_(k+1), G2-bar
+        plus the pending G-bar through them; at the forces at x_k, G-bar left pending for
+        the step before."""
         system, traj, R, f64, fp = self.system, self.traj, resolve, ti.f64, self.fp
         self._adjoint_fields()
-        stages = self._stages()
+        sections = [s for s in self._sections() if s[0] == FORCES]  # folded: no controller
         plan = [R(assign, (system.x.grad, traj.G, fp))]  # load() left -F_k there
-        for launches, snaps, _, _ in stages:
-            plan += self._replay(launches, snaps)
-        plan += self._zero_grads(stages)
-        first, into = stages[0], assign  # G2-bar = pending (no second stage) or + pending
-        if len(stages) > 1:
-            plan += self._seed_and_reverse(stages[1][2], stages[1][1])
-            plan.append(R(accumulate, (system.m.grad, self.am, f64)))
-            into = accumulate
-        plan.append(R(into, (self.pending, traj.G2.grad, fp)))
-        plan += self._through_forces(traj.G2)  # at x_(k+1): the second stage left x there
-        plan.append(R(updates.zero, (system.m.grad,)))
-        plan += self._seed_and_reverse(first[2], first[1])
-        plan += [R(accumulate, (system.m.grad, self.am, f64)),
-                 R(assign, (traj.G.grad, self.pending, fp)),
-                 R(assign, (traj.G, traj.G2, fp))]  # the next reverse step's G2
+        for _, _, stage in sections:
+            if stage is not None:
+                plan += self._replay(stage[0], stage[1])
+        plan += self._zero_grads(self._stages())
+        for _, G, stage in reversed(sections):
+            if stage is not None:
+                plan += self._seed_and_reverse(stage[2], stage[1])
+                plan.append(R(accumulate, (system.m.grad, self.am, f64)))
+            if G is traj.G2:  # G2-bar = pending (no second stage) or + pending
+                plan.append(R(assign if stage is None else accumulate,
+                              (self.pending, traj.G2.grad, fp)))
+                plan += self._through_forces(traj.G2)  # at x_(k+1): the stages left x there
+                plan.append(R(updates.zero, (system.m.grad,)))
+            else:
+                plan += [R(assign, (traj.G.grad, self.pending, fp)),
+                         R(assign, (traj.G, traj.G2, fp))]  # the next reverse step's G2
         return plan + self._param_plan()
 
     def _last_forces(self) -> list:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 import simrun.lang as ti
-from simrun.adjoint.kernel_state import KernelState
 from simrun.stepper import updates
 from simrun.stepper.fieldstep import direct_launch
+from simrun.stepper.state import State
 
 OPS = 4096  # slot arguments per native call
 
@@ -133,18 +133,18 @@ class Slab:
             self.load, self.store = ([direct_launch(*launch) for launch in [tick, *b]]
                                      for b in (load, store))
 
-    def put(self, k: int, state: KernelState) -> None:
+    def put(self, k: int, state: State) -> None:
         """`state` into slot k from NumPy."""
         self.sx.data[k], self.sv.data[k], self.sf.data[k] = state.x, state.v, state.f
         for name, (_, slab) in self.fields.items():
             slab.data[k] = np.reshape(state.fields[name], slab.data.shape[1:])
 
-    def get(self, k: int, step: int, fields: dict) -> KernelState:
+    def get(self, k: int, step: int, fields: dict) -> State:
         """Slot k as a state (the fields no step writes from `fields`)."""
         fields = dict(fields)
         for name, (f, slab) in self.fields.items():
             fields[name] = slab.data[k].reshape(f.shape + tuple(f.elem_shape))
-        return KernelState(step, self.sx.data[k].copy(), self.sv.data[k].copy(),
+        return State(step, self.sx.data[k].copy(), self.sv.data[k].copy(),
                            self.sf.data[k].copy(), float("nan"), fields)
 
     def set_rows(self, slots: list[int], steps: list[int]) -> None:

@@ -17,11 +17,13 @@ from __future__ import annotations
 import numpy as np
 
 import simrun.lang as ti
-from simrun.adjoint.kernel_state import KernelState, Tangent
+from simrun.adjoint.kernel_state import Tangent
 from simrun.adjoint.launches import Rows, StepCall, assign, resolve
 from simrun.adjoint.policy import current
 from simrun.stepper import updates
 from simrun.stepper.forces import energy_and_reverse
+from simrun.stepper.program import AT_START, CONTROLLER, FORCES
+from simrun.stepper.state import State
 
 
 def _under_forward_mode(system, call):
@@ -43,17 +45,28 @@ class TangentStep:
         system, model = traj.system, traj.model
         self.system = system
         self.hvp = model.direct_hvp() if system.energy else None
-        plan = [self._forward(b) for b in system.controller]
-        for stage, G in zip(traj.stages, (traj.G, traj.G2)):
-            if stage or G is traj.G:
-                plan += self._tangent_of_forces(G)
-            plan += [resolve(updates.zero, (f.dual,)) for f in traj.scratch]
-            for bound in stage:
-                with traj.compiled_as_run(bound):
-                    plan.append(self._forward(bound))
-        self.step = Rows(plan, current().native)
+        self.step = Rows(traj.program.walk(self._node), current().native)
         self.energy = Rows(self._tangent_of_forces(traj.G), current().native)
         self.field_values = traj.scalar_field_values()
+
+    def _node(self, node) -> list:
+        """A node of the trajectory's step program in forward mode: the forces at x_k too
+        (the state carries G, not its tangent), those at x_(k+1) where a stage reads them;
+        no neighbour check and no NaN watch."""
+        traj = self.traj
+        if node.kind == CONTROLLER:
+            return [self._forward(b) for b in self.system.controller]
+        if node.kind == FORCES:
+            if not node.read_in_step:
+                return []
+            G = traj.G if node.slot == AT_START else traj.G2
+            return self._tangent_of_forces(G) + [resolve(updates.zero, (f.dual,))
+                                                 for f in traj.scratch]
+        plan = []
+        for bound in traj.made.get(id(node), ()):
+            with traj.compiled_as_run(bound):
+                plan.append(self._forward(bound))
+        return plan
 
     def _forward(self, bound):
         """A launch in forward mode (a controller's twin reads `step` from the trajectory's
@@ -92,7 +105,7 @@ class TangentStep:
         system.U.dual.fill(0)
         energy_and_reverse(system.U, system.energy)
 
-    def seed(self, state: KernelState, tan: Tangent, fields_dot: dict) -> None:
+    def seed(self, state: State, tan: Tangent, fields_dot: dict) -> None:
         """The state and every tangent into the fields."""
         traj, system, dtype = self.traj, self.system, self.system.np_dtype
         traj._load(state)
@@ -110,7 +123,7 @@ class TangentStep:
         for key, f, factor in scalars:
             f.dual[None] = factor * tan.scalar(key)
 
-    def run(self, state: KernelState, tan: Tangent, fields_dot: dict
+    def run(self, state: State, tan: Tangent, fields_dot: dict
             ) -> tuple[np.ndarray, np.ndarray, dict]:
         """(xdot, vdot, the carried fields' tangents) after step `state.step`."""
         self.seed(state, tan, fields_dot)
@@ -120,14 +133,14 @@ class TangentStep:
         return (system.x.dual.to_numpy().astype(float), system.v.dual.to_numpy().astype(float),
                 {n: f.dual.to_numpy().astype(float) for n, f in self.traj.floats.items()})
 
-    def energy_tangent(self, state: KernelState, tan: Tangent, fields_dot: dict) -> float:
+    def energy_tangent(self, state: State, tan: Tangent, fields_dot: dict) -> float:
         """U's tangent at `state`."""
         self.seed(state, tan, fields_dot)
         self.energy.run()
         return float(self.system.U.dual[None]) if self.hvp is not None else 0.0
 
 
-def kernel_tangent_sweep(traj, state0: KernelState, steps: int, tan: Tangent,
+def kernel_tangent_sweep(traj, state0: State, steps: int, tan: Tangent,
                          fields_dot: dict, every: int
                          ) -> tuple[float, float, list[tuple[int, float, float]]]:
     """J, dJ along `tan` (and `fields_dot`, tangents of the allocated fields), and (step,
@@ -152,7 +165,7 @@ def kernel_tangent_sweep(traj, state0: KernelState, steps: int, tan: Tangent,
     return total, dtotal, series
 
 
-def _objective_field_tangent(traj, state: KernelState, fdot: dict) -> float:
+def _objective_field_tangent(traj, state: State, fdot: dict) -> float:
     """dJ along the field tangents, for an objective kernel that reads allocated fields
     (objective_grad just ran its Tape, so the fields' .grad hold dJ/dfield)."""
     if traj.scene.objective.kernel is None:
@@ -160,7 +173,7 @@ def _objective_field_tangent(traj, state: KernelState, fdot: dict) -> float:
     return float(sum(np.sum(f.grad.to_numpy() * fdot[n]) for n, f in traj.floats.items()))
 
 
-def _objective_tangent(traj, state: KernelState, xdot, vdot, tan: Tangent,
+def _objective_tangent(traj, state: State, xdot, vdot, tan: Tangent,
                        udot: float) -> tuple[float, float]:
     """J at the state and its derivative along the tangents (udot: U's, for objectives
     that read the potential)."""

@@ -1,11 +1,9 @@
 """Every scene's trajectory: `run`'s step as stages of launches, differentiated by the
-engine. A step, as `simrun run` makes it (stepper/fieldstep.py, stepper/plan.py):
+engine. A step is the scene's `StepProgram` (stepper/program.py, built here with the
+differentiated KEYs), in short:
 
-    controller(k); G1 = dU/dx at x_k;
-    first stage (reads G1): the scene's step kernels and the walls, or the integrator's or
-        thermostat's first updates (kick_drift with the walls, BAOA, a chain half-step)
-    G2 = dU/dx at x_(k+1); second stage (reads G2): velocity Verlet's second kick, a
-        thermostat's updates
+    controller(k); G = dU/dx at x_k; first stage (reads G); G2 = dU/dx at x_(k+1);
+    second stage (reads G2)
 
 with the same kernels compiled the same way (the updates IEEE, no contraction) on the same
 values, so the differentiated trajectory is `run`'s bit for bit. Each launch reads its G
@@ -40,7 +38,7 @@ from functools import cached_property
 import numpy as np
 
 from simrun.adjoint import policy, schedule
-from simrun.adjoint.kernel_state import KernelAdjoint, KernelState
+from simrun.adjoint.kernel_state import KernelAdjoint
 from simrun.adjoint.model import DiffModel
 from simrun.adjoint.program import NativeProgram
 from simrun.adjoint.reverse_step import ReverseStep
@@ -49,7 +47,8 @@ from simrun.lang.autodiff.tape import access_of
 from simrun.scene import SceneError
 from simrun.stepper import thermo, updates
 from simrun.stepper.binding import BoundKernel, parameter_names
-from simrun.stepper.plan import Update, build_plan
+from simrun.stepper.plan import Update
+from simrun.stepper.program import AFTER, AT_START, STEP_KERNELS, UPDATES, build_program
 from simrun.stepper.state import State
 
 
@@ -88,13 +87,23 @@ class Trajectory:
                               if n == name]
         self.step_field = ti.field(ti.i32, shape=())  # the controller's step index
         self.control_params = self._control_twins()  # (KEY, 0-D field) of its scalars
-        plan = build_plan(scene, system, model.stepper.box, frozenset(step_keys))
-        first = [self._update(u, self.G) for u in plan.first]
-        second = [self._update(u, self.G2) for u in plan.second]
-        self.strict = {id(b) for b in first + second}  # compiled as `run` compiles updates
-        self.stages = (own + first, second)  # a scene's own step kernels first
+        # the step as `run` makes it, with the differentiated scalars as inputs
+        self.program = build_program(scene, system, model.stepper.box, frozenset(step_keys))
+        slots = {AT_START: self.G, AFTER: self.G2}
+        self.made: dict = {}  # id(node) -> its launches here (twins reading G or G2)
+        updates_made, stages = [], ([], [])
+        for node in self.program:
+            if node.kind == STEP_KERNELS:
+                self.made[id(node)] = own
+            elif node.kind == UPDATES:
+                self.made[id(node)] = [self._update(u, slots[node.slot]) for u in node.launches]
+                updates_made += self.made[id(node)]
+            if id(node) in self.made:
+                stages[node.stage].extend(self.made[id(node)])
+        self.strict = {id(b) for b in updates_made}  # compiled as `run` compiles updates
+        self.stages = stages  # a scene's own step kernels first
         carried = [system.x, system.v, system.m, *system.extra.values()]
-        self.scratch = list({id(a): a for u in plan.first + plan.second for a in u.args
+        self.scratch = list({id(a): a for u in self.program.updates for a in u.args
                              if getattr(getattr(a, "grad", None), "data", None) is not None
                              and not any(a is c for c in carried)}.values())  # K, scale
         self.twins = [b for stage in self.stages for b in stage]  # reuse.py's
@@ -180,7 +189,7 @@ class Trajectory:
     # ------------------------------------------------------------------ states
     def start(self, x0: np.ndarray, v0: np.ndarray,
               field_shifts: dict[str, np.ndarray] | None = None,
-              field_values: dict[str, np.ndarray] | None = None) -> KernelState:
+              field_values: dict[str, np.ndarray] | None = None) -> State:
         """The first state: allocated fields as their modules made them, or `field_values`
         (e.g. trained ones), moved by `field_shifts`; a thermostat's as `run` starts them
         (clock and chain at 0, the degrees of freedom decided from the first forces)."""
@@ -203,35 +212,36 @@ class Trajectory:
         system.set_state(x0, v0)
         x, v = system.get_state()
         potential, f = system.forces()
-        return KernelState(0, x, v, f, potential, self._fields())
+        return State(0, x, v, f, potential, self._fields())
 
     def _fields(self) -> dict[str, np.ndarray]:
         return {n: f.to_numpy() for n, f in self.system.extra.items()}
 
-    def _load(self, state: KernelState) -> None:
+    def _load(self, state: State) -> None:
         system = self.system
         system.set_state(state.x, state.v)
         for n, f in system.extra.items():
             f.from_numpy(state.fields[n])
         self.G.from_numpy(np.negative(state.f))  # the bits x.grad held in `run`
 
-    def advance(self, state: KernelState, k: int) -> KernelState:
+    def advance(self, state: State, k: int) -> State:
         """Step k by `run`'s own stepper (one chained native call where `run` makes one)."""
         stepper, moving = self.model.stepper, self.moving
         for n, f in moving.items():  # the others hold the values every state has
             f.from_numpy(state.fields[n])
-        stepper.load(State(k, state.x, state.v, state.f, state.potential))
+        stepper.load(state)
+        stepper.step_index = k
         potential, done = self.model.uses_potential(), 0
         while done < 1:  # the NaN watch stops a chain early: go on as the step would
             done += stepper.advance(1, potential, forces_after=potential)
-        nxt = State(k + 1, state.x, state.v, state.f, state.potential)
+        nxt = State(k + 1, None, None, None, 0.0,
+                    {**state.fields, **{n: f.to_numpy() for n, f in moving.items()}})
         stepper.store(nxt)
         if not potential and stepper.gradients is not None:
             nxt.potential = float("nan")  # not taken: the objective does not read it
         if stepper.forces_were_skipped:  # the controller's next step
             nxt.f = np.full_like(nxt.f, np.nan)  # takes them again: nothing reads them
-        fields = {**state.fields, **{n: f.to_numpy() for n, f in moving.items()}}
-        return KernelState(k + 1, nxt.x, nxt.v, nxt.f, nxt.potential, fields)
+        return nxt
 
     # ------------------------------------------------------------------ the objective
     def _weight(self, k: int, steps: int) -> float:
@@ -240,7 +250,7 @@ class Trajectory:
             return 1.0 / steps if k >= 1 else 0.0
         return 1.0 if k == steps else 0.0
 
-    def objective(self, state0: KernelState, steps: int) -> float:
+    def objective(self, state0: State, steps: int) -> float:
         """J of the trajectory (the forward sweep, nothing stored)."""
         total, state = [0.0], state0
         for k in range(steps):
@@ -248,13 +258,13 @@ class Trajectory:
             self._accumulate(total, state, steps)
         return total[0]
 
-    def _accumulate(self, total: list, state: KernelState, steps: int) -> None:
+    def _accumulate(self, total: list, state: State, steps: int) -> None:
         w = self._weight(state.step, steps)
         if w:
             total[0] += w * self.model.objective(state.x, state.v, state.potential, state.step)
         self.progress("forward", state.step, steps)
 
-    def _seed(self, adj: KernelAdjoint, state: KernelState, w: float) -> None:
+    def _seed(self, adj: KernelAdjoint, state: State, w: float) -> None:
         """Add w * dJ/d(state) of the objective at this state."""
         if not w:
             return
@@ -296,7 +306,7 @@ class Trajectory:
                     f"(time {k * self.scene.dt:g}): shorten the horizon (--steps)")
 
     # ------------------------------------------------------------------ the sweeps
-    def gradient(self, state0: KernelState, steps: int, snapshots: int
+    def gradient(self, state0: State, steps: int, snapshots: int
                  ) -> tuple[float, KernelAdjoint, schedule.Schedule]:
         """J and the adjoints by the binomial checkpoint schedule (schedule.py) as native
         programs (program.py), each reverse step the launches of reverse_step.py."""

@@ -1,18 +1,15 @@
 """One step = engine launches on the system's fields, and many steps per native call.
 
-A step is: the update plan's first launches (`plan.py`: the integrator's kick and drift, a
-thermostat's updates, or the scene's own step kernels and the walls), the forces (the energy
-kernels' primal and gradient launches that `DirectForces` resolved: ``U = 0, dU/dU = 1``,
-the energies, their gradients into x.grad), the plan's second launches (velocity Verlet's
-second kick, a thermostat's), and a NaN watch that sets a flag. When every launch is a plain
-compiled simrun.lang kernel, the whole step is one `Chain` and ``advance(n)`` makes n steps
-in one native call, stopping after the first step whose state is not finite; otherwise (an
-energy that brings its own gradient, random numbers, a Tape or FwdMode around the step) the
-same launches run from Python, with ``System.forces`` between them. A scene with a
-`controller` runs the controller kernels at the step index first (they write what the
-energies read, e.g. actuations), then takes the forces again, then steps: one native call per
-step, the step index written into the controller's launch arguments between calls. A scene
-with a neighbour list steps from Python: its rebuild check comes before each step's forces.
+A step is the scene's `StepProgram` (program.py: controller, forces, update stages, walls,
+NaN watch, in the one order written there); every sequence of launches here is a walk over
+its nodes, with both gradient slots bound to x.grad. When every launch is a plain compiled
+simrun.lang kernel, the whole step is one `Chain` and ``advance(n)`` makes n steps in one
+native call, stopping after the first step whose state is not finite; otherwise (an energy
+that brings its own gradient, random numbers, a Tape or FwdMode around the step) the same
+nodes run from Python, with ``System.forces`` for the forces. A scene with a `controller`
+runs one native call per step, the step index written into the controller's launch
+arguments between calls. A scene with a neighbour list steps from Python: its rebuild check
+is a node before the forces.
 
 The state lives in the fields between calls: x, v, F = -x.grad and U. ``load``/``store``
 move a `State` in and out at chunk boundaries (frames, checkpoints, the adjoint's stored
@@ -30,7 +27,16 @@ from simrun.lang.autodiff.tape import access_of, recording
 from simrun.lang.runtime.chain import Chain
 from simrun.scene.schema import Scene
 from simrun.stepper import updates
-from simrun.stepper.plan import build_plan
+from simrun.stepper.program import (
+    AT_START,
+    CONTROLLER,
+    FORCES,
+    NEIGHBORS,
+    STEP_KERNELS,
+    UPDATES,
+    WATCH,
+    build_program,
+)
 from simrun.stepper.state import State
 from simrun.stepper.system import System
 
@@ -87,35 +93,67 @@ class FieldStepper:
         if wall != updates.NO_WALL:
             self.box.from_numpy(np.array([scene.boundary.low, scene.boundary.high],
                                          dtype=system.np_dtype))
-        plan = build_plan(scene, system, self.box)
+        self.program = build_program(scene, system, self.box)
         self.forces = self._force_launches()  # compiles the energies as `run` always has
         to_clear = self._grads_to_clear()
-        self.pre = [self._launch(b.kernel, b.args) for b in system.step_kernels]
+        self.made = {}  # id(node) -> its launches, for the nodes that are launches
+        for node in self.program:
+            if node.kind == STEP_KERNELS:
+                self.made[id(node)] = [self._launch(b.kernel, b.args) for b in node.launches]
         with updates.ieee():  # only the updates: IEEE rounding like the NumPy they replace
-            self.pre += [self._launch(u.kernel, u.args) for u in plan.first]
-            post = [(u.kernel, u.args) for u in plan.second]
-            post.append((updates.watch, (system.x, system.v, system.U, self.bad)))
-            self.post = [self._launch(k, a) for k, a in post]
+            for node in self.program:
+                if node.kind == UPDATES:
+                    self.made[id(node)] = [self._launch(u.kernel, u.args)
+                                           for u in node.launches]
+            self.watch = self._launch(updates.watch, (system.x, system.v, system.U, self.bad))
             self.clear = [self._launch(updates.zero, (g,)) for g in to_clear]
             self.clear.append(self._launch(updates.reset_loss, (system.U,)))
+        # the launches of each stage (pre: before the forces at x_(k+1), post: after them,
+        # with the watch), for callers that time them one by one (bench/)
+        self.pre = [p for n in self.program if n.stage == 0 for p in self.made[id(n)]]
+        self.post = [p for n in self.program if n.stage == 1 for p in self.made[id(n)]]
+        self.post.append(self.watch)
         self.chain = self.forces_only = self.gradients = self.stepped = None
         self.control = self._control_launches()  # [] without a controller
         gradients = self._gradients_alone() if self.forces is not None else None
         if not system.controller:  # forces without U, for Python steps and chains alike
             self.gradients = gradients
-        if (self.forces is not None and self.control is not None
-                and system.neighbor_list is None  # its rebuild check runs before the forces
-                and all(isinstance(s, tuple) for s in self.pre)):
+        if self.forces is not None and self.control is not None:
             control = [launch for launch, _ in self.control]
-            if control:
-                control += self.clear + self.forces
-            self.chain = Chain(runtime(), control + self.pre + self.clear + self.forces +
-                               self.post, stop=self.bad)
-            if control and len(self.post) == 1:  # no second stage reads F at x_(k+1)
-                self.stepped = Chain(runtime(), control + self.pre + self.post, stop=self.bad)
-            if gradients is not None and not control:
-                self.forces_only = Chain(runtime(), self.pre + self.clear + gradients +
-                                         self.post, stop=self.bad)
+            launches = self._sequence(self.forces, control)
+            if launches is not None:
+                self.chain = Chain(runtime(), launches, stop=self.bad)
+                stepped = self._sequence(self.forces, control, forces_after=False)
+                if control and len(stepped) < len(launches):  # nothing read F at x_(k+1)
+                    self.stepped = Chain(runtime(), stepped, stop=self.bad)
+                if gradients is not None and not control:
+                    self.forces_only = Chain(runtime(), self._sequence(gradients, control),
+                                             stop=self.bad)
+
+    def _sequence(self, forces: list, control: list, watch: bool = True,
+                  forces_after: bool = True, part=lambda launch: launch) -> list | None:
+        """A step's launches by a walk over the program: `forces` for each force evaluation
+        the step makes (its carried one is the state's), `control` for the controller;
+        without `forces_after`, the forces after the step are left out where no node of
+        the step reads them. `part` maps each launch to what the caller chains, None where
+        it cannot (then the step is None, as it is with a neighbour list's rebuild check,
+        which runs from Python)."""
+        def launches(node) -> list | None:
+            if node.kind == CONTROLLER:
+                return control
+            if node.kind == FORCES:
+                skipped = node.carried or (not forces_after and not node.read_in_step)
+                return [] if skipped else [part(p) for p in self.clear] + forces
+            if node.kind == WATCH:
+                return [part(self.watch)] if watch else []
+            if node.kind == NEIGHBORS:
+                return None
+            return [part(p) for p in self.made[id(node)]]
+
+        found = self.program.walk(launches)
+        if found is None or not all(isinstance(p, tuple) for p in found):
+            return None
+        return found
 
     def step_launches(self, potential: bool = True, control: list | None = None
                       ) -> list | None:
@@ -127,20 +165,16 @@ class FieldStepper:
         caller gives `control`, launches that take their place (twins reading the index
         from a field it moves on), and gets the step as ``advance(forces_after=potential)``
         makes it, else None."""
-        pre, clear, post = ([_direct(p) for p in x] for x in (self.pre, self.clear, self.post))
-        if self.forces is None or self.system.neighbor_list is not None or \
-                not all(pre + clear + post):
+        if self.forces is None:
             return None
         if self.system.controller:
             if control is None or len(control) != len(self.system.controller) or \
                     not all(control):
                 return None
-            head = control + clear + self.forces
-            if not potential and len(post) == 1:  # as `stepped`: F after the step skipped
-                return head + pre
-            return head + pre + clear + self.forces + post[:-1]
+            return self._sequence(self.forces, control, watch=False,
+                                  forces_after=potential, part=_direct)
         forces = self.forces if potential or self.gradients is None else self.gradients
-        return pre + clear + forces + post[:-1]
+        return self._sequence(forces, [], watch=False, part=_direct)
 
     def _launch(self, kernel, args) -> tuple | Callable[[], None]:
         found = direct_launch(kernel, args)
@@ -266,20 +300,25 @@ class FieldStepper:
         return bool(self.bad.host_values(write=False)[()])
 
     def _python_step(self, potential: bool = True) -> None:
-        """One step from Python; without ``potential`` the forces may skip U (the energies'
-        forward launches), as `forces_only` does: only the last step of a call needs it."""
-        if self.system.controller:
-            self.system.control(self.step_index)
-            self._forces()
-        for part in self.pre:
-            self._make(part)
-        self._forces(potential)
-        for part in self.post:
-            self._make(part)
+        """One step from Python, a walk over the program; without ``potential`` the forces
+        after the step may skip U (the energies' forward launches), as `forces_only` does:
+        only the last step of a call needs it."""
+        for node in self.program:
+            if node.kind == CONTROLLER:
+                self.system.control(self.step_index)
+            elif node.kind == NEIGHBORS:
+                self.system.refresh_neighbors()
+            elif node.kind == FORCES:
+                if not node.carried:
+                    self._forces(potential or node.slot == AT_START)
+            elif node.kind == WATCH:
+                self._make(self.watch)
+            else:
+                for part in self.made[id(node)]:
+                    self._make(part)
 
     def _forces(self, potential: bool = True) -> None:
         if self.forces is not None and not recording():
-            self.system.refresh_neighbors()
             forces = self.forces if potential or self.gradients is None else self.gradients
             for part in self.clear + forces:
                 self._make(part)

@@ -1,12 +1,12 @@
 """What a step's updates are, as data: the integrator's or thermostat's update kernels with
 their arguments, in two stages around the new forces, and which KEY each scalar argument is.
 
-A step is: [controller], the forces at x_k (in x.grad), ``first``, the forces at x_(k+1),
-``second``, the NaN watch. `fieldstep.FieldStepper` chains these launches for `run`; the
-adjoint (`adjoint/trajectory.py`) differentiates the very same launches by the engine's
-reverse and forward modes, with each scalar named in ``Update.keys`` read from a 0-D field
-when its KEY is differentiated: a new integrator or thermostat is new entries here, and its
-gradient comes with them.
+The two stages are nodes of the scene's `StepProgram` (program.py, the only caller of
+`build_plan`, which puts them in the step's order). `fieldstep.FieldStepper` chains these
+launches for `run`; the adjoint (`adjoint/trajectory.py`) differentiates the very same
+launches by the engine's reverse and forward modes, with each scalar named in
+``Update.keys`` read from a 0-D field when its KEY is differentiated: a new integrator or
+thermostat is new entries here, and its gradient comes with them.
 """
 
 from __future__ import annotations
