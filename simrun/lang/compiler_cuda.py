@@ -6,6 +6,7 @@ so nothing from the CUDA toolkit is needed at run time beyond the driver.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import re
@@ -14,6 +15,8 @@ from pathlib import Path
 
 import llvmlite
 
+from . import pipeline
+from .codegen.cuda import fixed_point
 from .codegen.cuda.order import races_on_device
 from .codegen.cuda.target import libdevice_identity, ptx_of
 from .codegen.layout import Layout, build_layout
@@ -88,15 +91,31 @@ def _read_cached(path: Path | None) -> str | None:
         return None
 
 
+def with_fixed_point(kir):
+    """A copy of kir with the fixed-point tasks of its racing scatters appended
+    (codegen/cuda/fixed_point.py), and {task: its fixed-point tasks}; the deterministic mode
+    launches those instead of the task on one thread."""
+    kir = dataclasses.replace(kir, tasks=list(kir.tasks))
+    plans = fixed_point.extend(kir, build_layout(kir).var_slot)
+    if plans:
+        for check in pipeline.checks:
+            check(kir, "fixed_point")
+    return kir, plans
+
+
 def compile_cuda_kernel(kir, runtime, config) -> cuda.CudaKernel:
     """A kernel variant for the process's GPU (runtime/cuda.py)."""
     dev = cuda.device()
+    original = len(kir.tasks)
+    kir, plans = with_fixed_point(kir)
     ptx = kernel_ptx(kir, min(dev.sm, 90), config.debug, config.fast_math,
                      runtime.settings.cache_dir if config.offline_cache else None)
     slots = [(ptx.layout.var_slot[v], v.dtype) for v in kir.arg_vars]
     serial = [task.kind != "range" for task in kir.tasks]
     compiled = cuda.CudaKernel(kir.name, ptx.layout, ptx.text, ptx.kernels, serial, slots,
                                kir.ret_types, runtime, dev)
+    compiled.tasks_run = original
+    compiled.fixed_point = plans
     compiled.order_sensitive = frozenset(k for k, task in enumerate(kir.tasks)
                                          if races_on_device(task, ptx.layout.var_slot))
     compiled.may_fail = config.debug or any(isinstance(s, AssertStmt) for task in kir.tasks

@@ -293,7 +293,8 @@ class CudaKernel(CompiledKernel):
     """A kernel variant on the GPU; the same interface as the CPU's CompiledKernel. Not
     chainable: a step program runs launch by launch on the device (for now). Under
     ti.init(deterministic=True) its tasks whose float atomics race (order_sensitive,
-    codegen/cuda/order.py) run on one GPU thread, so their bits are the same on every run."""
+    codegen/cuda/order.py) add in 64-bit fixed point on the whole grid (fixed_point), or,
+    where that cannot take them, run on one GPU thread: the same bits on every run."""
 
     chainable = False
 
@@ -306,6 +307,21 @@ class CudaKernel(CompiledKernel):
         self.serial = serial
         self.dctx = device.alloc(layout.size * 8)
         self.may_fail = True  # an assert or debug checks (the compiler says otherwise)
+        self.tasks_run = len(entries)  # the kernel's own tasks; fixed-point ones follow
+        self.fixed_point: dict = {}  # task -> its fixed-point tasks (compiler_cuda.py)
+
+    def launch_plan(self, tasks):
+        """(PTX kernel, on one thread?) in launch order for the kernel's tasks: in the
+        deterministic mode a racing task runs as its fixed-point tasks on the whole grid
+        (codegen/cuda/fixed_point.py), or, where those cannot take it, on one thread."""
+        ordered = self.order_sensitive if self.runtime.deterministic else frozenset()
+        for k in tasks:
+            if k in ordered and k in self.fixed_point:
+                yield from ((j, False) for j in self.fixed_point[k])
+                continue
+            if k in ordered:  # codegen/cuda/order.py
+                self.device.warn_ordered(self.name)
+            yield k, self.serial[k] or k in ordered
 
     def launch(self, flat_args, arrays=(), tasks=None, rng_key=None):
         dev, lay = self.device, self.layout
@@ -334,11 +350,7 @@ class CudaKernel(CompiledKernel):
             host, dctx = dev.ring_slot()
             ctypes.memmove(host, self.ctx.ctypes.data, nbytes)
             dev.upload_async(dctx, host, nbytes)
-        ordered = self.order_sensitive if self.runtime.deterministic else frozenset()
-        for k in range(len(self.fns)) if tasks is None else tasks:
-            if k in ordered:  # codegen/cuda/order.py
-                dev.warn_ordered(self.name)
-            serial = self.serial[k] or k in ordered
+        for k, serial in self.launch_plan(range(self.tasks_run) if tasks is None else tasks):
             t0 = time.perf_counter()
             dev.launch(self.fns[k], dctx, serial)
             if PROFILE:
