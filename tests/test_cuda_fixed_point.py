@@ -133,6 +133,9 @@ def test_a_contribution_beyond_the_measured_bound_fails_the_launch(device, monke
     """Overflow cannot happen where the bound pass saw the values the accumulation adds;
     where it did not (here: the bound pass left out, as if the body had changed its
     values), the launch fails with the reason instead of adding a wrapped integer."""
+    xs, bins = wide_values(100)
+    xs *= 2.0 ** 62  # the scale a missing bound gives (1) lets c |x| pass 2**62
+    scatter(xs, bins, threads=2)  # its PTX now in the cache: the message must survive a hit
     original = cuda.CudaKernel.launch_plan
 
     def without_bound(self, tasks):
@@ -141,8 +144,6 @@ def test_a_contribution_beyond_the_measured_bound_fails_the_launch(device, monke
         return [(k, serial) for k, serial in plan if k not in bound_tasks]
 
     monkeypatch.setattr(cuda.CudaKernel, "launch_plan", without_bound)
-    xs, bins = wide_values(100)
-    xs *= 2.0 ** 62  # the scale a missing bound gives (1) lets c |x| pass 2**62
     with pytest.raises(AssertionError, match="fixed-point sum .* larger than its bound"):
         scatter(xs, bins, threads=2)
 

@@ -63,15 +63,17 @@ def kernel_ptx(kir, sm: int = 90, debug: bool = False, fast_math: bool = True,
                cache_dir: Path | None = None) -> PtxModule:
     """PTX of a KernelIR that has been through the pass pipeline; with cache_dir, PTX made
     before for the same key (ptx_cache_key) is read from there, and neither the LLVM
-    module nor the NVPTX back end with libdevice (~0.5 s) runs. In debug mode the module
-    is still built on a hit: building it lists the bounds checks' error sites."""
+    module nor the NVPTX back end with libdevice (~0.5 s) runs. In debug mode, or with an
+    assert (the fixed-point sums have one), the module is still built on a hit: building
+    it lists the error sites that a failure's message names."""
     from .codegen.cuda.emit import CudaTaskEmitter  # start-up: llvmlite.ir only when compiling
 
     layout = build_layout(kir)
     key = ptx_cache_key(kernel_text(kir, layout, debug), sm, debug, fast_math)
     path = cache_dir / f"{key}.ptx" if cache_dir is not None else None
     ptx = _read_cached(path)
-    if ptx is not None and not debug:
+    asserts = any(isinstance(s, AssertStmt) for task in kir.tasks for s in walk(task.body))
+    if ptx is not None and not debug and not asserts:
         return PtxModule(ptx, re.findall(r"\.entry (\w+)", ptx), layout)
     text, names = build_module(kir, layout, f"sm{sm}", debug, fast_math, CudaTaskEmitter)
     if ptx is None:
