@@ -352,3 +352,38 @@ def test_ti_sync_waits_for_the_device(device):
     waits = device.waits
     ti.sync()
     assert device.waits == waits + 1
+
+
+def test_a_context_the_device_already_holds_is_not_uploaded_again(device):
+    """A launch whose context (field addresses, arguments) equals what the device holds
+    after the last one sends none; a new argument, a failed launch (its error slot set on
+    the device) or a kernel-wide local kept in the context sends it again."""
+    ti.init(arch=ti.cuda, debug=True)
+    x = ti.field(ti.f64, 100)
+
+    @ti.kernel
+    def scale(a: ti.f64, i: ti.i32):
+        for k in range(1):
+            x[i + k] = x[i + k] * a + 1.0
+
+    @ti.kernel
+    def total() -> ti.f64:
+        s = 0.0
+        for k in x:
+            s += x[k]
+        return s
+
+    def contexts(run) -> int:
+        first = len(device.named)
+        run()
+        return sum(1 for way, what, _ in device.named[first:] if way == "up" and what == "")
+
+    assert contexts(lambda: scale(2.0, 0)) == 1
+    assert contexts(lambda: scale(2.0, 0)) == 0 and x[0] == 3.0  # the same context: ran
+    assert contexts(lambda: scale(3.0, 0)) == 1 and x[0] == 10.0
+    with pytest.raises(KernelIndexError):
+        scale(3.0, 100)
+    assert contexts(lambda: scale(3.0, 100 - 1)) == 1  # not the failed launch's error again
+    assert contexts(lambda: scale(3.0, 99)) == 0 and x[99] == 4.0  # ran twice
+    assert contexts(total) == 1 and contexts(total) == 1  # its `s` lives in the context
+    assert total() == 10.0 + 4.0

@@ -308,6 +308,11 @@ class CudaKernel(CompiledKernel):
         self.dctx = device.alloc(layout.size * 8)
         self.may_fail = True  # an assert or debug checks (the compiler says otherwise)
         self.tasks_run = len(entries)  # the kernel's own tasks; fixed-point ones follow
+        # the context as the device holds it after the last waited launch (None: unknown):
+        # a launch whose context is the same uploads nothing; kernel-wide locals that live
+        # in the context (beyond the arguments) are written there, so such kernels always do
+        self.on_device: np.ndarray | None = None
+        self.device_locals = len(layout.var_slot) > len(arg_specs)
         self.fixed_point: dict = {}  # task -> its fixed-point tasks (compiler_cuda.py)
 
     def launch_plan(self, tasks):
@@ -345,7 +350,9 @@ class CudaKernel(CompiledKernel):
                  or nbytes > RING_SLOT_BYTES)
         if waits:
             dctx = self.dctx
-            dev.upload(dctx, self.ctx[:lay.sched_slot])
+            image = self.ctx[:lay.sched_slot]
+            if self.on_device is None or not np.array_equal(image, self.on_device):
+                dev.upload(dctx, image)
         else:
             host, dctx = dev.ring_slot()
             ctypes.memmove(host, self.ctx.ctypes.data, nbytes)
@@ -371,6 +378,11 @@ class CudaKernel(CompiledKernel):
         for arr, dptr in scratch:
             dev.download(arr, dptr)
             dev.free(dptr)
-        if self.ctx[lay.err_slot] != 0:
+        # the device's context now equals the host's (returns and errors came back), unless
+        # the kernel keeps locals there or failed: then the next launch uploads it again
+        failed = self.ctx[lay.err_slot] != 0
+        self.on_device = (None if failed or self.device_locals
+                          else self.ctx[:lay.sched_slot].copy())
+        if failed:
             self.raise_error()
         return self.read_returns() if self.ret_types else None
