@@ -85,6 +85,17 @@ def test_fixed_point_tasks_assemble_with_integer_atomics(kernels):
         assert re.search(r"\b(atom|red)(\.\w+)*\.add\.[us]64", kernel_ptx(kir, 90).text)
 
 
+def test_a_sum_into_one_place_combines_each_warp_before_its_atomic(kernels):
+    """A reduction's partials meet by shuffles in each warp, then one atomic a warp (the
+    displacement check's maximum was a compare-and-swap loop from every thread)."""
+    kir = lower_kernel(kernels.stencil, (), "primal")
+    assembles(kir)
+    text = kernel_ptx(kir, 90).text
+    assert len(re.findall(r"\bshfl\.sync\.down\.b32", text)) == 5  # f32: 16, 8, 4, 2, 1
+    wide, _ = with_fixed_point(kir)  # its i64 sums and f64 maxima: two halves a step
+    assert len(re.findall(r"\bshfl\.sync\.down\.b32", kernel_ptx(wide, 90).text)) >= 5 + 20
+
+
 def collected_during(run) -> list:
     """The KernelIRs that `run()` compiles, after the last pass."""
     last = pipeline.passes("primal", "")[-1][0]
