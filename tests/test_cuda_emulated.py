@@ -10,7 +10,7 @@ import pytest
 
 import simrun
 import simrun.lang as ti
-from simrun.lang import pipeline
+from simrun.lang import compiler_cuda, pipeline
 from simrun.lang.codegen import layout
 from simrun.lang.codegen.cuda.target import CudaToolError, libdevice_bitcode
 from simrun.lang.config import on_device
@@ -189,9 +189,17 @@ def sums_and_scatters(hist, total_field, counts, y, x):
     return k
 
 
+@pytest.fixture
+def one_thread_sums(monkeypatch):
+    """The deterministic mode's racing sums on one GPU thread, as before fixed point
+    (tests/test_cuda_fixed_point.py tests that): the device's launches give the CPU's bits."""
+    monkeypatch.setattr(compiler_cuda.fixed_point, "extend", lambda kir, shared: {})
+
+
 @pytest.mark.parametrize("deterministic", [True, False])
 def test_deterministic_runs_the_racing_float_adds_on_one_gpu_thread(device, capsys,
-                                                                    deterministic):
+                                                                    deterministic,
+                                                                    one_thread_sums):
     rng = np.random.default_rng(7)  # magnitudes 1e-6..1e6: every order rounds differently
     xs = rng.standard_normal(5000) * 10.0 ** rng.integers(-6, 7, 5000)
 
@@ -245,7 +253,7 @@ def test_errors_found_on_the_device_are_raised(device):
         out_of_range(5)
 
 
-def test_a_shipped_scene_gives_the_cpu_bits(device, tmp_path):
+def test_a_shipped_scene_gives_the_cpu_bits(device, tmp_path, one_thread_sums):
     scene = Path(__file__).resolve().parents[1] / "scenes" / "lj_melt.yaml"
     cpu = simrun.run_scene(scene, tmp_path / "cpu", steps=20)
     with on_device("cuda"):
@@ -263,7 +271,8 @@ def test_a_shipped_scene_gives_the_cpu_bits(device, tmp_path):
 @pytest.mark.parametrize("scene, wrt", [("fit_spring.yaml", "energy.0.params.k"),
                                         ("billiards.yaml", "fields.cue_v"),
                                         ("mass_spring.yaml", "fields.bias1")])
-def test_a_shipped_scene_gradient_gives_the_cpu_bits(device, scene, wrt, mode):
+def test_a_shipped_scene_gradient_gives_the_cpu_bits(device, scene, wrt, mode,
+                                                    one_thread_sums):
     """The reverse step's and forward mode's launches (reverse_step.py, tangent.py) made one
     by one on the device: the CPU's bits; the reverse sweep's states stay on the device."""
     from simrun.adjoint import policy
@@ -343,3 +352,38 @@ def test_ti_sync_waits_for_the_device(device):
     waits = device.waits
     ti.sync()
     assert device.waits == waits + 1
+
+
+def test_a_context_the_device_already_holds_is_not_uploaded_again(device):
+    """A launch whose context (field addresses, arguments) equals what the device holds
+    after the last one sends none; a new argument, a failed launch (its error slot set on
+    the device) or a kernel-wide local kept in the context sends it again."""
+    ti.init(arch=ti.cuda, debug=True)
+    x = ti.field(ti.f64, 100)
+
+    @ti.kernel
+    def scale(a: ti.f64, i: ti.i32):
+        for k in range(1):
+            x[i + k] = x[i + k] * a + 1.0
+
+    @ti.kernel
+    def total() -> ti.f64:
+        s = 0.0
+        for k in x:
+            s += x[k]
+        return s
+
+    def contexts(run) -> int:
+        first = len(device.named)
+        run()
+        return sum(1 for way, what, _ in device.named[first:] if way == "up" and what == "")
+
+    assert contexts(lambda: scale(2.0, 0)) == 1
+    assert contexts(lambda: scale(2.0, 0)) == 0 and x[0] == 3.0  # the same context: ran
+    assert contexts(lambda: scale(3.0, 0)) == 1 and x[0] == 10.0
+    with pytest.raises(KernelIndexError):
+        scale(3.0, 100)
+    assert contexts(lambda: scale(3.0, 100 - 1)) == 1  # not the failed launch's error again
+    assert contexts(lambda: scale(3.0, 99)) == 0 and x[99] == 4.0  # ran twice
+    assert contexts(total) == 1 and contexts(total) == 1  # its `s` lives in the context
+    assert total() == 10.0 + 4.0

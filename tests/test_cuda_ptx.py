@@ -16,7 +16,7 @@ import pytest
 import simrun.lang as ti
 from simrun.lang import pipeline
 from simrun.lang.codegen.cuda.target import CudaToolError, assemble, find_ptxas, libdevice_bitcode
-from simrun.lang.compiler_cuda import kernel_ptx
+from simrun.lang.compiler_cuda import kernel_ptx, with_fixed_point
 from simrun.lang.ptx import lower_kernel
 
 try:
@@ -72,6 +72,28 @@ def test_float_to_int_is_spelled_out_where_ptx_would_saturate(kernels):
     ptx = kernel_ptx(lower_kernel(kernels.float_to_int, (), "primal"), 90).text
     assert re.search(r"\bcvt\.rzi\.s32\.f32", ptx)
     assert re.search(r"\bselp\.b32\s+%r\d+, %r\d+, -2147483648", ptx), ptx
+
+
+def test_fixed_point_tasks_assemble_with_integer_atomics(kernels):
+    """The deterministic mode's fixed-point tasks (codegen/cuda/fixed_point.py) of a sum
+    onto one place and, in reverse mode, a gradient scatter: PTX that ptxas assembles, the
+    sums 64-bit integer adds."""
+    for mode in ("primal", "reverse"):
+        kir, plans = with_fixed_point(lower_kernel(kernels.stencil, (), mode))
+        assert plans, mode
+        assembles(kir)
+        assert re.search(r"\b(atom|red)(\.\w+)*\.add\.[us]64", kernel_ptx(kir, 90).text)
+
+
+def test_a_sum_into_one_place_combines_each_warp_before_its_atomic(kernels):
+    """A reduction's partials meet by shuffles in each warp, then one atomic a warp (the
+    displacement check's maximum was a compare-and-swap loop from every thread)."""
+    kir = lower_kernel(kernels.stencil, (), "primal")
+    assembles(kir)
+    text = kernel_ptx(kir, 90).text
+    assert len(re.findall(r"\bshfl\.sync\.down\.b32", text)) == 5  # f32: 16, 8, 4, 2, 1
+    wide, _ = with_fixed_point(kir)  # its i64 sums and f64 maxima: two halves a step
+    assert len(re.findall(r"\bshfl\.sync\.down\.b32", kernel_ptx(wide, 90).text)) >= 5 + 20
 
 
 def collected_during(run) -> list:

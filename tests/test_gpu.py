@@ -141,6 +141,39 @@ def test_deterministic_sums_and_scatters_give_the_same_bits_on_every_run():
             assert all(t == runs[0][0] and np.array_equal(h, runs[0][1]) for t, h in runs)
 
 
+def test_fixed_point_scatters_give_the_same_bits_on_the_whole_grid(capsys):
+    """Issue 48: a racing float scatter (and a sum into one place) under deterministic=True
+    runs on every thread in 64-bit fixed point (codegen/cuda/fixed_point.py): no one-thread
+    warning, the same bits in every launch, each entry within the module's bound of the
+    exact sum (math.fsum): 2u sum|v| + c^2 m 2^-61, plus the result's own rounding."""
+    rng = np.random.default_rng(5)
+    n = 200_000
+    xs = rng.standard_normal(n) * 10.0 ** rng.integers(-6, 7, n)
+    ti.init(arch=ti.cuda, deterministic=True, default_fp=ti.f64)
+    x, hist, total = ti.field(ti.f64, n), ti.field(ti.f64, 7), ti.field(ti.f64, ())
+    x.from_numpy(xs)
+
+    @ti.kernel
+    def scatter():
+        for i in x:
+            hist[i % 7] += x[i]
+            total[None] += x[i]
+
+    runs = []
+    for _ in range(3):
+        hist.fill(0.0)
+        total.fill(0.0)
+        scatter()
+        runs.append((total[None], hist.to_numpy()))
+    assert "one GPU thread" not in capsys.readouterr().err
+    assert all(t == runs[0][0] and np.array_equal(h, runs[0][1]) for t, h in runs)
+    u = 2.0 ** -53
+    for got, vs in [(runs[0][0], xs)] + [(runs[0][1][r], xs[r::7]) for r in range(7)]:
+        a = np.abs(vs)
+        bound = 2 * u * math.fsum(a) + len(vs) ** 2 * a.max() * 2.0 ** -61 + u * abs(got)
+        assert abs(got - math.fsum(vs)) <= bound
+
+
 def test_gradient_against_finite_differences():
     n = 256
     x = ti.field(ti.f64, n, needs_grad=True)

@@ -6,6 +6,7 @@ so nothing from the CUDA toolkit is needed at run time beyond the driver.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import re
@@ -14,6 +15,8 @@ from pathlib import Path
 
 import llvmlite
 
+from . import pipeline
+from .codegen.cuda import fixed_point
 from .codegen.cuda.order import races_on_device
 from .codegen.cuda.target import libdevice_identity, ptx_of
 from .codegen.layout import Layout, build_layout
@@ -60,15 +63,17 @@ def kernel_ptx(kir, sm: int = 90, debug: bool = False, fast_math: bool = True,
                cache_dir: Path | None = None) -> PtxModule:
     """PTX of a KernelIR that has been through the pass pipeline; with cache_dir, PTX made
     before for the same key (ptx_cache_key) is read from there, and neither the LLVM
-    module nor the NVPTX back end with libdevice (~0.5 s) runs. In debug mode the module
-    is still built on a hit: building it lists the bounds checks' error sites."""
+    module nor the NVPTX back end with libdevice (~0.5 s) runs. In debug mode, or with an
+    assert (the fixed-point sums have one), the module is still built on a hit: building
+    it lists the error sites that a failure's message names."""
     from .codegen.cuda.emit import CudaTaskEmitter  # start-up: llvmlite.ir only when compiling
 
     layout = build_layout(kir)
     key = ptx_cache_key(kernel_text(kir, layout, debug), sm, debug, fast_math)
     path = cache_dir / f"{key}.ptx" if cache_dir is not None else None
     ptx = _read_cached(path)
-    if ptx is not None and not debug:
+    asserts = any(isinstance(s, AssertStmt) for task in kir.tasks for s in walk(task.body))
+    if ptx is not None and not debug and not asserts:
         return PtxModule(ptx, re.findall(r"\.entry (\w+)", ptx), layout)
     text, names = build_module(kir, layout, f"sm{sm}", debug, fast_math, CudaTaskEmitter)
     if ptx is None:
@@ -88,15 +93,31 @@ def _read_cached(path: Path | None) -> str | None:
         return None
 
 
+def with_fixed_point(kir):
+    """A copy of kir with the fixed-point tasks of its racing scatters appended
+    (codegen/cuda/fixed_point.py), and {task: its fixed-point tasks}; the deterministic mode
+    launches those instead of the task on one thread."""
+    kir = dataclasses.replace(kir, tasks=list(kir.tasks))
+    plans = fixed_point.extend(kir, build_layout(kir).var_slot)
+    if plans:
+        for check in pipeline.checks:
+            check(kir, "fixed_point")
+    return kir, plans
+
+
 def compile_cuda_kernel(kir, runtime, config) -> cuda.CudaKernel:
     """A kernel variant for the process's GPU (runtime/cuda.py)."""
     dev = cuda.device()
+    original = len(kir.tasks)
+    kir, plans = with_fixed_point(kir)
     ptx = kernel_ptx(kir, min(dev.sm, 90), config.debug, config.fast_math,
                      runtime.settings.cache_dir if config.offline_cache else None)
     slots = [(ptx.layout.var_slot[v], v.dtype) for v in kir.arg_vars]
     serial = [task.kind != "range" for task in kir.tasks]
     compiled = cuda.CudaKernel(kir.name, ptx.layout, ptx.text, ptx.kernels, serial, slots,
                                kir.ret_types, runtime, dev)
+    compiled.tasks_run = original
+    compiled.fixed_point = plans
     compiled.order_sensitive = frozenset(k for k, task in enumerate(kir.tasks)
                                          if races_on_device(task, ptx.layout.var_slot))
     compiled.may_fail = config.debug or any(isinstance(s, AssertStmt) for task in kir.tasks

@@ -293,7 +293,8 @@ class CudaKernel(CompiledKernel):
     """A kernel variant on the GPU; the same interface as the CPU's CompiledKernel. Not
     chainable: a step program runs launch by launch on the device (for now). Under
     ti.init(deterministic=True) its tasks whose float atomics race (order_sensitive,
-    codegen/cuda/order.py) run on one GPU thread, so their bits are the same on every run."""
+    codegen/cuda/order.py) add in 64-bit fixed point on the whole grid (fixed_point), or,
+    where that cannot take them, run on one GPU thread: the same bits on every run."""
 
     chainable = False
 
@@ -306,6 +307,26 @@ class CudaKernel(CompiledKernel):
         self.serial = serial
         self.dctx = device.alloc(layout.size * 8)
         self.may_fail = True  # an assert or debug checks (the compiler says otherwise)
+        self.tasks_run = len(entries)  # the kernel's own tasks; fixed-point ones follow
+        # the context as the device holds it after the last waited launch (None: unknown):
+        # a launch whose context is the same uploads nothing; kernel-wide locals that live
+        # in the context (beyond the arguments) are written there, so such kernels always do
+        self.on_device: np.ndarray | None = None
+        self.device_locals = len(layout.var_slot) > len(arg_specs)
+        self.fixed_point: dict = {}  # task -> its fixed-point tasks (compiler_cuda.py)
+
+    def launch_plan(self, tasks):
+        """(PTX kernel, on one thread?) in launch order for the kernel's tasks: in the
+        deterministic mode a racing task runs as its fixed-point tasks on the whole grid
+        (codegen/cuda/fixed_point.py), or, where those cannot take it, on one thread."""
+        ordered = self.order_sensitive if self.runtime.deterministic else frozenset()
+        for k in tasks:
+            if k in ordered and k in self.fixed_point:
+                yield from ((j, False) for j in self.fixed_point[k])
+                continue
+            if k in ordered:  # codegen/cuda/order.py
+                self.device.warn_ordered(self.name)
+            yield k, self.serial[k] or k in ordered
 
     def launch(self, flat_args, arrays=(), tasks=None, rng_key=None):
         dev, lay = self.device, self.layout
@@ -329,16 +350,14 @@ class CudaKernel(CompiledKernel):
                  or nbytes > RING_SLOT_BYTES)
         if waits:
             dctx = self.dctx
-            dev.upload(dctx, self.ctx[:lay.sched_slot])
+            image = self.ctx[:lay.sched_slot]
+            if self.on_device is None or not np.array_equal(image, self.on_device):
+                dev.upload(dctx, image)
         else:
             host, dctx = dev.ring_slot()
             ctypes.memmove(host, self.ctx.ctypes.data, nbytes)
             dev.upload_async(dctx, host, nbytes)
-        ordered = self.order_sensitive if self.runtime.deterministic else frozenset()
-        for k in range(len(self.fns)) if tasks is None else tasks:
-            if k in ordered:  # codegen/cuda/order.py
-                dev.warn_ordered(self.name)
-            serial = self.serial[k] or k in ordered
+        for k, serial in self.launch_plan(range(self.tasks_run) if tasks is None else tasks):
             t0 = time.perf_counter()
             dev.launch(self.fns[k], dctx, serial)
             if PROFILE:
@@ -359,6 +378,11 @@ class CudaKernel(CompiledKernel):
         for arr, dptr in scratch:
             dev.download(arr, dptr)
             dev.free(dptr)
-        if self.ctx[lay.err_slot] != 0:
+        # the device's context now equals the host's (returns and errors came back), unless
+        # the kernel keeps locals there or failed: then the next launch uploads it again
+        failed = self.ctx[lay.err_slot] != 0
+        self.on_device = (None if failed or self.device_locals
+                          else self.ctx[:lay.sched_slot].copy())
+        if failed:
             self.raise_error()
         return self.read_returns() if self.ret_types else None
