@@ -7,7 +7,7 @@ its second, compiled run). JAX MD runs where `jax_md` imports (its wheel may tra
 the checkout); a peer that fails is recorded with its error, not fatal.
 
 Each size is timed in simrun's default mode, reproducible (`simrun_cuda_reproducible`: the
-racing sums in 64-bit fixed point on the whole grid, codegen/cuda/fixed_point.py), and with
+racing sums in 64-bit fixed point on the whole grid, lang/cuda_fixed_point.py), and with
 `--no-reproducible` (`simrun_cuda`: float atomics); at 32,000 atoms the reproducible run is
 made twice more and the bits of its outputs compared (`same_bits`). `--table` prints the
 rows against issue 48's targets (reproducible >= 1x JAX MD, --no-reproducible >= 3x).

@@ -255,9 +255,9 @@ def test_errors_found_on_the_device_are_raised(device):
 
 def test_a_shipped_scene_gives_the_cpu_bits(device, tmp_path, one_thread_sums):
     scene = Path(__file__).resolve().parents[1] / "scenes" / "lj_melt.yaml"
-    cpu = simrun.run_scene(scene, tmp_path / "cpu", steps=20)
+    cpu = simrun.run_scene(scene, tmp_path / "cpu", steps=20, sets=["outputs.positions=true"])
     with on_device("cuda"):
-        gpu = simrun.run_scene(scene, tmp_path / "gpu", steps=20)
+        gpu = simrun.run_scene(scene, tmp_path / "gpu", steps=20, sets=["outputs.positions=true"])
     assert device.launches > 20  # launch by launch: GPU kernels are not chained
     assert {serial for *_, kind, serial in device.log if kind == "range"} == {False, True}
     assert np.array_equal(gpu.x, cpu.x) and np.array_equal(gpu.total, cpu.total)

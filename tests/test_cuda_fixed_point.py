@@ -1,4 +1,4 @@
-"""The GPU's reproducible scatters (codegen/cuda/fixed_point.py) on the emulated device
+"""The GPU's reproducible scatters (lang/cuda_fixed_point.py) on the emulated device
 (tests/cuda_emulator.py): on the whole grid, the same bits whatever order the contributions
 arrive in and however many threads share them, within the accuracy the module states of the
 exact sum, non-finite contributions made NaN, and a broken bound detected, not summed."""

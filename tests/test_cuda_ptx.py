@@ -75,7 +75,7 @@ def test_float_to_int_is_spelled_out_where_ptx_would_saturate(kernels):
 
 
 def test_fixed_point_tasks_assemble_with_integer_atomics(kernels):
-    """The deterministic mode's fixed-point tasks (codegen/cuda/fixed_point.py) of a sum
+    """The deterministic mode's fixed-point tasks (lang/cuda_fixed_point.py) of a sum
     onto one place and, in reverse mode, a gradient scatter: PTX that ptxas assembles, the
     sums 64-bit integer adds."""
     for mode in ("primal", "reverse"):

@@ -143,7 +143,7 @@ def test_deterministic_sums_and_scatters_give_the_same_bits_on_every_run():
 
 def test_fixed_point_scatters_give_the_same_bits_on_the_whole_grid(capsys):
     """Issue 48: a racing float scatter (and a sum into one place) under deterministic=True
-    runs on every thread in 64-bit fixed point (codegen/cuda/fixed_point.py): no one-thread
+    runs on every thread in 64-bit fixed point (lang/cuda_fixed_point.py): no one-thread
     warning, the same bits in every launch, each entry within the module's bound of the
     exact sum (math.fsum): 2u sum|v| + c^2 m 2^-61, plus the result's own rounding."""
     rng = np.random.default_rng(5)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import llvmlite
 
+from . import cuda_fixed_point as fixed_point
 from . import pipeline
-from .codegen.cuda import fixed_point
 from .codegen.cuda.order import races_on_device
 from .codegen.cuda.target import libdevice_identity, ptx_of
 from .codegen.layout import Layout, build_layout
@@ -95,7 +95,7 @@ def _read_cached(path: Path | None) -> str | None:
 
 def with_fixed_point(kir):
     """A copy of kir with the fixed-point tasks of its racing scatters appended
-    (codegen/cuda/fixed_point.py), and {task: its fixed-point tasks}; the deterministic mode
+    (lang/cuda_fixed_point.py), and {task: its fixed-point tasks}; the deterministic mode
     launches those instead of the task on one thread."""
     kir = dataclasses.replace(kir, tasks=list(kir.tasks))
     plans = fixed_point.extend(kir, build_layout(kir).var_slot)

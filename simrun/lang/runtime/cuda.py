@@ -318,7 +318,7 @@ class CudaKernel(CompiledKernel):
     def launch_plan(self, tasks):
         """(PTX kernel, on one thread?) in launch order for the kernel's tasks: in the
         deterministic mode a racing task runs as its fixed-point tasks on the whole grid
-        (codegen/cuda/fixed_point.py), or, where those cannot take it, on one thread."""
+        (lang/cuda_fixed_point.py), or, where those cannot take it, on one thread."""
         ordered = self.order_sensitive if self.runtime.deterministic else frozenset()
         for k in tasks:
             if k in ordered and k in self.fixed_point:

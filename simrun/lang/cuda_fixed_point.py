@@ -36,10 +36,11 @@ from __future__ import annotations
 import copy
 import math
 
-from ...fields import Field
-from ...ir import builder as B
-from ...ir import nodes as ir_nodes
-from ...ir.nodes import (
+from .codegen.schedule import owned_fields
+from .fields import Field
+from .ir import builder as B
+from .ir import nodes as ir_nodes
+from .ir.nodes import (
     AssertStmt,
     Assign,
     Atomic,
@@ -57,10 +58,9 @@ from ...ir.nodes import (
     While,
     walk,
 )
-from ...ir.ops import Op
-from ...types import ALL as ALL_TYPES
-from ...types import f64, i32, i64
-from ..schedule import owned_fields
+from .ir.ops import Op
+from .types import ALL as ALL_TYPES
+from .types import f64, i32, i64
 
 HEADROOM = 2.0 ** 62  # |sum of c contributions| stays below 2**63 (see the module's text)
 MAX_SCALE = 2.0 ** 960  # m tiny or zero: no overflow of the scaled value's exponent
