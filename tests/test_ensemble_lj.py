@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simrun.adjoint.keys import with_value
+from simrun.keys import with_value
 from simrun.ensemble.job import estimate_from, sample, sampling_scene
 from simrun.ensemble.keys import parse_ensemble_key
 from simrun.scene import load_scene

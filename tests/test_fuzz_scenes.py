@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_cli import simrun
 
-from simrun.adjoint.keys import parse_key
+from simrun.keys import parse_key
 from simrun.batch.sweep import MAX_JOBS, grid, parse_sweep, sample
 from simrun.lang.errors import SettingsError
 from simrun.lang.settings import Settings

@@ -9,9 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from simrun.adjoint.keys import value_of
 from simrun.ensemble.job import EnsembleResult
-from simrun.ensemble.keys import parse_ensemble_key
+from simrun.keys import key_of, value_of
 from simrun.outputs import atomic_savez, atomic_write_text, versions
 from simrun.outputs.provenance import write_job_scene
 from simrun.scene import Scene
@@ -64,6 +63,6 @@ def write_ensemble_outputs(out_dir: Path, scene: Scene, result: EnsembleResult,
     scalars = {k: float(g) for k, g in result.gradients.items() if np.ndim(g) == 0}
     if not scalars or np.ndim(result.objective):
         return []
-    values = {k: float(value_of(scene, parse_ensemble_key(scene, k))) for k in scalars}
+    values = {k: float(value_of(scene, key_of(k))) for k in scalars}
     return [render_sensitivities(values, scalars, float(result.objective),
                                  out_dir / "sensitivities.png", title=scene.name)]

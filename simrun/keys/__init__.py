@@ -1,0 +1,143 @@
+"""KEYs: the quantities `simrun grad --wrt`, `optimize.parameters` and the ensemble method
+differentiate or tune (scene paths in the `--set` grammar, and the reserved `state.x0`,
+`state.v0` and `fields.<name>`).
+
+A KEY is parsed once per job into a `Key`; what its kind means is one entry of `KINDS`, the
+only place that dispatches on a kind (as `lang/ir/ops.py` is for ops):
+
+- grammar: `form` (as `grad --help` lists it), `match` (the text's parts -> index, name),
+  `listed` (known_keys lists it; fields are checked against the allocated fields later);
+- read / write: the value in the scene, the scene with a new value (`lives`: where a new
+  value goes: the scene, the start's x or v, or an allocated field; optimize's bounds and
+  flat vector follow `read`'s shape);
+- seed: `gradient` reads dJ/dKEY from the reverse sweep's adjoints; `role` says what the sweep
+  must differentiate for it (an energy or objective parameter, a scalar input of the step,
+  the masses, the start);
+- tangent: `tangents` are forward mode's seeds (one per sweep), `direction` the array
+  direction a forward result is along, `collect` the result from the sweeps' derivatives;
+- ensemble: `fluctuation` gives the per-frame series (a, c) of the fluctuation formula.
+
+A new kind of KEY is one `Kind` in `KINDS` (every field is required: a missing one is a
+TypeError at import) and, where it reads or writes a new part of the scene, its functions.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+import numpy as np
+
+from simrun.keys.kinds import FIELD, KINDS, ROLES, Key, Kind
+from simrun.keys.known import FIXED_KEYS, THERMOSTAT_FLOATS, THERMOSTAT_KEYS, known_keys
+from simrun.scene import Scene, SceneError
+from simrun.scene.errors import MAX_SHOWN, shorten
+from simrun.scene.load_terms import ENSEMBLE_BUILTINS
+from simrun.stepper.thermostats import controller_conflict
+
+__all__ = ["FIXED_KEYS", "KEY_KINDS", "KINDS", "ROLES", "THERMOSTAT_FLOATS", "THERMOSTAT_KEYS",
+           "Key", "Kind", "check_field_keys", "energy_params", "field_key", "key_of", "known_keys",
+           "objective_params", "parse_key", "parse_keys", "step_inputs", "value_of",
+           "with_role", "with_value"]
+
+FIELDS_HINT = "fields.<name> (a float field a kernel module's allocate hook makes)"
+# `grad --help`'s list, in this order
+KEY_KINDS = (*FIXED_KEYS, "energy.<i>.params.<name>", "step_kernels.params.<name>",
+             "objective.params.<name>", "fields.<name>", *THERMOSTAT_KEYS)
+
+
+def key_of(text: str) -> Key | None:
+    """The Key a text's form makes (no check against a scene), or None: no kind matches."""
+    parts = text.split(".")
+    for kind, spec in KINDS.items():
+        found = spec.match(parts)
+        if found is not None:
+            return Key(text, kind, *found)
+    return None
+
+
+def parse_key(scene: Scene, text: str) -> Key:
+    """A --wrt KEY, or SceneError (exit 2) with the keys that would work. `fields.<name>`
+    is checked against the allocated fields later (`check_field_keys`): they exist only
+    once the kernel modules have run."""
+    if controller_conflict(scene):  # what `simrun run` cannot run has no derivative
+        raise SceneError(controller_conflict(scene))
+    if scene.objective is None:
+        raise SceneError(f"{scene.source}: the scene has no 'objective', so there is nothing to "
+                         "differentiate. Add e.g. 'objective: {builtin: kinetic, at: end}'.")
+    if scene.objective.builtin in ENSEMBLE_BUILTINS or scene.objective.targets is not None:
+        what = scene.objective.builtin or "targets"
+        raise SceneError(f"{scene.objective.where}: the objective '{what}' is made of ensemble "
+                         "averages, which only --method ensemble differentiates (with a "
+                         "Langevin or Nose-Hoover thermostat and at: mean).")
+    key = key_of(text)
+    if key is not None and not key.spec.listed:
+        key.spec.check(scene, key)
+        return key
+    known = known_keys(scene)
+    if key is None or text not in known:
+        close = difflib.get_close_matches(text, known, n=3) if len(text) <= MAX_SHOWN else []
+        hint = f" Did you mean {' or '.join(close)}?" if close else ""
+        more = f", {FIELDS_HINT}" if scene.step_kernels is not None or \
+            scene.controller is not None else ""
+        raise SceneError(f"--wrt {shorten(text)}: not a differentiable key of this scene.{hint} Its "
+                         f"keys: {', '.join(known)}{more}.")
+    key.spec.check(scene, key)
+    return key
+
+
+def field_key(name: str) -> Key:
+    """The KEY of an allocated field by its name (checked by `check_field_keys`)."""
+    return Key(f"fields.{name}", FIELD, name=name)
+
+
+def parse_keys(scene: Scene, keys: list[str | Key] | tuple) -> list[Key]:
+    """Each KEY parsed (`parse_key`); a Key already parsed is kept, so a job parses once."""
+    return [k if isinstance(k, Key) else parse_key(scene, k) for k in keys]
+
+
+def check_field_keys(keys: list[Key], fields: dict) -> None:
+    """Each fields.<name> KEY names a float field the kernel modules allocated."""
+    names = sorted(n for n, f in fields.items() if f.dtype.is_float)
+    for key in keys:
+        if key.spec.lives == "fields" and key.name not in names:
+            close = difflib.get_close_matches(key.name, names, n=3) \
+                if len(key.name) <= MAX_SHOWN else []
+            hint = f" Did you mean {' or '.join('fields.' + c for c in close)}?" if close else ""
+            raise SceneError(f"--wrt {shorten(key.text)}: no kernel module of this scene allocates a "
+                             f"float field '{shorten(key.name)}'.{hint} Its fields: "
+                             f"{', '.join('fields.' + n for n in names) or 'none'}.")
+
+
+# ------------------------------------------------------------------ the table, applied
+def value_of(scene: Scene, key: Key) -> np.ndarray | float:
+    """The KEY's value in the scene (SceneError for a field: the scene has none)."""
+    return key.spec.read(scene, key)
+
+
+def with_value(scene: Scene, key: Key, value) -> Scene:
+    """The scene with one key's value replaced (state.x0/v0 and fields are not scene values)."""
+    return key.spec.write(scene, key, value)
+
+
+def with_role(keys: list[Key], *roles: str) -> list[Key]:
+    """The KEYs whose sweep needs one of `roles` (ROLES: e.g. the energies' parameters)."""
+    unknown = set(roles) - set(ROLES)
+    if unknown:
+        raise ValueError(f"no KEY role {sorted(unknown)}; roles: {', '.join(ROLES)}")
+    return [k for k in keys if k.spec.role in roles]
+
+
+def energy_params(keys: list[Key]) -> dict[str, tuple[int, str]]:
+    """energy.<i>.params.<name> KEY -> (term index, parameter name)."""
+    return {k.text: (k.index, k.name) for k in with_role(keys, "energy")}
+
+
+def objective_params(keys: list[Key]) -> dict[str, str]:
+    """objective.params.<name> KEY -> the parameter's name."""
+    return {k.text: k.name for k in with_role(keys, "objective")}
+
+
+def step_inputs(keys: list[Key]) -> dict[str, str]:
+    """KEY -> the step's scalar input it is (dt, the damping, a thermostat's or a step
+    kernel's parameter)."""
+    return {k.text: k.spec.step_input(k) for k in keys if k.spec.step_input is not None}

@@ -1,0 +1,67 @@
+"""What KEYs a scene offers (the grammar's names, read from its energies', step kernels',
+thermostat's and objective's parameters), and the values the table's entries read."""
+
+from __future__ import annotations
+
+from simrun.scene import Scene
+from simrun.stepper.binding import find_kernel, load_module, parameter_names
+
+THERMOSTAT_FLOATS = ("temperature", "friction", "tau")
+FIXED_KEYS = ("state.x0", "state.v0", "initial.velocity", "dt", "integrator.damping",
+              "particles.mass")
+THERMOSTAT_KEYS = tuple(f"integrator.{n}" for n in THERMOSTAT_FLOATS)  # where the scene sets it
+
+
+def _energy_params(scene: Scene) -> list[str]:
+    """energy.<i>.params.<name> for every float parameter (scene params and DEFAULTS)."""
+    out = []
+    for i, term in enumerate(scene.energy):
+        kernel = find_kernel(term.kernel, load_module(term.kernel.path))
+        defaults = getattr(load_module(term.kernel.path), "DEFAULTS", {}).get(term.kernel.name, {})
+        values = {**defaults, **term.params}
+        out += [f"energy.{i}.params.{n}" for n in parameter_names(kernel)
+                if isinstance(values.get(n), float)]
+    return out
+
+
+def _step_params(scene: Scene) -> list[str]:
+    """step_kernels.params.<name> for every float scalar the step kernels take (scene params
+    and DEFAULTS), dt aside (that KEY is `dt`)."""
+    sk = scene.step_kernels
+    if sk is None:
+        return []
+    names: dict[str, None] = {}
+    for ref in sk.kernels:
+        module = load_module(ref.path)
+        values = {**getattr(module, "DEFAULTS", {}).get(ref.name, {}), **sk.params}
+        names.update({n: None for n in parameter_names(find_kernel(ref, module))
+                      if n != "dt" and isinstance(values.get(n), float)})
+    return [f"step_kernels.params.{n}" for n in names]
+
+
+def _thermostat_keys(scene: Scene) -> list[str]:
+    """integrator.<name> for the thermostat's float parameters (the target temperature, the
+    friction or time constant); its integers (chain, every, seed) have no derivative."""
+    if not scene.integrator.thermostat or scene.step_kernels is not None:
+        return []
+    return [f"integrator.{n}" for n in THERMOSTAT_FLOATS
+            if getattr(scene.integrator, n) is not None]
+
+
+def known_keys(scene: Scene) -> list[str]:
+    """The scene's KEYs, fields.<name> aside (those exist once the kernel modules ran)."""
+    no_damping = scene.step_kernels is not None or scene.integrator.thermostat
+    fixed = [k for k in FIXED_KEYS if not (no_damping and k == "integrator.damping")]
+    keys = fixed + _energy_params(scene) + _step_params(scene) + _thermostat_keys(scene)
+    if scene.objective is not None:
+        keys += [f"objective.params.{n}" for n, v in scene.objective.params.items()
+                 if isinstance(v, float)]
+    return keys
+
+
+def step_values(scene: Scene) -> dict:
+    """The step kernels' parameters: DEFAULTS of every kernel, then the scene's params."""
+    values: dict = {}
+    for ref in scene.step_kernels.kernels:
+        values.update(getattr(load_module(ref.path), "DEFAULTS", {}).get(ref.name, {}))
+    return {**values, **scene.step_kernels.params}
