@@ -282,7 +282,8 @@ KINDS: dict[str, Kind] = {
     "energy": Kind(**_PARAM, form="energy.<i>.params.<name>", match=_match_energy,
                    read=_read_energy, write=_write_energy, role="energy",
                    fluctuation=_energy_series),
-    "step": Kind(**_PARAM, form="step_kernels.params.<name>", match=_param_of("step_kernels"),
+    "step": Kind(**{**_PARAM, "step_input": _step_input_name},
+                 form="step_kernels.params.<name>", match=_param_of("step_kernels"),
                  read=lambda scene, key: float(step_values(scene)[key.name]),
                  write=lambda scene, key, value: replace(
                      scene, step_kernels=_with_param(scene.step_kernels, key, value)),

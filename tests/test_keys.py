@@ -1,0 +1,90 @@
+"""simrun.keys: one table (KINDS) says what each kind of KEY means, and it is the only place
+that dispatches on a Key's kind."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+import simrun.keys as keys_mod
+from simrun.keys import KEY_KINDS, KINDS, ROLES, Key, Kind, key_of
+from simrun.keys.kinds import FIELD
+
+SIMRUN = Path(keys_mod.__file__).resolve().parents[1]
+KEYS_PACKAGE = Path(keys_mod.__file__).resolve().parent
+# one text of each form (`grad --help`'s list, with names filled in)
+EXAMPLES = {form: form.replace("<i>", "0").replace("<name>", "eps") for form in KEY_KINDS}
+
+
+def test_every_form_parses_to_exactly_one_kind_and_every_kind_has_a_form():
+    made = {}
+    for text in EXAMPLES.values():
+        matches = [kind for kind, spec in KINDS.items() if spec.match(text.split("."))]
+        assert len(matches) == 1, f"{text}: matched by {matches or 'no kind'}"
+        made[matches[0]] = key_of(text)
+    assert set(made) == set(KINDS), f"kinds no KEY form makes: {set(KINDS) - set(made)}"
+    assert made["energy"] == Key("energy.0.params.eps", "energy", 0, "eps")
+
+
+def test_every_entry_fills_every_column():
+    """A Kind has no defaults, so an entry missing a column fails at import; here: each
+    column holds something of its type (a role and a place the callers know)."""
+    columns = {f.name for f in dataclasses.fields(Kind)}
+    assert all(f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+               for f in dataclasses.fields(Kind)), "a Kind column with a default hides gaps"
+    optional = {"step_input", "fluctuation"}  # None: no step input / not an ensemble KEY
+    for kind, spec in KINDS.items():
+        for column in columns - {"form", "listed", "lives", "role"} - optional:
+            assert callable(getattr(spec, column)), f"{kind}.{column}"
+        assert spec.role in ROLES and spec.lives in ("scene", "x0", "v0", "fields"), kind
+        assert (spec.step_input is not None) == (spec.role == "step"), kind
+
+
+def test_a_kind_without_an_entry_is_an_error():
+    with pytest.raises(ValueError, match="no entry in simrun.keys.KINDS"):
+        Key("bodies.0.mass", "body")
+    with pytest.raises(TypeError):
+        Kind(form="x", match=lambda parts: None)  # the other columns are required
+    assert key_of("no.such.key") is None
+
+
+def kind_dispatch(root: Path, skip: Path) -> list[str]:
+    """file:line of each comparison of a `.kind` attribute with a KEY kind's name outside
+    `skip` (other kinds, a kernel parameter's or a cluster's, are not KEYs)."""
+    names = set(KINDS)
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if skip in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Compare):
+                sides = [node.left, *node.comparators]
+                texts = {c.value for side in sides for c in ast.walk(side)
+                         if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+                if any(isinstance(s, ast.Attribute) and s.attr == "kind" for s in sides) \
+                        and texts & names:
+                    found.append(f"{path.relative_to(root.parent)}:{node.lineno}")
+    return found
+
+
+def test_only_the_table_dispatches_on_a_kind():
+    """A new kind of KEY needs only its entry in KINDS: no other module switches on a
+    Key's kind (`key.kind == "energy"`, `key.kind in ("x0", "v0")`)."""
+    found = kind_dispatch(SIMRUN, KEYS_PACKAGE)
+    assert not found, "KEY kinds dispatched outside simrun/keys:\n" + "\n".join(found)
+
+
+def test_the_dispatch_check_can_fail(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text(
+        'def f(key, plain):\n    if key.kind == "energy":\n        return 1\n'
+        '    return plain[key.kind] if key.kind in ("x0", "v0") else 0\n'
+        'def g(p, spec):\n    return p.kind == "scalar" or spec.kind == "sge"\n')
+    assert kind_dispatch(tmp_path / "pkg", tmp_path / "none") == ["pkg/a.py:2", "pkg/a.py:4"]
+
+
+def test_field_keys_are_the_field_kind():
+    assert keys_mod.field_key("C") == key_of("fields.C") == Key("fields.C", FIELD, name="C")
