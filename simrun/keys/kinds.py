@@ -42,7 +42,7 @@ class Key:
 
 @dataclass(frozen=True)
 class Kind:
-    """What one kind of KEY means (module docstring); no field has a default."""
+    """What one kind of KEY means (simrun.keys' docstring); no column has a default."""
 
     form: str
     match: Callable[[list[str]], tuple[int, str] | None]
@@ -221,7 +221,10 @@ def _energy_series(key: Key, frames) -> tuple[Any, np.ndarray]:
 
 
 def _temperature_series(key: Key, frames) -> tuple[Any, np.ndarray]:
-    """c = -U / kT^2 (beta's dependence on T); a = dO/dT."""
+    """c = -U / kT^2 (beta's dependence on T); a = dO/dT. Only the temperature: the
+    ensemble method's parse (simrun.ensemble.keys) takes no friction or tau."""
+    if key.name != "temperature":
+        raise ValueError(f"{key.text}: not a KEY of the canonical density")
     return frames.partial_t, -frames.potential / frames.kt ** 2
 
 
