@@ -88,3 +88,32 @@ def test_the_dispatch_check_can_fail(tmp_path):
 
 def test_field_keys_are_the_field_kind():
     assert keys_mod.field_key("C") == key_of("fields.C") == Key("fields.C", FIELD, name="C")
+
+
+def test_a_grad_job_parses_each_key_once(tmp_path, monkeypatch):
+    """`simrun grad --check` parses its KEYs once (it parsed them four times: the CLI's
+    check, the gradient, the finite-difference check and the pictures), and the pictures and
+    the check use those Keys."""
+    from simrun.cli.grad_cmd import grad_job
+    from simrun.scene import load_scene
+
+    parsed = []
+    real = keys_mod.key_of
+    monkeypatch.setattr(keys_mod, "key_of", lambda text: parsed.append(text) or real(text))
+    wrt = ["dt", "energy.0.params.softening", "state.x0"]
+    scene_path = SIMRUN / "scenes" / "gravity.yaml"
+    sets = ["steps=3", "precision=f64", "objective.builtin=total", "objective.at=end",
+            "particles.count=4"]
+    options = {"wrt": wrt, "mode": "reverse", "check": True, "checkpoints": None,
+               "memory": None, "steps": None, "threads": 1, "debug": False,
+               "method": "trajectory", "equilibrate": None, "sample_every": None,
+               "reproducible": True, "device": "cpu"}
+    try:
+        grad_job(lambda: load_scene(scene_path, sets), tmp_path / "grad", options, quiet=True)
+    except SystemExit as exc:  # typer.Exit: the check's verdict, not what this test asks
+        assert exc.code in (0, 1)
+    except Exception as exc:
+        if type(exc).__name__ != "Exit":
+            raise
+    assert parsed == wrt
+    assert (tmp_path / "grad" / "gradients.json").is_file()
