@@ -35,12 +35,13 @@ def test_every_entry_fills_every_column():
     columns = {f.name for f in dataclasses.fields(Kind)}
     assert all(f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
                for f in dataclasses.fields(Kind)), "a Kind column with a default hides gaps"
-    optional = {"step_input", "fluctuation"}  # None: no step input / not an ensemble KEY
+    optional = {"step_input", "density", "partial"}  # None: no step input / not an ensemble KEY
     for kind, spec in KINDS.items():
         for column in columns - {"form", "listed", "lives", "role"} - optional:
             assert callable(getattr(spec, column)), f"{kind}.{column}"
         assert spec.role in ROLES and spec.lives in ("scene", "x0", "v0", "fields"), kind
         assert (spec.step_input is not None) == (spec.role == "step"), kind
+        assert (spec.density is None) == (spec.partial is None), kind
 
 
 def test_a_kind_without_an_entry_is_an_error():

@@ -22,7 +22,7 @@ import numpy as np
 
 from simrun.ensemble.frames import FrameEvaluator
 from simrun.ensemble.keys import parse_ensemble_key, require_canonical
-from simrun.ensemble.observables import KernelObservable, Observed, builtin
+from simrun.ensemble.observables import EnergyFrames, KernelObservable, Observed, builtin
 from simrun.ensemble.sampled import sampling_problems
 from simrun.ensemble.stats import Estimate, jackknife
 from simrun.ensemble.targets import TargetLoss
@@ -140,42 +140,13 @@ def sample(scene: Scene, folder: Path, equilibrate: int, threads: int | None = N
                    result.out_dir, thermo["temperature"][thermo["step"] > equilibrate])
 
 
-@dataclass
-class _Frames:
-    """What a KEY's fluctuation series (simrun.keys' table, `fluctuation`) reads per frame."""
-
-    obs: Observed
-    table: Any
-    kt: float
-    energy: list[str]  # the energy KEYs, in the order of the table's gradient columns
-
-    @property
-    def partial(self) -> dict[str, np.ndarray]:
-        return self.obs.partial
-
-    @property
-    def partial_t(self) -> np.ndarray | float:
-        return self.obs.partial_t
-
-    @property
-    def potential(self) -> np.ndarray:
-        return self.table.potential
-
-    @property
-    def count(self) -> int:
-        return len(self.obs.values)
-
-    def energy_derivative(self, text: str) -> np.ndarray:
-        return self.table.grad[:, self.energy.index(text)]
-
-
 def _series(keys: list[Key], obs: Observed, table, kt: float) -> dict[str, np.ndarray]:
     """Per-frame series whose means the gradient is a function of."""
-    frames = _Frames(obs, table, kt, list(energy_params(keys)))
+    frames = EnergyFrames(table, kt, list(energy_params(keys)))
     o = obs.values
     series = {"o": o}
     for key in keys:
-        a, c = key.spec.fluctuation(key, frames)
+        a, c = key.spec.partial(key, obs), key.spec.density(key, frames)
         series[f"a:{key.text}"] = np.broadcast_to(np.asarray(a, float), o.shape)
         series[f"c:{key.text}"] = c
         series[f"oc:{key.text}"] = o * c[:, None]
@@ -236,7 +207,7 @@ def _loss_estimate(scene: Scene, keys: list[Key], samples: Samples, blocks: int,
     evaluator = FrameEvaluator(scene, list(energy_params(keys).values()), threads)
     report = (lambda done, total: progress("evaluate", done, total)) if progress else None
     table = evaluator.evaluate(samples.x, report)
-    loss = TargetLoss(scene, [k.text for k in keys], samples.x)
+    loss = TargetLoss(scene, keys, samples.x)
 
     def estimate(means: dict) -> dict:
         out = loss.estimate(means)

@@ -15,7 +15,8 @@ only place that dispatches on a kind (as `lang/ir/ops.py` is for ops):
   the masses, the start);
 - tangent: `tangents` are forward mode's seeds (one per sweep), `direction` the array
   direction a forward result is along, `collect` the result from the sweeps' derivatives;
-- ensemble: `fluctuation` gives the per-frame series (a, c) of the fluctuation formula.
+- ensemble: the per-frame series of the fluctuation formula, `density` (c: the canonical
+  density's dependence) and `partial` (a: the observable's own derivative).
 
 A new kind of KEY is one `Kind` in `KINDS` (every field is required: a missing one is a
 TypeError at import) and, where it reads or writes a new part of the scene, its functions.

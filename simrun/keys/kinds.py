@@ -57,7 +57,8 @@ class Kind:
     tangents: Callable[[Key, Scene, Any, Any], list[tuple[str, dict, dict]]]
     direction: Callable[[Key, Scene, dict, dict], np.ndarray | None]
     collect: Callable[[list], Any]
-    fluctuation: Callable[[Key, Any], tuple[Any, np.ndarray]] | None
+    density: Callable[[Key, Any], np.ndarray] | None  # c per frame (None: no ensemble KEY)
+    partial: Callable[[Key, Any], Any] | None  # a per frame
 
 
 # ------------------------------------------------------------------ the pieces of the table
@@ -215,22 +216,31 @@ def _first(derivs: list):
     return derivs[0]
 
 
-def _energy_series(key: Key, frames) -> tuple[Any, np.ndarray]:
-    """c = dU/dtheta / kT (the density's dependence); a = dO/dtheta."""
-    return frames.partial.get(key.text, 0.0), frames.energy_derivative(key.text) / frames.kt
+def _energy_density(key: Key, frames) -> np.ndarray:
+    """c = dU/dtheta / kT: the canonical density's dependence on an energy parameter."""
+    return frames.energy_derivative(key.text) / frames.kt
 
 
-def _temperature_series(key: Key, frames) -> tuple[Any, np.ndarray]:
-    """c = -U / kT^2 (beta's dependence on T); a = dO/dT. Only the temperature: the
-    ensemble method's parse (simrun.ensemble.keys) takes no friction or tau."""
+def _temperature_density(key: Key, frames) -> np.ndarray:
+    """c = -U / kT^2 (beta's dependence on T). Only the temperature: the ensemble method's
+    parse (simrun.ensemble.keys) takes no friction or tau."""
     if key.name != "temperature":
         raise ValueError(f"{key.text}: not a KEY of the canonical density")
-    return frames.partial_t, -frames.potential / frames.kt ** 2
+    return -frames.potential / frames.kt ** 2
 
 
-def _observable_series(key: Key, frames) -> tuple[Any, np.ndarray]:
+def _no_density(key: Key, frames) -> np.ndarray:
     """c = 0: the density does not depend on the objective's parameters."""
-    return frames.partial.get(key.text, 0.0), np.zeros(frames.count)
+    return np.zeros(frames.count)
+
+
+def _param_partial(key: Key, observed) -> Any:
+    """a = dO/dtheta, the observable's own derivative (0 where it has none)."""
+    return observed.partial.get(key.text, 0.0)
+
+
+def _temperature_partial(key: Key, observed) -> Any:
+    return observed.partial_t
 
 
 def _step_input_name(key: Key) -> str:
@@ -243,7 +253,7 @@ def _scene_value(read: Callable[[Scene], Any], write: Callable[[Scene, Any], Sce
 
 
 _START = {"listed": True, "check": _no_check,
-          "role": "start", "step_input": None, "fluctuation": None}
+          "role": "start", "step_input": None, "density": None, "partial": None}
 _PARAM = {"listed": True, "check": _no_check, "lives": "scene", "step_input": None,
           "gradient": _param_gradient, "tangents": _seed_param, "direction": _no_direction,
           "collect": _first}
@@ -268,7 +278,7 @@ KINDS: dict[str, Kind] = {
                **_scene_value(lambda s: s.dt, lambda s, v: replace(s, dt=float(v))),
                lives="scene", role="step", step_input=lambda key: "dt",
                gradient=lambda key, adj, scene: adj.dt, tangents=_seed_scalar("dt"),
-               direction=_no_direction, collect=_first, fluctuation=None),
+               direction=_no_direction, collect=_first, density=None, partial=None),
     "damping": Kind(
         form="integrator.damping", match=_fixed("integrator.damping"), listed=True,
         check=_no_check,
@@ -277,38 +287,39 @@ KINDS: dict[str, Kind] = {
                                                                   damping=float(v)))),
         lives="scene", role="step", step_input=_step_input_name,
         gradient=lambda key, adj, scene: adj.damping, tangents=_seed_scalar("damping"),
-        direction=_no_direction, collect=_first, fluctuation=None),
+        direction=_no_direction, collect=_first, density=None, partial=None),
     "mass": Kind(form="particles.mass", match=_fixed("particles.mass"), listed=True,
                  check=_check_mass, read=_read_mass, write=_write_mass, lives="scene",
                  role="mass", step_input=None, gradient=_mass_gradient, tangents=_seed_mass,
-                 direction=_mass_direction, collect=_first, fluctuation=None),
+                 direction=_mass_direction, collect=_first, density=None, partial=None),
     "energy": Kind(**_PARAM, form="energy.<i>.params.<name>", match=_match_energy,
                    read=_read_energy, write=_write_energy, role="energy",
-                   fluctuation=_energy_series),
+                   density=_energy_density, partial=_param_partial),
     "step": Kind(**{**_PARAM, "step_input": _step_input_name},
                  form="step_kernels.params.<name>", match=_param_of("step_kernels"),
                  read=lambda scene, key: float(step_values(scene)[key.name]),
                  write=lambda scene, key, value: replace(
                      scene, step_kernels=_with_param(scene.step_kernels, key, value)),
-                 role="step", fluctuation=None),
+                 role="step", density=None, partial=None),
     "objective": Kind(**_PARAM, form="objective.params.<name>", match=_param_of("objective"),
                       read=lambda scene, key: float(scene.objective.params[key.name]),
                       write=lambda scene, key, value: replace(
                           scene, objective=_with_param(scene.objective, key, value)),
-                      role="objective", fluctuation=_observable_series),
+                      role="objective", density=_no_density, partial=_param_partial),
     FIELD: Kind(form="fields.<name>", match=_match_field, listed=False, check=_check_field,
                   read=_read_field, write=_not_in_scene, lives="fields", role="field",
                   step_input=None, gradient=lambda key, adj, scene: adj.fields[key.name],
                   tangents=_seed_field,
                   direction=lambda key, scene, tangent, fields: fields[key.name],
-                  collect=_first, fluctuation=None),
+                  collect=_first, density=None, partial=None),
     "thermostat": Kind(
         **{**_PARAM, "step_input": _step_input_name}, form="integrator.<temperature|friction|tau>",
         match=_match_thermostat,
         read=lambda scene, key: float(getattr(scene.integrator, key.name)),
         write=lambda scene, key, value: replace(
             scene, integrator=replace(scene.integrator, **{key.name: float(value)})),
-        role="step", fluctuation=_temperature_series),
+        role="step", density=_temperature_density,
+        partial=_temperature_partial),
 }
 _bad = [f"{kind}: role {k.role!r}" for kind, k in KINDS.items() if k.role not in ROLES]
 if _bad or any(k.lives not in ("scene", "x0", "v0", "fields") for k in KINDS.values()):

@@ -101,7 +101,7 @@ def _reference(scene: Scene, keys: list, out_dir: Path, number: int, steps: int,
     evaluator = FrameEvaluator(scene, list(energy_params(keys).values()), threads)
     table = evaluator.evaluate(samples.x)
     return _Reference(scene, samples, evaluator, table,
-                      TargetLoss(scene, [k.text for k in keys], samples.x), number)
+                      TargetLoss(scene, keys, samples.x), number)
 
 
 def _scene_at(scene: Scene, keys: list, vector: np.ndarray) -> Scene:
