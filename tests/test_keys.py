@@ -37,7 +37,7 @@ def test_every_entry_fills_every_column():
                for f in dataclasses.fields(Kind)), "a Kind column with a default hides gaps"
     optional = {"step_input", "density", "partial"}  # None: no step input / not an ensemble KEY
     for kind, spec in KINDS.items():
-        for column in columns - {"form", "listed", "lives", "role"} - optional:
+        for column in columns - {"forms", "listed", "lives", "role"} - optional:
             assert callable(getattr(spec, column)), f"{kind}.{column}"
         assert spec.role in ROLES and spec.lives in ("scene", "x0", "v0", "fields"), kind
         assert (spec.step_input is not None) == (spec.role == "step"), kind
@@ -48,7 +48,7 @@ def test_a_kind_without_an_entry_is_an_error():
     with pytest.raises(ValueError, match="no entry in simrun.keys.KINDS"):
         Key("bodies.0.mass", "body")
     with pytest.raises(TypeError):
-        Kind(form="x", match=lambda parts: None)  # the other columns are required
+        Kind(forms=("x",), match=lambda parts: None)  # the other columns are required
     assert key_of("no.such.key") is None
 
 

@@ -5,7 +5,7 @@ differentiate or tune (scene paths in the `--set` grammar, and the reserved `sta
 A KEY is parsed once per job into a `Key`; what its kind means is one entry of `KINDS`, the
 only place that dispatches on a kind (as `lang/ir/ops.py` is for ops):
 
-- grammar: `form` (as `grad --help` lists it), `match` (the text's parts -> index, name),
+- grammar: `forms` (as `grad --help` lists them), `match` (the text's parts -> index, name),
   `listed` (known_keys lists it; fields are checked against the allocated fields later);
 - read / write: the value in the scene, the scene with a new value (`lives`: where a new
   value goes: the scene, the start's x or v, or an allocated field; optimize's bounds and
@@ -41,9 +41,7 @@ __all__ = ["FIXED_KEYS", "KEY_KINDS", "KINDS", "ROLES", "THERMOSTAT_FLOATS", "TH
            "with_role", "with_value"]
 
 FIELDS_HINT = "fields.<name> (a float field a kernel module's allocate hook makes)"
-# `grad --help`'s list, in this order
-KEY_KINDS = (*FIXED_KEYS, "energy.<i>.params.<name>", "step_kernels.params.<name>",
-             "objective.params.<name>", "fields.<name>", *THERMOSTAT_KEYS)
+KEY_KINDS = tuple(form for kind in KINDS.values() for form in kind.forms)  # `grad --help`
 
 
 def key_of(text: str) -> Key | None:

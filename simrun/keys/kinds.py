@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from simrun.keys.known import THERMOSTAT_FLOATS, known_keys, step_values
+from simrun.keys.known import THERMOSTAT_FLOATS, THERMOSTAT_KEYS, known_keys, step_values
 from simrun.scene import Scene, SceneError, initial_state
 from simrun.scene.errors import shorten
 from simrun.stepper.binding import load_module
@@ -44,7 +44,7 @@ class Key:
 class Kind:
     """What one kind of KEY means (simrun.keys' docstring); no column has a default."""
 
-    form: str
+    forms: tuple[str, ...]  # as `grad --help` lists them
     match: Callable[[list[str]], tuple[int, str] | None]
     listed: bool
     check: Callable[[Scene, Key], None]
@@ -259,28 +259,28 @@ _PARAM = {"listed": True, "check": _no_check, "lives": "scene", "step_input": No
           "collect": _first}
 
 KINDS: dict[str, Kind] = {
-    "x0": Kind(**{**_START, "match": _fixed("state.x0")}, form="state.x0",
+    "x0": Kind(**{**_START, "match": _fixed("state.x0")}, forms=("state.x0",),
                read=lambda scene, key: initial_state(scene)[0], write=_not_in_scene, lives="x0",
                gradient=lambda key, adj, scene: adj.x, tangents=_seed_start("x"),
                direction=_direction_of("x"), collect=_first),
-    "v0": Kind(**{**_START, "match": _fixed("state.v0")}, form="state.v0",
+    "v0": Kind(**{**_START, "match": _fixed("state.v0")}, forms=("state.v0",),
                read=lambda scene, key: initial_state(scene)[1], write=_not_in_scene, lives="v0",
                gradient=lambda key, adj, scene: adj.v, tangents=_seed_start("v"),
                direction=_direction_of("v"), collect=_first),
     "velocity": Kind(
-        **{**_START, "match": _fixed("initial.velocity")}, form="initial.velocity",
+        **{**_START, "match": _fixed("initial.velocity")}, forms=("initial.velocity",),
         **_scene_value(lambda s: np.asarray(s.initial.velocity, float),
                        lambda s, v: replace(s, initial=replace(
                            s.initial, velocity=tuple(map(float, v))))),
         lives="scene", gradient=lambda key, adj, scene: adj.v.sum(axis=0),
         tangents=_seed_velocity, direction=_no_direction, collect=np.array),
-    "dt": Kind(form="dt", match=_fixed("dt"), listed=True, check=_no_check,
+    "dt": Kind(forms=("dt",), match=_fixed("dt"), listed=True, check=_no_check,
                **_scene_value(lambda s: s.dt, lambda s, v: replace(s, dt=float(v))),
                lives="scene", role="step", step_input=lambda key: "dt",
                gradient=lambda key, adj, scene: adj.dt, tangents=_seed_scalar("dt"),
                direction=_no_direction, collect=_first, density=None, partial=None),
     "damping": Kind(
-        form="integrator.damping", match=_fixed("integrator.damping"), listed=True,
+        forms=("integrator.damping",), match=_fixed("integrator.damping"), listed=True,
         check=_no_check,
         **_scene_value(lambda s: s.integrator.damping,
                        lambda s, v: replace(s, integrator=replace(s.integrator,
@@ -288,32 +288,32 @@ KINDS: dict[str, Kind] = {
         lives="scene", role="step", step_input=_step_input_name,
         gradient=lambda key, adj, scene: adj.damping, tangents=_seed_scalar("damping"),
         direction=_no_direction, collect=_first, density=None, partial=None),
-    "mass": Kind(form="particles.mass", match=_fixed("particles.mass"), listed=True,
+    "mass": Kind(forms=("particles.mass",), match=_fixed("particles.mass"), listed=True,
                  check=_check_mass, read=_read_mass, write=_write_mass, lives="scene",
                  role="mass", step_input=None, gradient=_mass_gradient, tangents=_seed_mass,
                  direction=_mass_direction, collect=_first, density=None, partial=None),
-    "energy": Kind(**_PARAM, form="energy.<i>.params.<name>", match=_match_energy,
+    "energy": Kind(**_PARAM, forms=("energy.<i>.params.<name>",), match=_match_energy,
                    read=_read_energy, write=_write_energy, role="energy",
                    density=_energy_density, partial=_param_partial),
     "step": Kind(**{**_PARAM, "step_input": _step_input_name},
-                 form="step_kernels.params.<name>", match=_param_of("step_kernels"),
+                 forms=("step_kernels.params.<name>",), match=_param_of("step_kernels"),
                  read=lambda scene, key: float(step_values(scene)[key.name]),
                  write=lambda scene, key, value: replace(
                      scene, step_kernels=_with_param(scene.step_kernels, key, value)),
                  role="step", density=None, partial=None),
-    "objective": Kind(**_PARAM, form="objective.params.<name>", match=_param_of("objective"),
+    "objective": Kind(**_PARAM, forms=("objective.params.<name>",), match=_param_of("objective"),
                       read=lambda scene, key: float(scene.objective.params[key.name]),
                       write=lambda scene, key, value: replace(
                           scene, objective=_with_param(scene.objective, key, value)),
                       role="objective", density=_no_density, partial=_param_partial),
-    FIELD: Kind(form="fields.<name>", match=_match_field, listed=False, check=_check_field,
+    FIELD: Kind(forms=("fields.<name>",), match=_match_field, listed=False, check=_check_field,
                   read=_read_field, write=_not_in_scene, lives="fields", role="field",
                   step_input=None, gradient=lambda key, adj, scene: adj.fields[key.name],
                   tangents=_seed_field,
                   direction=lambda key, scene, tangent, fields: fields[key.name],
                   collect=_first, density=None, partial=None),
     "thermostat": Kind(
-        **{**_PARAM, "step_input": _step_input_name}, form="integrator.<temperature|friction|tau>",
+        **{**_PARAM, "step_input": _step_input_name}, forms=THERMOSTAT_KEYS,
         match=_match_thermostat,
         read=lambda scene, key: float(getattr(scene.integrator, key.name)),
         write=lambda scene, key, value: replace(
