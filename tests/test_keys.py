@@ -118,3 +118,29 @@ def test_a_grad_job_parses_each_key_once(tmp_path, monkeypatch):
             raise
     assert parsed == wrt
     assert (tmp_path / "grad" / "gradients.json").is_file()
+
+
+def test_a_new_kind_is_one_table_entry(monkeypatch):
+    """An alias of dt, `time.step`, added as one entry of KINDS and nothing else: grad
+    parses and lists it, reads and writes the scene through it, and its reverse and forward
+    gradients are dt's, bit for bit."""
+    from simrun.adjoint.job import forward_gradient, scene_gradient
+    from simrun.keys.kinds import _fixed
+    from simrun.scene import SceneError, load_scene
+
+    entry = dataclasses.replace(KINDS["dt"], forms=("time.step",), match=_fixed("time.step"),
+                                offered=lambda scene: ["time.step"])
+    monkeypatch.setitem(KINDS, "time_step", entry)
+    scene = load_scene(SIMRUN / "scenes" / "gravity.yaml",
+                       ["steps=4", "precision=f64", "objective.builtin=total",
+                        "objective.at=end", "particles.count=4"])
+    key = keys_mod.parse_key(scene, "time.step")
+    assert key.kind == "time_step" and "time.step" in keys_mod.known_keys(scene)
+    with pytest.raises(SceneError, match="time.step"):
+        keys_mod.parse_key(scene, "time.stop")  # the error lists the new KEY
+    assert keys_mod.value_of(scene, key) == scene.dt
+    assert keys_mod.with_value(scene, key, 0.5).dt == 0.5
+    reverse = scene_gradient(scene, ["time.step", "dt"], threads=1).gradients
+    forward = forward_gradient(scene, ["time.step", "dt"], threads=1).gradients
+    assert reverse["time.step"] == reverse["dt"] and forward["time.step"] == forward["dt"]
+    assert scene_gradient(scene, ["dt"], threads=1).gradients["dt"] == reverse["dt"]

@@ -6,7 +6,8 @@ A KEY is parsed once per job into a `Key`; what its kind means is one entry of `
 only place that dispatches on a kind (as `lang/ir/ops.py` is for ops):
 
 - grammar: `forms` (as `grad --help` lists them), `match` (the text's parts -> index, name),
-  `listed` (known_keys lists it; fields are checked against the allocated fields later);
+  `listed` and `offered` (the KEYs of this kind a scene has, which `known_keys` lists in
+  the table's order; fields are checked against the allocated fields later);
 - read / write: the value in the scene, the scene with a new value (`lives`: where a new
   value goes: the scene, the start's x or v, or an allocated field; optimize's bounds and
   flat vector follow `read`'s shape);
@@ -28,8 +29,8 @@ import difflib
 
 import numpy as np
 
-from simrun.keys.kinds import FIELD, KINDS, ROLES, Key, Kind
-from simrun.keys.known import FIXED_KEYS, THERMOSTAT_FLOATS, THERMOSTAT_KEYS, known_keys
+from simrun.keys.kinds import FIELD, KINDS, ROLES, Key, Kind, known_keys
+from simrun.keys.known import FIXED_KEYS, THERMOSTAT_FLOATS, THERMOSTAT_KEYS
 from simrun.scene import Scene, SceneError
 from simrun.scene.errors import MAX_SHOWN, shorten
 from simrun.scene.load_terms import ENSEMBLE_BUILTINS

@@ -11,7 +11,16 @@ from typing import Any
 
 import numpy as np
 
-from simrun.keys.known import THERMOSTAT_FLOATS, THERMOSTAT_KEYS, known_keys, step_values
+from simrun.keys.known import (
+    THERMOSTAT_FLOATS,
+    THERMOSTAT_KEYS,
+    damping_keys,
+    energy_keys,
+    objective_keys,
+    step_keys,
+    step_values,
+    thermostat_keys,
+)
 from simrun.scene import Scene, SceneError, initial_state
 from simrun.scene.errors import shorten
 from simrun.stepper.binding import load_module
@@ -47,6 +56,7 @@ class Kind:
     forms: tuple[str, ...]  # as `grad --help` lists them
     match: Callable[[list[str]], tuple[int, str] | None]
     listed: bool
+    offered: Callable[[Scene], list[str]]  # this kind's KEYs in a scene (listed ones)
     check: Callable[[Scene, Key], None]
     read: Callable[[Scene, Key], Any]
     write: Callable[[Scene, Key, Any], Scene]
@@ -86,6 +96,10 @@ def _match_thermostat(parts: list[str]) -> tuple[int, str] | None:
 
 def _match_field(parts: list[str]) -> tuple[int, str] | None:
     return (-1, parts[1]) if len(parts) == 2 and parts[0] == "fields" and parts[1] else None
+
+
+def _always(text: str) -> Callable[[Scene], list[str]]:
+    return lambda scene: [text]
 
 
 def _no_check(scene: Scene, key: Key) -> None:
@@ -260,27 +274,32 @@ _PARAM = {"listed": True, "check": _no_check, "lives": "scene", "step_input": No
 
 KINDS: dict[str, Kind] = {
     "x0": Kind(**{**_START, "match": _fixed("state.x0")}, forms=("state.x0",),
+               offered=_always("state.x0"),
                read=lambda scene, key: initial_state(scene)[0], write=_not_in_scene, lives="x0",
                gradient=lambda key, adj, scene: adj.x, tangents=_seed_start("x"),
                direction=_direction_of("x"), collect=_first),
     "v0": Kind(**{**_START, "match": _fixed("state.v0")}, forms=("state.v0",),
+               offered=_always("state.v0"),
                read=lambda scene, key: initial_state(scene)[1], write=_not_in_scene, lives="v0",
                gradient=lambda key, adj, scene: adj.v, tangents=_seed_start("v"),
                direction=_direction_of("v"), collect=_first),
     "velocity": Kind(
         **{**_START, "match": _fixed("initial.velocity")}, forms=("initial.velocity",),
+        offered=_always("initial.velocity"),
         **_scene_value(lambda s: np.asarray(s.initial.velocity, float),
                        lambda s, v: replace(s, initial=replace(
                            s.initial, velocity=tuple(map(float, v))))),
         lives="scene", gradient=lambda key, adj, scene: adj.v.sum(axis=0),
         tangents=_seed_velocity, direction=_no_direction, collect=np.array),
-    "dt": Kind(forms=("dt",), match=_fixed("dt"), listed=True, check=_no_check,
+    "dt": Kind(forms=("dt",), match=_fixed("dt"), listed=True, offered=_always("dt"),
+               check=_no_check,
                **_scene_value(lambda s: s.dt, lambda s, v: replace(s, dt=float(v))),
                lives="scene", role="step", step_input=lambda key: "dt",
                gradient=lambda key, adj, scene: adj.dt, tangents=_seed_scalar("dt"),
                direction=_no_direction, collect=_first, density=None, partial=None),
     "damping": Kind(
         forms=("integrator.damping",), match=_fixed("integrator.damping"), listed=True,
+        offered=damping_keys,
         check=_no_check,
         **_scene_value(lambda s: s.integrator.damping,
                        lambda s, v: replace(s, integrator=replace(s.integrator,
@@ -289,38 +308,52 @@ KINDS: dict[str, Kind] = {
         gradient=lambda key, adj, scene: adj.damping, tangents=_seed_scalar("damping"),
         direction=_no_direction, collect=_first, density=None, partial=None),
     "mass": Kind(forms=("particles.mass",), match=_fixed("particles.mass"), listed=True,
+                 offered=_always("particles.mass"),
                  check=_check_mass, read=_read_mass, write=_write_mass, lives="scene",
                  role="mass", step_input=None, gradient=_mass_gradient, tangents=_seed_mass,
                  direction=_mass_direction, collect=_first, density=None, partial=None),
     "energy": Kind(**_PARAM, forms=("energy.<i>.params.<name>",), match=_match_energy,
+                   offered=energy_keys,
                    read=_read_energy, write=_write_energy, role="energy",
                    density=_energy_density, partial=_param_partial),
     "step": Kind(**{**_PARAM, "step_input": _step_input_name},
                  forms=("step_kernels.params.<name>",), match=_param_of("step_kernels"),
+                 offered=step_keys,
                  read=lambda scene, key: float(step_values(scene)[key.name]),
                  write=lambda scene, key, value: replace(
                      scene, step_kernels=_with_param(scene.step_kernels, key, value)),
                  role="step", density=None, partial=None),
-    "objective": Kind(**_PARAM, forms=("objective.params.<name>",), match=_param_of("objective"),
-                      read=lambda scene, key: float(scene.objective.params[key.name]),
-                      write=lambda scene, key, value: replace(
-                          scene, objective=_with_param(scene.objective, key, value)),
-                      role="objective", density=_no_density, partial=_param_partial),
-    FIELD: Kind(forms=("fields.<name>",), match=_match_field, listed=False, check=_check_field,
-                  read=_read_field, write=_not_in_scene, lives="fields", role="field",
-                  step_input=None, gradient=lambda key, adj, scene: adj.fields[key.name],
-                  tangents=_seed_field,
-                  direction=lambda key, scene, tangent, fields: fields[key.name],
-                  collect=_first, density=None, partial=None),
     "thermostat": Kind(
         **{**_PARAM, "step_input": _step_input_name}, forms=THERMOSTAT_KEYS,
+        offered=thermostat_keys,
         match=_match_thermostat,
         read=lambda scene, key: float(getattr(scene.integrator, key.name)),
         write=lambda scene, key, value: replace(
             scene, integrator=replace(scene.integrator, **{key.name: float(value)})),
         role="step", density=_temperature_density,
         partial=_temperature_partial),
+    "objective": Kind(**_PARAM, forms=("objective.params.<name>",), match=_param_of("objective"),
+                      offered=objective_keys,
+                      read=lambda scene, key: float(scene.objective.params[key.name]),
+                      write=lambda scene, key, value: replace(
+                          scene, objective=_with_param(scene.objective, key, value)),
+                      role="objective", density=_no_density, partial=_param_partial),
+    FIELD: Kind(forms=("fields.<name>",), match=_match_field, listed=False,
+                offered=lambda scene: [], check=_check_field,
+                  read=_read_field, write=_not_in_scene, lives="fields", role="field",
+                  step_input=None, gradient=lambda key, adj, scene: adj.fields[key.name],
+                  tangents=_seed_field,
+                  direction=lambda key, scene, tangent, fields: fields[key.name],
+                  collect=_first, density=None, partial=None),
 }
+
+
+def known_keys(scene: Scene) -> list[str]:
+    """The scene's KEYs, kind by kind in the table's order, fields.<name> aside (those
+    exist once the kernel modules ran)."""
+    return [text for spec in KINDS.values() for text in spec.offered(scene)]
+
+
 _bad = [f"{kind}: role {k.role!r}" for kind, k in KINDS.items() if k.role not in ROLES]
 if _bad or any(k.lives not in ("scene", "x0", "v0", "fields") for k in KINDS.values()):
     raise TypeError(f"simrun.keys.KINDS: unknown role or place in {_bad or KINDS}")

@@ -1,5 +1,6 @@
-"""What KEYs a scene offers (the grammar's names, read from its energies', step kernels',
-thermostat's and objective's parameters), and the values the table's entries read."""
+"""What KEYs a scene offers, per kind (the table's `offered` column: read from its
+energies', step kernels', thermostat's and objective's parameters), and the step kernels'
+values."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ FIXED_KEYS = ("state.x0", "state.v0", "initial.velocity", "dt", "integrator.damp
 THERMOSTAT_KEYS = tuple(f"integrator.{n}" for n in THERMOSTAT_FLOATS)  # where the scene sets it
 
 
-def _energy_params(scene: Scene) -> list[str]:
+def energy_keys(scene: Scene) -> list[str]:
     """energy.<i>.params.<name> for every float parameter (scene params and DEFAULTS)."""
     out = []
     for i, term in enumerate(scene.energy):
@@ -24,7 +25,7 @@ def _energy_params(scene: Scene) -> list[str]:
     return out
 
 
-def _step_params(scene: Scene) -> list[str]:
+def step_keys(scene: Scene) -> list[str]:
     """step_kernels.params.<name> for every float scalar the step kernels take (scene params
     and DEFAULTS), dt aside (that KEY is `dt`)."""
     sk = scene.step_kernels
@@ -39,7 +40,7 @@ def _step_params(scene: Scene) -> list[str]:
     return [f"step_kernels.params.{n}" for n in names]
 
 
-def _thermostat_keys(scene: Scene) -> list[str]:
+def thermostat_keys(scene: Scene) -> list[str]:
     """integrator.<name> for the thermostat's float parameters (the target temperature, the
     friction or time constant); its integers (chain, every, seed) have no derivative."""
     if not scene.integrator.thermostat or scene.step_kernels is not None:
@@ -48,15 +49,19 @@ def _thermostat_keys(scene: Scene) -> list[str]:
             if getattr(scene.integrator, n) is not None]
 
 
-def known_keys(scene: Scene) -> list[str]:
-    """The scene's KEYs, fields.<name> aside (those exist once the kernel modules ran)."""
+def damping_keys(scene: Scene) -> list[str]:
+    """integrator.damping where the scene's integrator has one (no thermostat, no step
+    kernels)."""
     no_damping = scene.step_kernels is not None or scene.integrator.thermostat
-    fixed = [k for k in FIXED_KEYS if not (no_damping and k == "integrator.damping")]
-    keys = fixed + _energy_params(scene) + _step_params(scene) + _thermostat_keys(scene)
-    if scene.objective is not None:
-        keys += [f"objective.params.{n}" for n, v in scene.objective.params.items()
-                 if isinstance(v, float)]
-    return keys
+    return [] if no_damping else ["integrator.damping"]
+
+
+def objective_keys(scene: Scene) -> list[str]:
+    """objective.params.<name> for the objective's float parameters."""
+    if scene.objective is None:
+        return []
+    return [f"objective.params.{n}" for n, v in scene.objective.params.items()
+            if isinstance(v, float)]
 
 
 def step_values(scene: Scene) -> dict:
