@@ -273,18 +273,18 @@ _PARAM = {"listed": True, "check": _no_check, "lives": "scene", "step_input": No
           "collect": _first}
 
 KINDS: dict[str, Kind] = {
-    "x0": Kind(**{**_START, "match": _fixed("state.x0")}, forms=("state.x0",),
+    "x0": Kind(**_START, match=_fixed("state.x0"), forms=("state.x0",),
                offered=_always("state.x0"),
                read=lambda scene, key: initial_state(scene)[0], write=_not_in_scene, lives="x0",
                gradient=lambda key, adj, scene: adj.x, tangents=_seed_start("x"),
                direction=_direction_of("x"), collect=_first),
-    "v0": Kind(**{**_START, "match": _fixed("state.v0")}, forms=("state.v0",),
+    "v0": Kind(**_START, match=_fixed("state.v0"), forms=("state.v0",),
                offered=_always("state.v0"),
                read=lambda scene, key: initial_state(scene)[1], write=_not_in_scene, lives="v0",
                gradient=lambda key, adj, scene: adj.v, tangents=_seed_start("v"),
                direction=_direction_of("v"), collect=_first),
     "velocity": Kind(
-        **{**_START, "match": _fixed("initial.velocity")}, forms=("initial.velocity",),
+        **_START, match=_fixed("initial.velocity"), forms=("initial.velocity",),
         offered=_always("initial.velocity"),
         **_scene_value(lambda s: np.asarray(s.initial.velocity, float),
                        lambda s, v: replace(s, initial=replace(
