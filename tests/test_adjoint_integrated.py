@@ -26,8 +26,8 @@ from simrun.adjoint.job import (
     objective_value,
     scene_gradient,
 )
-from simrun.adjoint.keys import parse_key, value_of, with_value
 from simrun.adjoint.policy import execution
+from simrun.keys import parse_key, value_of, with_value
 from simrun.scene import load_scene as _load_scene
 from simrun.stepper import run_scene
 

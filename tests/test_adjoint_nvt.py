@@ -22,7 +22,7 @@ from adjoint_helpers import (
 )
 
 from simrun.adjoint import job
-from simrun.adjoint.keys import parse_key, value_of, with_value
+from simrun.keys import parse_key, value_of, with_value
 from simrun.scene import load_scene as _load_scene
 from simrun.stepper import run_scene
 

@@ -20,7 +20,7 @@ import pytest
 
 import simrun.lang as ti
 from simrun.adjoint.job import forward_gradient, objective_value, scene_gradient
-from simrun.adjoint.keys import parse_key, value_of, with_value
+from simrun.keys import parse_key, value_of, with_value
 from simrun.scene import SceneError, initial_state, load_scene
 
 REPO = Path(__file__).resolve().parents[1]

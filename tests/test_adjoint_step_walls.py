@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from simrun.adjoint.job import forward_gradient, objective_value, scene_gradient
-from simrun.adjoint.keys import parse_key, value_of, with_value
+from simrun.keys import parse_key, value_of, with_value
 from simrun.scene import initial_state, load_scene
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"

@@ -9,8 +9,8 @@ import typer
 from cli_helpers import REPO, simrun
 from typer.testing import CliRunner
 
-from simrun.adjoint.keys import FIXED_KEYS, KEY_KINDS, THERMOSTAT_KEYS, parse_key
 from simrun.cli.app import app
+from simrun.keys import FIXED_KEYS, KEY_KINDS, THERMOSTAT_KEYS, parse_key
 from simrun.scene import load_scene
 from simrun.scene.schema import SCHEMA_VERSION
 

@@ -142,7 +142,7 @@ def test_too_few_frames_for_the_error_blocks_is_refused_before_the_run(tmp_path:
 
 def test_ensemble_only_observables_and_keys_are_refused_clearly(tmp_path: Path) -> None:
     with pytest.raises(SceneError, match="only --method ensemble"):
-        from simrun.adjoint.keys import parse_key
+        from simrun.keys import parse_key
         parse_key(_oscillators(["integrator=velocity_verlet",
                                 "objective={builtin: potential_per_particle, at: mean}"]),
                   "energy.0.params.k")

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from simrun.adjoint.keys import with_value
 from simrun.ensemble.job import estimate_from, sample, sampling_scene
 from simrun.ensemble.keys import parse_ensemble_key
+from simrun.keys import with_value
 from simrun.scene import load_scene
 
 ROOT = Path(__file__).resolve().parent.parent

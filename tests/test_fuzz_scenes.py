@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_cli import simrun
 
-from simrun.adjoint.keys import parse_key
 from simrun.batch.sweep import MAX_JOBS, grid, parse_sweep, sample
+from simrun.keys import parse_key
 from simrun.lang.errors import SettingsError
 from simrun.lang.settings import Settings
 from simrun.scene import SceneError, load_scene

@@ -52,7 +52,7 @@ def _synthetic_check(monkeypatch, jump: float, error: float) -> dict:
     handed in is J's derivative at p0 times (1 + error)."""
     from simrun.adjoint import check
     from simrun.adjoint.job import GradResult
-    from simrun.adjoint.keys import parse_key, value_of
+    from simrun.keys import parse_key, value_of
     from simrun.scene import load_scene
 
     scene = load_scene(REPO / "scenes" / "gravity.yaml",
@@ -99,7 +99,7 @@ def _kinked_check(monkeypatch, jump: float, error: float) -> dict:
     in is J's derivative at p0 times (1 + error)."""
     from simrun.adjoint import check
     from simrun.adjoint.job import GradResult
-    from simrun.adjoint.keys import parse_key, value_of
+    from simrun.keys import parse_key, value_of
     from simrun.scene import load_scene
 
     scene = load_scene(REPO / "scenes" / "gravity.yaml",

@@ -155,7 +155,7 @@ def test_the_dt_gradient_includes_the_controllers_use_of_dt(monkeypatch):
     derivative must carry that too (it once held the step kernels' share alone: -1.416
     against central differences' -0.587). Reverse (chained and one by one) and forward mode
     against Richardson-extrapolated central differences, f64."""
-    from simrun.adjoint.keys import parse_key, with_value
+    from simrun.keys import parse_key, with_value
 
     scene = load_scene(SCENES / "mass_spring.yaml", ["precision=f64", "steps=40"])
     key, dt = parse_key(scene, "dt"), scene.dt

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from simrun.adjoint import job
-from simrun.adjoint.keys import parse_key, value_of, with_value
+from simrun.keys import parse_key, value_of, with_value
 from simrun.scene import load_scene
 from simrun.stepper import run_scene
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from simrun.adjoint.horizon import adjoint_growth
 from simrun.adjoint.job import GradResult, objective_value
-from simrun.adjoint.keys import Key, parse_key, value_of, with_value
+from simrun.keys import Key, parse_keys, value_of, with_value
 from simrun.scene import Scene
 
 RESOLVED = 0.05  # a difference resolves a gradient when its own error is under 5% of it
@@ -30,7 +30,7 @@ def _rounding(scene: Scene, objective: float) -> float:
 
 def _perturbed(scene: Scene, key: Key, base, delta) -> tuple[Scene, dict]:
     """The scene with KEY moved by delta, and the start's shifts (state.x0 / state.v0)."""
-    if key.kind in ("x0", "v0", "field"):
+    if key.spec.lives != "scene":  # the start's x or v, or an allocated field
         return scene, {key.text: np.asarray(delta, float)}
     value = np.asarray(base, float) + delta
     return with_value(scene, key, value if np.ndim(value) else float(value)), {}
@@ -56,11 +56,12 @@ def check_gradient(scene: Scene, result: GradResult, *, threads: int | None = No
     inconclusive when that error is more than 5% of the gradient at every step tried.
     ``verdict`` is "ok" only when every KEY and the Taylor test concluded and agree."""
     rng = np.random.default_rng(seed)
-    steps, keys = result.steps, [parse_key(scene, k) for k in result.gradients]
+    steps, keys = result.steps, parse_keys(scene, result.keys or list(result.gradients))
     tol = 1e-5 if scene.precision == "f64" else 3e-2
     rows, directions = [], {}
     for key in keys:
-        base = result.field_values[key.text] if key.kind == "field" else value_of(scene, key)
+        base = result.field_values[key.text] if key.spec.lives == "fields" else \
+            value_of(scene, key)
         d = rng.normal(size=np.shape(base)) if np.ndim(base) else np.array(1.0)
         d = d / max(float(np.linalg.norm(d)), 1e-300)
         directions[key.text] = (key, base, d)

@@ -15,11 +15,23 @@ import numpy as np
 
 from simrun.adjoint.horizon import adjoint_growth, growth_report
 from simrun.adjoint.kernel_state import Tangent
-from simrun.adjoint.keys import Key, check_field_keys, parse_key, value_of
 from simrun.adjoint.model import DiffModel
 from simrun.adjoint.reuse import TrajectoryCache
 from simrun.adjoint.tangent import kernel_tangent_sweep
 from simrun.adjoint.trajectory import Trajectory
+from simrun.keys import (
+    Key,
+    check_field_keys,
+    energy_params,
+    field_key,
+    objective_params,
+    pair_params,
+    parse_key,
+    parse_keys,
+    step_inputs,
+    value_of,
+    with_role,
+)
 from simrun.lang.api import runtime
 from simrun.lang.fields import current_generation
 from simrun.outputs import atomic_savez, atomic_write_text, versions
@@ -48,6 +60,7 @@ class GradResult:
     adjoint_horizon: list = field(default_factory=list)  # reverse, at: mean (trajectory.py)
     field_values: dict[str, np.ndarray] = field(default_factory=dict)  # fields.<name> at start
     deterministic: bool = True  # float scatters in one fixed order (ti.init(deterministic))
+    keys: list[Key] = field(default_factory=list)  # the KEYs as parsed, in `gradients`' order
 
 
 STATE_OVERHEAD = 1024  # a stored state's Python objects: the State, three array headers, its
@@ -84,24 +97,15 @@ def _available_memory() -> int:
     return 1 << 30
 
 
-def _split_keys(keys: list[Key]) -> tuple[dict, dict]:
-    energy = {k.text: (k.index, k.name) for k in keys if k.kind == "energy" and not k.per_pair}
-    objective = {k.text: k.name for k in keys if k.kind == "objective"}
-    return energy, objective
-
-
 def _trajectory(scene: Scene, keys: list[Key], threads: int | None, rest: np.ndarray,
                 progress: Progress | None = None) -> Trajectory:
     """The DiffModel and the sweep for this scene: the engine's derivative of `run`'s step
     (its controller, its step kernels or the integrator's updates, the walls)."""
-    model = DiffModel(scene, rest, *_split_keys(keys), threads,
-                      mass_gradient=any(k.kind == "mass" for k in keys),
-                      pair_keys={k.text: (k.index, k.name, k.pair) for k in keys
-                                 if k.per_pair})
+    model = DiffModel(scene, rest, energy_params(keys, pairs=False), objective_params(keys),
+                      threads, mass_gradient=bool(with_role(keys, "mass")),
+                      pair_keys=pair_params(keys))
     check_field_keys(keys, model.system.extra)
-    step_keys = {k.text: ("dt" if k.kind == "dt" else k.name) for k in keys
-                 if k.kind in ("step", "dt", "damping", "thermostat")}
-    return Trajectory(model, step_keys, progress)
+    return Trajectory(model, step_inputs(keys), progress)
 
 
 def _start(scene: Scene, shifts: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -117,8 +121,7 @@ def _begin(traj: Trajectory, x0: np.ndarray, v0: np.ndarray,
     and `fields.<name>` shifts move them."""
     unknown = sorted(set(fields or {}) - set(traj.system.extra))
     if unknown:
-        check_field_keys([Key(f"fields.{unknown[0]}", "field", name=unknown[0])],
-                         traj.system.extra)
+        check_field_keys([field_key(unknown[0])], traj.system.extra)
     return traj.start(x0, v0, {k.split(".", 1)[1]: d for k, d in shifts.items()
                                if k.startswith("fields.")}, fields)
 
@@ -135,10 +138,10 @@ def objective_value(scene: Scene, steps: int, threads: int | None = None,
     return traj.objective(_begin(traj, x0, v0, shifts, fields), steps)
 
 
-def check_objective(scene: Scene, wrt: list[str], threads: int | None = None) -> float:
+def check_objective(scene: Scene, wrt: list[str | Key], threads: int | None = None) -> float:
     """`simrun check`: the KEYs parse, the objective (and its kernel) compiles, and its value
     at step 0 is finite; returns that value."""
-    keys = [parse_key(scene, text) for text in wrt]
+    keys = parse_keys(scene, wrt)
     x0, v0 = _start(scene, {})
     traj = _trajectory(scene, keys, threads, x0)
     state = traj.start(x0, v0)
@@ -149,14 +152,15 @@ def check_objective(scene: Scene, wrt: list[str], threads: int | None = None) ->
     return value
 
 
-def scene_gradient(scene: Scene, wrt: list[str], *, steps: int | None = None,
+def scene_gradient(scene: Scene, wrt: list[str | Key], *, steps: int | None = None,
                    checkpoints: int | None = None, memory: int | None = None,
                    threads: int | None = None, progress: Progress | None = None,
                    start: tuple[np.ndarray, np.ndarray] | None = None,
                    fields: dict[str, np.ndarray] | None = None,
                    cache: TrajectoryCache | None = None,
                    announce: Callable[[int], None] | None = None) -> GradResult:
-    """dJ/dKEY for each KEY of `wrt` (SceneError for an unknown or non-differentiable KEY).
+    """dJ/dKEY for each KEY of `wrt`, texts or Keys already parsed (SceneError for an
+    unknown or non-differentiable KEY).
 
     `start` = (x0, v0) replaces the scene's start (state.x0 / state.v0 are not scene values:
     `simrun optimize` moves them); meshes keep the scene's rest shape. `fields` ({name:
@@ -164,25 +168,25 @@ def scene_gradient(scene: Scene, wrt: list[str], *, steps: int | None = None,
     either). `cache` keeps the trajectory for the next gradient of the same scene object.
     The stored states are sized here, where the allocated fields' bytes are known
     (`snapshots_for`); `announce(snapshots)` hears the count before the sweeps start."""
-    keys = [parse_key(scene, text) for text in wrt]
+    keys = parse_keys(scene, wrt)
     steps = scene.steps if steps is None else steps
     t0 = time.perf_counter()
     x0, v0 = _start(scene, {})
     if cache is None:
         traj = _trajectory(scene, keys, threads, x0, progress)
     else:
-        traj = cache.get(scene, (tuple(wrt), threads),
+        traj = cache.get(scene, (tuple(k.text for k in keys), threads),
                          lambda: _trajectory(scene, keys, threads, x0))
         traj.progress = progress or (lambda *_: None)
     state0 = _begin(traj, *(start if start is not None else (x0, v0)), {}, fields)
     snapshots = snapshots_for(scene, steps, checkpoints, memory, state0)
     if announce is not None:
         announce(snapshots)
-    traj.need_energy_grads = any(k.kind in ("mass", "energy") for k in keys)
+    traj.need_energy_grads = bool(with_role(keys, "mass", "energy"))
     t1 = time.perf_counter()
     value, adj, sched = traj.gradient(state0, steps, snapshots)
     t2 = time.perf_counter()
-    grads = {k.text: _gradient_of(k, adj, scene) for k in keys}
+    grads = {k.text: k.spec.gradient(k, adj, scene) for k in keys}
     if any(not np.all(np.isfinite(g)) for g in grads.values()):
         bad = [k for k, g in grads.items() if not np.all(np.isfinite(g))]
         raise FloatingPointError(f"the gradient with respect to {', '.join(bad)} is not finite "
@@ -192,7 +196,7 @@ def scene_gradient(scene: Scene, wrt: list[str], *, steps: int | None = None,
                       sched.peak_stored * _state_bytes(scene, state0),
                       _threads(threads), {"setup": t1 - t0, "sweeps": t2 - t1},
                       field_values=_field_values(keys, state0),
-                      adjoint_horizon=list(traj.adjoint_horizon))
+                      adjoint_horizon=list(traj.adjoint_horizon), keys=keys)
 
 
 def field_start_values(scene: Scene, names: list[str], threads: int | None = None
@@ -200,7 +204,7 @@ def field_start_values(scene: Scene, names: list[str], threads: int | None = Non
     """The start values of allocated fields (a module's seeded draw, or the scene's
     `fields:` files), as `simrun optimize` starts from them."""
     x0, _v0 = _start(scene, {})
-    keys = [parse_key(scene, f"fields.{n}") for n in names]
+    keys = parse_keys(scene, [f"fields.{n}" for n in names])
     system = _trajectory(scene, keys, threads, x0).model.system
     return {n: np.asarray(system.extra[n].to_numpy(), float) for n in names}
 
@@ -211,18 +215,18 @@ def _threads(threads: int | None) -> int:
 
 
 def _field_values(keys: list[Key], state0) -> dict[str, np.ndarray]:
-    return {k.text: np.asarray(state0.fields[k.name], float) for k in keys
-            if k.kind == "field"}
+    return {k.text: np.asarray(state0.fields[k.name], float)
+            for k in with_role(keys, "field")}
 
 
-def forward_gradient(scene: Scene, wrt: list[str], *, steps: int | None = None,
+def forward_gradient(scene: Scene, wrt: list[str | Key], *, steps: int | None = None,
                      threads: int | None = None, progress: Progress | None = None,
                      seed: int = 0, start: tuple[np.ndarray, np.ndarray] | None = None,
                      fields: dict[str, np.ndarray] | None = None) -> GradResult:
     """Forward mode (tangents): one sweep per scalar KEY (per component of initial.velocity),
     one along a random unit direction for arrays; also each KEY's sensitivity horizon
     dJ(t)/dp at the scene's frame cadence."""
-    keys = [parse_key(scene, text) for text in wrt]
+    keys = parse_keys(scene, wrt)
     steps = scene.steps if steps is None else steps
     t0 = time.perf_counter()
     x0, v0 = _start(scene, {})
@@ -232,74 +236,21 @@ def forward_gradient(scene: Scene, wrt: list[str], *, steps: int | None = None,
     grads, directions, horizon, value = {}, {}, {}, 0.0
     every = max(1, min(scene.outputs.every, steps))
     for key in keys:
-        seeds = _tangent_seeds(key, scene, rng, state0)
+        seeds = key.spec.tangents(key, scene, rng, state0)
         derivs = []
         for name, tan, fields_dot in seeds:
-            value, dj, series = kernel_tangent_sweep(traj, state0, steps, tan, fields_dot,
-                                                     every)
+            value, dj, series = kernel_tangent_sweep(traj, state0, steps, Tangent(**tan),
+                                                     fields_dot, every)
             derivs.append(dj)
             horizon[name] = series
-        if key.kind == "field":
-            directions[key.text] = seeds[0][2][key.name]
-        elif key.kind in ("x0", "v0") or (key.kind == "mass"
-                                          and np.ndim(value_of(scene, key))):
-            directions[key.text] = seeds[0][1].x if key.kind == "x0" else (
-                seeds[0][1].v if key.kind == "v0" else seeds[0][1].mass)
-        grads[key.text] = np.array(derivs) if key.kind == "velocity" else derivs[0]
+        direction = key.spec.direction(key, scene, *seeds[0][1:])
+        if direction is not None:
+            directions[key.text] = direction
+        grads[key.text] = key.spec.collect(derivs)
     return GradResult(value, grads, steps, 0, 0, 1.0, 0, _threads(threads),
                       {"forward": time.perf_counter() - t0}, mode="forward",
                       directions=directions, horizon=horizon,
-                      field_values=_field_values(keys, state0))
-
-
-def _tangent_seeds(key: Key, scene: Scene, rng, state0) -> list[tuple[str, Tangent, dict]]:
-    """(name, tangent, tangents of allocated fields) per forward sweep of this KEY."""
-    if key.kind == "field":
-        n, dim = scene.particles.count, scene.particles.dim
-        d = rng.normal(size=np.shape(state0.fields[key.name]))
-        return [(key.text, Tangent(np.zeros((n, dim)), np.zeros((n, dim)), np.zeros(n)),
-                 {key.name: d / np.linalg.norm(d)})]
-    return [(name, tan, {}) for name, tan in _state_seeds(key, scene, rng)]
-
-
-def _state_seeds(key: Key, scene: Scene, rng) -> list[tuple[str, Tangent]]:
-    n, dim = scene.particles.count, scene.particles.dim
-
-    def tangent(**kw) -> Tangent:
-        base = {"x": np.zeros((n, dim)), "v": np.zeros((n, dim)), "mass": np.zeros(n)}
-        return Tangent(**{**base, **kw})
-
-    def unit(shape):
-        d = rng.normal(size=shape)
-        return d / np.linalg.norm(d)
-
-    if key.kind == "x0":
-        return [(key.text, tangent(x=unit((n, dim))))]
-    if key.kind == "v0":
-        return [(key.text, tangent(v=unit((n, dim))))]
-    if key.kind == "velocity":
-        return [(f"{key.text}.{c}", tangent(v=np.eye(dim)[c][None].repeat(n, 0)))
-                for c in range(dim)]
-    if key.kind == "mass":
-        uniform = np.ndim(value_of(scene, key)) == 0
-        return [(key.text, tangent(mass=np.ones(n) if uniform else unit(n)))]
-    if key.kind in ("dt", "damping"):
-        return [(key.text, tangent(**{key.kind: 1.0}))]
-    return [(key.text, tangent(params={key.text: 1.0}))]
-
-
-def _gradient_of(key: Key, adj, scene: Scene):
-    plain = {"x0": adj.x, "v0": adj.v, "dt": adj.dt, "damping": adj.damping}
-    if key.kind in plain:
-        return plain[key.kind]
-    if key.kind == "velocity":
-        return adj.v.sum(axis=0)
-    if key.kind == "mass":
-        uniform = len(set(scene.particles.masses)) == 1
-        return float(adj.mass.sum()) if uniform else adj.mass
-    if key.kind == "field":
-        return adj.fields[key.name]
-    return adj.params.get(key.text, 0.0)
+                      field_values=_field_values(keys, state0), keys=keys)
 
 
 # ---------------------------------------------------------------------- the folder
@@ -355,17 +306,19 @@ def write_outputs(out_dir, scene: Scene, result: GradResult,
                  **{f"direction:{k}": d for k, d in result.directions.items()})
     if result.horizon:
         _write_horizon(out_dir, scene, result)
-    return draw_gradient_pictures(out_dir, *picture_inputs(scene, result.gradients))
+    return draw_gradient_pictures(out_dir, *picture_inputs(scene, result.gradients,
+                                                           result.keys))
 
 
-def picture_inputs(scene: Scene, gradients: dict[str, Any]) -> tuple[dict[str, float], np.ndarray | None]:
+def picture_inputs(scene: Scene, gradients: dict[str, Any], keys: list[Key] | None = None
+                   ) -> tuple[dict[str, float], np.ndarray | None]:
     """What a grad folder's pictures need beside its files: the value of each scalar KEY
     (for d ln J / d ln p) and the start positions (for -dJ/dx0); ``simrun render`` calls
-    it with the folder's own scene."""
-    values = {}
+    it with the folder's own scene (and no `keys`: the texts are parsed here)."""
+    values, parsed = {}, {k.text: k for k in keys or []}
     for text, gradient in gradients.items():
-        key = parse_key(scene, text)
-        if np.ndim(gradient) or key.kind == "field":  # an allocated field has no scene value
+        key = parsed.get(text) or parse_key(scene, text)
+        if np.ndim(gradient) or key.spec.lives == "fields":  # a field has no scene value
             continue
         value = value_of(scene, key)
         if np.ndim(value) == 0:  # not a random direction's dJ

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simrun.adjoint.pair_keys import mask
+from simrun.keys.pairs import mask
 from simrun.lang.autodiff.tape import access_of, recording
 from simrun.lang.fields import grad_of
 from simrun.scene import Scene, SceneError

@@ -58,7 +58,7 @@ def _check_job(scene: Scene, job: str, options: dict[str, Any]) -> None:
     if job == "grad":
         if not options.get("wrt"):
             raise SceneError(f"--job {job} needs at least one --wrt KEY")
-        from simrun.adjoint.keys import parse_key  # start-up: loads simrun.lang
+        from simrun.keys import parse_key  # start-up: loads simrun.lang
 
         for key in options["wrt"]:
             parse_key(scene, key)

@@ -10,10 +10,10 @@ from typing import Annotated, Any
 
 import typer
 
-from simrun.adjoint.keys import KEY_KINDS
 from simrun.cli import common
 from simrun.cli.common import EXIT_FAILED, SceneArg, SetOpt, ThreadsOpt, err, exit_codes, out
 from simrun.cli.progress import step_bar
+from simrun.keys import KEY_KINDS, parse_keys
 from simrun.lang.config import job_policy
 from simrun.outputs.provenance import refuse_changed
 from simrun.outputs.resumable import how_to_continue, mark_failed
@@ -105,7 +105,6 @@ def grad_job(load: Callable[[], Scene], out_dir: Path | None, options: dict[str,
         start_outputs,
         write_outputs,
     )
-    from simrun.adjoint.keys import parse_key
     from simrun.adjoint.schedule import forward_steps
 
     state: dict[str, Path] = {}
@@ -120,8 +119,7 @@ def grad_job(load: Callable[[], Scene], out_dir: Path | None, options: dict[str,
         n = options.get("steps") or scene.steps
         if mode not in ("reverse", "forward"):
             raise SceneError(f"--mode {mode!r}: use reverse or forward")
-        for key in options["wrt"]:
-            parse_key(scene, key)  # a bad KEY fails before a folder is made
+        keys = parse_keys(scene, options["wrt"])  # a bad KEY fails before a folder is made
         target = _target(scene, out_dir, recorded, allow_changed)
         state["dir"] = target
         start_outputs(target, scene, options)
@@ -143,12 +141,12 @@ def grad_job(load: Callable[[], Scene], out_dir: Path | None, options: dict[str,
             with step_bar(f"grad {scene.name}", err.is_terminal and not quiet,
                           folder=lambda: target) as bar:
                 report = (lambda phase, done, total: bar(done, total, phase)) if bar else None
-                result = scene_gradient(scene, options["wrt"], steps=n,
+                result = scene_gradient(scene, keys, steps=n,
                                         checkpoints=checkpoints, memory=budget,
                                         threads=threads, progress=report,
                                         announce=announce) \
                     if mode == "reverse" else \
-                    forward_gradient(scene, options["wrt"], steps=n, threads=threads,
+                    forward_gradient(scene, keys, steps=n, threads=threads,
                                      progress=report)
             if options.get("check") and mode == "reverse":
                 result.check = check_gradient(scene, result, threads=threads)
@@ -195,7 +193,7 @@ def _ensemble_job(scene: Scene, out_dir: Path | None, options: dict[str, Any],
         raise SceneError(f"--method {options['method']!r}: use trajectory or ensemble")
     sampling = {"steps": options.get("steps"), "equilibrate": options.get("equilibrate"),
                 "every": options.get("sample_every")}
-    check_request(scene, options["wrt"], **sampling)  # bad input: before any folder
+    keys = check_request(scene, options["wrt"], **sampling)  # bad input: before any folder
     target = _target(scene, out_dir, recorded, allow_changed)
     start_outputs(target, scene, options)
     state["dir"] = target
@@ -203,7 +201,7 @@ def _ensemble_job(scene: Scene, out_dir: Path | None, options: dict[str, Any],
     with _failure_recorded(target), \
             step_bar(f"grad {scene.name}", bar_shown, folder=lambda: target) as bar:
         report = (lambda phase, done, total: bar(done, total, phase)) if bar else None
-        result = ensemble_gradient(scene, options["wrt"], target / "sampling",
+        result = ensemble_gradient(scene, keys, target / "sampling",
                                    threads=options.get("threads"), progress=report,
                                    **sampling)
     write_ensemble_outputs(target, scene, result, options)

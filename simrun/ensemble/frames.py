@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simrun.adjoint.pair_keys import mask
+from simrun.keys.pairs import mask
 from simrun.lang.autodiff.tape import access_of
 from simrun.lang.fields import grad_of
 from simrun.scene import Scene, initial_state

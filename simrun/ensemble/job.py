@@ -20,13 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from simrun.adjoint.keys import Key
 from simrun.ensemble.frames import FrameEvaluator
 from simrun.ensemble.keys import parse_ensemble_key, require_canonical
-from simrun.ensemble.observables import KernelObservable, Observed, builtin
+from simrun.ensemble.observables import EnergyFrames, KernelObservable, Observed, builtin
 from simrun.ensemble.sampled import sampling_problems
 from simrun.ensemble.stats import Estimate, jackknife
 from simrun.ensemble.targets import TargetLoss
+from simrun.keys import Key, energy_params, objective_params, with_role
 from simrun.outputs.thermo import read_thermo_csv
 from simrun.scene import Scene, SceneError
 from simrun.stepper.run import run_scene
@@ -75,14 +75,14 @@ def require_frames(steps: int, every: int | None, equilibrate: int | None,
         "sample more often (--sample-every) or discard fewer (--equilibrate).")
 
 
-def check_request(scene: Scene, wrt: list[str], steps: int | None = None,
+def check_request(scene: Scene, wrt: list[str | Key], steps: int | None = None,
                   every: int | None = None, equilibrate: int | None = None,
                   blocks: int = 20) -> list[Key]:
-    """The KEYs of ``wrt``; SceneError for anything the run could not do (a scene that does
+    """The KEYs of ``wrt`` (texts, or Keys already parsed); SceneError for anything the run could not do (a scene that does
     not sample the canonical ensemble, an unknown KEY, too few frames), before any folder
     is made or any step taken."""
     require_canonical(scene)
-    keys = [parse_ensemble_key(scene, text) for text in wrt]
+    keys = [k if isinstance(k, Key) else parse_ensemble_key(scene, k) for k in wrt]
     require_frames(steps or scene.steps, every, equilibrate, blocks)
     return keys
 
@@ -142,17 +142,11 @@ def sample(scene: Scene, folder: Path, equilibrate: int, threads: int | None = N
 
 def _series(keys: list[Key], obs: Observed, table, kt: float) -> dict[str, np.ndarray]:
     """Per-frame series whose means the gradient is a function of."""
-    energy = [k.text for k in keys if k.kind == "energy"]
+    frames = EnergyFrames(table, kt, list(energy_params(keys)))
     o = obs.values
     series = {"o": o}
     for key in keys:
-        if key.kind == "energy":
-            c = table.grad[:, energy.index(key.text)] / kt
-        elif key.kind == "thermostat":  # the temperature, the only one
-            c = -table.potential / kt ** 2
-        else:
-            c = np.zeros(len(o))
-        a = obs.partial_t if key.kind == "thermostat" else obs.partial.get(key.text, 0.0)
+        a, c = key.spec.partial(key, obs), key.spec.density(key, frames)
         series[f"a:{key.text}"] = np.broadcast_to(np.asarray(a, float), o.shape)
         series[f"c:{key.text}"] = c
         series[f"oc:{key.text}"] = o * c[:, None]
@@ -180,15 +174,13 @@ def _plain(value: np.ndarray) -> Any:
 def observe(scene: Scene, keys: list[Key], samples: Samples, threads: int | None,
             progress: Progress | None = None) -> tuple[Observed, Any]:
     """The observable and the energy table over the samples' frames."""
-    energy = [(k.index, k.term_param) for k in keys if k.kind == "energy"]
-    evaluator = FrameEvaluator(scene, energy, threads)
+    evaluator = FrameEvaluator(scene, list(energy_params(keys).values()), threads)
     report = (lambda done, total: progress("evaluate", done, total)) if progress else None
     table = evaluator.evaluate(samples.x, report)
     obj = scene.objective
     if obj.kernel is None:
-        return builtin(obj.builtin, scene, table, [k.text for k in keys if k.kind == "energy"],
-                       samples.dof), table
-    names = {k.text: k.name for k in keys if k.kind == "objective"}
+        return builtin(obj.builtin, scene, table, list(energy_params(keys)), samples.dof), table
+    names = objective_params(keys)
     return KernelObservable(scene, evaluator.system, names).evaluate(samples.x, samples.steps), \
         table
 
@@ -208,15 +200,14 @@ def estimate_from(scene: Scene, keys: list[Key], samples: Samples, blocks: int =
 def _loss_estimate(scene: Scene, keys: list[Key], samples: Samples, blocks: int,
                    threads: int | None, progress: Progress | None) -> Estimate:
     """The targets' loss sum w (<O> - t)^2 and its gradient, with block-jackknife errors."""
-    if any(k.kind == "objective" for k in keys):
+    if with_role(keys, "objective"):
         raise SceneError(f"{scene.objective.where}: targets have no parameters; use the "
                          "energies' parameters or integrator.temperature")
-    energy = [k.text for k in keys if k.kind == "energy"]
-    evaluator = FrameEvaluator(scene, [(k.index, k.term_param) for k in keys if k.kind == "energy"],
-                               threads)
+    energy = list(energy_params(keys))
+    evaluator = FrameEvaluator(scene, list(energy_params(keys).values()), threads)
     report = (lambda done, total: progress("evaluate", done, total)) if progress else None
     table = evaluator.evaluate(samples.x, report)
-    loss = TargetLoss(scene, [k.text for k in keys], samples.x)
+    loss = TargetLoss(scene, keys, samples.x)
 
     def estimate(means: dict) -> dict:
         out = loss.estimate(means)
@@ -260,7 +251,7 @@ def finite_jackknife(series: dict[str, np.ndarray], estimator, blocks: int,
     return estimate
 
 
-def ensemble_gradient(scene: Scene, wrt: list[str], folder: Path, *, steps: int | None = None,
+def ensemble_gradient(scene: Scene, wrt: list[str | Key], folder: Path, *, steps: int | None = None,
                       equilibrate: int | None = None, every: int | None = None,
                       blocks: int = 20, threads: int | None = None,
                       progress: Progress | None = None) -> EnsembleResult:
@@ -268,6 +259,7 @@ def ensemble_gradient(scene: Scene, wrt: list[str], folder: Path, *, steps: int 
     (``steps`` long, frames every ``every`` steps after the first ``equilibrate``) written to
     ``folder`` (SceneError for a scene that does not sample the canonical ensemble)."""
     keys = check_request(scene, wrt, steps, every, equilibrate, blocks)
+    texts = [k.text for k in keys]
     steps = steps or scene.steps
     every, equilibrate = sampling_defaults(steps, every, equilibrate)
     t0 = time.perf_counter()
@@ -278,8 +270,8 @@ def ensemble_gradient(scene: Scene, wrt: list[str], folder: Path, *, steps: int 
     t2 = time.perf_counter()
     return EnsembleResult(
         _plain(estimate.values["objective"]), _plain(estimate.errors["objective"]),
-        {k: _plain(estimate.values[k]) for k in wrt}, {k: _plain(estimate.errors[k])
-                                                       for k in wrt},
+        {k: _plain(estimate.values[k]) for k in texts}, {k: _plain(estimate.errors[k])
+                                                         for k in texts},
         {k: round(v, 1) for k, v in estimate.effective.items()}, steps, every, equilibrate,
         samples, blocks, {"sample": t1 - t0, "evaluate": t2 - t1},
         _warnings(estimate, every),

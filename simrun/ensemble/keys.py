@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import difflib
 
-from simrun.adjoint.keys import Key, known_keys
-from simrun.adjoint.pair_keys import normalise, pair_keys
+from simrun.keys import Key, key_of, known_keys, normalise, with_pair
 from simrun.scene import Scene, SceneError
 from simrun.scene.load_terms import ENSEMBLE_BUILTINS
 from simrun.stepper.plan import TEMPERATURE
@@ -43,27 +42,20 @@ def require_canonical(scene: Scene) -> None:
 
 def parse_ensemble_key(scene: Scene, text: str) -> Key:
     """energy.<i>.params.<name>, objective.params.<name> or integrator.temperature (the
-    adjoint's thermostat KEY: ``simrun.adjoint.keys.value_of`` and ``with_value`` read and
-    set all three kinds)."""
+    adjoint's thermostat KEY: ``simrun.keys.value_of`` and ``with_value`` read and set all
+    three kinds)."""
     if text == TEMPERATURE:
-        return Key(text, "thermostat", name="temperature")
-    per_pair = pair_keys(scene)
+        return key_of(text)
     known = [k for k in known_keys(scene) if k.startswith(("energy.", "objective."))]
-    if text not in known and normalise(scene, text) in per_pair:
+    if text not in known and normalise(scene, text) in known:
         raise SceneError(f"--wrt {text}: write this KEY as {normalise(scene, text)} (the pair "
                          "in the scene's order of species, joined by ':').")
-    if text in per_pair:
-        index, name, pair = per_pair[text]
-        return Key(text, "energy", index, name, per_pair=True, pair=pair)
     if text not in known:
         close = difflib.get_close_matches(text, known + [TEMPERATURE], n=3)
         hint = f" Did you mean {' or '.join(close)}?" if close else ""
         raise SceneError(f"--wrt {text}: not a KEY of the ensemble method.{hint} Its KEYs: "
                          f"{', '.join(known + [TEMPERATURE])}.")
-    parts = text.split(".")
-    if parts[0] == "energy":
-        return Key(text, "energy", int(parts[1]), parts[3])
-    return Key(text, "objective", name=parts[2])
+    return with_pair(scene, key_of(text))
 
 
 def is_ensemble_objective(scene: Scene) -> bool:

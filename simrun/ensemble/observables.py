@@ -31,6 +31,26 @@ class Observed:
     partial_t: np.ndarray | float = 0.0
 
 
+@dataclass
+class EnergyFrames:
+    """What a KEY's density series (simrun.keys' table, `density`) reads per frame."""
+
+    table: FrameTable  # at the KEYs' values
+    kt: float
+    energy: list[str]  # the energy KEYs, in the order of the table's gradient columns
+
+    @property
+    def potential(self) -> np.ndarray:
+        return self.table.potential
+
+    @property
+    def count(self) -> int:
+        return len(self.table.potential)
+
+    def energy_derivative(self, text: str) -> np.ndarray:
+        return self.table.grad[:, self.energy.index(text)]
+
+
 def volume(scene: Scene) -> float:
     b = scene.boundary
     return float(np.prod(np.asarray(b.high, float) - np.asarray(b.low, float)))

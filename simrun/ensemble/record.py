@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from simrun.adjoint.keys import value_of
 from simrun.ensemble.job import EnsembleResult
 from simrun.ensemble.keys import parse_ensemble_key
+from simrun.keys import value_of
 from simrun.lang.fields import current_generation
 from simrun.outputs import atomic_savez, atomic_write_text, versions
 from simrun.outputs.provenance import write_job_scene

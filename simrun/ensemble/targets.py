@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from simrun.ensemble.frames import FrameTable
-from simrun.ensemble.observables import Observed, builtin, volume
+from simrun.ensemble.observables import EnergyFrames, Observed, builtin, volume
+from simrun.keys import Key
 from simrun.scene import Scene, SceneError
 from simrun.scene.rdf_csv import read_rdf_csv
 
@@ -76,7 +77,7 @@ def target_errors(scene: Scene) -> dict[str, np.ndarray]:
     return out
 
 
-def loss_series(observed: dict[str, Observed], keys: list[str], table: FrameTable,
+def loss_series(observed: dict[str, Observed], keys: list[Key], table: FrameTable,
                 energy_keys: list[str], kt: float, weights: np.ndarray | None = None
                 ) -> dict[str, np.ndarray]:
     """Per-frame series (times the reweighting weights, which average to 1) whose means the
@@ -84,12 +85,12 @@ def loss_series(observed: dict[str, Observed], keys: list[str], table: FrameTabl
     n = len(table.potential)
     w = np.ones(n) if weights is None else weights * (n / weights.sum())
     series = {"w": w}
-    for k in keys:
-        c = table.grad[:, energy_keys.index(k)] / kt if k in energy_keys else \
-            -table.potential / kt ** 2
+    frames = EnergyFrames(table, kt, energy_keys)
+    for key in keys:
+        k, c = key.text, key.spec.density(key, frames)
         series[f"c:{k}"] = w * c
         for name, obs in observed.items():
-            a = obs.partial_t if k not in energy_keys else obs.partial.get(k, 0.0)
+            a = key.spec.partial(key, obs)
             series[f"a:{name}:{k}"] = w[:, None] * np.broadcast_to(np.asarray(a, float),
                                                                    obs.values.shape)
             series[f"oc:{name}:{k}"] = w[:, None] * obs.values * c[:, None]
@@ -127,17 +128,17 @@ class TargetLoss:
     """The scene's targets' loss over one set of frames (positions ``x``): g(r) per frame is
     taken once; ``series`` then needs the frames' energy table at the parameters wanted."""
 
-    def __init__(self, scene: Scene, keys: list[str], x: np.ndarray) -> None:
+    def __init__(self, scene: Scene, keys: list[Key], x: np.ndarray) -> None:
         targets = scene.objective.targets
-        self.keys = keys
+        self.parsed, self.keys = keys, [k.text for k in keys]  # the KEYs, and their texts
         self.rdf = rdf_frames(scene, x, read_rdf(targets["rdf"]["file"])[0]) \
             if "rdf" in targets else None
         self.names = list(targets)
         self.estimate = loss_estimator(target_values(scene),
-                                       {n: t["weight"] for n, t in targets.items()}, keys)
+                                       {n: t["weight"] for n, t in targets.items()}, self.keys)
 
     def series(self, scene: Scene, table: FrameTable, energy_keys: list[str], dof: int,
                weights: np.ndarray | None = None) -> dict[str, np.ndarray]:
         observed = target_observables(scene, table, energy_keys, dof, self.rdf)
-        return loss_series(observed, self.keys, table, energy_keys,
+        return loss_series(observed, self.parsed, table, energy_keys,
                            float(scene.integrator.temperature), weights)

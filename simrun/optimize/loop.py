@@ -90,7 +90,7 @@ class _Evaluator:
     def _compute(self, vector: np.ndarray) -> tuple[float, np.ndarray]:
         scene, start = self.layout.scene_at(vector)
         try:
-            result = scene_gradient(scene, [k.text for k in self.layout.keys],
+            result = scene_gradient(scene, self.layout.keys,
                                     threads=self.threads, start=start,
                                     fields=self.layout.fields_at(vector), cache=self.cache)
         except FloatingPointError:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simrun.adjoint.job import field_start_values
-from simrun.adjoint.keys import Key, parse_key, value_of, with_value
+from simrun.keys import Key, parse_key, value_of, with_role, with_value
 from simrun.scene import Scene, SceneError, initial_state
 
 
@@ -31,30 +31,34 @@ class Layout:
             except SceneError as exc:
                 raise SceneError(f"{opt.where.get(text, scene.source)}: optimize.parameters: "
                                  f"{exc}") from None
-        names = [k.name for k in keys if k.kind == "field"]
+        names = [k.name for k in with_role(keys, "field")]
         try:
             starts = field_start_values(scene, names) if names else {}
         except SceneError as exc:
-            first = next(k.text for k in keys if k.kind == "field")
+            first = with_role(keys, "field")[0].text
             raise SceneError(f"{opt.where.get(first, scene.source)}: optimize.parameters: "
                              f"{exc}") from None
         field_starts = {f"fields.{n}": v for n, v in starts.items()}
-        shapes = [np.shape(field_starts[k.text]) if k.kind == "field" else
-                  np.shape(value_of(scene, k)) for k in keys]
+        shapes = [np.shape(cls._start_value(scene, field_starts, k)) for k in keys]
         return cls(keys, shapes, scene, field_starts)
+
+    @staticmethod
+    def _start_value(scene: Scene, field_starts: dict, key: Key):
+        """The KEY's value before tuning: the scene's, or the allocated field's start."""
+        return field_starts[key.text] if key.spec.lives == "fields" else value_of(scene, key)
 
     @property
     def sizes(self) -> list[int]:
         return [int(np.prod(s)) for s in self.shapes]
 
     def initial(self) -> np.ndarray:
-        return self.pack({k.text: self.field_starts[k.text] if k.kind == "field" else
-                          value_of(self.scene, k) for k in self.keys})
+        return self.pack({k.text: self._start_value(self.scene, self.field_starts, k)
+                          for k in self.keys})
 
     def fields_at(self, vector: np.ndarray) -> dict[str, np.ndarray]:
         """The tuned fields' values (by field name) that the vector stands for."""
         return {k.name: np.asarray(v) for k, v in zip(self.keys, self.unpack(vector).values())
-                if k.kind == "field"}
+                if k.spec.lives == "fields"}
 
     def pack(self, values: dict) -> np.ndarray:
         return np.concatenate([np.ravel(np.asarray(values[k.text], float)) for k in self.keys])
@@ -98,9 +102,9 @@ class Layout:
         scene, start = self.scene, {}
         for key, value in self.unpack(vector).items():
             k = next(k for k in self.keys if k.text == key)
-            if k.kind in ("x0", "v0"):
-                start[k.kind] = value
-            elif k.kind != "field":  # fields_at gives those
+            if k.spec.lives in ("x0", "v0"):
+                start[k.spec.lives] = value
+            elif k.spec.lives == "scene":  # fields_at gives the fields
                 scene = with_value(scene, k, value)
         if not start:
             return scene, None

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
-from simrun.adjoint.keys import value_of, with_value
 from simrun.ensemble.frames import FrameEvaluator
 from simrun.ensemble.gauss_newton import Step, gauss_newton
 from simrun.ensemble.job import sample, sampling_defaults, sampling_scene
 from simrun.ensemble.keys import parse_ensemble_key, require_canonical
 from simrun.ensemble.targets import TargetLoss
+from simrun.keys import energy_params, value_of, with_role, with_value
 from simrun.optimize.optimizers import Adam, project
 from simrun.optimize.schedules import learning_rate
 from simrun.outputs import atomic_write_text
@@ -98,11 +98,10 @@ def _reference(scene: Scene, keys: list, out_dir: Path, number: int, steps: int,
                equilibrate: int, threads: int | None) -> _Reference:
     folder = out_dir / f"trajectory-{number:03d}"
     samples = sample(sampling_scene(scene, steps, every), folder, equilibrate, threads)
-    evaluator = FrameEvaluator(scene, [(k.index, k.term_param) for k in keys if k.kind == "energy"],
-                               threads)
+    evaluator = FrameEvaluator(scene, list(energy_params(keys).values()), threads)
     table = evaluator.evaluate(samples.x)
     return _Reference(scene, samples, evaluator, table,
-                      TargetLoss(scene, [k.text for k in keys], samples.x), number)
+                      TargetLoss(scene, keys, samples.x), number)
 
 
 def _scene_at(scene: Scene, keys: list, vector: np.ndarray) -> Scene:
@@ -123,7 +122,7 @@ def _reweighted(ref: _Reference, current: Scene, keys: list, vector: np.ndarray)
     table = ref.table
     if ref.scene is not current:
         ref.evaluator.set_values({(k.index, k.term_param): v for k, v in zip(keys, vector)
-                                  if k.kind == "energy"})
+                                  if k.spec.role == "energy"})
         table = ref.evaluator.evaluate(ref.samples.x)
     log_w = -(table.potential / float(current.integrator.temperature) - ref.u0_over_kt)
     w = np.exp(log_w - log_w.max())
@@ -147,7 +146,7 @@ class _Setup:
 
     @property
     def energy_keys(self) -> list[str]:
-        return [k.text for k in self.keys if k.kind == "energy"]
+        return list(energy_params(self.keys))
 
     def report(self, rows: list[FitRow], fit: Fit | None, size: float,
                done: bool = False) -> None:
@@ -175,7 +174,7 @@ def fit_by_reweighting(scene: Scene, out_dir: Path, *, iterations: int | None = 
     require_canonical(scene)
     opt = scene.optimize
     keys = [parse_ensemble_key(scene, k) for k in opt.parameters]
-    if any(k.kind == "objective" for k in keys):
+    if with_role(keys, "objective"):
         raise SceneError(f"{scene.source}: targets have no parameters; tune the energies' "
                          "parameters or integrator.temperature")
     steps, iterations = steps or scene.steps, iterations or opt.iterations

@@ -1,8 +1,8 @@
 """KEYs of parameters a species kernel reads per type pair (scene/species.py):
 ``energy.<i>.params.<name>[A:B]`` for one pair of a parameter given per pair, and
-``energy.<i>.params.<name>`` for a single number that fills every pair. ``[A,B]`` and
-``[B:A]`` are read as the same KEY; it is written with ':' in the scene's type order (a comma
-would split a CSV column such as horizon.csv's).
+``energy.<i>.params.<name>`` for a single number that fills every pair. A KEY names the
+pair with ':' in the scene's type order; ``[A,B]`` and ``[B:A]`` are refused naming that
+spelling (a comma would split a CSV column such as horizon.csv's).
 
 Both are a mask over the (types x types) field the kernel reads: the pair's two symmetric
 entries, or every entry. dJ/dKEY is the mask's sum over the field's adjoint, and a tangent
