@@ -135,8 +135,10 @@ def cache_key(text: str, settings: Settings) -> str:
     return h.hexdigest()[:24]
 
 
-def _optimize(mod, tm, slp: bool = True) -> None:
-    llvm = _init()["llvm"]
+def _optimize(mod, tm=None, slp: bool = True) -> None:
+    """O3 on ``mod`` for the target machine ``tm`` (this CPU's by default)."""
+    st = _init()
+    llvm, tm = st["llvm"], tm or st["tm"]
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pto.loop_vectorization = True
     pto.slp_vectorization = slp
