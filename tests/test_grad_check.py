@@ -45,11 +45,9 @@ def test_a_larger_step_concludes_where_the_first_cannot(tmp_path: Path) -> None:
     assert taylor["verdict"] == "ok" and taylor["h"] > taylor["tried"][0] == 1e-4
 
 
-def _synthetic_check(monkeypatch, jump: float, error: float) -> dict:
-    """check_gradient where J(p) = 3 p + 0.5 p^2 plus a staircase of steps `jump` every
-    1e-5 of p0, centred on p0: central differences (steps of 1e-6 and 2e-6 of p0) do not
-    reach a stair, the Taylor test's (1.25e-5 to 1e-4 of p0) cross 1 to 10. The gradient
-    handed in is J's derivative at p0 times (1 + error)."""
+def _check_of(monkeypatch, extra, error: float) -> dict:
+    """check_gradient where J(p) = 3 p + 0.5 p^2 + extra(p, p0), with the gradient handed
+    in as J's smooth part's derivative at p0 times (1 + error)."""
     from simrun.adjoint import check
     from simrun.adjoint.job import GradResult
     from simrun.keys import parse_key, value_of
@@ -62,12 +60,20 @@ def _synthetic_check(monkeypatch, jump: float, error: float) -> dict:
 
     def objective(moved, steps, threads=None, shifts=None) -> float:
         p = float(value_of(moved, key))
-        return 3 * p + 0.5 * p * p + jump * np.floor((p - p0) / (1e-5 * p0) + 0.5)
+        return 3 * p + 0.5 * p * p + extra(p, p0)
 
     monkeypatch.setattr(check, "objective_value", objective)
     result = GradResult(objective(scene, 0), {key.text: (3 + p0) * (1 + error)}, 10, 0, 0,
                         1.0, 0, 1)
     return check.check_gradient(scene, result)
+
+
+def _synthetic_check(monkeypatch, jump: float, error: float) -> dict:
+    """A staircase of steps `jump` every 1e-5 of p0, centred on p0: central differences
+    (steps of 1e-6 and 2e-6 of p0) do not reach a stair, the Taylor test's (1.25e-5 to 1e-4
+    of p0) cross 1 to 10."""
+    return _check_of(monkeypatch, lambda p, p0: jump * np.floor((p - p0) / (1e-5 * p0) + 0.5),
+                     error)
 
 
 @pytest.mark.parametrize("jump, error, verdict", [
@@ -92,30 +98,12 @@ def test_a_jumping_objective_is_inconclusive_and_a_wrong_gradient_still_fails(
 
 
 def _kinked_check(monkeypatch, jump: float, error: float) -> dict:
-    """check_gradient where J(p) = 3 p + 0.5 p^2, plus `jump` (times (3 + p0) p0)
-    once p is 1.5e-6 of p0 past p0: between the central differences' steps h = 1e-6 p0 and
-    2h, so FD at 2h moves by jump / 4h and FD at h not at all, and before every Taylor step
-    (1.25e-5 to 1e-4 of p0), whose remainders then all hold the jump. The gradient handed
-    in is J's derivative at p0 times (1 + error)."""
-    from simrun.adjoint import check
-    from simrun.adjoint.job import GradResult
-    from simrun.keys import parse_key, value_of
-    from simrun.scene import load_scene
-
-    scene = load_scene(REPO / "scenes" / "gravity.yaml",
-                       ["precision=f64", "objective={builtin: kinetic, at: end}"])
-    key = parse_key(scene, "energy.0.params.strength")
-    p0 = float(value_of(scene, key))
-
-    def objective(moved, steps, threads=None, shifts=None) -> float:
-        p = float(value_of(moved, key))
-        kink = jump * (3 + p0) * p0 if p - p0 > 1.5e-6 * p0 else 0.0
-        return 3 * p + 0.5 * p * p + kink
-
-    monkeypatch.setattr(check, "objective_value", objective)
-    result = GradResult(objective(scene, 0), {key.text: (3 + p0) * (1 + error)}, 10, 0, 0,
-                        1.0, 0, 1)
-    return check.check_gradient(scene, result)
+    """A step of `jump` (times (3 + p0) p0) once p is 1.5e-6 of p0 past p0: between the
+    central differences' steps h = 1e-6 p0 and 2h, so FD at 2h moves by jump / 4h and FD at
+    h not at all, and before every Taylor step (1.25e-5 to 1e-4 of p0), whose remainders
+    then all hold the jump."""
+    return _check_of(monkeypatch,
+                     lambda p, p0: jump * (3 + p0) * p0 if p - p0 > 1.5e-6 * p0 else 0.0, error)
 
 
 def test_differences_that_agree_only_within_their_own_kinks_are_inconclusive(
