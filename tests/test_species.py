@@ -315,7 +315,7 @@ def test_grad_per_pair_keys_match_central_differences(tmp_path):
     and d/d cutoff (one number for every pair) by the adjoint, against central
     differences of J with the scene's value moved."""
     from simrun.adjoint.job import objective_value, scene_gradient  # noqa: PLC0415
-    from simrun.adjoint.keys import parse_key, value_of, with_value  # noqa: PLC0415
+    from simrun.keys import parse_key, value_of, with_value  # noqa: PLC0415
 
     scene = load_scene(_small_mixture(tmp_path), allow_outside=True)
     wrt = ["energy.0.params.epsilon[A:B]", "energy.0.params.sigma[B:B]",
@@ -393,9 +393,9 @@ def test_ensemble_frames_per_pair_derivatives_match_central_differences(tmp_path
     """The ensemble method's per-frame dU/d epsilon_AB and d(dU/ds)/d sigma_AB (what the
     fluctuation formula and the pressure's derivative are made of) against central
     differences of U and of the virial dU/ds with the pair's value moved in the scene."""
-    from simrun.adjoint.keys import value_of, with_value  # noqa: PLC0415
     from simrun.ensemble.frames import FrameEvaluator  # noqa: PLC0415
     from simrun.ensemble.keys import parse_ensemble_key  # noqa: PLC0415
+    from simrun.keys import value_of, with_value  # noqa: PLC0415
     from simrun.stepper.pressure import box_derivative  # noqa: PLC0415
 
     scene = load_scene(_small_mixture(tmp_path), [

@@ -107,8 +107,8 @@ def _ensemble_pictures(grad_dir: Path, scene, record: dict) -> list[Path]:
     """sensitivities.png of a `grad --method ensemble` folder, with its error bars (none for
     a vector objective such as g(r), as the job itself draws none)."""
     # start-up: the compiler and matplotlib
-    from simrun.adjoint.keys import value_of
     from simrun.ensemble.keys import parse_ensemble_key
+    from simrun.keys import value_of
     from simrun.render.sensitivity import draw_gradient_pictures
 
     if isinstance(record["objective"]["value"], list):
