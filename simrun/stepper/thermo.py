@@ -86,11 +86,10 @@ def external_forces(forces: np.ndarray, positions: np.ndarray, potential: float,
     f = np.asarray(forces, dtype=np.float64).reshape(len(forces), -1)
     sums = np.abs(f.sum(axis=0))
     net = sums.max(initial=0.0)
-    eps = float(np.finfo(np.float32 if precision == "f32" else np.float64).eps)
+    eps = _eps(precision)
     if net <= math.sqrt(eps) * np.abs(f).sum():
         return False
-    x = np.asarray(positions, dtype=np.float64).reshape(len(f), -1)
-    size = float(np.sqrt(((x - x.mean(axis=0)) ** 2).sum(axis=1).mean()))
+    size = _size(np.asarray(positions, dtype=np.float64).reshape(len(f), -1))
     rms_force = float(np.sqrt((f ** 2).sum(axis=1).mean()))
     at_rounding = size > 0 and rms_force * size <= math.sqrt(eps) * abs(potential) / len(f)
     random_walk = np.all(sums <= RANDOM_WALK_SIGMAS * np.sqrt((f ** 2).sum(axis=0)))
@@ -104,15 +103,25 @@ def _translation_change(scene: Scene, forces: np.ndarray, positions: np.ndarray,
     of the system's size, far above the positions' rounding and, with a neighbour list, at
     most a quarter of its skin (no rebuild)."""
     x = np.asarray(positions, dtype=np.float64)
-    size = float(np.sqrt(((x - x.mean(axis=0)) ** 2).sum(axis=1).mean()))
+    size = _size(x)
     if moved is None or size == 0:
         return None
-    eps = float(np.finfo(np.float32 if scene.precision == "f32" else np.float64).eps)
+    eps = _eps(scene.precision)
     step = 10 * math.sqrt(eps) * size
     if scene.neighbors is not None:
         step = min(step, 0.25 * float(scene.neighbors.skin))
     shift = np.full(x.shape[1], step / math.sqrt(x.shape[1]))
     return moved(shift) - np.asarray(forces, dtype=np.float64)
+
+
+def _eps(precision: str) -> float:
+    return float(np.finfo(np.float32 if precision == "f32" else np.float64).eps)
+
+
+def _size(x: np.ndarray) -> float:
+    """The system's size: the rms distance of the particles (rows of ``x``) from their
+    centre."""
+    return float(np.sqrt(((x - x.mean(axis=0)) ** 2).sum(axis=1).mean()))
 
 
 def temperature(kinetic: float, dof: int) -> float:
