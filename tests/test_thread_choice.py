@@ -54,3 +54,15 @@ def test_run_records_the_threads_it_chose_and_the_bits_do_not_change(tmp_path: P
     with np.load(tmp_path / "a" / "frames.npz") as a, np.load(tmp_path / "b" / "frames.npz") as b:
         for name in ("x", "v"):
             np.testing.assert_array_equal(a[name], b[name])
+
+
+def test_small_bond_scenes_get_one_thread() -> None:
+    """molecule and fit_spring (32 particles, 528 interactions per step) ran every CPU under
+    the first, load-measured threshold of 500; on idle cores two threads gain nothing below
+    about 10,000 all-pairs interactions (bench/README.md, "Threads from the work")."""
+    for name in ("molecule.yaml", "fit_spring.yaml"):
+        scene = load_scene(SCENES / name)
+        assert work_per_step(scene) < ONE_THREAD_BELOW["all pairs"]
+        assert job_threads(scene, None) == 1
+    busy = load_scene(SCENES / "gravity_1024.yaml")
+    assert job_threads(busy, None) == default_threads()

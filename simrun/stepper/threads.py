@@ -19,10 +19,10 @@ from simrun.lang.runtime.parallel import default_threads
 from simrun.scene import Scene
 
 # interactions per step below which one thread is faster (bench/README.md, "Threads from
-# the work"): a neighbour-list step is many short launches (the rebuild check, the pair
-# loop over rows), each paying the workers' wake-up, so it stays on one thread longer than
-# one all-pairs launch of the same count does
-ONE_THREAD_BELOW = {"neighbour list": 20_000, "all pairs": 500}
+# the work", measured on idle cores): two threads gain from about 10,000 with a list
+# (lj_nvt 256 atoms, 9.4e3: 1.04-1.08x; 108 atoms, 4.0e3: 0.97x) and without one (gravity
+# 140 bodies, 9.9e3: 1.02x; 100 bodies, 5.1e3: 0.99x; 200 bodies, 2.0e4: 1.33x)
+ONE_THREAD_BELOW = {"neighbour list": 10_000, "all pairs": 10_000}
 
 
 def work_per_step(scene: Scene) -> float:
