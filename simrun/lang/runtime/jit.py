@@ -2,7 +2,8 @@
 
 LLVM (llvmlite.binding) is loaded only to compile: cached objects are mapped by objload,
 and the host CPU's name and features that cache keys include are kept in the cache directory
-next to the objects, per /proc/cpuinfo identity.
+next to the objects, per /proc/cpuinfo identity. LLVM's optimiser runs in a forked child
+where the OS can fork, so that an LLVM assertion cannot abort the process (compile_child.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ..codegen.libm import libm_symbols
 from ..errors import InternalCompilerError
 from ..settings import Settings
 from . import objload
+from .compile_child import compile_in_child
 
 ENGINE_VERSION = "simrun-jit-3"
 _state: dict = {}     # LLVM: target machine and MCJIT engine, made on first use
@@ -135,12 +137,12 @@ def cache_key(text: str, settings: Settings) -> str:
     return h.hexdigest()[:24]
 
 
-def _optimize(mod, tm=None, slp: bool = True) -> None:
+def _optimize(mod, tm=None, slp: bool = True, loop_vectorize: bool = True) -> None:
     """O3 on ``mod`` for the target machine ``tm`` (this CPU's by default)."""
     st = _init()
     llvm, tm = st["llvm"], tm or st["tm"]
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pto.loop_vectorization = True
+    pto.loop_vectorization = loop_vectorize
     pto.slp_vectorization = slp
     pto.loop_unrolling = True
     pb = llvm.create_pass_builder(tm, pto)
@@ -152,7 +154,16 @@ def object_code(module_text: str, kernel: str = "?", slp: bool = True,
     """A module's object code after O3, for this CPU, or for the named one (``cpu``, an LLVM
     name such as skylake-avx512: tests compile for CPUs they do not run on, since LLVM's
     cost models, and its assertions, differ by target). An invalid module is an
-    InternalCompilerError naming the kernel, never a crash inside the optimiser."""
+    InternalCompilerError naming the kernel, never a crash inside the optimiser, and an LLVM
+    that aborts takes only the compiling child with it (compile_child.py)."""
+    _init()  # the child inherits LLVM initialised
+    if hasattr(os, "fork"):
+        return compile_in_child(_object_code, module_text, kernel, slp, cpu, print_llvm)
+    return _object_code(module_text, kernel, slp, cpu, print_llvm)
+
+
+def _object_code(module_text: str, kernel: str, slp: bool, cpu: str | None,
+                 print_llvm: bool, loop_vectorize: bool = True) -> bytes:
     st = _init()
     llvm = st["llvm"]
     tm = st["tm"] if cpu is None else llvm.Target.from_default_triple().create_target_machine(
@@ -168,7 +179,7 @@ def object_code(module_text: str, kernel: str = "?", slp: bool = True,
             f"simrun's code generator wrote an invalid LLVM module for kernel '{kernel}' (a "
             f"bug in simrun; SIMRUN_PRINT_IR=1 prints the kernel's IR for a report):\n"
             f"{detail}") from None
-    _optimize(mod, tm, slp)
+    _optimize(mod, tm, slp, loop_vectorize)
     if print_llvm:
         print(str(mod))
     return tm.emit_object(mod)
