@@ -131,11 +131,12 @@ def initial_state(scene: Scene) -> tuple[np.ndarray, np.ndarray]:
     """Positions and velocities at step 0 (deterministic given the scene's seed)."""
     rng = np.random.default_rng(scene.seed)
     x, v_file = _positions(scene, rng)
-    masses = np.asarray(scene.particles.masses, float)[:, None]
+    # inertial masses and k_B T in energy units (simrun.scene.units): v in length per time
+    masses = np.asarray(scene.particles.masses, float)[:, None] * scene.constants.mvv2e
     v = np.tile(np.asarray(scene.initial.velocity, float), (len(x), 1))
     if v_file is not None:
         v = v + v_file
-    temperature = scene.initial.temperature
+    temperature = scene.initial.temperature * scene.constants.boltz
     if temperature > 0:
         if scene.initial.velocity_distribution == "uniform":  # LAMMPS's default `dist`
             unit = rng.uniform(-1.0, 1.0, size=x.shape) * np.sqrt(3.0)  # variance 1
