@@ -9,6 +9,7 @@ import numpy as np
 
 from simrun.outputs.xyz import read_xyz, velocities_of
 from simrun.scene.schema import Scene
+from simrun.scene.structure import read_structure, uses_ase
 
 
 def random_box(rng: np.random.Generator, count: int, low, high) -> np.ndarray:
@@ -123,7 +124,13 @@ def _positions(scene: Scene, rng: np.random.Generator) -> tuple[np.ndarray, np.n
     if init.type == "random_walk":
         return random_walk(rng, p.count, p.dim, opts["bond_length"], opts["angle"],
                            opts["start"]), None
-    x, v = read_state_file(Path(opts["path"]), opts["frame"])
+    path = Path(opts["path"])
+    if uses_ase(path, opts.get("format")):  # read (and checked) as the scene loaded
+        s = read_structure(path, opts["frame"], opts.get("format"), opts.get("atom_style"),
+                           scene.units)
+        x, v = s.positions, s.velocities
+    else:
+        x, v = read_state_file(path, opts["frame"])
     return x[:, : p.dim], None if v is None else v[:, : p.dim]
 
 
