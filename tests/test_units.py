@@ -134,3 +134,16 @@ def test_grad_check_through_a_real_units_scene(tmp_path: Path) -> None:
         assert record["gradients"][key] != 0.0, key
     rows = {row["key"]: row for row in record["check"]["rows"]}
     assert set(rows) == set(keys) and all(row["verdict"] == "ok" for row in rows.values()), rows
+
+
+def test_ensemble_method_refuses_the_temperature_outside_lj_units(tmp_path: Path) -> None:
+    """Its fluctuation formula differentiates by k_B T; in real units that would be a
+    derivative per (kcal/mol), silently k_B off from d/dT: refused, exit 2."""
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "lj.py").write_text((REPO / "kernels" / "lj.py").read_text())
+    text = _argon("real", "langevin") + "objective: {builtin: potential, at: mean}\n"
+    (tmp_path / "real.yaml").write_text(text)
+    done = simrun("grad", "real.yaml", "--method", "ensemble",
+                  "--wrt", "integrator.temperature", "--out", "g", "-q", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "k_B" in done.stderr and "real" in done.stderr and "Traceback" not in done.stderr
