@@ -179,6 +179,8 @@ def test_bad_structures_are_one_paragraph_and_exit_2(tmp_path: Path) -> None:
     _data_file(tmp_path)
     _scene(tmp_path, "mix.data", mass="mass: {Ar: 39.9, Xe: 131.3}")
     _refused(tmp_path, "Xe", "Ar, Kr", line=3)
+    _scene(tmp_path, "mix.data", mass="species: {Ar: 20}")
+    _refused(tmp_path, "species", "structure file", line=3)
     _scene(tmp_path, "mix.data", units="kelvin")
     _refused(tmp_path, "kelvin", "real", line=2)
     _scene(tmp_path, "mix.data", mass="count: 21")

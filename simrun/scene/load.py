@@ -137,6 +137,11 @@ def _particles(node: Node, seed: int, structure: Structure | None = None
     limits.check_particles(count_node, count, dim)  # before anything of that size is made
     if species_node is not None and not species:
         species = _species(species_node, count)
+    if structure is not None and species and species != structure.species:
+        raise error_at(species_node, "'particles.species' names the particles' species, but "
+                       "the structure file in 'initial.path' gives each atom's own, and they "
+                       "differ (a LAMMPS data file's types are named by the elements of their "
+                       "masses)", "Remove 'species' (the file names them)")
     mass_node = r.get("mass")
     if mass_node is None and structure is not None and structure.masses is not None \
             and len(structure.masses) == count:

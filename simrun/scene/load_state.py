@@ -137,8 +137,9 @@ def _file(reader: MapReader, p: Particles, scene_dir: Path,
     path_node, frame_node = reader.get("path"), reader.get("frame")
     path, frame = Path(options["path"]), options["frame"]
     if uses_ase(path, options.get("format")):
-        if structure is None:  # not read first: a scene node changed under --set
-            raise error_at(path_node, "internal: the structure file was not read first")
+        if structure is None:  # load.structure_of reads it first from this very node
+            raise error_at(path_node, "the structure file was not read before the particles",
+                           "Report this as a bug in simrun")
         if structure.count != p.count or p.dim != 3:
             raise error_at(path_node, f"'{shorten_path(path.name)}' holds {structure.count} "
                            f"atoms in 3-D but the scene has {p.count} particles in "
