@@ -234,7 +234,7 @@ class Integrator:
 
     type: str
     damping: float  # rate (1/time): dv/dt = F/m - damping * v
-    temperature: float | None = None  # thermostats: target kT (k_B = 1)
+    temperature: float | None = None  # thermostats: target T (k_B T = Scene.kT)
     friction: float | None = None  # langevin: gamma (1/time)
     tau: float | None = None  # nose_hoover: the thermostat's period; csvr: its relaxation time
     chain: int | None = None  # nose_hoover: number of chained thermostats
