@@ -13,6 +13,7 @@ import pytest
 from test_cli import simrun
 
 from simrun.outputs.thermo import read_thermo_csv
+from simrun.scene import load_scene
 from simrun.scene.units import CONSTANTS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -50,12 +51,14 @@ TAU_FS = SIGMA * math.sqrt(MASS * CONSTANTS["real"].mvv2e / EPS_KCAL)  # sigma s
 SPACING, CELLS, CUTOFF, SKIN = 1.1, 4, 2.0, 0.1  # lj units: density 0.75
 
 
-def _argon(units: str, integrator: str) -> str:
+def _argon(units: str, integrator: str, cells: int = CELLS, skin: float | None = SKIN
+           ) -> str:
     """The scene in lj units (sigma = eps = m = 1) or in real units (Å, kcal/mol, g/mol,
-    fs, K): every number converted by sigma, eps, m and tau."""
+    fs, K): every number converted by sigma, eps, m and tau (no skin: the default)."""
     length, energy, mass, time, temp = (1.0, 1.0, 1.0, 1.0, 1.0) if units == "lj" else \
         (SIGMA, EPS_KCAL, MASS, TAU_FS, EPS_KCAL / CONSTANTS["real"].boltz)
-    box = SPACING * CELLS * length
+    box = SPACING * cells * length
+    skin_text = "" if skin is None else f", skin: {skin * length!r}"
     integ = {"nve": "velocity_verlet",
              "langevin": f"{{type: langevin, temperature: {1.2 * temp!r}, "
                          f"friction: {1.0 / time!r}}}",
@@ -65,12 +68,12 @@ def _argon(units: str, integrator: str) -> str:
 name: argon_{units}
 units: {units}
 seed: 5
-particles: {{count: {CELLS ** 3}, dim: 3, mass: {mass!r}}}
-initial: {{type: lattice, shape: [{CELLS}, {CELLS}, {CELLS}],
+particles: {{count: {cells ** 3}, dim: 3, mass: {mass!r}}}
+initial: {{type: lattice, shape: [{cells}, {cells}, {cells}],
           spacing: [{SPACING * length!r}, {SPACING * length!r}, {SPACING * length!r}],
           temperature: {1.5 * temp!r}}}
 boundary: {{type: periodic, low: [0, 0, 0], high: [{box!r}, {box!r}, {box!r}]}}
-neighbors: {{cutoff: {CUTOFF * length!r}, skin: {SKIN * length!r}}}
+neighbors: {{cutoff: {CUTOFF * length!r}{skin_text}}}
 energy:
   - kernel: kernels/lj.py:lj
     params: {{epsilon: {energy!r}, sigma: {length!r}, cutoff: {CUTOFF * length!r}}}
@@ -147,3 +150,13 @@ def test_ensemble_method_refuses_the_temperature_outside_lj_units(tmp_path: Path
                   "--wrt", "integrator.temperature", "--out", "g", "-q", cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert "k_B" in done.stderr and "real" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_neighbor_skin_defaults_to_lammps_for_the_units(tmp_path: Path) -> None:
+    """LAMMPS's neighbor skin: 0.3 sigma in lj units, 2 Å in real (a box of 8 cells holds
+    twice cutoff + skin in both)."""
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "lj.py").write_text((REPO / "kernels" / "lj.py").read_text())
+    for units, skin in (("lj", 0.3), ("real", 2.0)):
+        (tmp_path / f"{units}.yaml").write_text(_argon(units, "nve", cells=8, skin=None))
+        assert load_scene(tmp_path / f"{units}.yaml").neighbors.skin == skin

@@ -230,8 +230,8 @@ def _largest_pair_cutoff(energy: tuple) -> float | None:
     return max(found) if found else None
 
 
-def _neighbors(node: Node | None, boundary: Boundary, pair_cutoff: float | None = None
-               ) -> Neighbors | None:
+def _neighbors(node: Node | None, boundary: Boundary, pair_cutoff: float | None = None,
+               default_skin: float = 0.3) -> Neighbors | None:
     """``neighbors: {cutoff, skin, max_neighbors}``; a periodic box must hold twice the
     reach (cutoff + skin) in every direction, so each pair has one nearest image. Without
     ``cutoff`` the list reaches the largest cutoff given per species pair."""
@@ -244,7 +244,8 @@ def _neighbors(node: Node | None, boundary: Boundary, pair_cutoff: float | None 
         cutoff = as_float(r.require("cutoff", "Write neighbors: {cutoff: 2.5, skin: 0.3}"),
                           "neighbors.cutoff", positive=True)
     skin_node, most = r.get("skin"), r.get("max_neighbors")
-    skin = as_float(skin_node, "neighbors.skin", nonnegative=True) if skin_node else 0.3
+    skin = as_float(skin_node, "neighbors.skin", nonnegative=True) if skin_node \
+        else default_skin
     r.done()
     if boundary.type == "periodic":
         shortest = min(h - lo for lo, h in zip(boundary.low or (), boundary.high or ()))
@@ -347,7 +348,8 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
         integrator=load_integrator.integrator(r.get("integrator"), _typed), dt=dt,
         steps=steps, thermo=load_integrator.thermo(r.get("thermo"), steps),
         boundary=boundary, neighbors=_neighbors(r.get("neighbors"), boundary,
-                                                  _largest_pair_cutoff(energy)),
+                                                  _largest_pair_cutoff(energy),
+                                                  CONSTANTS[units].skin),
         outputs=_outputs(r.get("outputs"), steps_node, steps, particles, precision),
         step_kernels=stepk, controller=control, fields=field_files, fields_where=field_where,
         objective=objective,

@@ -26,6 +26,7 @@ class Constants:
     boltz: float = 1.0  # k_B: energy per temperature unit
     mvv2e: float = 1.0  # mass * velocity^2 -> energy; ftm2v = 1 / mvv2e
     nktv2p: float = 1.0  # energy / volume -> pressure
+    skin: float = 0.3  # LAMMPS's default neighbor skin (Neighbor::set_units)
 
     @property
     def ftm2v(self) -> float:
@@ -33,17 +34,17 @@ class Constants:
 
     @property
     def unit(self) -> bool:
-        """Whether every constant is 1 (reduced and lj units)."""
-        return self == Constants()
+        """Whether every conversion constant is 1 (reduced and lj units)."""
+        return self.boltz == self.mvv2e == self.nktv2p == 1.0
 
 
 CONSTANTS = {
     "reduced": Constants(),
     "lj": Constants(),
     "real": Constants(boltz=0.0019872067, mvv2e=48.88821291 * 48.88821291,
-                      nktv2p=68568.415),
-    "metal": Constants(boltz=8.617343e-5, mvv2e=1.0364269e-4, nktv2p=1.6021765e6),
-    "si": Constants(boltz=1.3806504e-23),
+                      nktv2p=68568.415, skin=2.0),
+    "metal": Constants(boltz=8.617343e-5, mvv2e=1.0364269e-4, nktv2p=1.6021765e6, skin=2.0),
+    "si": Constants(boltz=1.3806504e-23, skin=0.001),
 }
 
 
