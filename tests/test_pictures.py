@@ -42,17 +42,17 @@ def test_units_label_thermo_csv_run_json_and_every_axis(scene: Path, tmp_path: P
     assert header == "step,time,kinetic,potential,total,temperature,pressure", header
     energy_header = (tmp_path / "m" / "energy.csv").read_text().splitlines()[0]
     assert header.startswith(energy_header)
-    # metal: Å, eV, g/mol; m dv/dt = F unconverted makes the time unit Å sqrt(amu/eV)
-    assert info_units(tmp_path / "m")["time"] == "10.18 fs"
-    assert info_units(tmp_path / "m")["pressure"] == "eV/Å²"  # 2-D: energy per area
+    # metal: Å, eV, g/mol, ps, K and bar, as LAMMPS's (in 2-D too)
+    assert info_units(tmp_path / "m")["time"] == "ps"
+    assert info_units(tmp_path / "m")["pressure"] == "bar"
     assert set(read_thermo_csv(tmp_path / "m" / "thermo.csv")) >= {"time", "kinetic"}
     info = json.loads((tmp_path / "m" / "run.json").read_text())
     assert info["units"]["system"] == "metal" and info["units"]["energy"] == "eV"
     cols = read_thermo_csv(tmp_path / "m" / "thermo.csv")
     fig = energy_figure(cols, plot=_plot_of(tmp_path / "m"))
     labels = _labels(fig)
-    assert labels[0].endswith("[eV]") and labels[-1] == "time [10.18 fs]"
-    assert any(label == "P [eV/Å²]" for label in labels)
+    assert labels[0].endswith("[eV]") and labels[-1] == "time [ps]"
+    assert any(label == "P [bar]" for label in labels)
     reduced = simrun("run", str(scene), "--steps", "100", "--out", "r", "-q", "--no-render",
                      cwd=tmp_path)
     assert reduced.returncode == 0, reduced.stderr
@@ -67,8 +67,8 @@ def info_units(folder: Path) -> dict:
 
 
 def test_unit_systems_follow_from_their_constants() -> None:
-    # real: Å sqrt((g/mol) / (kcal/mol)) = 48.89 fs, LAMMPS's own conversion constant
-    assert SYSTEMS["real"].time == "48.89 fs" and SYSTEMS["lj"].pressure(3) == "ε/σ³"
+    assert SYSTEMS["real"].time == "fs" and SYSTEMS["lj"].pressure(3) == "ε/σ³"
+    assert SYSTEMS["real"].temperature == "K" and SYSTEMS["real"].pressure(2) == "atm"
     assert SYSTEMS["si"].pressure(3) == "Pa" and units_of(None).reduced
     # reduced units: every axis with a dimension says so, not only the horizontal one
     assert SYSTEMS["reduced"].label("energy", "total") == "energy [reduced]"

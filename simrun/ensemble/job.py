@@ -189,7 +189,7 @@ def estimate_from(scene: Scene, keys: list[Key], samples: Samples, blocks: int =
                   threads: int | None = None, progress: Progress | None = None) -> Estimate:
     """<O> (``objective``) and d<O>/dKEY with errors over frames already sampled (for an
     objective of targets: the loss and its gradient)."""
-    kt = float(scene.integrator.temperature)
+    kt = scene.kT  # k_B T in energy units (scene.units)
     if scene.objective.targets is not None:
         return _loss_estimate(scene, keys, samples, blocks, threads, progress)
     obs, table = observe(scene, keys, samples, threads, progress)

@@ -60,7 +60,7 @@ def builtin(name: str, scene: Scene, table: FrameTable, energy_keys: list[str], 
             ) -> Observed:
     """A built-in observable over the frames of ``table`` (columns of ``table.grad`` are the
     ``energy_keys`` in order)."""
-    kt, n = float(scene.integrator.temperature), scene.particles.count
+    kt, n = scene.kT, scene.particles.count  # k_B T in energy units (scene.units)
     u, du = table.potential[:, None], {k: table.grad[:, [j]] for j, k in enumerate(energy_keys)}
     if name in ("potential", "potential_per_particle"):
         scale = 1.0 if name == "potential" else 1.0 / n
@@ -74,7 +74,7 @@ def builtin(name: str, scene: Scene, table: FrameTable, energy_keys: list[str], 
             raise SceneError(f"{scene.objective.where}: the pressure needs a periodic box "
                              "(boundary: {type: periodic, ...}); this scene has "
                              f"'{scene.boundary.type}'. Choose another observable.")
-        denom = scene.particles.dim * volume(scene)
+        denom = scene.particles.dim * volume(scene) / scene.constants.nktv2p  # atm, bar
         values = (dof * kt - table.virial[:, None]) / denom
         return Observed(values, {k: -table.virial_grad[:, [j]] / denom
                                  for j, k in enumerate(energy_keys)}, dof / denom)

@@ -141,4 +141,4 @@ class TargetLoss:
                weights: np.ndarray | None = None) -> dict[str, np.ndarray]:
         observed = target_observables(scene, table, energy_keys, dof, self.rdf)
         return loss_series(observed, self.parsed, table, energy_keys,
-                           float(scene.integrator.temperature), weights)
+                           scene.kT, weights)

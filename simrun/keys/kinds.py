@@ -209,10 +209,12 @@ def _seed_velocity(key: Key, scene: Scene, rng, state0) -> list[tuple[str, dict,
 
 
 def _seed_mass(key: Key, scene: Scene, rng, state0) -> list[tuple[str, dict, dict]]:
+    """The stepper's masses are m * mvv2e (simrun.scene.units): a unit move of the scene's
+    mass moves them by mvv2e."""
     n = scene.particles.count
     uniform = np.ndim(_read_mass(scene, key)) == 0
-    return [(key.text, {**_zeros(scene), "mass": np.ones(n) if uniform else _unit(rng, n)},
-             {})]
+    direction = np.ones(n) if uniform else _unit(rng, n)
+    return [(key.text, {**_zeros(scene), "mass": direction * scene.constants.mvv2e}, {})]
 
 
 def _seed_field(key: Key, scene: Scene, rng, state0) -> list[tuple[str, dict, dict]]:
@@ -229,12 +231,14 @@ def _direction_of(part: str) -> Callable:
 
 
 def _mass_direction(key: Key, scene: Scene, tangent: dict, fields: dict):
-    return tangent["mass"] if np.ndim(_read_mass(scene, key)) else None
+    return tangent["mass"] / scene.constants.mvv2e if np.ndim(_read_mass(scene, key)) else None
 
 
 def _mass_gradient(key: Key, adj, scene: Scene):
+    """dJ/dm of the scene's masses: the adjoint of the stepper's m * mvv2e, times mvv2e."""
     uniform = len(set(scene.particles.masses)) == 1
-    return float(adj.mass.sum()) if uniform else adj.mass
+    grad = adj.mass * scene.constants.mvv2e
+    return float(grad.sum()) if uniform else grad
 
 
 def _param_gradient(key: Key, adj, scene: Scene):

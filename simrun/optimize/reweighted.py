@@ -91,7 +91,7 @@ class _Reference:
 
     @property
     def u0_over_kt(self) -> np.ndarray:
-        return self.table.potential / float(self.scene.integrator.temperature)
+        return self.table.potential / self.scene.kT
 
 
 def _reference(scene: Scene, keys: list, out_dir: Path, number: int, steps: int, every: int,
@@ -124,7 +124,7 @@ def _reweighted(ref: _Reference, current: Scene, keys: list, vector: np.ndarray)
         ref.evaluator.set_values({(k.index, k.term_param): v for k, v in zip(keys, vector)
                                   if k.spec.role == "energy"})
         table = ref.evaluator.evaluate(ref.samples.x)
-    log_w = -(table.potential / float(current.integrator.temperature) - ref.u0_over_kt)
+    log_w = -(table.potential / current.kT - ref.u0_over_kt)
     w = np.exp(log_w - log_w.max())
     return table, w, float(w.sum() ** 2 / (w * w).sum()) / len(w)
 

@@ -1,30 +1,16 @@
 """What a scene's numbers are in (its ``units:``), for the labels of thermo.csv, run.json and
 every picture.
 
-simrun converts nothing: it integrates m dv/dt = F with k_B = 1 in whatever numbers the scene
-gives. So a unit system here only names the units those equations imply. With LAMMPS's
-names (lj, real, metal) length, energy and mass are LAMMPS's, but time is the unit that
-length, mass and energy make together (LAMMPS converts to fs or ps; simrun does not:
-``real`` gives 48.89 fs, ``metal`` 10.18 fs), and "temperature" is k_B T in energy units.
-The default, ``reduced``, labels nothing and says so.
+With LAMMPS's names (lj, real, metal, si) every quantity is in LAMMPS's unit: ``real`` is Å,
+kcal/mol, g/mol, fs, K and atm; ``metal`` Å, eV, g/mol, ps, K and bar; ``si`` m, J, kg, s, K
+and Pa (``simrun.scene.units`` holds the constants that make the equations agree). ``lj``
+is σ, ε, m, τ, with temperature k_B T in ε. The default, ``reduced``, labels nothing and
+says so.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-
-AVOGADRO = 6.02214076e23  # 1/mol
-ELECTRONVOLT = 1.602176634e-19  # J
-KCAL = 4184.0  # J
-ANGSTROM = 1e-10  # m
-GRAM_PER_MOL = 1e-3 / AVOGADRO  # kg
-
-
-def _time_in_fs(length_m: float, mass_kg: float, energy_j: float) -> str:
-    """The time unit length * sqrt(mass / energy) that m dv/dt = F implies, in fs."""
-    return f"{length_m * math.sqrt(mass_kg / energy_j) * 1e15:.4g} fs"
-
 
 DIMENSIONED = ("kinetic", "potential", "total", "conserved", "time", "temperature", "pressure",
                "x", "y", "z", "length", "energy")
@@ -39,7 +25,8 @@ class Units:
     time: str = ""
     energy: str = ""
     mass: str = ""
-    temperature: str = ""  # of k_B T (k_B = 1): an energy
+    temperature: str = ""  # K, or k_B T in energy units (lj)
+    pressure_unit: str = ""  # LAMMPS's pressure unit; "" for energy per volume
 
     @property
     def reduced(self) -> bool:
@@ -49,7 +36,9 @@ class Units:
         """Energy per volume (per area in 2-D)."""
         if self.reduced:
             return ""
-        return "Pa" if self.name == "si" and dim == 3 else f"{self.energy}/{self.length}{_power(dim)}"
+        if self.pressure_unit:  # LAMMPS's, in 2-D too (its area times a unit depth)
+            return self.pressure_unit
+        return f"{self.energy}/{self.length}{_power(dim)}"
 
     def of(self, column: str, dim: int = 3) -> str:
         """The unit of a thermo.csv column (or of x, y, z, dJ/dx0), '' when it has none."""
@@ -87,11 +76,9 @@ def _power(dim: int) -> str:
 SYSTEMS = {
     "reduced": Units("reduced"),
     "lj": Units("lj", "σ", "τ", "ε", "m", "ε"),
-    "real": Units("real", "Å", _time_in_fs(ANGSTROM, GRAM_PER_MOL, KCAL / AVOGADRO),
-                  "kcal/mol", "g/mol", "kcal/mol"),
-    "metal": Units("metal", "Å", _time_in_fs(ANGSTROM, GRAM_PER_MOL, ELECTRONVOLT), "eV",
-                   "g/mol", "eV"),
-    "si": Units("si", "m", "s", "J", "kg", "J"),
+    "real": Units("real", "Å", "fs", "kcal/mol", "g/mol", "K", "atm"),
+    "metal": Units("metal", "Å", "ps", "eV", "g/mol", "K", "bar"),
+    "si": Units("si", "m", "s", "J", "kg", "K", "Pa"),
 }
 
 

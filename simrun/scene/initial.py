@@ -9,6 +9,7 @@ import numpy as np
 
 from simrun.outputs.xyz import read_xyz, velocities_of
 from simrun.scene.schema import Scene
+from simrun.scene.structure import read_structure, uses_ase
 
 
 def random_box(rng: np.random.Generator, count: int, low, high) -> np.ndarray:
@@ -123,7 +124,13 @@ def _positions(scene: Scene, rng: np.random.Generator) -> tuple[np.ndarray, np.n
     if init.type == "random_walk":
         return random_walk(rng, p.count, p.dim, opts["bond_length"], opts["angle"],
                            opts["start"]), None
-    x, v = read_state_file(Path(opts["path"]), opts["frame"])
+    path = Path(opts["path"])
+    if uses_ase(path, opts.get("format")):  # read (and checked) as the scene loaded
+        s = read_structure(path, opts["frame"], opts.get("format"), opts.get("atom_style"),
+                           scene.units)
+        x, v = s.positions, s.velocities
+    else:
+        x, v = read_state_file(path, opts["frame"])
     return x[:, : p.dim], None if v is None else v[:, : p.dim]
 
 
@@ -131,11 +138,12 @@ def initial_state(scene: Scene) -> tuple[np.ndarray, np.ndarray]:
     """Positions and velocities at step 0 (deterministic given the scene's seed)."""
     rng = np.random.default_rng(scene.seed)
     x, v_file = _positions(scene, rng)
-    masses = np.asarray(scene.particles.masses, float)[:, None]
+    # inertial masses and k_B T in energy units (simrun.scene.units): v in length per time
+    masses = np.asarray(scene.particles.masses, float)[:, None] * scene.constants.mvv2e
     v = np.tile(np.asarray(scene.initial.velocity, float), (len(x), 1))
     if v_file is not None:
         v = v + v_file
-    temperature = scene.initial.temperature
+    temperature = scene.initial.temperature * scene.constants.boltz
     if temperature > 0:
         if scene.initial.velocity_distribution == "uniform":  # LAMMPS's default `dist`
             unit = rng.uniform(-1.0, 1.0, size=x.shape) * np.sqrt(3.0)  # variance 1

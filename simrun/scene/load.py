@@ -13,7 +13,6 @@ from pathlib import Path
 
 from yaml.nodes import MappingNode, Node, ScalarNode
 
-from simrun.outputs.units import SYSTEMS
 from simrun.scene import (
     limits,
     load_fields,
@@ -49,6 +48,8 @@ from simrun.scene.schema import (
     Particles,
     Scene,
 )
+from simrun.scene.structure import Structure
+from simrun.scene.units import CONSTANTS
 from simrun.scene.yamlio import read_node
 
 MAX_NAME = 100  # characters; file systems allow 255 in a folder name
@@ -107,9 +108,11 @@ def compose(path: Path) -> Node:
     return node
 
 
-def _particles(node: Node, seed: int) -> tuple[Particles, Node | None]:
+def _particles(node: Node, seed: int, structure: Structure | None = None
+               ) -> tuple[Particles, Node | None]:
     """The particles, and a ``mass`` given per species (applied once the species are known:
-    they may come from the initial state's file)."""
+    they may come from the initial state's file). A structure file gives the count, the
+    dimension (3) and the masses the scene does not."""
     r = MapReader(node, "particles")
     r.done(("count", "dim", "mass", "species", "species_order"))
     species_node, count_node = r.get("species"), r.get("count")
@@ -118,6 +121,8 @@ def _particles(node: Node, seed: int) -> tuple[Particles, Node | None]:
         species = species_mod.counted(species_node, count_node, r.get("species_order"), seed)
         count_node = count_node or species_node
         count = len(species)
+    elif structure is not None and count_node is None:
+        count_node, count = node, structure.count
     else:
         count_node = r.require("count", "Add 'count: N' (the number of particles)")
         count = as_int(count_node, "particles.count", 1)
@@ -126,14 +131,22 @@ def _particles(node: Node, seed: int) -> tuple[Particles, Node | None]:
                            "species counts, but 'species' gives no counts",
                            "Write species: {A: 800, B: 200}, or remove 'species_order'")
     dim_node = r.get("dim")
-    dim = as_int(dim_node, "particles.dim") if dim_node else 2
+    dim = as_int(dim_node, "particles.dim") if dim_node else 2 if structure is None else 3
     if dim not in (2, 3):
         raise error_at(dim_node, f"'particles.dim' is {shorten(str(dim))} but must be 2 or 3")
     limits.check_particles(count_node, count, dim)  # before anything of that size is made
     if species_node is not None and not species:
         species = _species(species_node, count)
+    if structure is not None and species and species != structure.species:
+        raise error_at(species_node, "'particles.species' names the particles' species, but "
+                       "the structure file in 'initial.path' gives each atom's own, and they "
+                       "differ (a LAMMPS data file's types are named by the elements of their "
+                       "masses)", "Remove 'species' (the file names them)")
     mass_node = r.get("mass")
-    if mass_node is None or isinstance(mass_node, MappingNode):
+    if mass_node is None and structure is not None and structure.masses is not None \
+            and len(structure.masses) == count:
+        masses = structure.masses
+    elif mass_node is None or isinstance(mass_node, MappingNode):
         masses = (1.0,) * count
     elif isinstance(mass_node, ScalarNode):
         masses = (as_float(mass_node, "particles.mass", positive=True),) * count
@@ -146,10 +159,14 @@ def _particles(node: Node, seed: int) -> tuple[Particles, Node | None]:
 
 
 def _with_file_species(p: Particles, init: Initial, init_node: Node | None,
-                       per_species_mass: Node | None) -> Particles:
+                       per_species_mass: Node | None, structure: Structure | None = None
+                       ) -> Particles:
     """Species named by the initial state's extended-XYZ file (where the scene names none),
     then the masses given per species."""
-    if not p.species and init.type == "file":
+    if not p.species and structure is not None:
+        p = replace(p, species=tuple(species_mod.check_name(
+            MapReader(init_node, "initial").get("path"), name) for name in structure.species))
+    elif not p.species and init.type == "file":
         names = species_mod.file_species(init.options, init_node)
         if names:
             p = replace(p, species=names)
@@ -181,8 +198,16 @@ def _typed(node: Node | None, section: str, choices: tuple[str, ...], extra: tup
     return (as_choice(type_node, f"{section}.type", choices) if type_node else default), r
 
 
-def _boundary(node: Node | None, dim: int) -> Boundary:
+def _boundary(node: Node | None, dim: int, structure: Structure | None = None) -> Boundary:
+    """The scene's box; a structure file's periodic cell where the scene gives none (no
+    'boundary', or 'boundary: periodic' without low and high), as LAMMPS's read_data."""
+    cell = structure is not None and structure.low is not None
+    if cell and node is None:
+        return Boundary("periodic", structure.low, structure.high)
     kind, r = _typed(node, "boundary", BOUNDARIES, ("low", "high"), "none")
+    if cell and kind == "periodic" and (r is None or r.get("low") is None
+                                        and r.get("high") is None):
+        return Boundary("periodic", structure.low, structure.high)
     if kind == "none":
         if r:
             r.done(("type",))
@@ -205,8 +230,8 @@ def _largest_pair_cutoff(energy: tuple) -> float | None:
     return max(found) if found else None
 
 
-def _neighbors(node: Node | None, boundary: Boundary, pair_cutoff: float | None = None
-               ) -> Neighbors | None:
+def _neighbors(node: Node | None, boundary: Boundary, pair_cutoff: float | None = None,
+               default_skin: float = 0.3) -> Neighbors | None:
     """``neighbors: {cutoff, skin, max_neighbors}``; a periodic box must hold twice the
     reach (cutoff + skin) in every direction, so each pair has one nearest image. Without
     ``cutoff`` the list reaches the largest cutoff given per species pair."""
@@ -219,7 +244,8 @@ def _neighbors(node: Node | None, boundary: Boundary, pair_cutoff: float | None 
         cutoff = as_float(r.require("cutoff", "Write neighbors: {cutoff: 2.5, skin: 0.3}"),
                           "neighbors.cutoff", positive=True)
     skin_node, most = r.get("skin"), r.get("max_neighbors")
-    skin = as_float(skin_node, "neighbors.skin", nonnegative=True) if skin_node else 0.3
+    skin = as_float(skin_node, "neighbors.skin", nonnegative=True) if skin_node \
+        else default_skin
     r.done()
     if boundary.type == "periodic":
         shortest = min(h - lo for lo, h in zip(boundary.low or (), boundary.high or ()))
@@ -280,14 +306,18 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
     if r.get("description") is not None:
         as_str(r.get("description"), "description")
     seed = as_int(seed_node, "seed", 0) if seed_node else 0
+    units = as_choice(r.get("units"), "units", tuple(CONSTANTS)) if r.get("units") \
+        else "reduced"
+    structure = load_state.structure_of(r.get("initial"), path.parent, units)
     particles, per_species_mass = _particles(
-        r.require("particles", "Add 'particles: {count: N, dim: 2}'"), seed)
+        r.require("particles", "Add 'particles: {count: N, dim: 2}'"), seed, structure)
     dt = as_float(r.require("dt", "Add 'dt: 1e-4' (the time step)"), "dt", positive=True)
     steps_node = r.require("steps", "Add 'steps: 1000'")
     steps = as_int(steps_node, "steps", 1)
     precision = as_choice(prec_node, "precision", PRECISIONS) if prec_node else "f64"
-    init = load_state.initial(r.get("initial"), particles, path.parent)
-    particles = _with_file_species(particles, init, r.get("initial"), per_species_mass)
+    init = load_state.initial(r.get("initial"), particles, path.parent, structure)
+    particles = _with_file_species(particles, init, r.get("initial"), per_species_mass,
+                                   structure)
     energy = load_terms.energy_terms(r.get("energy"), path.parent,
                                      species_mod.type_order(particles.species))
     stepk = load_terms.step_kernels(r.get("step_kernels"), path.parent)
@@ -307,7 +337,7 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
         raise error_at(root, "the scene has no 'energy' terms and no 'step_kernels', so "
                        "nothing moves the particles",
                        "Add 'energy: [{kernel: kernels/gravity.py:gravity}]'")
-    boundary = _boundary(r.get("boundary"), particles.dim)
+    boundary = _boundary(r.get("boundary"), particles.dim, structure)
     scene = Scene(
         source=path.resolve(), version=version,
         name=_name(name_node, path),
@@ -318,12 +348,13 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
         integrator=load_integrator.integrator(r.get("integrator"), _typed), dt=dt,
         steps=steps, thermo=load_integrator.thermo(r.get("thermo"), steps),
         boundary=boundary, neighbors=_neighbors(r.get("neighbors"), boundary,
-                                                  _largest_pair_cutoff(energy)),
+                                                  _largest_pair_cutoff(energy),
+                                                  CONSTANTS[units].skin),
         outputs=_outputs(r.get("outputs"), steps_node, steps, particles, precision),
         step_kernels=stepk, controller=control, fields=field_files, fields_where=field_where,
         objective=objective,
         optimize=load_optimize.optimize(r.get("optimize"), objective is not None),
-        units=as_choice(r.get("units"), "units", tuple(SYSTEMS)) if r.get("units") else "reduced")
+        units=units)
     ranges.check_ranges(scene, root)  # every kernel-bound number fits the precision
     return scene
 

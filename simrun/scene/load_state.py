@@ -34,6 +34,7 @@ from simrun.scene.schema import (
     Particles,
     Topology,
 )
+from simrun.scene.structure import ATOM_STYLES, Structure, structure_at, uses_ase
 from simrun.scene.topology import GENERATORS, generate
 
 COMMON_KEYS = ("type", "velocity", "temperature", "exact_temperature", "velocity_distribution")
@@ -41,7 +42,7 @@ TYPE_KEYS = {
     "random": ("low", "high"),
     "lattice": ("shape", "spacing", "origin", "jitter", "basis"),
     "random_walk": ("bond_length", "angle", "start"),
-    "file": ("path", "frame"),
+    "file": ("path", "frame", "format", "atom_style"),
 }
 
 
@@ -92,15 +93,59 @@ def _random_walk(reader: MapReader, p: Particles) -> dict[str, Any]:
             "start": list(as_vector(start, "initial.start", p.dim)) if start else [0.0] * p.dim}
 
 
-def _file(reader: MapReader, p: Particles, scene_dir: Path) -> dict[str, Any]:
-    path_node = reader.require("path", "Add 'path: state.npz' (or an extended-XYZ file)")
+def _file_options(reader: MapReader, scene_dir: Path) -> dict[str, Any]:
+    """path (absolute, a regular file), frame, and ASE's format and atom_style if given."""
+    path_node = reader.require("path", "Add 'path: state.npz' (or an extended-XYZ, LAMMPS "
+                               "data, PDB or CIF file)")
     path = (scene_dir / as_str(path_node, "initial.path")).resolve()
-    frame_node = reader.get("frame")
-    frame = as_int(frame_node, "initial.frame") if frame_node else -1
+    frame_node, format_node, style_node = (reader.get(k) for k in ("frame", "format",
+                                                                   "atom_style"))
     _check_regular_file(path_node, path)
-    if path.suffix not in (".npz", ".xyz", ".extxyz"):
-        raise error_at(path_node, f"'{shorten_path(path.name)}' is neither .npz nor extended XYZ (.xyz)",
-                       "Convert it to one of those formats")
+    options: dict[str, Any] = {"path": str(path),
+                               "frame": as_int(frame_node, "initial.frame") if frame_node
+                               else -1}
+    if format_node is not None:
+        options["format"] = as_str(format_node, "initial.format")
+    if style_node is not None:
+        options["atom_style"] = as_choice(style_node, "initial.atom_style", ATOM_STYLES)
+    return options
+
+
+def structure_of(node: Node | None, scene_dir: Path, units: str) -> Structure | None:
+    """The structure an ``initial: {type: file}`` names when ASE reads it (LAMMPS data,
+    PDB, CIF, ``format:`` ...): it gives the particles' count, species, masses and the box,
+    so it is read before them; None for any other start."""
+    if not isinstance(node, MappingNode):
+        return None
+    reader = MapReader(node, "initial")
+    type_node = reader.get("type")
+    if type_node is None or as_choice(type_node, "initial.type", INITIAL_TYPES) != "file":
+        return None
+    options = _file_options(reader, scene_dir)
+    path = Path(options["path"])
+    if not uses_ase(path, options.get("format")):
+        return None
+    limits.check_memory(reader.get("path"), path.stat().st_size,
+                        f"reading '{shorten_path(path.name)}'", "Give a smaller structure")
+    return structure_at(reader.get("path"), path, options["frame"], options.get("format"),
+                        options.get("atom_style"), units)
+
+
+def _file(reader: MapReader, p: Particles, scene_dir: Path,
+          structure: Structure | None = None) -> dict[str, Any]:
+    options = _file_options(reader, scene_dir)
+    path_node, frame_node = reader.get("path"), reader.get("frame")
+    path, frame = Path(options["path"]), options["frame"]
+    if uses_ase(path, options.get("format")):
+        if structure is None:  # load.structure_of reads it first from this very node
+            raise error_at(path_node, "the structure file was not read before the particles",
+                           "Report this as a bug in simrun")
+        if structure.count != p.count or p.dim != 3:
+            raise error_at(path_node, f"'{shorten_path(path.name)}' holds {structure.count} "
+                           f"atoms in 3-D but the scene has {p.count} particles in "
+                           f"{p.dim}-D", "Remove particles.count and particles.dim (the "
+                           "file gives them), or match them to the file")
+        return options
     try:
         frames = _state_frames(path_node, path, p)
         if frames is not None:  # an .npz: its shape checked before anything is inflated
@@ -114,7 +159,7 @@ def _file(reader: MapReader, p: Particles, scene_dir: Path) -> dict[str, Any]:
         raise error_at(path_node, f"'{shorten_path(path.name)}' holds positions of shape {x.shape} "
                        f"but the scene needs {p.count} particles in {p.dim}-D",
                        "Match particles.count and particles.dim to the file")
-    return {"path": str(path), "frame": frame}
+    return options
 
 
 def _check_regular_file(node: Node, path: Path) -> None:
@@ -165,7 +210,8 @@ def _check_frame(node: Node | None, frame: int, frames: int, path: Path) -> None
                        "Use 0 (or -1), or remove 'frame'")
 
 
-def initial(node: Node | None, p: Particles, scene_dir: Path) -> Initial:
+def initial(node: Node | None, p: Particles, scene_dir: Path,
+            structure: Structure | None = None) -> Initial:
     if node is None:
         return Initial("random", {"low": [0.0] * p.dim, "high": [1.0] * p.dim},
                        (0.0,) * p.dim, 0.0)
@@ -181,7 +227,7 @@ def initial(node: Node | None, p: Particles, scene_dir: Path) -> Initial:
     elif kind == "random_walk":
         options = _random_walk(reader, p)
     else:
-        options = _file(reader, p, scene_dir)
+        options = _file(reader, p, scene_dir, structure)
     vel, temp, exact, dist = (reader.get(k) for k in (
         "velocity", "temperature", "exact_temperature", "velocity_distribution"))
     return Initial(kind, options,

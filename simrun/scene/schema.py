@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from simrun.scene.species import pairs_to_dict, species_to_data
+from simrun.scene.units import Constants, constants_of
 
 SCHEMA_VERSION = 2
 # Version 2 (simrun grad through step kernels): objective kernels may take the step index
@@ -233,7 +234,7 @@ class Integrator:
 
     type: str
     damping: float  # rate (1/time): dv/dt = F/m - damping * v
-    temperature: float | None = None  # thermostats: target kT (k_B = 1)
+    temperature: float | None = None  # thermostats: target T (k_B T = Scene.kT)
     friction: float | None = None  # langevin: gamma (1/time)
     tau: float | None = None  # nose_hoover: the thermostat's period; csvr: its relaxation time
     chain: int | None = None  # nose_hoover: number of chained thermostats
@@ -323,11 +324,21 @@ class Scene:
     objective: Objective | None = None
     optimize: Optimize | None = None
     thermo: int | None = None  # steps between thermo.csv rows; None: the frame cadence
-    units: str = "reduced"  # a name of outputs.units.SYSTEMS: labels axes, thermo.csv, run.json
+    units: str = "reduced"  # a name of scene.units.CONSTANTS: k_B, mvv2e, nktv2p and labels
 
     @property
     def thermo_every(self) -> int:
         return self.thermo or self.outputs.every
+
+    @property
+    def constants(self) -> Constants:
+        """LAMMPS's k_B, mvv2e and nktv2p in the scene's ``units`` (all 1 in lj, reduced)."""
+        return constants_of(self.units)
+
+    @property
+    def kT(self) -> float:
+        """The thermostat's k_B T in energy units."""
+        return self.constants.boltz * float(self.integrator.temperature)
     neighbors: Neighbors | None = None
 
     def kernel_refs(self) -> list[KernelRef]:

@@ -78,7 +78,7 @@ def build_plan(scene: Scene, system, box, differentiated: frozenset[str] | None 
     first = [_kick_drift(system, box, wall, 0.5, dt, 0.0, False)]
     kinetic = [Update(updates.zero, (scratch.K,)), Update(nvt.kinetic, (v, m, scratch.K))]
     second = [_kick(system, dt, 0.0, False), *kinetic]
-    extra, kT = system.extra, float(integ.temperature)
+    extra, kT, boltz = system.extra, scene.kT, scene.constants.boltz
     clock, dof = extra["nvt_clock"], extra["nvt_dof"]
     scale = Update(nvt.scale_velocities, (v, scratch.scale))
     if integ.type == "nose_hoover":
@@ -86,19 +86,19 @@ def build_plan(scene: Scene, system, box, differentiated: frozenset[str] | None 
                 Update(nvt.chain_half, (scratch.K, extra["nvt_xi"], extra["nvt_vxi"],
                                         scratch.scale, dof, dt, kT, float(integ.tau),
                                         int(integ.chain or 1)),
-                       {"dt": ("dt", 1.0), "kT": (TEMPERATURE, 1.0), "tau": (TAU, 1.0)}),
+                       {"dt": ("dt", 1.0), "kT": (TEMPERATURE, boltz), "tau": (TAU, 1.0)}),
                 scale]
         return UpdatePlan(half + first, [second[0]] + half)
     if integ.type == "rescale":
         second += [Update(nvt.rescale_factor, (scratch.K, scratch.scale, clock, dof, kT,
-                                               int(integ.every)), {"kT": (TEMPERATURE, 1.0)})]
+                                               int(integ.every)), {"kT": (TEMPERATURE, boltz)})]
     else:  # csvr
         key = nvt.noise_key(scene) ^ nvt.CSVR_STREAM
         second += [Update(updates.zero, (scratch.S,)),
                    Update(nvt.chi_square, (scratch.S, clock, dof, key)),
                    Update(nvt.csvr_factor, (scratch.K, scratch.S, scratch.scale, clock, dof,
                                             dt, kT, float(integ.tau), key),
-                          {"dt": ("dt", 1.0), "kT": (TEMPERATURE, 1.0), "tau": (TAU, 1.0)})]
+                          {"dt": ("dt", 1.0), "kT": (TEMPERATURE, boltz), "tau": (TAU, 1.0)})]
     return UpdatePlan(first, second + [scale, Update(nvt.tick, (clock,))])
 
 
@@ -117,8 +117,8 @@ def _kick(system, dt: float, damping: float, damped: bool) -> Update:
 def _langevin(scene: Scene, system, box, wall: int) -> UpdatePlan:
     integ, clock = scene.integrator, system.extra["nvt_clock"]
     baoa = Update(nvt.baoa, (system.x, system.v, system.m, box, clock, scene.dt,
-                             float(integ.friction), float(integ.temperature),
-                             nvt.noise_key(scene), wall),
-                  {"dt": ("dt", 1.0), "friction": (FRICTION, 1.0), "kT": (TEMPERATURE, 1.0)})
+                             float(integ.friction), scene.kT, nvt.noise_key(scene), wall),
+                  {"dt": ("dt", 1.0), "friction": (FRICTION, 1.0),
+                   "kT": (TEMPERATURE, scene.constants.boltz)})
     return UpdatePlan([baoa], [_kick(system, scene.dt, 0.0, False),
                                Update(nvt.tick, (clock,))])

@@ -89,4 +89,6 @@ def pressure(system: System, v: np.ndarray) -> float:
     bounds = system.scene.boundary
     volume = float(np.prod(np.asarray(bounds.high, float) - np.asarray(bounds.low, float)))
     dim = system.scene.particles.dim
-    return (2.0 * kinetic_energy(v, system.masses) - box_derivative(system)) / (dim * volume)
+    nktv2p = system.scene.constants.nktv2p  # energy / volume -> atm (real), bar (metal)
+    return nktv2p * (2.0 * kinetic_energy(v, system.masses) - box_derivative(system)) / (
+        dim * volume)

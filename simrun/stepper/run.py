@@ -196,7 +196,8 @@ def record_thermo(writer: RunWriter, state: State, system: System, scene: Scene,
     if record is not None:
         extra = (*extra, record["pressure"])
     writer.add_thermo(state.step, state.step * scene.dt, kinetic, state.potential,
-                      thermo.temperature(kinetic, stepping.dof.count), *extra)
+                      thermo.temperature(kinetic, stepping.dof.count, scene.constants.boltz),
+                      *extra)
 
 
 def prepare(scene: Scene, checkpoint: dict | None, threads: int | None, debug: bool = False

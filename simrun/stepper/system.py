@@ -103,7 +103,9 @@ class System:
         self.m = ti.field(dtype=self.fp, shape=p.count)
         self.U = ti.field(dtype=self.fp, shape=(), needs_grad=True)
         self.x0_np = x0.astype(self.np_dtype)
-        self.masses = np.asarray(p.masses, dtype=self.np_dtype)
+        # inertial masses m * mvv2e: F/m is then LAMMPS's ftm2v F/m (simrun.scene.units)
+        self.masses = (np.asarray(p.masses, float) * self.scene.constants.mvv2e).astype(
+            self.np_dtype)
         self.x0.from_numpy(self.x0_np)
         self.x.from_numpy(self.x0_np)
         self.m.from_numpy(self.masses)

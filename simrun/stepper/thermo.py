@@ -2,7 +2,7 @@
 
 Small functions the step loop calls at its event steps, so the loop itself stays a loop.
 
-Temperature is the kinetic one, in units where k_B = 1: T = 2 K / dof. The degrees of
+Temperature is the kinetic one: T = 2 K / (dof k_B), k_B in the scene's units (1 in lj). The degrees of
 freedom are dim * N, less dim when the dynamics conserves total momentum (then the centre of
 mass carries no thermal energy, as in LAMMPS's ``compute temp``). Momentum is conserved when
 nothing external pushes the particles: no step kernels, no damping, no reflecting walls, no
@@ -124,9 +124,9 @@ def _size(x: np.ndarray) -> float:
     return float(np.sqrt(((x - x.mean(axis=0)) ** 2).sum(axis=1).mean()))
 
 
-def temperature(kinetic: float, dof: int) -> float:
-    """T = 2 K / dof (k_B = 1)."""
-    return 2.0 * kinetic / dof if dof > 0 else 0.0
+def temperature(kinetic: float, dof: int, boltz: float = 1.0) -> float:
+    """T = 2 K / (dof k_B) (k_B = 1 in lj and reduced units; K in real, metal, si)."""
+    return 2.0 * kinetic / (dof * boltz) if dof > 0 else 0.0
 
 
 def thermo_due(step: int, every: int, total: int) -> bool:

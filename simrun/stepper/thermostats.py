@@ -262,7 +262,7 @@ def noise_key(scene: Scene) -> int:
 
 def chain_energy(scene: Scene, extra: dict) -> float:
     """The Nosé-Hoover chain's share of the conserved extended energy."""
-    kT, tau = float(scene.integrator.temperature), float(scene.integrator.tau)
+    kT, tau = scene.kT, float(scene.integrator.tau)
     dof = int(extra["nvt_dof"].to_numpy())
     xi, vxi = extra["nvt_xi"].to_numpy(), extra["nvt_vxi"].to_numpy()
     q = np.full(len(xi), kT * tau * tau)

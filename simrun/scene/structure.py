@@ -1,0 +1,182 @@
+"""Structures from standard files through ASE (issue 47 item 3): ``initial: {type: file}``
+with a LAMMPS data file, PDB, CIF, extended XYZ (given ``format:``) or anything else
+``ase.io.read`` knows.
+
+A structure gives the particles' positions, species (chemical symbols; a LAMMPS data file's
+types are named by the elements ASE finds from their masses, else H, He, ... by type), masses
+(a data file's ``Masses``, an extended XYZ's ``masses`` column; in real, metal and si units
+also the elements' standard masses), velocities where the file has them, and its cell: an
+orthogonal cell periodic in every direction becomes the scene's periodic box unless the scene
+gives one. A triclinic or partly periodic cell is refused (simrun's boxes are orthogonal).
+
+Numbers are taken in the scene's ``units``: a LAMMPS data file holds them already (ASE
+reads it in those units and its values are converted back); other formats hold Å, amu and
+ASE's velocity unit, converted to real, metal or si units and taken as they are in lj and
+reduced units. ``.npz``, ``.xyz`` and ``.extxyz`` without ``format:`` stay simrun's own
+readers (positions, velocities and species only).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from yaml.nodes import Node
+
+from simrun.scene.errors import error_at, shorten, shorten_path
+
+OWN_SUFFIXES = (".npz", ".xyz", ".extxyz")  # read by simrun itself (scene/initial.py)
+LAMMPS_SUFFIXES = (".data", ".lmp", ".lammps")  # LAMMPS data files by their usual names
+ATOM_STYLES = ("atomic", "charge", "full", "bond", "angle", "molecular")
+PHYSICAL = ("real", "metal", "si")  # units ASE converts; lj and reduced take numbers as read
+TILT = 1e-12  # off-diagonal cell entries beyond this fraction of the longest side: triclinic
+
+
+@dataclass(frozen=True)
+class Structure:
+    """What a structure file gives, in the scene's units."""
+
+    positions: np.ndarray  # (N, 3)
+    species: tuple[str, ...]
+    masses: tuple[float, ...] | None  # None: the file gives none
+    velocities: np.ndarray | None
+    low: tuple[float, ...] | None  # the periodic box; None when the file has no cell
+    high: tuple[float, ...] | None
+
+    @property
+    def count(self) -> int:
+        return len(self.positions)
+
+
+class StructureError(ValueError):
+    """A file simrun cannot take as a structure: ``what`` and how to fix it."""
+
+    def __init__(self, what: str, fix: str) -> None:
+        super().__init__(what)
+        self.what, self.fix = what, fix
+
+
+def uses_ase(path: Path, fmt: str | None) -> bool:
+    """Whether ``initial.path`` is read through ASE (a ``format:``, or a suffix simrun does
+    not read itself)."""
+    return fmt is not None or path.suffix.lower() not in OWN_SUFFIXES
+
+
+def ase_format(path: Path, fmt: str | None) -> str | None:
+    """The ASE format name: the scene's, lammps-data for a data file's usual suffixes, else
+    None (ASE guesses from the name and contents)."""
+    if fmt is not None:
+        return fmt
+    return "lammps-data" if path.suffix.lower() in LAMMPS_SUFFIXES else None
+
+
+def _read_atoms(path: Path, fmt: str | None, frame: int, atom_style: str | None,
+                file_units: str | None):
+    try:
+        import ase.io  # optional dependency: pip install ase (the test extra has it)
+    except ImportError:
+        raise StructureError("reading it needs ASE, which is not installed",
+                             "Install it (pip install ase), or give an .npz or extended-XYZ "
+                             "file") from None
+    options = {}
+    if fmt == "lammps-data":
+        options = {"units": file_units or "metal", "atom_style": atom_style}
+    try:
+        return ase.io.read(path, index=frame, format=fmt, **options)
+    except ase.io.formats.UnknownFileTypeError as exc:
+        raise StructureError(f"ASE does not know its format ({shorten(str(exc), 120)})",
+                             "Give 'format:' with an ase.io format name, e.g. lammps-data, "
+                             "proteindatabank, cif or extxyz") from None
+    except Exception as exc:  # noqa: BLE001 - any parser failure of a foreign file is bad input
+        reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        raise StructureError(f"ASE cannot read it as {fmt or 'the format it guessed'} "
+                             f"({shorten(reason, 200)})",
+                             "Check the file, or give its format with 'format:' (and for a "
+                             "LAMMPS data file its 'atom_style:')") from None
+
+
+def _convert(values: np.ndarray, quantity: str, target: str | None) -> np.ndarray:
+    if target is None:
+        return np.asarray(values, float)
+    from ase.calculators.lammps import convert  # optional dependency: read_structure's ASE
+    return np.asarray(convert(np.asarray(values, float), quantity, "ASE", target), float)
+
+
+def _lammps_origin(path: Path) -> tuple[float, float, float]:
+    """xlo, ylo, zlo of a LAMMPS data file's header (ASE keeps only the box lengths)."""
+    found = {}
+    with path.open(encoding="utf-8", errors="replace") as text:
+        for number, line in enumerate(text):
+            match = re.match(r"\s*(\S+)\s+\S+\s+([xyz])lo\s+[xyz]hi\b", line)
+            if match:
+                found[match.group(2)] = float(match.group(1))
+            if len(found) == 3 or number > 200:
+                break
+    return tuple(found.get(axis, 0.0) for axis in "xyz")
+
+
+def _box(atoms, path: Path, fmt: str | None, target: str | None
+         ) -> tuple[tuple[float, ...] | None, tuple[float, ...] | None]:
+    pbc = [bool(p) for p in atoms.pbc]
+    if not any(pbc):
+        return None, None
+    if not all(pbc):
+        raise StructureError(f"its cell is periodic along {'xyz'[pbc.index(True)]} but not "
+                             "in every direction (pbc " + " ".join("TF"[not p] for p in pbc)
+                             + "), and simrun's periodic box is periodic in all three",
+                             "Make the file's cell periodic in every direction, or in none "
+                             "(pbc F F F) and give the scene its own 'boundary:'")
+    cell = np.asarray(atoms.cell.array, float)
+    sides = np.diag(cell)
+    if np.any(np.abs(cell - np.diag(sides)) > TILT * np.abs(cell).max()) or np.any(sides <= 0):
+        raise StructureError("its cell is triclinic (tilted: the cell vectors are "
+                             f"{shorten(str(cell.round(6).tolist()), 160)}), and simrun's "
+                             "periodic boxes are orthogonal",
+                             "Give an orthogonal cell (a LAMMPS data file without 'xy xz yz'),"
+                             " or an orthogonal supercell of the structure")
+    if fmt == "lammps-data":
+        low = _lammps_origin(path)  # the file's own numbers: the scene's units
+    else:
+        low = tuple(float(v) for v in _convert(atoms.get_celldisp().ravel(), "distance",
+                                                target))
+    length = _convert(sides, "distance", target)
+    return low, tuple(float(lo + side) for lo, side in zip(low, length))
+
+
+def read_structure(path: Path, frame: int, fmt: str | None, atom_style: str | None,
+                   units: str) -> Structure:
+    """The structure in ``path`` in the scene's ``units``; StructureError for a file simrun
+    cannot take (unreadable, a triclinic or partly periodic cell, no atoms)."""
+    fmt = ase_format(path, fmt)
+    physical = units if units in PHYSICAL else None
+    # a data file is read in its own units and converted back: the numbers it holds
+    target = (physical or "metal") if fmt == "lammps-data" else physical
+    atoms = _read_atoms(path, fmt, frame, atom_style, target)
+    if isinstance(atoms, list) or len(atoms) == 0:
+        raise StructureError("it holds no atoms", "Give a file with at least one atom")
+    explicit = atoms.has("masses")
+    masses = None
+    if explicit or physical is not None:
+        masses = tuple(float(m) for m in _convert(atoms.get_masses(), "mass", target))
+    velocities = None
+    if atoms.has("momenta"):
+        velocities = _convert(atoms.get_velocities(), "velocity", target)
+    low, high = _box(atoms, path, fmt, target)
+    return Structure(_convert(atoms.get_positions(), "distance", target),
+                     tuple(atoms.get_chemical_symbols()), masses, velocities, low, high)
+
+
+def structure_at(node: Node, path: Path, frame: int, fmt: str | None,
+                 atom_style: str | None, units: str) -> Structure:
+    """read_structure, its errors as one paragraph at the scene's ``initial.path``."""
+    try:
+        return read_structure(path, frame, fmt, atom_style, units)
+    except StructureError as exc:
+        raise error_at(node, f"cannot take the structure in '{shorten_path(path.name)}': "
+                       f"{exc.what}", exc.fix) from None
+    except OSError as exc:
+        raise error_at(node, f"cannot read '{shorten_path(path.name)}' "
+                       f"({shorten(exc.strerror or str(exc))})", "Check the file") from None
+
