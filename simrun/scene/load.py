@@ -16,6 +16,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode
 from simrun.outputs.units import SYSTEMS
 from simrun.scene import (
     limits,
+    load_bodies,
     load_fields,
     load_integrator,
     load_optimize,
@@ -56,7 +57,7 @@ MAX_NAME = 100  # characters; file systems allow 255 in a folder name
 TOP_KEYS = ("version", "name", "description", "precision", "seed", "particles", "initial",
             "energy", "topology", "integrator", "step_kernels", "controller", "fields", "dt",
             "steps", "boundary", "outputs", "thermo", "objective", "optimize", "neighbors",
-            "units")
+            "units", "bodies")
 
 
 def display_path(path: Path) -> str:
@@ -280,13 +281,14 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
     if r.get("description") is not None:
         as_str(r.get("description"), "description")
     seed = as_int(seed_node, "seed", 0) if seed_node else 0
-    particles, per_species_mass = _particles(
+    precision = as_choice(prec_node, "precision", PRECISIONS) if prec_node else "f64"
+    bodies = load_bodies.bodies(r.get("bodies"), r, precision)  # rigid boxes: they are the particles
+    particles, per_species_mass = (bodies[1], None) if bodies else _particles(
         r.require("particles", "Add 'particles: {count: N, dim: 2}'"), seed)
     dt = as_float(r.require("dt", "Add 'dt: 1e-4' (the time step)"), "dt", positive=True)
     steps_node = r.require("steps", "Add 'steps: 1000'")
     steps = as_int(steps_node, "steps", 1)
-    precision = as_choice(prec_node, "precision", PRECISIONS) if prec_node else "f64"
-    init = load_state.initial(r.get("initial"), particles, path.parent)
+    init = bodies[2] if bodies else load_state.initial(r.get("initial"), particles, path.parent)
     particles = _with_file_species(particles, init, r.get("initial"), per_species_mass)
     energy = load_terms.energy_terms(r.get("energy"), path.parent,
                                      species_mod.type_order(particles.species))
@@ -321,7 +323,7 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
                                                   _largest_pair_cutoff(energy)),
         outputs=_outputs(r.get("outputs"), steps_node, steps, particles, precision),
         step_kernels=stepk, controller=control, fields=field_files, fields_where=field_where,
-        objective=objective,
+        objective=objective, bodies=bodies[0] if bodies else None,
         optimize=load_optimize.optimize(r.get("optimize"), objective is not None),
         units=as_choice(r.get("units"), "units", tuple(SYSTEMS)) if r.get("units") else "reduced")
     ranges.check_ranges(scene, root)  # every kernel-bound number fits the precision

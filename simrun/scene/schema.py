@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from simrun.scene.bodies import Bodies
 from simrun.scene.species import pairs_to_dict, species_to_data
 
 SCHEMA_VERSION = 2
@@ -329,6 +330,7 @@ class Scene:
     def thermo_every(self) -> int:
         return self.thermo or self.outputs.every
     neighbors: Neighbors | None = None
+    bodies: Bodies | None = None  # rigid boxes and springs (their centres are the particles)
 
     def kernel_refs(self) -> list[KernelRef]:
         """Every kernel the scene names: energy terms, step kernels, then the controller."""
@@ -369,4 +371,7 @@ class Scene:
             data["objective"] = self.objective.to_dict()
         if self.optimize is not None:
             data["optimize"] = self.optimize.to_dict()
+        if self.bodies is not None:  # they give the particles and where they start
+            del data["particles"], data["initial"]
+            data["bodies"] = self.bodies.to_dict()
         return data
