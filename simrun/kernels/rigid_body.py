@@ -114,7 +114,7 @@ def render_shapes(params) -> dict:
     """The ground as a strip below its height, the goal as a target."""
     p = {**DEFAULTS["collide"], **DEFAULTS["reach"], **params}
     ground = p["ground"]
-    return {"boxes": [[[-1.0, ground - 0.02], [2.0, ground]]],
+    return {"boxes": [[[0.0, ground - 0.02], [1.0, ground]]],
             "targets": [[p["goal_x"], p["goal_y"]]]}
 
 
