@@ -14,7 +14,11 @@ step kernels, in order:
     collide           each box corner that would pass below `ground` this step while falling
                       gets a normal impulse (restitution `elasticity`) and a friction impulse
                       (at most `friction` times it); a corner above the ground moves back by
-                      its time of impact (DiffTaichi's toi)
+                      its time of impact (DiffTaichi's toi). Each corner's impulse is
+                      computed alone, as there: a wide box's two bottom corners together stop
+                      less than its fall each step, so it sinks slowly when it rests flat
+                      (DiffTaichi's penalty term, which would push it back, is zero there:
+                      its kernel multiplies by a local it has just set to 0)
     springs           an impulse dt k (l - L) / l d between the two anchor points, l = |d| +
                       1e-4, L = length (1 + actuation act); a joint (L = 0) also removes the
                       anchors' relative velocity (|u| + 0.1 in its denominator)

@@ -60,7 +60,8 @@ class BodyPlot(FramePlot):
     def __init__(self, limits: np.ndarray, half: np.ndarray, springs: list[dict], *,
                  shapes: Shapes | None, units: Units, size_in: float = 5.0,
                  dpi: int = 100) -> None:
-        super().__init__(limits, len(half), spacing=float(half.min()), shapes=shapes,
+        # the centres as small dots (a third of the thinnest box), the boxes carry the shape
+        super().__init__(limits, len(half), spacing=float(half.min()) / 3, shapes=shapes,
                          size_in=size_in, dpi=dpi, units=units)
         self.half, self.springs = half, springs
         joint = np.array([bool(s.get("joint")) for s in springs], dtype=bool)
@@ -68,7 +69,7 @@ class BodyPlot(FramePlot):
                                     linewidths=1.2, zorder=1.5)
         self.spring_lines = LineCollection(
             [], colors=["#222222" if j else "#d62728" for j in joint],
-            linewidths=[3.0 if j else 1.8 for j in joint], zorder=2.5)
+            linewidths=[3.5 if j else 1.8 for j in joint], capstyle="round", zorder=2.5)
         self.ax.add_collection(self.boxes, autolim=False)
         self.ax.add_collection(self.spring_lines, autolim=False)
 
