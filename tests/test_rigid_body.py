@@ -212,3 +212,39 @@ def test_pictures_draw_each_box_as_its_rotated_rectangle(tmp_path):
     np.testing.assert_allclose(np.linalg.norm(corners - frames["x"][-1][:, None], axis=2),
                                np.linalg.norm(half, axis=1)[:, None].repeat(4, 1),
                                rtol=1e-6)
+
+
+def test_a_box_too_small_for_the_precision_is_an_error_at_its_line(tmp_path):
+    """A mass of 4e-40 is no normal f32: its inverse would overflow to inf in the kernels."""
+    path = free_scene(tmp_path, SPRING)
+    path.write_text(path.read_text().replace("precision: f64", "precision: f32").replace(
+        "halfsize: [0.1, 0.03]", "halfsize: [1e-20, 1e-20]"))
+    with pytest.raises(SceneError, match=r"boxes\.yaml:6:7: box 0's mass"):
+        load_scene(path)
+
+
+def test_resumed_writer_keeps_the_angles_of_the_frames_on_disk(tmp_path):
+    """frames.npz's per-frame `angle` survives a resume: the frames kept from disk and the
+    new ones, in step order, as an unbroken run writes them."""
+    from simrun.outputs.writer import Frame, RunWriter, WriterOptions
+
+    options = WriterOptions(xyz=False, energies=False, frame_fields=("angle",))
+
+    def frame(step: int) -> Frame:
+        return Frame(step=step, time=step * 0.1, x=np.full((2, 2), step, float),
+                     v=np.zeros((2, 2)), kinetic=0.0, potential=0.0,
+                     state={"field:angle": np.array([step, -step], float)})
+
+    first = RunWriter(tmp_path, options)
+    for step in (0, 10, 20, 30):
+        first.add(frame(step))
+    first.flush()
+    resumed = RunWriter(tmp_path, options)
+    resumed.load_existing(upto_step=20, every=10)
+    resumed.add(frame(30))
+    resumed.add(frame(40))
+    resumed.flush()
+    saved = np.load(tmp_path / "frames.npz")
+    np.testing.assert_array_equal(saved["step"], [0, 10, 20, 30, 40])
+    np.testing.assert_array_equal(saved["angle"][:, 0], [0, 10, 20, 30, 40])
+    np.testing.assert_array_equal(saved["angle"][:, 1], [0, -10, -20, -30, -40])

@@ -139,7 +139,7 @@ class RunWriter:
                                  energy=frame.potential, digits=opts.digits)
         state = {"step": np.int64(frame.step), "time": np.float64(frame.time), "x": x, "v": v,
                  **{k: np.array(a, copy=True) for k, a in frame.state.items()}}
-        extra = {k: state[f"field:{k}"] for k in self.per_frame}
+        extra = {k: state[f"field:{k}"] for k in self.per_frame if f"field:{k}" in state}
         self.steps.append(frame.step)
         self.times.append(frame.time)
         self.xs.append(x)

@@ -17,6 +17,7 @@ at its file:line:col.
 
 from __future__ import annotations
 
+import numpy as np
 from yaml.nodes import Node
 
 from simrun.scene.bodies import DEFAULT_ACTUATION, Bodies, Box, Spring  # noqa: F401
@@ -105,6 +106,23 @@ def bodies(node: Node | None, scene: MapReader, precision: str
                            "particles are the boxes' centres, starting at rest where "
                            "'bodies.boxes' puts them", f"Remove '{key}'")
     found = _read(node)
+    _check_sizes(node, found, precision)
     particles = Particles(len(found.boxes), 2, found.masses(precision))
     initial = Initial("bodies", {}, (0.0, 0.0), 0.0)  # positions: scene.bodies
     return found, particles, initial
+
+
+def _check_sizes(node: Node, found: Bodies, precision: str) -> None:
+    """Each box's mass (area) and moment of inertia are normal numbers of the precision, so
+    their inverses, which the kernels use, are finite."""
+    fp = np.float32 if precision == "f32" else np.float64
+    tiny, huge = np.finfo(fp).tiny, np.finfo(fp).max
+    for i, (box, mass) in enumerate(zip(found.boxes, found.masses(precision))):
+        hx, hy = (float(h) for h in box.halfsize)
+        inertia = mass * (hx * hx + hy * hy) / 3
+        if not all(tiny <= q <= huge for q in (mass, inertia)):
+            at = MapReader(node, "bodies").get("boxes").value[i]
+            raise error_at(at, f"box {i}'s mass {mass:.3g} or moment of inertia "
+                           f"{inertia:.3g} is outside what {precision} holds ({tiny:.3g} to "
+                           f"{huge:.3g})", "Give half sizes of ordinary magnitude (or "
+                           "'precision: f64')")
