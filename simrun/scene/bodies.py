@@ -60,3 +60,11 @@ class Bodies:
         return tuple(float(fp(4) * fp(b.halfsize[0]) * fp(b.halfsize[1])) for b in self.boxes)
 
 
+
+
+def particles_data(bodies: dict[str, Any], precision: str = "f64") -> dict[str, Any]:
+    """The ``particles`` a resolved scene's ``bodies`` (as scene.yaml holds them) stand for:
+    their count, dimension 2 and masses (for readers of run folders)."""
+    boxes = tuple(Box(tuple(b["position"]), tuple(b["halfsize"]), float(b.get("angle", 0.0)))
+                  for b in bodies["boxes"])
+    return {"count": len(boxes), "dim": 2, "mass": list(Bodies(boxes).masses(precision))}
