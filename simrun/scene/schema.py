@@ -140,6 +140,7 @@ class Optimize:
     iterations: int
     lr: float = 0.05
     clip: float | None = None  # global gradient-norm clipping (adam, sgd)
+    clip_epsilon: float = 0.0  # the clip scales by min(1, clip / (|g| + clip_epsilon))
     bounds: dict[str, tuple[float, float]] = field(default_factory=dict)
     tolerance_loss: float | None = None
     tolerance_gradient: float | None = None
@@ -159,6 +160,8 @@ class Optimize:
                         weight_decay=self.weight_decay)
         if self.clip is not None:
             data["clip"] = self.clip
+        if self.clip_epsilon:
+            data["clip_epsilon"] = self.clip_epsilon
         if self.bounds:
             data["bounds"] = {k: [_bound(lo), _bound(hi)] for k, (lo, hi) in self.bounds.items()}
         tol = {k: v for k, v in (("loss", self.tolerance_loss),
