@@ -10,7 +10,7 @@ generators seeded with 0, which is where the scene's weights come from
 descent, learning rate 1, gradient scaled down to norm 0.2). Its losses are recorded as each
 `ti.ad.Tape` exits; its time per iteration is the median gap between them.
 
-    python bench/difftaichi_rigid_body.py [iterations] [robot]
+    python bench/difftaichi_rigid_body.py [iterations] [robot] [ulp_runs]
 """
 
 from __future__ import annotations
@@ -47,6 +47,9 @@ class NoGUI:  # the program opens a window at import and draws while it trains
 
 ti.GUI = NoGUI
 WANT, LOG = int(sys.argv[1]), sys.argv[2]
+NUDGE = float(sys.argv[4])  # every drawn weight times (1 + NUDGE): rounding-sized changes
+draw = np.random.randn
+np.random.randn = lambda *shape: draw(*shape) * (1.0 + NUDGE)
 events = []
 exit_tape = ti.ad.Tape.__exit__
 
@@ -77,13 +80,14 @@ def _original_files(into: Path) -> None:
                                                    "examples/robot_config.py"))
 
 
-def taichi_side(iterations: int, robot: int, work: Path) -> dict:
-    """The original's first `iterations` losses and its median seconds per iteration."""
+def taichi_side(iterations: int, robot: int, work: Path, nudge: float = 0.0) -> dict:
+    """The original's first `iterations` losses and its median seconds per iteration; with
+    `nudge`, from its weights times (1 + nudge) (1.2e-7: about one f32 ulp)."""
     _original_files(work)
     log = work / "taichi.json"
     env = {**os.environ, "TI_LOG_LEVEL": "error", "TI_ARCH": "x64", "PYTHONPATH": ""}
-    subprocess.run([TAICHI_PYTHON, "-c", DRIVER, str(iterations), str(log), str(robot)],
-                   cwd=work, env=env, check=True, capture_output=True, text=True)
+    subprocess.run([TAICHI_PYTHON, "-c", DRIVER, str(iterations), str(log), str(robot),
+                    repr(nudge)], cwd=work, env=env, check=True, capture_output=True, text=True)
     events = json.loads(log.read_text())
     gaps = [b[0] - a[0] for a, b in zip(events, events[1:])]
     return {"losses": [e[1] for e in events], "seconds": median(gaps) if gaps else None}
@@ -102,20 +106,27 @@ def simrun_side(iterations: int, robot: int, work: Path) -> dict:
                                                                       len(walls) > 1 else walls))}
 
 
-def compare(iterations: int = 20, robot: int = 1) -> dict:
-    """Run both sides and print their loss curves and times per iteration."""
+def compare(iterations: int = 20, robot: int = 1, ulp_runs: int = 0) -> dict:
+    """Run both sides and print their loss curves and times per iteration; `ulp_runs` more
+    runs of the original from weights moved by k x 1.2e-7 (k = 1..ulp_runs, about k f32
+    ulps) show how far rounding alone moves its own curve."""
     with tempfile.TemporaryDirectory(prefix="difftaichi_rigid_body_") as tmp:
         work = Path(tmp)
         taichi = taichi_side(iterations, robot, work)
         ours = simrun_side(iterations, robot, work)
+        nudged = [taichi_side(iterations, robot, work, k * 1.2e-7)["losses"]
+                  for k in range(1, ulp_runs + 1)]
     print(f"rigid_body (robot {robot}): {iterations} iterations")
     print(f"{'iter':>4} {'Taichi 1.7.4':>14} {'simrun':>14} {'rel. diff':>10}")
     for i, (a, b) in enumerate(zip(taichi["losses"], ours["losses"])):
         print(f"{i:>4} {a:>14.8g} {b:>14.8g} {abs(a - b) / max(abs(a), 1e-30):>10.2e}")
     print(f"s/iteration: Taichi 1.7.4 {taichi['seconds']:.3f}, simrun {ours['seconds']:.3f} "
           f"({taichi['seconds'] / ours['seconds']:.2f}x)")
-    return {"taichi": taichi, "simrun": ours}
+    for k, losses in enumerate(nudged, 1):
+        print(f"Taichi 1.7.4, weights x (1 + {k} x 1.2e-7): " +
+              " ".join(f"{v:.4g}" for v in losses))
+    return {"taichi": taichi, "simrun": ours, "taichi_nudged": nudged}
 
 
 if __name__ == "__main__":
-    compare(*(int(a) for a in sys.argv[1:3]))
+    compare(*(int(a) for a in sys.argv[1:4]))
