@@ -28,6 +28,7 @@ from simrun.outputs import read_energy_csv, read_run_info
 from simrun.outputs.rundir import API_WORDING, check_out_dir, choose_run_dir
 from simrun.outputs.xyz import cell_for, pbc_flags, type_columns
 from simrun.scene import load_scene
+from simrun.scene.bodies import particles_data
 from simrun.scene.species import species_from_data
 
 PathLike = str | os.PathLike[str]
@@ -183,6 +184,8 @@ def load_run(path: PathLike) -> Run:
     with np.load(path / "frames.npz") as frames:
         arrays = {k: frames[k] for k in frames.files}
     scene = yaml.safe_load((path / "scene.yaml").read_text(encoding="utf-8"))
+    if "particles" not in scene and "bodies" in scene:  # rigid boxes: their centres
+        scene["particles"] = particles_data(scene["bodies"], scene.get("precision", "f64"))
     count = int(scene["particles"]["count"])
     masses = np.broadcast_to(np.asarray(scene["particles"].get("mass", 1.0), float),
                              (count,)).copy()

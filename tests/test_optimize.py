@@ -165,6 +165,30 @@ def test_every_optimiser_honours_the_bounds(tmp_path, kind):
     assert result.best["initial.velocity"][0] == pytest.approx(V_STAR[0], abs=1e-3)
 
 
+def test_clip_epsilon_scales_as_difftaichi_rigid_body_does(tmp_path):
+    """DiffTaichi's rigid_body.py steps by lr min(1, 0.2 / (|g| + 1e-4)) g: with
+    clip_epsilon each clipped step is 0.2 |g| / (|g| + 1e-4) long, and it survives the
+    resolved scene."""
+    g = np.array([3.0, 4.0])
+    np.testing.assert_allclose(clip_norm(g, 1.0, 1e-4), g / 5.0001, rtol=1e-15)
+    assert clip_norm(np.array([0.6, 0.8]), 1.0, 0.0)[0] == 0.6  # |g| = clip: kept
+    scene = load_scene(_projectile(tmp_path, "{parameters: [initial.velocity], optimizer: sgd, "
+                                   "lr: 1.0, clip: 0.1, clip_epsilon: 1e-4, iterations: 3}"))
+    assert load_scene_dict(scene).optimize.clip_epsilon == 1e-4
+    optimize_scene(scene, tmp_path / "o")
+    rows = np.loadtxt(tmp_path / "o" / "loss.csv", delimiter=",", skiprows=1)
+    assert (rows[:, 2] > 0.1).all()
+    np.testing.assert_allclose(rows[1:, 3], 0.1 * rows[:-1, 2] / (rows[:-1, 2] + 1e-4),
+                               rtol=1e-12)
+
+
+def load_scene_dict(scene):
+    """The scene after a round trip through its resolved dict (what scene.yaml holds)."""
+    path = scene.source.parent / "resolved.yaml"
+    path.write_text(yaml.safe_dump(scene.to_dict()))
+    return load_scene(path)
+
+
 def test_clip_limits_the_step_of_sgd(tmp_path):
     scene = load_scene(_projectile(tmp_path, "{parameters: [initial.velocity], optimizer: sgd, "
                                    "lr: 1.0, clip: 0.1, iterations: 3}"))
@@ -275,6 +299,9 @@ def test_a_nan_loss_stops_naming_the_iteration_and_keeps_the_best(tmp_path):
     ("{parameters: [dt], weight_decay: -1}", "weight_decay"),
     ("{parameters: [dt], optimizer: lbfgs, weight_decay: 0.1}", "does not apply to the 'lbfgs'"),
     ("{parameters: [dt], optimizer: lbfgs, schedule: cosine}", "does not apply to the 'lbfgs'"),
+    ("{parameters: [dt], clip_epsilon: 1e-4}", "there is no 'clip'"),
+    ("{parameters: [dt], clip: 1, clip_epsilon: -1}", "must not be negative"),
+    ("{parameters: [dt], optimizer: lbfgs, clip_epsilon: 1e-4}", "does not apply to the 'lbfgs'"),
 ])
 def test_bad_optimize_sections_are_reported_at_their_line(tmp_path, optimize, message):
     path = _projectile(tmp_path, optimize)

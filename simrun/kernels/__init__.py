@@ -59,7 +59,8 @@ Optional module hooks
     def allocate(ctx) -> dict[str, field]
         creates extra fields (e.g. per-triangle rest shapes, an MPM grid) after ``ti.init``;
         ``ctx`` has n, dim, dtype (and np_dtype), x0, masses, topology (NumPy) and params
-        (the merged scene params of this module's kernels). Fields it returns can be named by any kernel of the
+        (the merged scene params of this module's kernels), and bodies (the scene's
+        ``bodies:`` boxes and springs, ``simrun.scene.bodies.Bodies``, or None). Fields it returns can be named by any kernel of the
         module and are saved with the run state, so ``--resume`` restores them.
 
     def render_shapes(params) -> dict

@@ -192,7 +192,8 @@ class _Run:
                 return "converged"
             if it < self.iterations:
                 lr = learning_rate(opt.lr, opt.schedule, it, self.iterations)
-                used = normalized(grad) if opt.normalize else clip_norm(grad, opt.clip)
+                used = normalized(grad) if opt.normalize else \
+                    clip_norm(grad, opt.clip, opt.clip_epsilon)
                 vector = project(method.step(vector, used, lr), low, high)
         return "done"
 

@@ -9,12 +9,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 
-def clip_norm(grad: np.ndarray, clip: float | None) -> np.ndarray:
-    """The gradient scaled down to norm `clip` when it is longer (global norm clipping)."""
+def clip_norm(grad: np.ndarray, clip: float | None, epsilon: float = 0.0) -> np.ndarray:
+    """The gradient scaled down to norm `clip` when it is longer (global norm clipping); with
+    `epsilon`, by min(1, clip / (|g| + epsilon)), as DiffTaichi's rigid_body.py does."""
     norm = float(np.linalg.norm(grad))
-    if clip is None or norm <= clip:
+    if clip is None or norm + epsilon <= clip:
         return grad
-    return grad * (clip / norm)
+    return grad * (clip / (norm + epsilon))
 
 
 def normalized(grad: np.ndarray) -> np.ndarray:

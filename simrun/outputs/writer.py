@@ -61,6 +61,9 @@ class WriterOptions:
     thermo_columns: tuple[str, ...] = ()  # beyond THERMO_COLUMNS (e.g. "conserved")
     units: Units = SYSTEMS["reduced"]  # thermo.csv's header labels
     dim: int = 3
+    # module fields saved with every frame in frames.npz, under their own name (a rigid
+    # box's angle, for its pictures): state "field:<name>" -> frames.npz "<name>"
+    frame_fields: tuple[str, ...] = ()
 
 
 def write_scene(path: Path, data: dict[str, Any]) -> None:
@@ -103,6 +106,7 @@ class RunWriter:
         self.xs: list[np.ndarray] = []
         self.vs: list[np.ndarray] = []
         self.fs: list[np.ndarray] = []
+        self.per_frame: dict[str, list[np.ndarray]] = {k: [] for k in options.frame_fields}
         self.energies: list[tuple[int, float, float, float]] = []
         self.xyz_blocks: list[str] = []
         self.last_state: dict[str, np.ndarray] | None = None
@@ -135,6 +139,7 @@ class RunWriter:
                                  energy=frame.potential, digits=opts.digits)
         state = {"step": np.int64(frame.step), "time": np.float64(frame.time), "x": x, "v": v,
                  **{k: np.array(a, copy=True) for k, a in frame.state.items()}}
+        extra = {k: state[f"field:{k}"] for k in self.per_frame if f"field:{k}" in state}
         self.steps.append(frame.step)
         self.times.append(frame.time)
         self.xs.append(x)
@@ -145,6 +150,8 @@ class RunWriter:
         self.energies.append((frame.step, frame.time, frame.kinetic, frame.potential))
         if block is not None:
             self.xyz_blocks.append(block)
+        for k, value in extra.items():
+            self.per_frame[k].append(value)
         self.last_state = state
         self.dirty = True
 
@@ -157,6 +164,7 @@ class RunWriter:
             arrays["v"] = np.stack(self.vs)
         if self.fs:
             arrays["f"] = np.stack(self.fs)
+        arrays.update({k: np.stack(v) for k, v in self.per_frame.items() if v})
         return arrays
 
     def flush(self) -> None:
@@ -188,6 +196,8 @@ class RunWriter:
             self.xs = list(data["x"][keep]) if "x" in data else []
             self.vs = list(data["v"][keep]) if "v" in data else []
             self.fs = list(data["f"][keep]) if "f" in data else []
+            self.per_frame = {k: list(data[k][keep]) if k in data else []
+                              for k in self.per_frame}
         self.saved_step = upto_step
         kept = set(self.steps)
         if (out / "energy.csv").exists():

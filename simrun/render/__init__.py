@@ -16,6 +16,7 @@ import yaml
 
 from simrun.outputs.units import units_of
 from simrun.render.animation import render_animation
+from simrun.render.bodies import bodies_of, render_bodies
 from simrun.render.energy import EnergyPlot, render_energy
 from simrun.render.frames import (
     Box,
@@ -127,7 +128,7 @@ def render_run(
     labels = units_of(scene.get("units"))
     written: list[Path] = []
     x = np.zeros((0, 0, 2))
-    bonds = triangles = limits = spacing = None
+    bonds = triangles = limits = spacing = angles = None
     if frames.exists():
         bonds, triangles = _topology(run_dir)
         with np.load(frames) as npz:
@@ -135,6 +136,12 @@ def render_run(
                 x = as_positions_frames(npz["x"])
             step = npz["step"] if "step" in npz.files else np.arange(len(x))
             time = npz["time"] if "time" in npz.files else None
+            angles = npz["angle"] if "angle" in npz.files else None
+    if len(x) and angles is not None and bodies_of(scene):  # rigid boxes: their own pictures
+        frame_info = {"step": step, **({"time": time} if time is not None else {})}
+        written += render_bodies(run_dir, scene, x, angles, frame_info, shapes=shapes,
+                                 name=name, units=labels, max_frames=max_frames, fps=fps)
+        x = np.zeros((0, 0, 2))  # drawn: the particle pictures below are skipped
     if len(x):
         # Whole-run limits, so first.png, last.png and the animation are directly comparable.
         limits = fit_limits(x, box, shapes=shapes)

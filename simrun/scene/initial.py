@@ -121,6 +121,8 @@ def _positions(scene: Scene, rng: np.random.Generator) -> tuple[np.ndarray, np.n
     if init.type == "lattice":
         return lattice(opts["shape"], opts["spacing"], opts["origin"], opts["jitter"], rng,
                        opts.get("basis")), None
+    if init.type == "bodies":  # the centres of a scene's rigid boxes
+        return np.asarray([b.position for b in scene.bodies.boxes], dtype=float), None
     if init.type == "random_walk":
         return random_walk(rng, p.count, p.dim, opts["bond_length"], opts["angle"],
                            opts["start"]), None

@@ -15,6 +15,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode
 
 from simrun.scene import (
     limits,
+    load_bodies,
     load_fields,
     load_integrator,
     load_optimize,
@@ -57,7 +58,7 @@ MAX_NAME = 100  # characters; file systems allow 255 in a folder name
 TOP_KEYS = ("version", "name", "description", "precision", "seed", "particles", "initial",
             "energy", "topology", "integrator", "step_kernels", "controller", "fields", "dt",
             "steps", "boundary", "outputs", "thermo", "objective", "optimize", "neighbors",
-            "units")
+            "units", "bodies")
 
 
 def display_path(path: Path) -> str:
@@ -308,14 +309,16 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
     seed = as_int(seed_node, "seed", 0) if seed_node else 0
     units = as_choice(r.get("units"), "units", tuple(CONSTANTS)) if r.get("units") \
         else "reduced"
+    precision = as_choice(prec_node, "precision", PRECISIONS) if prec_node else "f64"
+    bodies = load_bodies.bodies(r.get("bodies"), r, precision)  # rigid boxes: they are the particles
     structure = load_state.structure_of(r.get("initial"), path.parent, units)
-    particles, per_species_mass = _particles(
+    particles, per_species_mass = (bodies[1], None) if bodies else _particles(
         r.require("particles", "Add 'particles: {count: N, dim: 2}'"), seed, structure)
     dt = as_float(r.require("dt", "Add 'dt: 1e-4' (the time step)"), "dt", positive=True)
     steps_node = r.require("steps", "Add 'steps: 1000'")
     steps = as_int(steps_node, "steps", 1)
-    precision = as_choice(prec_node, "precision", PRECISIONS) if prec_node else "f64"
-    init = load_state.initial(r.get("initial"), particles, path.parent, structure)
+    init = bodies[2] if bodies else load_state.initial(r.get("initial"), particles, path.parent,
+                                                       structure)
     particles = _with_file_species(particles, init, r.get("initial"), per_species_mass,
                                    structure)
     energy = load_terms.energy_terms(r.get("energy"), path.parent,
@@ -352,7 +355,7 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
                                                   CONSTANTS[units].skin),
         outputs=_outputs(r.get("outputs"), steps_node, steps, particles, precision),
         step_kernels=stepk, controller=control, fields=field_files, fields_where=field_where,
-        objective=objective,
+        objective=objective, bodies=bodies[0] if bodies else None,
         optimize=load_optimize.optimize(r.get("optimize"), objective is not None),
         units=units)
     ranges.check_ranges(scene, root)  # every kernel-bound number fits the precision

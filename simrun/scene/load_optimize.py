@@ -24,8 +24,9 @@ from simrun.scene.nodes import (
 from simrun.scene.schema import OPTIMIZERS, SCHEDULES, Optimize, Schedule
 
 KEYS = ("parameters", "optimizer", "lr", "iterations", "clip", "bounds", "tolerance", "betas",
-        "momentum", "nesterov", "schedule", "weight_decay", "normalize")
-ONLY = {"lr": ("adam", "sgd"), "clip": ("adam", "sgd"), "betas": ("adam",),
+        "momentum", "nesterov", "schedule", "weight_decay", "normalize", "clip_epsilon")
+ONLY = {"lr": ("adam", "sgd"), "clip": ("adam", "sgd"), "clip_epsilon": ("adam", "sgd"),
+        "betas": ("adam",),
         "momentum": ("sgd",), "nesterov": ("sgd",), "schedule": ("adam", "sgd"),
         "weight_decay": ("adam", "sgd"), "normalize": ("sgd",)}
 # what each schedule type reads besides `type` and `warmup`
@@ -55,6 +56,13 @@ def optimize(node: Node | None, has_objective: bool) -> Optimize | None:
         opts["lr"] = as_float(r.get("lr"), "optimize.lr", positive=True)
     if r.get("clip") is not None:
         opts["clip"] = as_float(r.get("clip"), "optimize.clip", positive=True)
+    if r.get("clip_epsilon") is not None:  # DiffTaichi's clip / (|g| + 1e-4)
+        if "clip" not in opts:
+            raise error_at(r.key_node("clip_epsilon"), "'optimize.clip_epsilon' is added to "
+                           "the gradient's norm where 'clip' scales it, but there is no "
+                           "'clip'", "Add 'clip', or remove 'clip_epsilon'")
+        opts["clip_epsilon"] = as_float(r.get("clip_epsilon"), "optimize.clip_epsilon",
+                                        nonnegative=True)
     if r.get("betas") is not None:
         opts["betas"] = _betas(r.get("betas"))
     if r.get("momentum") is not None:

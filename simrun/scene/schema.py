@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from simrun.scene.bodies import Bodies
 from simrun.scene.species import pairs_to_dict, species_to_data
 from simrun.scene.units import Constants, constants_of
 
@@ -140,6 +141,7 @@ class Optimize:
     iterations: int
     lr: float = 0.05
     clip: float | None = None  # global gradient-norm clipping (adam, sgd)
+    clip_epsilon: float = 0.0  # the clip scales by min(1, clip / (|g| + clip_epsilon))
     bounds: dict[str, tuple[float, float]] = field(default_factory=dict)
     tolerance_loss: float | None = None
     tolerance_gradient: float | None = None
@@ -159,6 +161,8 @@ class Optimize:
                         weight_decay=self.weight_decay)
         if self.clip is not None:
             data["clip"] = self.clip
+        if self.clip_epsilon:
+            data["clip_epsilon"] = self.clip_epsilon
         if self.bounds:
             data["bounds"] = {k: [_bound(lo), _bound(hi)] for k, (lo, hi) in self.bounds.items()}
         tol = {k: v for k, v in (("loss", self.tolerance_loss),
@@ -340,6 +344,7 @@ class Scene:
         """The thermostat's k_B T in energy units."""
         return self.constants.boltz * float(self.integrator.temperature)
     neighbors: Neighbors | None = None
+    bodies: Bodies | None = None  # rigid boxes and springs (their centres are the particles)
 
     def kernel_refs(self) -> list[KernelRef]:
         """Every kernel the scene names: energy terms, step kernels, then the controller."""
@@ -380,4 +385,7 @@ class Scene:
             data["objective"] = self.objective.to_dict()
         if self.optimize is not None:
             data["optimize"] = self.optimize.to_dict()
+        if self.bodies is not None:  # they give the particles and where they start
+            del data["particles"], data["initial"]
+            data["bodies"] = self.bodies.to_dict()
         return data

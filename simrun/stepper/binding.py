@@ -45,6 +45,7 @@ class KernelContext:
     masses: np.ndarray
     topology: Mapping[str, np.ndarray]
     params: Mapping[str, float | int]
+    bodies: Any = None  # the scene's rigid boxes and springs (scene.bodies.Bodies), if any
 
 
 @dataclass

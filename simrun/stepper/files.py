@@ -50,7 +50,8 @@ def writer_options(scene: Scene) -> WriterOptions:
                          masses=np.asarray(scene.particles.masses, dtype=float),
                          species=list(scene.particles.species) or None,
                          digits=9 if scene.precision == "f32" else 17,
-                         units=units_of(scene.units), dim=scene.particles.dim)
+                         units=units_of(scene.units), dim=scene.particles.dim,
+                         frame_fields=("angle",) if scene.bodies is not None else ())
 
 
 def load_checkpoint(out_dir: Path, scene: Scene, allow_changed: bool = False

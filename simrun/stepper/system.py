@@ -140,7 +140,8 @@ class System:
                 continue
             p = self.scene.particles
             ctx = KernelContext(p.count, p.dim, self.fp, self.np_dtype, self.x0_np, self.masses,
-                                dict(self.scene.topology.arrays), self._module_params(path))
+                                dict(self.scene.topology.arrays), self._module_params(path),
+                                self.scene.bodies)
             try:
                 fields = hook(ctx)
             except (ValueError, KeyError) as exc:
