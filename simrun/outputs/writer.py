@@ -4,7 +4,8 @@ Frames are held in memory and the files are rewritten atomically at each ``flush
 stepper flushes at most about once a second, and always at the end or on an error), so a run
 killed at any moment leaves readable files that end at the last flushed frame:
 
-- ``frames.npz``: step (F,), time (F,), x (F, N, D), and v / f when asked for
+- ``frames.npz``: step (F,), time (F,), x (F, N, D), and v / f when asked for, and each
+  grid field's values, ``grid:<name>`` (F, *shape[, components])
 - ``trajectory.xyz``: the same frames as extended XYZ
 - ``energy.csv``: step,time,kinetic,potential,total (at the frames)
 - ``thermo.csv``: energies and temperature at the thermo cadence (``simrun.outputs.thermo``)
@@ -61,6 +62,7 @@ class WriterOptions:
     thermo_columns: tuple[str, ...] = ()  # beyond THERMO_COLUMNS (e.g. "conserved")
     units: Units = SYSTEMS["reduced"]  # thermo.csv's header labels
     dim: int = 3
+    grids: tuple[str, ...] = ()  # grid fields saved per frame (the state's field:<name>)
 
 
 def write_scene(path: Path, data: dict[str, Any]) -> None:
@@ -103,6 +105,7 @@ class RunWriter:
         self.xs: list[np.ndarray] = []
         self.vs: list[np.ndarray] = []
         self.fs: list[np.ndarray] = []
+        self.grids: dict[str, list[np.ndarray]] = {name: [] for name in options.grids}
         self.energies: list[tuple[int, float, float, float]] = []
         self.xyz_blocks: list[str] = []
         self.last_state: dict[str, np.ndarray] | None = None
@@ -135,8 +138,11 @@ class RunWriter:
                                  energy=frame.potential, digits=opts.digits)
         state = {"step": np.int64(frame.step), "time": np.float64(frame.time), "x": x, "v": v,
                  **{k: np.array(a, copy=True) for k, a in frame.state.items()}}
+        grids = {name: state[f"field:{name}"] for name in self.grids}
         self.steps.append(frame.step)
         self.times.append(frame.time)
+        for name, values in grids.items():
+            self.grids[name].append(values)
         self.xs.append(x)
         if opts.velocities:
             self.vs.append(v)
@@ -157,6 +163,7 @@ class RunWriter:
             arrays["v"] = np.stack(self.vs)
         if self.fs:
             arrays["f"] = np.stack(self.fs)
+        arrays.update({f"grid:{name}": np.stack(values) for name, values in self.grids.items()})
         return arrays
 
     def flush(self) -> None:
@@ -188,6 +195,7 @@ class RunWriter:
             self.xs = list(data["x"][keep]) if "x" in data else []
             self.vs = list(data["v"][keep]) if "v" in data else []
             self.fs = list(data["f"][keep]) if "f" in data else []
+            self.grids = {name: list(data[f"grid:{name}"][keep]) for name in self.grids}
         self.saved_step = upto_step
         kept = set(self.steps)
         if (out / "energy.csv").exists():

@@ -26,6 +26,7 @@ from simrun.render.frames import (
     render_frame,
     typical_spacing,
 )
+from simrun.render.grids import render_grids
 
 __all__ = ["Shapes", "render_animation", "render_energy", "render_frame", "render_run"]
 
@@ -135,6 +136,8 @@ def render_run(
                 x = as_positions_frames(npz["x"])
             step = npz["step"] if "step" in npz.files else np.arange(len(x))
             time = npz["time"] if "time" in npz.files else None
+    if len(x) and not x.shape[1]:  # a grid scene without particles: its grids are drawn
+        x = np.zeros((0, 0, 2))
     if len(x):
         # Whole-run limits, so first.png, last.png and the animation are directly comparable.
         limits = fit_limits(x, box, shapes=shapes)
@@ -180,4 +183,6 @@ def render_run(
                 units=labels,
             )
         )
+    if frames.exists():
+        written += render_grids(frames, run_dir, scene, labels, max_frames, fps)
     return written

@@ -17,6 +17,7 @@ from simrun.outputs.units import SYSTEMS
 from simrun.scene import (
     limits,
     load_fields,
+    load_grids,
     load_integrator,
     load_optimize,
     load_state,
@@ -56,7 +57,7 @@ MAX_NAME = 100  # characters; file systems allow 255 in a folder name
 TOP_KEYS = ("version", "name", "description", "precision", "seed", "particles", "initial",
             "energy", "topology", "integrator", "step_kernels", "controller", "fields", "dt",
             "steps", "boundary", "outputs", "thermo", "objective", "optimize", "neighbors",
-            "units")
+            "units", "grids")
 
 
 def display_path(path: Path) -> str:
@@ -280,12 +281,19 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
     if r.get("description") is not None:
         as_str(r.get("description"), "description")
     seed = as_int(seed_node, "seed", 0) if seed_node else 0
-    particles, per_species_mass = _particles(
-        r.require("particles", "Add 'particles: {count: N, dim: 2}'"), seed)
+    precision = as_choice(prec_node, "precision", PRECISIONS) if prec_node else "f64"
+    grids = load_grids.grids(r.get("grids"), path.parent, 4 if precision == "f32" else 8)
+    if grids and r.get("particles") is None:  # a grid scene without particles
+        particles, per_species_mass = Particles(0, grids[0].dim, ()), None
+        if r.get("initial") is not None:
+            raise error_at(r.key_node("initial"), "'initial' places particles, but the scene "
+                           "has none", "Remove 'initial', or add 'particles:'")
+    else:
+        particles, per_species_mass = _particles(
+            r.require("particles", "Add 'particles: {count: N, dim: 2}'"), seed)
     dt = as_float(r.require("dt", "Add 'dt: 1e-4' (the time step)"), "dt", positive=True)
     steps_node = r.require("steps", "Add 'steps: 1000'")
     steps = as_int(steps_node, "steps", 1)
-    precision = as_choice(prec_node, "precision", PRECISIONS) if prec_node else "f64"
     init = load_state.initial(r.get("initial"), particles, path.parent)
     particles = _with_file_species(particles, init, r.get("initial"), per_species_mass)
     energy = load_terms.energy_terms(r.get("energy"), path.parent,
@@ -321,7 +329,7 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
                                                   _largest_pair_cutoff(energy)),
         outputs=_outputs(r.get("outputs"), steps_node, steps, particles, precision),
         step_kernels=stepk, controller=control, fields=field_files, fields_where=field_where,
-        objective=objective,
+        objective=objective, grids=grids,
         optimize=load_optimize.optimize(r.get("optimize"), objective is not None),
         units=as_choice(r.get("units"), "units", tuple(SYSTEMS)) if r.get("units") else "reduced")
     ranges.check_ranges(scene, root)  # every kernel-bound number fits the precision

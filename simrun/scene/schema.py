@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from simrun.scene.load_grids import Grid, grids_to_dict
 from simrun.scene.species import pairs_to_dict, species_to_data
 
 SCHEMA_VERSION = 2
@@ -324,6 +325,7 @@ class Scene:
     optimize: Optimize | None = None
     thermo: int | None = None  # steps between thermo.csv rows; None: the frame cadence
     units: str = "reduced"  # a name of outputs.units.SYSTEMS: labels axes, thermo.csv, run.json
+    grids: tuple[Grid, ...] = ()  # regular grids of fields (scene/load_grids.py)
 
     @property
     def thermo_every(self) -> int:
@@ -343,10 +345,12 @@ class Scene:
             "name": self.name,
             "precision": self.precision,
             "seed": self.seed,
-            "particles": self.particles.to_dict(),
-            "initial": self.initial.to_dict(),
-            "energy": [term.to_dict() for term in self.energy],
         }
+        if self.particles.count or not self.grids:  # a grid scene may have no particles
+            data.update(particles=self.particles.to_dict(), initial=self.initial.to_dict())
+        data["energy"] = [term.to_dict() for term in self.energy]
+        if self.grids:
+            data["grids"] = grids_to_dict(self.grids)
         if self.topology.spec:
             data["topology"] = self.topology.to_dict()
         if self.step_kernels is None:

@@ -35,6 +35,7 @@ from simrun.outputs.xyz import cell_for, pbc_flags
 from simrun.scene import Scene, SceneError
 from simrun.scene.errors import shorten
 from simrun.scene.initial import STATE_FILE_ERRORS
+from simrun.stepper.grids import saved_grid_fields
 
 
 def writer_options(scene: Scene) -> WriterOptions:
@@ -50,7 +51,8 @@ def writer_options(scene: Scene) -> WriterOptions:
                          masses=np.asarray(scene.particles.masses, dtype=float),
                          species=list(scene.particles.species) or None,
                          digits=9 if scene.precision == "f32" else 17,
-                         units=units_of(scene.units), dim=scene.particles.dim)
+                         units=units_of(scene.units), dim=scene.particles.dim,
+                         grids=saved_grid_fields(scene))
 
 
 def load_checkpoint(out_dir: Path, scene: Scene, allow_changed: bool = False
