@@ -148,8 +148,20 @@ def wave(iterations: int | None, options: argparse.Namespace) -> dict:
     return {"original": original, "simrun": run_scene("wave", n)}
 
 
+def smoke(iterations: int | None, options: argparse.Namespace) -> dict:
+    """smoke_taichi.py (128^2, 100 steps, 10 Jacobi iterations; 240 iterations of gradient
+    descent, lr 400) with scenes/smoke_target.png as its taichi.png; its checkerboard start
+    is scenes/smoke_start.png; scenes/smoke.yaml from the same zero initial velocity."""
+    n = iterations or 240
+    target = _grey_png(SCENE_DIR / "smoke_target.png")
+    original = run_original("smoke_taichi.py", ["--iters", str(n)],
+                            {"taichi.png": np.repeat(target[:, :, None], 3, axis=2)}, options)
+    return {"original": original, "simrun": run_scene("smoke", n)}
+
+
 SCENES: dict[str, Callable[[int | None, argparse.Namespace], dict]] = {
     "wave": wave,
+    "smoke": smoke,
 }
 
 

@@ -31,17 +31,16 @@ def text_image(text: str, size: int, fontsize: float) -> np.ndarray:
     return rgba[:, :, 0].copy()
 
 
-def disc(size: int, centre: tuple[float, float], radius: float) -> np.ndarray:
-    """A soft disc of smoke (grey levels 0..255), centre and radius in pixels."""
+def checkerboard(size: int, square: int) -> np.ndarray:
+    """Squares of smoke (255) and none (0), `square` pixels wide: (i // s + j // s) % 2."""
     i, j = np.mgrid[0:size, 0:size]
-    r = np.hypot(i - centre[0], j - centre[1])
-    return (255 * np.clip((radius - r) / 4 + 0.5, 0, 1)).astype(np.uint8)
+    return (255 * ((i // square + j // square) % 2)).astype(np.uint8)
 
 
 def main() -> None:
     images = {"wave_target.png": text_image("simrun", 256, 14),
-              "smoke_target.png": text_image("ti", 128, 40),
-              "smoke_start.png": disc(128, (64, 64), 28)}
+              "smoke_target.png": text_image("ti", 128, 64),
+              "smoke_start.png": checkerboard(128, 16)}
     for name, pixels in images.items():
         Image.fromarray(pixels, mode="L").save(SCENES / name)
         print(f"{SCENES / name}: {pixels.shape}, mean {pixels.mean() / 255:.4f}")

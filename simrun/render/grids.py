@@ -97,7 +97,9 @@ def _animation(images: np.ndarray, step, time, path: Path, title: str, label: st
     shown = ax.imshow(images[0], extent=extent, interpolation="nearest", **scale)
     fig.colorbar(shown, ax=ax, label=label, shrink=0.85)
     _axes_labels(ax, units)
-    heading = ax.set_title("", fontsize=9)
+    heading = ax.set_title(_title(title, step, time, len(images) - 1, units), fontsize=9)
+    fig.canvas.draw()  # laid out once, with the longest title; then only redrawn
+    fig.set_layout_engine("none")
     rgbs = []
     for i in subsample(len(images), max_frames):
         shown.set_data(images[i])
