@@ -107,13 +107,15 @@ def run_original(example: str, argv: list[str], images: dict[str, np.ndarray],
     return {"losses": losses, "per_iteration_s": _median_gap(times)}
 
 
-def run_scene(scene: str, iterations: int, sets: list[str] = ()) -> dict:
-    """`simrun optimize SCENE --iterations N` in a temporary folder: its losses and time
-    per iteration (loss.csv)."""
+def run_scene(scene: str, iterations: int, options: argparse.Namespace,
+              sets: list[str] = ()) -> dict:
+    """`simrun optimize SCENE --iterations N` in a temporary folder (or, with `--keep DIR`,
+    in DIR/SCENE with its pictures): its losses and time per iteration (loss.csv)."""
     with tempfile.TemporaryDirectory(prefix="simrun-") as tmp:
-        out = Path(tmp) / "opt"
+        out = Path(options.keep) / scene if options.keep else Path(tmp) / "opt"
         args = [sys.executable, "-m", "simrun.cli", "optimize", str(SCENE_DIR / f"{scene}.yaml"),
-                "--iterations", str(iterations), "--out", str(out), "--no-render",
+                "--iterations", str(iterations), "--out", str(out),
+                *([] if options.keep else ["--no-render"]),
                 *[a for s in sets for a in ("--set", s)]]
         env = {**os.environ, "PYTHONPATH": str(REPO), "MPLBACKEND": "Agg"}
         done = subprocess.run(args, env=env, capture_output=True, text=True)
@@ -145,7 +147,7 @@ def wave(iterations: int | None, options: argparse.Namespace) -> dict:
     target = _grey_png(SCENE_DIR / "wave_target.png")
     original = run_original("wave.py", ["--iters", str(n)],
                             {"taichi.png": np.repeat(target[:, :, None], 3, axis=2)}, options)
-    return {"original": original, "simrun": run_scene("wave", n)}
+    return {"original": original, "simrun": run_scene("wave", n, options)}
 
 
 def smoke(iterations: int | None, options: argparse.Namespace) -> dict:
@@ -156,7 +158,7 @@ def smoke(iterations: int | None, options: argparse.Namespace) -> dict:
     target = _grey_png(SCENE_DIR / "smoke_target.png")
     original = run_original("smoke_taichi.py", ["--iters", str(n)],
                             {"taichi.png": np.repeat(target[:, :, None], 3, axis=2)}, options)
-    return {"original": original, "simrun": run_scene("smoke", n)}
+    return {"original": original, "simrun": run_scene("smoke", n, options)}
 
 
 SCENES: dict[str, Callable[[int | None, argparse.Namespace], dict]] = {
@@ -190,6 +192,8 @@ def main() -> None:
     parser.add_argument("--difftaichi", default="/work/difftaichi/examples")
     parser.add_argument("--taichi-python", default="/work/peers/bin/python")
     parser.add_argument("--json", default=None, help="also write the results here")
+    parser.add_argument("--keep", default=None,
+                        help="keep each scene's optimize folder (with pictures) in KEEP/<scene>")
     options = parser.parse_args()
     results = {}
     for name in options.scenes:
