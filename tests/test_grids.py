@@ -47,7 +47,7 @@ def test_a_grid_scene_saves_draws_and_resumes_its_grids_bit_for_bit(tmp_path: Pa
             np.testing.assert_array_equal(a[name], b[name])
     drawn = {p.name for p in render_run(tmp_path / "whole")}
     assert {"height.png", "height.gif", "height_next.png", "height_next.gif"} <= drawn
-    assert "first.png" not in drawn  # no particles to draw
+    assert "first.png" not in drawn and "energy.png" not in drawn  # no particles, no energy
 
 
 def test_the_wave_step_matches_the_leapfrog_formula(tmp_path: Path) -> None:

@@ -164,7 +164,8 @@ def render_run(
                     units=labels,
                 )
             )
-    if energy.exists():
+    grids_only = "particles" not in scene and bool(scene.get("grids"))  # no energies to plot
+    if energy.exists() and not grids_only:
         written.append(render_energy(energy, run_dir / "energy.png", title=name,
                                      plot=energy_plot(scene, info)))
     if len(x):
