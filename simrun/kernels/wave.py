@@ -1,21 +1,24 @@
 """Height-field water on a grid (the physics of DiffTaichi's wave.py): the wave equation
-p_tt = c^2 lap(p) + damping, by the leapfrog finite-difference step
+p_tt = c^2 lap(p), by the leapfrog finite-difference step
 
-    p[k+2] = 2 p[k+1] + (c^2 dt^2 + c alpha dt) lap(p[k+1]) - p[k] - c alpha dt lap(p[k])
+    p[k+2] = 2 p[k+1] + c^2 dt^2 lap(p[k+1]) - p[k]
 
 with p = 0 outside the grid. The state carries two time levels: `height` = p[k] and
-`height_next` = p[k+1] (the original's p[0] is the trained initial field and p[1] = 0), and
-`height_new` is the step's scratch. The objective is the squared distance, times the cell
-area, between the final level and a target image.
+`height_next` = p[k+1] (the original's p[0] is the trained initial field and p[1] = 0). The
+objective is the squared distance, times the cell area, between the final level and a target
+image. The original's damping alpha is 0 there and is left out: its term reads p[k] at the
+neighbours, which `leap` overwrites in place.
 
-step kernels, in order: fdtd (p[k+2] into height_new), shift (the levels move on)
+step kernels, in order:
+    leap     height = p[k+2], cell by cell in place (each cell reads only its own p[k])
+    swap     the levels move on: height = p[k+1], height_next = p[k+2]
 objective: match_target
 """
 
 import simrun.lang as ti
 
-DEFAULTS = {"fdtd": {"c": 340.0, "alpha": 0.0}, "shift": {}, "match_target": {}}
-LIMITS = {"fdtd": ["c > 0", "alpha >= 0"]}
+DEFAULTS = {"leap": {"c": 340.0}, "swap": {}, "match_target": {}}
+LIMITS = {"leap": ["c > 0"]}
 
 
 @ti.func
@@ -34,22 +37,20 @@ def _laplacian(p: ti.template(), i, j, inv_dx2):
 
 
 @ti.kernel
-def fdtd(height: ti.template(), height_next: ti.template(), height_new: ti.template(),
-         dt: float, dx: float, c: float, alpha: float):
-    for i, j in height_new:
+def leap(height: ti.template(), height_next: ti.template(), dt: float, dx: float, c: float):
+    for i, j in height:
         inv_dx = 1.0 / dx
         inv_dx2 = inv_dx * inv_dx
-        laplacian_p = _laplacian(height, i, j, inv_dx2)
-        laplacian_q = _laplacian(height_next, i, j, inv_dx2)
-        height_new[i, j] = 2 * height_next[i, j] + (c * c * dt * dt + c * alpha * dt) * \
-            laplacian_q - height[i, j] - c * alpha * dt * laplacian_p
+        height[i, j] = 2 * height_next[i, j] + (c * c * dt * dt) * \
+            _laplacian(height_next, i, j, inv_dx2) - height[i, j]
 
 
 @ti.kernel
-def shift(height: ti.template(), height_next: ti.template(), height_new: ti.template()):
+def swap(height: ti.template(), height_next: ti.template()):
     for i, j in height:
+        newest = height[i, j]
         height[i, j] = height_next[i, j]
-        height_next[i, j] = height_new[i, j]
+        height_next[i, j] = newest
 
 
 @ti.kernel
