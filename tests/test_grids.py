@@ -193,3 +193,34 @@ def test_an_interrupted_grid_training_resumes_bit_for_bit(tmp_path: Path) -> Non
                                   np.load(tmp_path / "whole" / "params.npz")["state.height"])
     best = load_scene(tmp_path / "whole" / "best.yaml")
     assert best.fields["height"].name == "best_fields.npz" and trained.shape == (24, 24)
+
+
+KERNEL_3D = '''import simrun.lang as ti
+
+
+@ti.kernel
+def drift(flow: ti.template(), dt: float, dx: float):
+    for i, j, k in flow:
+        flow[i, j, k] += ti.Vector([dt, 2 * dt, i * dx])
+'''
+
+
+def test_a_3d_vector_grid_steps_saves_and_draws(tmp_path: Path) -> None:
+    """A 3-D grid of 3-vectors: the kernel gets the field and `dx`; frames keep
+    (frames, 4, 5, 6, 3); its picture is the magnitude's middle slice."""
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "drift.py").write_text(KERNEL_3D)
+    (tmp_path / "box.yaml").write_text(
+        "version: 2\nprecision: f64\ngrids:\n  box:\n    shape: [4, 5, 6]\n"
+        "    spacing: 0.5\n    fields: {flow: {components: 3, value: 1.0}}\n"
+        "step_kernels: {kernels: [kernels/drift.py:drift]}\ndt: 0.25\nsteps: 3\n"
+        "outputs: {every: 1}\n")
+    run_scene(load_scene(tmp_path / "box.yaml"), tmp_path / "run", threads=1)
+    with np.load(tmp_path / "run" / "frames.npz") as frames:
+        flow = frames["grid:flow"]
+    assert flow.shape == (4, 4, 5, 6, 3)
+    i = np.arange(4)[:, None, None]
+    np.testing.assert_allclose(flow[-1][..., 0], 1 + 3 * 0.25)
+    np.testing.assert_allclose(flow[-1][..., 1], 1 + 3 * 0.5)
+    np.testing.assert_allclose(flow[-1][..., 2], np.broadcast_to(1 + 3 * i * 0.5, (4, 5, 6)))
+    assert {"flow.png", "flow.gif"} <= {p.name for p in render_run(tmp_path / "run")}
