@@ -123,7 +123,9 @@ def _begin(traj: Trajectory, x0: np.ndarray, v0: np.ndarray,
     if unknown:
         check_field_keys([field_key(unknown[0])], traj.system.extra)
     return traj.start(x0, v0, {k.split(".", 1)[1]: d for k, d in shifts.items()
-                               if k.startswith("fields.")}, fields)
+                               if k.startswith("fields.") or (k.startswith("state.") and k
+                                                              not in ("state.x0", "state.v0"))},
+                      fields)
 
 
 def objective_value(scene: Scene, steps: int, threads: int | None = None,

@@ -16,6 +16,7 @@ from simrun.cli.common import (
     out,
 )
 from simrun.scene import load_scene, scene_modules
+from simrun.scene.load_grids import grid_field_names
 from simrun.stepper import check_scene
 
 
@@ -63,8 +64,14 @@ def check(scene_path: SceneArg, sets: SetOpt = None, threads: ThreadsOpt = None,
         out.print(f"  controller    {', '.join(report.controller)}")
     if report.step_kernels:
         out.print(f"  step kernels  {', '.join(report.step_kernels)}")
-    if report.extra_fields:
-        out.print(f"  module fields {', '.join(report.extra_fields)}")
+    on_grids = set(grid_field_names(scene.grids))
+    for grid in scene.grids:
+        out.print(f"  grid {grid.name:<8} {' x '.join(map(str, grid.shape))} cells of "
+                  f"{' x '.join(f'{s:g}' for s in grid.spacing)}: "
+                  f"{', '.join(f.name for f in grid.fields)}")
+    if set(report.extra_fields) - on_grids:
+        out.print(f"  module fields "
+                  f"{', '.join(f for f in report.extra_fields if f not in on_grids)}")
     acted = report.potential_controlled
     out.print(f"  compiled in {report.compile_s:.2f} s; potential energy at step 0 = "
               f"{report.potential:.9g}" + ("" if acted is None else

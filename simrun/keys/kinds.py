@@ -24,9 +24,11 @@ from simrun.keys.known import (
 from simrun.keys.pairs import pair_value, with_pair_value
 from simrun.scene import Scene, SceneError, initial_state
 from simrun.scene.errors import shorten
+from simrun.scene.load_grids import grid_field_names
 from simrun.stepper.binding import load_module
 
 FIELD = "field"  # the kind of `fields.<name>` (simrun.keys.field_key makes one)
+GRID = "grid"  # the kind of `state.<field>`: a grid field's start (scene/load_grids.py)
 ROLES = ("start", "mass", "energy", "objective", "step", "field")  # what the sweep needs
 
 
@@ -108,6 +110,11 @@ def _match_thermostat(parts: list[str]) -> tuple[int, str] | None:
 
 def _match_field(parts: list[str]) -> tuple[int, str] | None:
     return (-1, parts[1]) if len(parts) == 2 and parts[0] == "fields" and parts[1] else None
+
+
+def _match_grid(parts: list[str]) -> tuple[int, str] | None:
+    ok = len(parts) == 2 and parts[0] == "state" and parts[1] not in ("x0", "v0", "")
+    return (-1, parts[1]) if ok else None
 
 
 def _always(text: str) -> Callable[[Scene], list[str]]:
@@ -365,6 +372,13 @@ KINDS: dict[str, Kind] = {
                   tangents=_seed_field,
                   direction=lambda key, scene, tangent, fields: fields[key.name],
                   collect=_first, density=None, partial=None),
+    GRID: Kind(forms=("state.<field>",), match=_match_grid, listed=True,
+               offered=lambda scene: [f"state.{n}" for n in grid_field_names(scene.grids)],
+               check=_check_field, read=_read_field, write=_not_in_scene, lives="fields",
+               role="field", step_input=None,
+               gradient=lambda key, adj, scene: adj.fields[key.name], tangents=_seed_field,
+               direction=lambda key, scene, tangent, fields: fields[key.name],
+               collect=_first, density=None, partial=None),
 }
 
 

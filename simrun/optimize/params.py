@@ -38,7 +38,7 @@ class Layout:
             first = with_role(keys, "field")[0].text
             raise SceneError(f"{opt.where.get(first, scene.source)}: optimize.parameters: "
                              f"{exc}") from None
-        field_starts = {f"fields.{n}": v for n, v in starts.items()}
+        field_starts = {k.text: starts[k.name] for k in with_role(keys, "field")}
         shapes = [np.shape(cls._start_value(scene, field_starts, k)) for k in keys]
         return cls(keys, shapes, scene, field_starts)
 

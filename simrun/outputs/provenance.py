@@ -72,6 +72,7 @@ def plan_sources(scene: Scene) -> list[Source]:
     if initial is not None:
         files.append((INPUTS, initial))
     files += [(INPUTS, Path(path)) for path in dict.fromkeys(scene.fields.values())]
+    files += [(INPUTS, f.image) for g in scene.grids for f in g.fields if f.image is not None]
     rdf = _rdf_target(scene)
     if rdf is not None:
         files.append((INPUTS, rdf))
@@ -122,6 +123,10 @@ def relocate(data: dict[str, Any], sources: list[Source]) -> dict[str, Any]:
         initial["path"] = copies.get(initial["path"], initial["path"])
     for name, path in data.get("fields", {}).items():
         data["fields"][name] = copies.get(path, path)
+    for grid in data.get("grids", {}).values():  # grid fields' start images
+        for spec in grid["fields"].values():
+            if "image" in spec:
+                spec["image"] = copies.get(spec["image"], spec["image"])
     rdf = (data.get("objective", {}).get("targets") or {}).get("rdf")
     if isinstance(rdf, dict) and "file" in rdf:
         rdf["file"] = copies.get(str(rdf["file"]), rdf["file"])

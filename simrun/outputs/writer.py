@@ -4,7 +4,8 @@ Frames are held in memory and the files are rewritten atomically at each ``flush
 stepper flushes at most about once a second, and always at the end or on an error), so a run
 killed at any moment leaves readable files that end at the last flushed frame:
 
-- ``frames.npz``: step (F,), time (F,), x (F, N, D), and v / f when asked for
+- ``frames.npz``: step (F,), time (F,), x (F, N, D), and v / f when asked for, and each
+  grid field's values, ``grid:<name>`` (F, *shape[, components])
 - ``trajectory.xyz``: the same frames as extended XYZ
 - ``energy.csv``: step,time,kinetic,potential,total (at the frames)
 - ``thermo.csv``: energies and temperature at the thermo cadence (``simrun.outputs.thermo``)
@@ -64,6 +65,7 @@ class WriterOptions:
     # module fields saved with every frame in frames.npz, under their own name (a rigid
     # box's angle, for its pictures): state "field:<name>" -> frames.npz "<name>"
     frame_fields: tuple[str, ...] = ()
+    grids: tuple[str, ...] = ()  # grid fields saved per frame (the state's field:<name>)
 
 
 def write_scene(path: Path, data: dict[str, Any]) -> None:
@@ -107,6 +109,7 @@ class RunWriter:
         self.vs: list[np.ndarray] = []
         self.fs: list[np.ndarray] = []
         self.per_frame: dict[str, list[np.ndarray]] = {k: [] for k in options.frame_fields}
+        self.grids: dict[str, list[np.ndarray]] = {name: [] for name in options.grids}
         self.energies: list[tuple[int, float, float, float]] = []
         self.xyz_blocks: list[str] = []
         self.last_state: dict[str, np.ndarray] | None = None
@@ -140,8 +143,11 @@ class RunWriter:
         state = {"step": np.int64(frame.step), "time": np.float64(frame.time), "x": x, "v": v,
                  **{k: np.array(a, copy=True) for k, a in frame.state.items()}}
         extra = {k: state[f"field:{k}"] for k in self.per_frame if f"field:{k}" in state}
+        grids = {name: state[f"field:{name}"] for name in self.grids}
         self.steps.append(frame.step)
         self.times.append(frame.time)
+        for name, values in grids.items():
+            self.grids[name].append(values)
         self.xs.append(x)
         if opts.velocities:
             self.vs.append(v)
@@ -165,6 +171,7 @@ class RunWriter:
         if self.fs:
             arrays["f"] = np.stack(self.fs)
         arrays.update({k: np.stack(v) for k, v in self.per_frame.items() if v})
+        arrays.update({f"grid:{name}": np.stack(values) for name, values in self.grids.items()})
         return arrays
 
     def flush(self) -> None:
@@ -198,6 +205,7 @@ class RunWriter:
             self.fs = list(data["f"][keep]) if "f" in data else []
             self.per_frame = {k: list(data[k][keep]) if k in data else []
                               for k in self.per_frame}
+            self.grids = {name: list(data[f"grid:{name}"][keep]) for name in self.grids}
         self.saved_step = upto_step
         kept = set(self.steps)
         if (out / "energy.csv").exists():

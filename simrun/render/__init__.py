@@ -27,6 +27,7 @@ from simrun.render.frames import (
     render_frame,
     typical_spacing,
 )
+from simrun.render.grids import render_grids
 
 __all__ = ["Shapes", "render_animation", "render_energy", "render_frame", "render_run"]
 
@@ -142,6 +143,8 @@ def render_run(
         written += render_bodies(run_dir, scene, x, angles, frame_info, shapes=shapes,
                                  name=name, units=labels, max_frames=max_frames, fps=fps)
         x = np.zeros((0, 0, 2))  # drawn: the particle pictures below are skipped
+    if len(x) and not x.shape[1]:  # a grid scene without particles: its grids are drawn
+        x = np.zeros((0, 0, 2))
     if len(x):
         # Whole-run limits, so first.png, last.png and the animation are directly comparable.
         limits = fit_limits(x, box, shapes=shapes)
@@ -168,7 +171,8 @@ def render_run(
                     units=labels,
                 )
             )
-    if energy.exists():
+    grids_only = "particles" not in scene and bool(scene.get("grids"))  # no energies to plot
+    if energy.exists() and not grids_only:
         written.append(render_energy(energy, run_dir / "energy.png", title=name,
                                      plot=energy_plot(scene, info)))
     if len(x):
@@ -187,4 +191,6 @@ def render_run(
                 units=labels,
             )
         )
+    if frames.exists():
+        written += render_grids(frames, run_dir, scene, labels, max_frames, fps)
     return written

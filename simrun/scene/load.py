@@ -17,6 +17,7 @@ from simrun.scene import (
     limits,
     load_bodies,
     load_fields,
+    load_grids,
     load_integrator,
     load_optimize,
     load_state,
@@ -58,7 +59,7 @@ MAX_NAME = 100  # characters; file systems allow 255 in a folder name
 TOP_KEYS = ("version", "name", "description", "precision", "seed", "particles", "initial",
             "energy", "topology", "integrator", "step_kernels", "controller", "fields", "dt",
             "steps", "boundary", "outputs", "thermo", "objective", "optimize", "neighbors",
-            "units", "bodies")
+            "units", "bodies", "grids")
 
 
 def display_path(path: Path) -> str:
@@ -311,9 +312,18 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
         else "reduced"
     precision = as_choice(prec_node, "precision", PRECISIONS) if prec_node else "f64"
     bodies = load_bodies.bodies(r.get("bodies"), r, precision)  # rigid boxes: they are the particles
+    grids = load_grids.grids(r.get("grids"), path.parent, 4 if precision == "f32" else 8)
     structure = load_state.structure_of(r.get("initial"), path.parent, units)
-    particles, per_species_mass = (bodies[1], None) if bodies else _particles(
-        r.require("particles", "Add 'particles: {count: N, dim: 2}'"), seed, structure)
+    if bodies:
+        particles, per_species_mass = bodies[1], None
+    elif grids and r.get("particles") is None:  # a grid scene without particles
+        particles, per_species_mass = Particles(0, grids[0].dim, ()), None
+        if r.get("initial") is not None:
+            raise error_at(r.key_node("initial"), "'initial' places particles, but the scene "
+                           "has none", "Remove 'initial', or add 'particles:'")
+    else:
+        particles, per_species_mass = _particles(
+            r.require("particles", "Add 'particles: {count: N, dim: 2}'"), seed, structure)
     dt = as_float(r.require("dt", "Add 'dt: 1e-4' (the time step)"), "dt", positive=True)
     steps_node = r.require("steps", "Add 'steps: 1000'")
     steps = as_int(steps_node, "steps", 1)
@@ -355,7 +365,7 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
                                                   CONSTANTS[units].skin),
         outputs=_outputs(r.get("outputs"), steps_node, steps, particles, precision),
         step_kernels=stepk, controller=control, fields=field_files, fields_where=field_where,
-        objective=objective, bodies=bodies[0] if bodies else None,
+        objective=objective, bodies=bodies[0] if bodies else None, grids=grids,
         optimize=load_optimize.optimize(r.get("optimize"), objective is not None),
         units=units)
     ranges.check_ranges(scene, root)  # every kernel-bound number fits the precision

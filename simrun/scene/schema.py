@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from simrun.scene.bodies import Bodies
+from simrun.scene.load_grids import Grid, grids_to_dict
 from simrun.scene.species import pairs_to_dict, species_to_data
 from simrun.scene.units import Constants, constants_of
 
@@ -329,6 +330,7 @@ class Scene:
     optimize: Optimize | None = None
     thermo: int | None = None  # steps between thermo.csv rows; None: the frame cadence
     units: str = "reduced"  # a name of scene.units.CONSTANTS: k_B, mvv2e, nktv2p and labels
+    grids: tuple[Grid, ...] = ()  # regular grids of fields (scene/load_grids.py)
 
     @property
     def thermo_every(self) -> int:
@@ -359,10 +361,12 @@ class Scene:
             "name": self.name,
             "precision": self.precision,
             "seed": self.seed,
-            "particles": self.particles.to_dict(),
-            "initial": self.initial.to_dict(),
-            "energy": [term.to_dict() for term in self.energy],
         }
+        if self.particles.count or not self.grids:  # a grid scene may have no particles
+            data.update(particles=self.particles.to_dict(), initial=self.initial.to_dict())
+        data["energy"] = [term.to_dict() for term in self.energy]
+        if self.grids:
+            data["grids"] = grids_to_dict(self.grids)
         if self.topology.spec:
             data["topology"] = self.topology.to_dict()
         if self.step_kernels is None:

@@ -35,6 +35,7 @@ from simrun.outputs.xyz import cell_for, pbc_flags
 from simrun.scene import Scene, SceneError
 from simrun.scene.errors import shorten
 from simrun.scene.initial import STATE_FILE_ERRORS
+from simrun.stepper.grids import saved_grid_fields
 
 
 def writer_options(scene: Scene) -> WriterOptions:
@@ -51,7 +52,8 @@ def writer_options(scene: Scene) -> WriterOptions:
                          species=list(scene.particles.species) or None,
                          digits=9 if scene.precision == "f32" else 17,
                          units=units_of(scene.units), dim=scene.particles.dim,
-                         frame_fields=("angle",) if scene.bodies is not None else ())
+                         frame_fields=("angle",) if scene.bodies is not None else (),
+                         grids=saved_grid_fields(scene))
 
 
 def load_checkpoint(out_dir: Path, scene: Scene, allow_changed: bool = False

@@ -28,6 +28,7 @@ from simrun.stepper.binding import (
     parameter_names,
 )
 from simrun.stepper.forces import DirectForces
+from simrun.stepper.grids import grid_fields, grid_values
 from simrun.stepper.neighbors import NeighborList, NeighborListOverflow
 from simrun.stepper.pairs import pair_fields
 from simrun.stepper.roles import check_roles
@@ -73,6 +74,7 @@ class System:
         self.extra: dict[str, Any] = {}
         validate_params(scene, fp=self.fp)
         self._allocate_module_fields()
+        self.extra.update(grid_fields(scene, self.fp, self.np_dtype, self.extra))
         self.extra.update(thermostat_fields(scene))  # a thermostat's carried state
         self.load_fields({name: self._read_field(path, name, scene.fields_where.get(name))
                           for name, path in scene.fields.items()}, scene.fields_where)
@@ -205,7 +207,8 @@ class System:
             "neighbors": self.neighbor_list.neighbors, "cutoff": self.neighbor_list.cutoff}
         return {"x": self.x, "v": self.v, "m": self.m, "x0": self.x0, "U": self.U,
                 "species": self.species,
-                "dt": self.scene.dt, **self.box, **listed, **self.topology, **self.extra}
+                "dt": self.scene.dt, **grid_values(self.scene), **self.box, **listed,
+                **self.topology, **self.extra}
 
     def refresh_neighbors(self) -> bool:
         """Rebuild the neighbour list if a particle moved more than half the skin since it

@@ -26,16 +26,18 @@ ONE_THREAD_BELOW = {"neighbour list": 10_000, "all pairs": 10_000}
 
 
 def work_per_step(scene: Scene) -> float:
-    """Interactions per step: particles plus the pairs the energy kernels visit."""
+    """Interactions per step: particles plus the pairs the energy kernels visit, plus the
+    cells of the scene's grids."""
     n, dim = scene.particles.count, scene.particles.dim
+    cells = sum(math.prod(g.shape) for g in scene.grids)
     spec, box = scene.neighbors, scene.boundary
     if spec is not None and box.low is not None and box.high is not None:
         volume = math.prod(h - lo for lo, h in zip(box.low, box.high))
         reach = spec.cutoff + spec.skin
         ball = math.pi ** (dim / 2) / math.gamma(dim / 2 + 1) * reach ** dim
         within = min(n - 1, n / volume * ball) if volume > 0 else n - 1
-        return n + n * within
-    return n + n * (n - 1) / 2
+        return cells + n + n * within
+    return cells + n + n * (n - 1) / 2
 
 
 def job_threads(scene: Scene, threads: int | None) -> int:
