@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from simrun.adjoint.job import forward_gradient
-from simrun.ensemble.job import estimate_from, sample, sampling_scene
 from simrun.ensemble.keys import ensemble_value, parse_ensemble_key, with_ensemble_value
+from simrun.jobs.ensemble import estimate_from, sample, sampling_scene
+from simrun.jobs.grad import forward_gradient
 from simrun.scene import load_scene
 
 ROOT = Path(__file__).resolve().parent.parent

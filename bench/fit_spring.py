@@ -23,8 +23,8 @@ sys.path.insert(0, str(REPO / "kernels"))
 
 import fit_spring  # noqa: E402  (the generator's truth and noise level)
 
-from simrun.adjoint.job import scene_gradient  # noqa: E402
-from simrun.optimize import optimize_scene  # noqa: E402
+from simrun.jobs.grad import field_start_values, scene_gradient  # noqa: E402
+from simrun.jobs.optimize import optimize_scene  # noqa: E402
 from simrun.optimize.params import Layout  # noqa: E402
 from simrun.scene import load_scene  # noqa: E402
 
@@ -52,7 +52,7 @@ def main() -> None:
     scene = load_scene(REPO / "scenes" / "fit_spring.yaml")
     out = args.out or Path(tempfile.mkdtemp(prefix="fit_spring-"))
     result = optimize_scene(scene, out)
-    layout = Layout.of(scene)
+    layout = Layout.of(scene, field_start_values)
     p = layout.pack(result.best)
     n_obs = scene.particles.count * scene.particles.dim
     sigma2 = 2 * result.best_loss / (n_obs - len(p))

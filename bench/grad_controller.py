@@ -21,7 +21,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from test_adjoint_integrated import THRUST  # noqa: E402
 from timing import median_wall  # noqa: E402
 
-from simrun.adjoint.job import forward_gradient, scene_gradient  # noqa: E402
+from simrun.jobs.grad import forward_gradient, scene_gradient  # noqa: E402
 from simrun.scene import load_scene  # noqa: E402
 from simrun.stepper import run_scene  # noqa: E402
 

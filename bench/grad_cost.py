@@ -64,7 +64,7 @@ CHILD = textwrap.dedent("""
         run_scene(scene, Path(out), threads=threads)
         extra = {}
     else:
-        from simrun.adjoint.job import scene_gradient
+        from simrun.jobs.grad import scene_gradient
         r = scene_gradient(scene, ["state.x0", "energy.0.params.softening"],
                            checkpoints=checkpoints, memory=memory, threads=threads)
         extra = {"advances": r.advances, "stored_bytes": r.stored_bytes,

@@ -45,11 +45,11 @@ CHILD = textwrap.dedent("""
         from simrun.stepper import run_scene
         run_scene(scene, Path(out), threads=threads)
     elif job == "reverse":
-        from simrun.adjoint.job import scene_gradient
+        from simrun.jobs.grad import scene_gradient
         r = scene_gradient(scene, keys, checkpoints=int(checkpoints), threads=threads)
         extra = {"advances": r.advances, "stored_bytes": r.stored_bytes}
     else:
-        from simrun.adjoint.job import forward_gradient
+        from simrun.jobs.grad import forward_gradient
         forward_gradient(scene, keys[:1], threads=threads)
     wall = time.perf_counter() - t0
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

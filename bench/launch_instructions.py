@@ -51,11 +51,11 @@ for _ in range(int(sys.argv[2])):
     grad.launch(flat)
 '''
 EVALUATIONS = '''import sys
-from simrun.adjoint.job import scene_gradient
+from simrun.jobs.grad import field_start_values, scene_gradient
 from simrun.adjoint.reuse import TrajectoryCache
 from simrun.optimize.params import Layout
 from simrun.scene import load_scene
-layout = Layout.of(load_scene(sys.argv[1], sys.argv[3:]))
+layout = Layout.of(load_scene(sys.argv[1], sys.argv[3:]), field_start_values)
 vector, cache = layout.initial(), TrajectoryCache()
 for _ in range(2 + int(sys.argv[2])):
     scene, start = layout.scene_at(vector)

@@ -107,7 +107,7 @@ TAICHI = textwrap.dedent("""
 SIMRUN = textwrap.dedent("""
     import json, resource, sys, time
     from simrun.scene import load_scene
-    from simrun.adjoint.job import scene_gradient
+    from simrun.jobs.grad import scene_gradient
     scene_path, checkpoints, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     scene = load_scene(scene_path, allow_outside=True)
     scene_gradient(scene, ["state.x0"], steps=2, checkpoints=1, threads=threads)  # warm

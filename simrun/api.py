@@ -213,7 +213,7 @@ def run_scene(scene: PathLike, out_dir: PathLike | None = None, *, steps: int | 
 
     Errors are exceptions: ``simrun.scene.SceneError`` for bad input (one paragraph, with
     file:line:col), ``simrun.stepper.SimulationError`` when the run fails (e.g. NaN)."""
-    from simrun.stepper import run_scene as step_scene  # start-up: loads the compiler
+    from simrun.jobs.run import run_job  # start-up: loads the compiler
 
     extra = [f"steps={steps}"] if steps is not None else []
     extra += [f"seed={seed}"] if seed is not None else []
@@ -227,9 +227,10 @@ def run_scene(scene: PathLike, out_dir: PathLike | None = None, *, steps: int | 
             check_out_dir(out, overwrite=overwrite, wording=API_WORDING)
         target = lambda: choose_run_dir(loaded.name, out, resume=False,  # noqa: E731
                                         overwrite=overwrite, wording=API_WORDING)
-    result = step_scene(loaded, target, resume=resume, threads=threads, debug=debug,
-                        options={"no_render": not render, "threads": threads, "debug": debug})
-    if render:
+    result = run_job(loaded, target, resume=resume, render=False, threads=threads, debug=debug,
+                     options={"no_render": not render, "threads": threads,
+                              "debug": debug}).result
+    if render:  # here, not in the job: a picture that fails to draw is an exception
         from simrun.render.record import draw_pictures  # start-up: matplotlib
 
         draw_pictures(result.out_dir)

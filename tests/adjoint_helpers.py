@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from simrun.adjoint.job import scene_gradient
 from simrun.adjoint.policy import execution
+from simrun.jobs.grad import scene_gradient
 
 
 def assert_chained_equals_one_by_one(scene, keys: list[str], checkpoints: int) -> None:

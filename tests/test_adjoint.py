@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from simrun.adjoint import schedule
-from simrun.adjoint.check import check_gradient
-from simrun.adjoint.job import forward_gradient, objective_value, scene_gradient
+from simrun.jobs.grad import forward_gradient, objective_value, scene_gradient
+from simrun.jobs.grad_check import check_gradient
 from simrun.scene import SceneError
 from simrun.scene import load_scene as _load_scene
 

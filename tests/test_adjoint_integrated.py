@@ -18,7 +18,8 @@ from adjoint_helpers import (
     reverse_step_chains,
 )
 
-from simrun.adjoint.job import (
+from simrun.adjoint.policy import execution
+from simrun.jobs.grad import (
     _begin,
     _start,
     _trajectory,
@@ -26,7 +27,6 @@ from simrun.adjoint.job import (
     objective_value,
     scene_gradient,
 )
-from simrun.adjoint.policy import execution
 from simrun.keys import parse_key, value_of, with_value
 from simrun.scene import load_scene as _load_scene
 from simrun.stepper import run_scene

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from adjoint_helpers import reverse_step_chains
 
-from simrun.adjoint import job
-from simrun.adjoint.job import scene_gradient
 from simrun.adjoint.policy import execution
 from simrun.adjoint.reuse import TrajectoryCache
+from simrun.jobs import grad as job
+from simrun.jobs.grad import scene_gradient
 from simrun.scene import initial_state, load_scene
 
 SCENES = Path(__file__).resolve().parents[1] / "scenes"

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from simrun.adjoint import schedule
-from simrun.adjoint.job import forward_gradient, scene_gradient
 from simrun.adjoint.policy import execution
 from simrun.adjoint.program import NativeProgram, stopped_at
 from simrun.adjoint.trajectory import Trajectory
+from simrun.jobs.grad import forward_gradient, scene_gradient
 from simrun.scene import load_scene
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"

@@ -21,7 +21,7 @@ from adjoint_helpers import (
     reverse_step_chains,
 )
 
-from simrun.adjoint import job
+from simrun.jobs import grad as job
 from simrun.keys import parse_key, value_of, with_value
 from simrun.scene import load_scene as _load_scene
 from simrun.stepper import run_scene

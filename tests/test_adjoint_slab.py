@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simrun.adjoint.job import scene_gradient
 from simrun.adjoint.schedule import forward_steps
+from simrun.jobs.grad import scene_gradient
 from simrun.lang.runtime import jit
 from simrun.scene import load_scene
 

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import simrun.lang as ti
-from simrun.adjoint.job import forward_gradient, objective_value, scene_gradient
+from simrun.jobs.grad import forward_gradient, objective_value, scene_gradient
 from simrun.keys import parse_key, value_of, with_value
 from simrun.scene import SceneError, initial_state, load_scene
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simrun.adjoint.job import forward_gradient, objective_value, scene_gradient
+from simrun.jobs.grad import forward_gradient, objective_value, scene_gradient
 from simrun.keys import parse_key, value_of, with_value
 from simrun.scene import initial_state, load_scene
 
@@ -100,7 +100,7 @@ def test_step_kernel_gradients_through_walls_match_central_differences(tmp_path,
 def test_walls_really_bounce_in_this_horizon(tmp_path):
     """Every body crosses a reflecting wall in this horizon (else the test above would not
     test the walls): some velocity component flips between above 0.5 and below -0.5."""
-    from simrun.adjoint.job import _begin, _trajectory
+    from simrun.jobs.grad import _begin, _trajectory
 
     scene, x0, v0 = _scene(tmp_path, "{type: reflect, low: [0, 0], high: [1, 1]}")
     traj = _trajectory(scene, [], 1, initial_state(scene)[0])

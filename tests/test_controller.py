@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
-from simrun.adjoint.job import forward_gradient, scene_gradient
+from simrun.jobs.grad import forward_gradient, scene_gradient
 from simrun.scene import SceneError, initial_state
 from simrun.scene import load_scene as _load_scene
 from simrun.stepper import run_scene

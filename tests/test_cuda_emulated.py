@@ -276,7 +276,7 @@ def test_a_shipped_scene_gradient_gives_the_cpu_bits(device, scene, wrt, mode,
     """The reverse step's and forward mode's launches (reverse_step.py, tangent.py) made one
     by one on the device: the CPU's bits; the reverse sweep's states stay on the device."""
     from simrun.adjoint import policy
-    from simrun.adjoint.job import forward_gradient, scene_gradient
+    from simrun.jobs.grad import forward_gradient, scene_gradient
     from simrun.scene import load_scene
 
     gradient = scene_gradient if mode == "reverse" else forward_gradient

@@ -133,7 +133,7 @@ def test_gradient_kernels_assemble(scene, wrt):
     (its ops-table ticks, slabs of 1-D and 2-D fields), the controller's twins reading the
     step index from a field, the reverse plan's adjoint moves, H lambda's launches (diffmpm
     has them all; mass_spring's took 18 s more of the suite)."""
-    from simrun.adjoint.job import forward_gradient, scene_gradient
+    from simrun.jobs.grad import forward_gradient, scene_gradient
     from simrun.scene import load_scene
 
     def gradients():

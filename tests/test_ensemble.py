@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simrun.ensemble import ensemble_gradient
+from simrun.jobs.ensemble import ensemble_gradient
 from simrun.scene import SceneError, load_scene
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -154,7 +154,7 @@ def test_ensemble_only_observables_and_keys_are_refused_clearly(tmp_path: Path) 
 
 
 def test_horizon_report_tells_exponential_from_polynomial_growth() -> None:
-    from simrun.adjoint.horizon import exponential_growth
+    from simrun.jobs.horizon import exponential_growth
 
     steps = np.arange(0, 2001, 50)
     cubic = [(s, 0.0, 1e-3 * (s * 0.01) ** 3) for s in steps]

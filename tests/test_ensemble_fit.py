@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simrun.optimize.reweighted import fit_by_reweighting
+from simrun.jobs.fit import fit_by_reweighting
 from simrun.scene import load_scene
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,7 +86,7 @@ def test_targets_are_checked_where_they_are_written() -> None:
 
 def test_grad_of_a_targets_loss_is_the_closed_form(tmp_path: Path) -> None:
     """loss = (<U>/N - t)^2 with <U>/N = d kT / 2: d loss / dT = 2 (d kT / 2 - t) d / 2."""
-    from simrun.ensemble import ensemble_gradient
+    from simrun.jobs.ensemble import ensemble_gradient
 
     scene = load_scene(ROOT / "scenes" / "oscillators.yaml", SETS[:3] + [SETS[3]])
     r = ensemble_gradient(scene, ["integrator.temperature", "energy.0.params.k"],

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from simrun.ensemble.job import estimate_from, sample, sampling_scene
 from simrun.ensemble.keys import parse_ensemble_key
+from simrun.jobs.ensemble import estimate_from, sample, sampling_scene
 from simrun.keys import with_value
 from simrun.scene import load_scene
 

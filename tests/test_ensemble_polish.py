@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simrun.optimize.reweighted import fit_by_reweighting
+from simrun.jobs.fit import fit_by_reweighting
 from simrun.scene import SceneError, load_scene
 
 ROOT = Path(__file__).resolve().parent.parent

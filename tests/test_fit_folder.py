@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # recorded its first iteration: the point is the program's, not a timer's.
 CTRL_C_AFTER_THE_FIRST_ITERATION = r"""
 import os, signal, sys
-from simrun.optimize import reweighted
+from simrun.jobs import fit as reweighted
 
 recorded = reweighted._Setup.report
 

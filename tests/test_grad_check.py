@@ -48,8 +48,8 @@ def test_a_larger_step_concludes_where_the_first_cannot(tmp_path: Path) -> None:
 def _check_of(monkeypatch, extra, error: float) -> dict:
     """check_gradient where J(p) = 3 p + 0.5 p^2 + extra(p, p0), with the gradient handed
     in as J's smooth part's derivative at p0 times (1 + error)."""
-    from simrun.adjoint import check
-    from simrun.adjoint.job import GradResult
+    from simrun.jobs import grad_check as check
+    from simrun.jobs.grad import GradResult
     from simrun.keys import parse_key, value_of
     from simrun.scene import load_scene
 

@@ -310,10 +310,11 @@ def test_a_lazy_import_needs_a_reason_above_or_beside_it(tmp_path):
 
 
 # simrun's packages, top to bottom: each imports only packages below it (ARCHITECTURE.md;
-# the KEY grammar and table are simrun.keys, under every job; adjoint never imports ensemble).
+# the KEY grammar and table are simrun.keys, under every job; adjoint never imports ensemble;
+# the jobs, one library function each, sit above what they run and below batch, api and cli).
 # scene and outputs share a layer: they import each other today (scene files and run folders)
 # kernels/ and scenes/ are the shipped examples: user code on top, which nothing in simrun imports
-LAYERS = [{"kernels", "scenes"}, {"cli"}, {"api"}, {"batch"}, {"optimize"}, {"ensemble"}, {"adjoint"}, {"keys"}, {"stepper"},
+LAYERS = [{"kernels", "scenes"}, {"cli"}, {"api"}, {"batch"}, {"jobs"}, {"optimize"}, {"ensemble"}, {"adjoint"}, {"keys"}, {"stepper"},
           {"render"}, {"scene", "outputs"}, {"md"}, {"lang"}]
 
 

@@ -127,7 +127,7 @@ def test_a_new_kind_is_one_table_entry(monkeypatch):
     """An alias of dt, `time.step`, added as one entry of KINDS and nothing else: grad
     parses and lists it, reads and writes the scene through it, and its reverse and forward
     gradients are dt's, bit for bit."""
-    from simrun.adjoint.job import forward_gradient, scene_gradient
+    from simrun.jobs.grad import forward_gradient, scene_gradient
     from simrun.keys.kinds import _fixed
     from simrun.scene import SceneError, load_scene
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simrun.adjoint.check import check_gradient
-from simrun.adjoint.job import scene_gradient
 from simrun.adjoint.policy import execution
+from simrun.jobs.grad import scene_gradient
+from simrun.jobs.grad_check import check_gradient
 from simrun.scene import initial_state
 from simrun.scene import load_scene as _load_scene
 from simrun.stepper.fieldstep import FieldStepper

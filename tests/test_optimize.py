@@ -16,7 +16,7 @@ import yaml
 from gate_helpers import gated_scene, open_gate, wait_until_held
 from test_cli import simrun
 
-from simrun.optimize import OptimizeError, optimize_scene
+from simrun.jobs.optimize import OptimizeError, optimize_scene
 from simrun.optimize.optimizers import SGD, Adam, clip_norm, project
 from simrun.optimize.schedules import learning_rate
 from simrun.scene import SceneError

@@ -19,7 +19,7 @@ from gate_helpers import gated_scene
 from test_cli import simrun
 from test_cli_resume import _interrupt
 
-from simrun.adjoint.job import _begin, _start, _trajectory
+from simrun.jobs.grad import _begin, _start, _trajectory
 from simrun.scene import load_scene
 
 REPO = Path(__file__).resolve().parents[1]

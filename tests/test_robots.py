@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simrun.adjoint.job import forward_gradient, objective_value, scene_gradient
 from simrun.adjoint.policy import execution
-from simrun.optimize import optimize_scene
+from simrun.jobs.grad import forward_gradient, objective_value, scene_gradient
+from simrun.jobs.optimize import optimize_scene
 from simrun.optimize.optimizers import normalized
 from simrun.scene import SceneError
 from simrun.scene import load_scene as _load_scene
@@ -92,7 +92,7 @@ def test_the_fields_section_sets_allocated_start_values(tmp_path):
     scene = load_scene(_with_fields(tmp_path, "{cue_v: cue.npz}"))
     shot = objective_value(scene, scene.steps)
     assert shot != objective_value(load_scene(SCENES / "billiards.yaml"), scene.steps)
-    from simrun.adjoint.job import field_start_values
+    from simrun.jobs.grad import field_start_values
     np.testing.assert_allclose(field_start_values(scene, ["cue_v"])["cue_v"], [0.25, 0.05],
                                rtol=1e-7)
 

@@ -314,7 +314,7 @@ def test_grad_per_pair_keys_match_central_differences(tmp_path):
     """dJ/d epsilon_AB (a mask over the pair field's two symmetric entries), d/d sigma_BB
     and d/d cutoff (one number for every pair) by the adjoint, against central
     differences of J with the scene's value moved."""
-    from simrun.adjoint.job import objective_value, scene_gradient  # noqa: PLC0415
+    from simrun.jobs.grad import objective_value, scene_gradient  # noqa: PLC0415
     from simrun.keys import parse_key, value_of, with_value  # noqa: PLC0415
 
     scene = load_scene(_small_mixture(tmp_path), allow_outside=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simrun.adjoint import job
+from simrun.jobs import grad as job
 from simrun.keys import parse_key, value_of, with_value
 from simrun.scene import load_scene
 from simrun.stepper import run_scene

@@ -11,7 +11,9 @@ from typing import Any
 from simrun.outputs.provenance import plan_sources
 from simrun.scene import Scene
 
-RESULT_OPTIONS = ("wrt", "steps", "checkpoints", "memory", "iterations")  # they change the numbers
+# they change the numbers (an option not given is left out: older batches keep their hash)
+RESULT_OPTIONS = ("wrt", "steps", "checkpoints", "memory", "iterations", "mode", "check",
+                  "method", "equilibrate", "sample_every")
 
 
 def job_digest(scene: Scene, job: str, options: dict[str, Any]) -> str:

@@ -1,9 +1,9 @@
 """The job table: what one sweep point runs (``run``, ``grad``, ``optimize``), keyed by name.
 
-Each job is a function ``(scene, folder, options, resume) -> {name: number}`` that writes
-exactly what its own command writes into ``folder`` and returns the scalar results that go
-into the summary. ``register`` adds one (``optimize`` is looked up when first used, so it
-works as soon as ``simrun.optimize`` exists).
+Each job is a function ``(scene, folder, options, resume) -> {name: number}`` that calls the
+library function of its own command (`simrun.jobs`), so it writes exactly what the command
+writes into ``folder``, and returns the scalar results that go into the summary.
+``register`` adds one.
 """
 
 from __future__ import annotations
@@ -40,10 +40,8 @@ def register(job: Job) -> Job:
 
 
 def get_job(name: str) -> Job:
-    if name == "optimize" and name not in JOBS:
-        _register_optimize()
     if name not in JOBS:
-        raise SceneError(f"--job {name!r}: use one of {', '.join(sorted(set(JOBS) | {'optimize'}))}")
+        raise SceneError(f"--job {name!r}: use one of {', '.join(sorted(JOBS))}")
     return JOBS[name]
 
 
@@ -57,25 +55,23 @@ def _number(value: Any) -> float | None:
 
 
 def _run(scene: Scene, folder: Path, options: dict[str, Any], resume: bool) -> dict[str, float]:
-    from simrun.stepper import run_scene  # start-up: a worker loads what its job runs
+    from simrun.jobs.run import run_job  # start-up: a worker loads what its job runs
 
     def create() -> Path:
         folder.mkdir(parents=True, exist_ok=True)
         return folder
 
-    run_scene(scene, create, resume=resume, threads=options.get("threads"))
-    _draw_run_pictures(folder, options)
+    # pictures are not the job: a failure to draw them is in run.json, not the summary
+    run_job(scene, create, resume=resume, render=not options.get("no_render"),
+            threads=options.get("threads"))
     return _run_results(_read_run_json(folder))
 
 
 def _draw_run_pictures(folder: Path, options: dict[str, Any]) -> None:
     if not options.get("no_render"):
-        from simrun.render.record import draw_pictures  # start-up: matplotlib
+        from simrun.jobs.run import render_pictures  # start-up: matplotlib
 
-        try:
-            draw_pictures(folder)
-        except Exception:  # noqa: BLE001 - pictures are not the job; run.json records it
-            pass
+        render_pictures(folder)  # a failure is in run.json: pictures are not the job
 
 
 def _read_run_json(folder: Path) -> dict[str, Any]:
@@ -112,49 +108,57 @@ def _run_finished(scene: Scene, folder: Path, options: dict[str, Any]
 
 
 def _grad(scene: Scene, folder: Path, options: dict[str, Any], resume: bool) -> dict[str, float]:
+    """`simrun grad`'s job with the batch's options (reverse or forward mode, --check,
+    --method ensemble); a check that is not 'ok' or an ensemble run that did not sample its
+    thermostat's ensemble fails the task, as it is exit 1 from the command (the folder keeps
+    the numbers)."""
     # start-up: a worker loads what its job runs
-    from simrun.adjoint.job import scene_gradient, write_outputs
+    from simrun.jobs.finish import JobFailed
+    from simrun.jobs.grad_folder import failed_verdict, grad_job, grad_request
 
-    steps = options.get("steps") or scene.steps
-    result = scene_gradient(scene, list(options.get("wrt") or []), steps=steps,
-                            checkpoints=options.get("checkpoints"),
-                            memory=options.get("memory"), threads=options.get("threads"))
+    keys = grad_request(scene, options)
     folder.mkdir(parents=True, exist_ok=True)
-    write_outputs(folder, scene, result)
-    values = {"objective": float(result.objective)}
+    result = grad_job(scene, folder, options, keys)
+    why = failed_verdict(result)
+    if why is not None:
+        raise JobFailed(why)
+    values = _scalars("objective", result.objective)
     for key, g in result.gradients.items():
-        if getattr(g, "shape", ()) == ():
-            values[f"d/{key}"] = float(g)
-        else:
-            values[f"|d/{key}|"] = float((g ** 2).sum() ** 0.5)
+        values.update(_scalars(f"d/{key}", g))
+    if result.mode == "ensemble":
+        values.update(_scalars("error/objective", result.objective_error))
+        for key, e in result.errors.items():
+            values.update(_scalars(f"error/d/{key}", e))
+    if getattr(result, "check", None) is not None:
+        values["check_rel_error"] = max(row["rel_error"] for row in result.check["rows"])
     return values
 
 
-def _register_optimize() -> None:
-    """``optimize``: ``simrun.optimize.optimize_scene`` over the scene's ``optimize:``
-    section (resumable: an interrupted optimisation replays its recorded evaluations)."""
-    try:
-        from simrun.optimize import optimize_scene  # start-up: a worker loads what its job runs
-    except ImportError:
-        return
+def _scalars(name: str, value: Any) -> dict[str, float]:
+    """A number as itself, an array as its norm (``|name|``)."""
+    if getattr(value, "shape", ()) in ((), (1,)):
+        return {name: float(value if getattr(value, "shape", ()) == () else value[0])}
+    return {f"|{name}|": float((value ** 2).sum() ** 0.5)}
 
-    def _optimize(scene: Scene, folder: Path, options: dict[str, Any],
-                  resume: bool) -> dict[str, float]:
-        from simrun.render.loss import render_loss  # start-up: matplotlib
 
-        result = optimize_scene(scene, folder, iterations=options.get("iterations"),
-                                resume=resume, threads=options.get("threads"))
-        render_loss(folder / "loss.csv", folder / "loss.png", title=scene.name)
-        values = {"best_loss": _number(result.best_loss), "iterations": result.iterations,
-                  "best_iteration": result.best_iteration,
-                  "final_loss": _number(result.losses[-1]) if result.losses else None}
-        for key, value in result.best.items():
-            if getattr(value, "shape", ()) == ():
-                values[f"best/{key}"] = _number(value)
-        return {k: v for k, v in values.items() if v is not None}
+def _optimize(scene: Scene, folder: Path, options: dict[str, Any],
+              resume: bool) -> dict[str, float]:
+    """``optimize``: the optimize job over the scene's ``optimize:`` section (resumable: an
+    interrupted optimisation replays its recorded evaluations)."""
+    from simrun.jobs.optimize import optimize_job  # start-up: a worker loads what its job runs
 
-    register(Job("optimize", _optimize, resumable=True, needs_objective=True))
+    result, _ = optimize_job(scene, folder, resume=resume,
+                             iterations=options.get("iterations"),
+                             threads=options.get("threads"))
+    values = {"best_loss": _number(result.best_loss), "iterations": result.iterations,
+              "best_iteration": result.best_iteration,
+              "final_loss": _number(result.losses[-1]) if result.losses else None}
+    for key, value in result.best.items():
+        if getattr(value, "shape", ()) == ():
+            values[f"best/{key}"] = _number(value)
+    return {k: v for k, v in values.items() if v is not None}
 
 
 register(Job("run", _run, resumable=True, finished=_run_finished))
 register(Job("grad", _grad, resumable=False, needs_objective=True))
+register(Job("optimize", _optimize, resumable=True, needs_objective=True))

@@ -58,10 +58,10 @@ def _check_job(scene: Scene, job: str, options: dict[str, Any]) -> None:
     if job == "grad":
         if not options.get("wrt"):
             raise SceneError(f"--job {job} needs at least one --wrt KEY")
-        from simrun.keys import parse_key  # start-up: loads simrun.lang
+        # start-up: loads the compiler
+        from simrun.jobs.grad_folder import grad_request
 
-        for key in options["wrt"]:
-            parse_key(scene, key)
+        grad_request(scene, options)  # KEYs, --mode, --method: as simrun grad checks them
 
 
 def _steps_override(steps: int | None, sets: list[str], points: list[Point]) -> list[str]:

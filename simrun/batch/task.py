@@ -141,7 +141,8 @@ def _message(exc: BaseException) -> str:
     if is_no_room(exc):
         return no_room_message(exc, None)  # the batch, not this folder, is what resumes
     text = " ".join(str(exc).split()) or type(exc).__name__
-    if type(exc).__name__ in ("SceneError", "SimulationError", "OutputError", "CompileError"):
+    if type(exc).__name__ in ("SceneError", "SimulationError", "OutputError", "CompileError",
+                              "JobFailed"):
         return text
     return f"{type(exc).__name__}: {text} ({traceback.extract_tb(exc.__traceback__)[-1].name})"
 

@@ -10,7 +10,7 @@ import typer
 
 from simrun.cli import common
 from simrun.cli.common import EXIT_FAILED, SceneArg, SetOpt, ThreadsOpt, err, exit_codes, out
-from simrun.cli.grad_cmd import parse_size
+from simrun.jobs.options import parse_size
 from simrun.outputs.resumable import how_to_continue
 from simrun.scene import SceneError
 
@@ -30,11 +30,15 @@ def _engine(workers: int | None, scheduler: str | None, cluster: str | None,
 
 def _job_options(wrt: list[str] | None, threads: int | None, no_render: bool,
                  steps: int | None, checkpoints: int | None, memory: str | None,
-                 iterations: int | None) -> dict:
+                 iterations: int | None, grad: dict[str, Any]) -> dict:
+    """The jobs' options, those left at their defaults left out (so that a batch that
+    does not use an option keeps the hash that skips its finished jobs)."""
+    defaults = {"mode": "reverse", "check": False, "method": "trajectory"}
     options: dict[str, Any] = {"wrt": list(wrt or []) or None, "threads": threads,
                                "no_render": no_render or None, "steps": steps,
                                "checkpoints": checkpoints, "iterations": iterations,
-                               "memory": parse_size(memory) if memory else None}
+                               "memory": parse_size(memory) if memory else None,
+                               **{k: v for k, v in grad.items() if v != defaults.get(k)}}
     return {k: v for k, v in options.items() if v is not None}
 
 
@@ -124,6 +128,19 @@ def batch(
                       "stored states.")] = None,
     iterations: Annotated[int | None, Opt("--iterations", min=1, metavar="N", help="optimize: "
                           "iterations (default: the scene's).")] = None,
+    mode: Annotated[str, Opt("--mode", metavar="reverse|forward", help="grad: reverse or "
+                    "forward mode, as simrun grad --mode.")] = "reverse",
+    check: Annotated[bool, Opt("--check", help="grad: also compare with central differences "
+                     "and a Taylor test, as simrun grad --check; a job whose check is not "
+                     "'ok' fails (its folder keeps the check).")] = False,
+    method: Annotated[str, Opt("--method", metavar="trajectory|ensemble", help="grad: the "
+                      "trajectory's derivative or the canonical average's, as simrun grad "
+                      "--method.")] = "trajectory",
+    equilibrate: Annotated[int | None, Opt("--equilibrate", min=0, metavar="STEPS",
+                           help="grad --method ensemble: steps discarded before averaging."
+                           )] = None,
+    sample_every: Annotated[int | None, Opt("--sample-every", min=1, metavar="N", help="grad "
+                            "--method ensemble: a frame every N steps.")] = None,
     no_render: Annotated[bool, Opt("--no-render", help="run: skip the pictures.")] = False,
     quiet: common.QuietOpt = False,
     threads: ThreadsOpt = None,
@@ -148,7 +165,9 @@ def batch(
     was submitted), 130 interrupted (summary.csv and finished folders stay valid).
     """
     common.require_device(device)  # before anything is submitted
-    options = _job_options(wrt, threads, no_render, steps, checkpoints, memory, iterations)
+    options = _job_options(wrt, threads, no_render, steps, checkpoints, memory, iterations,
+                           {"mode": mode, "check": check, "method": method,
+                            "equilibrate": equilibrate, "sample_every": sample_every})
     if device is common.Device.cuda:
         options["device"] = "cuda"  # each job runs under it (batch/task.py)
     if debug:

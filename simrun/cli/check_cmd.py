@@ -17,7 +17,6 @@ from simrun.cli.common import (
 )
 from simrun.scene import load_scene, scene_modules
 from simrun.scene.load_grids import grid_field_names
-from simrun.stepper import check_scene
 
 
 def check(scene_path: SceneArg, sets: SetOpt = None, threads: ThreadsOpt = None,
@@ -34,25 +33,12 @@ def check(scene_path: SceneArg, sets: SetOpt = None, threads: ThreadsOpt = None,
     when the scene is ready to run, 2 with file:line:column when it is not. Like run, check
     imports the scene's kernel modules, which runs their Python: a module outside the
     scene's folder and the kernels/ folder beside it is refused unless --allow-outside."""
-    objective = None
+    from simrun.jobs.check import check_job  # start-up: loads the compiler
+
     with exit_codes():
         scene = load_scene(scene_path, list(sets or []), allow_outside=allow_outside)
-        report = check_scene(scene, threads, debug)
-        # start-up: loads the compiler
-        from simrun.ensemble.keys import check_ensemble, is_ensemble_objective
-
-        ensemble = is_ensemble_objective(scene)
-        if ensemble:  # averages over the canonical ensemble: simrun grad --method ensemble
-            check_ensemble(scene, list(wrt or []))
-        elif scene.objective is not None or wrt:
-            from simrun.adjoint.job import check_objective  # start-up: loads the compiler
-
-            objective = check_objective(scene, list(wrt or []), threads)
-        if scene.optimize is not None and not ensemble:
-            from simrun.optimize.params import Layout  # start-up: loads the compiler
-
-            layout = Layout.of(scene)  # each parameter a differentiable KEY, at its line
-            layout.check_start(layout.initial())
+        checked = check_job(scene, list(wrt or []), threads, debug)
+    report, ensemble, objective = checked.report, checked.ensemble, checked.objective
     p = scene.particles
     out.print(f"[bold green]ok[/] {scene_path}: scene '{scene.name}', {p.count} particles in "
               f"{p.dim}-D, {scene.precision}, {scene.steps} steps of dt = {scene.dt:g}")

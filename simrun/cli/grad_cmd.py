@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,23 +12,12 @@ import typer
 from simrun.cli import common
 from simrun.cli.common import EXIT_FAILED, SceneArg, SetOpt, ThreadsOpt, err, exit_codes, out
 from simrun.cli.progress import step_bar
-from simrun.keys import KEY_KINDS, parse_keys
+from simrun.keys import KEY_KINDS
 from simrun.lang.config import job_policy
 from simrun.outputs.provenance import refuse_changed
-from simrun.outputs.resumable import how_to_continue, mark_failed
+from simrun.outputs.resumable import how_to_continue
 from simrun.outputs.rundir import check_writable, new_run_dir
-from simrun.scene import Scene, SceneError, load_scene
-
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)i?[bB]?\s*$")
-
-
-def parse_size(text: str) -> int:
-    """'512M', '2GiB', '100000' -> bytes."""
-    match = _SIZE.match(text)
-    if not match:
-        raise SceneError(f"--memory {text!r}: not a size; write e.g. 512M or 2G")
-    scale = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-    return int(float(match.group(1)) * scale[match.group(2).lower()])
+from simrun.scene import Scene, load_scene
 
 
 def grad(
@@ -94,36 +82,21 @@ def grad(
 def grad_job(load: Callable[[], Scene], out_dir: Path | None, options: dict[str, Any],
              recorded: list | None = None, allow_changed: bool = False,
              quiet: bool = False) -> None:
-    """`simrun grad` and `simrun resume` of a grad folder. The folder gets the scene, the
-    kernel copies and a 'running' gradients.json with ``options`` first, so that Ctrl-C
-    leaves a folder 'simrun resume' computes again; ``recorded``: the sources a resumed
-    folder recorded (edited since: refused unless ``allow_changed``)."""
-    from simrun.adjoint.check import check_gradient  # start-up: loads the compiler
-    from simrun.adjoint.job import (
-        forward_gradient,
-        scene_gradient,
-        start_outputs,
-        write_outputs,
-    )
-    from simrun.adjoint.schedule import forward_steps
+    """`simrun grad` and `simrun resume` of a grad folder: the library's `grad_job`, its
+    progress bar and its report. ``recorded``: the sources a resumed folder recorded
+    (edited since: refused unless ``allow_changed``)."""
+    from simrun.adjoint.schedule import forward_steps  # start-up: loads the compiler
+    from simrun.jobs.grad_folder import grad_job as gradient_job
+    from simrun.jobs.grad_folder import grad_request
 
     state: dict[str, Path] = {}
-    mode, memory, checkpoints = options["mode"], options.get("memory"), options.get("checkpoints")
     with exit_codes(lambda: _interrupted(state.get("dir")), folder=lambda: state.get("dir")), \
             job_policy(options):
         scene = load()
-        if options.get("method", "trajectory") != "trajectory":
-            _ensemble_job(scene, out_dir, options, state, recorded, allow_changed, quiet)
-            return
-        budget = parse_size(memory) if memory is not None else None
-        n = options.get("steps") or scene.steps
-        if mode not in ("reverse", "forward"):
-            raise SceneError(f"--mode {mode!r}: use reverse or forward")
-        keys = parse_keys(scene, options["wrt"])  # a bad KEY fails before a folder is made
+        keys = grad_request(scene, options)  # bad input fails before a folder is made
         target = _target(scene, out_dir, recorded, allow_changed)
         state["dir"] = target
-        start_outputs(target, scene, options)
-
+        n = options.get("steps") or scene.steps
         # a controller before velocity Verlet's two force evaluations: no folding of the two
         hvps = "two Hessian-vector products" if scene.controller is not None and \
             scene.step_kernels is None and scene.integrator.type == "velocity_verlet" \
@@ -136,37 +109,21 @@ def grad_job(load: Callable[[], Scene], out_dir: Path | None, options: dict[str,
                           f"forward sweep included) and reversed once ({hvps})",
                           highlight=False)
 
-        threads = options.get("threads")
-        with _failure_recorded(target):
+        @contextmanager
+        def progress() -> Iterator[Any]:
             with step_bar(f"grad {scene.name}", err.is_terminal and not quiet,
                           folder=lambda: target) as bar:
-                report = (lambda phase, done, total: bar(done, total, phase)) if bar else None
-                result = scene_gradient(scene, keys, steps=n,
-                                        checkpoints=checkpoints, memory=budget,
-                                        threads=threads, progress=report,
-                                        announce=announce) \
-                    if mode == "reverse" else \
-                    forward_gradient(scene, keys, steps=n, threads=threads,
-                                     progress=report)
-            if options.get("check") and mode == "reverse":
-                result.check = check_gradient(scene, result, threads=threads)
-        write_outputs(target, scene, result, options)
+                yield (lambda phase, done, total: bar(done, total, phase)) if bar else None
+
+        try:
+            result = gradient_job(scene, target, options, keys, recorded=options,
+                                  progress=progress, announce=announce)
+        except FloatingPointError as exc:  # a gradient or average that is not finite
+            raise typer.Exit(_failed(str(exc))) from None
+        if result.mode == "ensemble":
+            _print_ensemble(scene, result, target)
+            return
     _print_result(scene, result, target)
-
-
-@contextmanager
-def _failure_recorded(target: Path) -> Iterator[None]:
-    """An error after the folder was made marks its gradients.json 'failed' with the error
-    (it said 'running', which only Ctrl-C should leave); a gradient or average that is not
-    finite is exit 1. KeyboardInterrupt is no Exception: it leaves 'running', to resume."""
-    try:
-        yield
-    except FloatingPointError as exc:
-        mark_failed(target / "gradients.json", str(exc))
-        raise typer.Exit(_failed(str(exc))) from None
-    except Exception as exc:  # an objective's kernel that does not compile, a bug
-        mark_failed(target / "gradients.json", str(exc) or type(exc).__name__)
-        raise
 
 
 def _target(scene: Scene, out_dir: Path | None, recorded: list | None, allow_changed: bool
@@ -181,30 +138,11 @@ def _target(scene: Scene, out_dir: Path | None, recorded: list | None, allow_cha
     return target
 
 
-def _ensemble_job(scene: Scene, out_dir: Path | None, options: dict[str, Any],
-                  state: dict[str, Path], recorded: list | None, allow_changed: bool,
-                  quiet: bool) -> None:
-    """`--method ensemble`: the fluctuation formula over one thermostatted run."""
-    from simrun.adjoint.job import start_outputs  # start-up: loads the compiler
-    from simrun.ensemble.job import check_request, ensemble_gradient
-    from simrun.ensemble.record import unsampled_message, write_ensemble_outputs
+def _print_ensemble(scene: Scene, result: Any, target: Path) -> None:
+    """`--method ensemble`: the canonical average and its derivatives, with their errors;
+    exit 1 where the run did not sample the thermostat's ensemble."""
+    from simrun.jobs.ensemble_record import unsampled_message  # start-up: loads the compiler
 
-    if options["method"] != "ensemble":
-        raise SceneError(f"--method {options['method']!r}: use trajectory or ensemble")
-    sampling = {"steps": options.get("steps"), "equilibrate": options.get("equilibrate"),
-                "every": options.get("sample_every")}
-    keys = check_request(scene, options["wrt"], **sampling)  # bad input: before any folder
-    target = _target(scene, out_dir, recorded, allow_changed)
-    start_outputs(target, scene, options)
-    state["dir"] = target
-    bar_shown = err.is_terminal and not quiet
-    with _failure_recorded(target), \
-            step_bar(f"grad {scene.name}", bar_shown, folder=lambda: target) as bar:
-        report = (lambda phase, done, total: bar(done, total, phase)) if bar else None
-        result = ensemble_gradient(scene, keys, target / "sampling",
-                                   threads=options.get("threads"), progress=report,
-                                   **sampling)
-    write_ensemble_outputs(target, scene, result, options)
     s = result.samples
     out.print(f"<O> = {_value(result.objective)} +- {_value(result.objective_error)} "
               f"({_what(scene)}, canonical average at T = "
@@ -260,8 +198,8 @@ def _print_result(scene: Scene, result: Any, target: Path) -> None:
 
 def _print_adjoint_growth(scene: Scene, result: Any) -> None:
     """Reverse mode's word on chaos (from the adjoint's growth), as forward mode's."""
-    # start-up: simrun.adjoint loads the compiler
-    from simrun.adjoint.horizon import ENSEMBLE_ADVICE, adjoint_growth, chaos_reason
+    # start-up: numpy
+    from simrun.jobs.horizon import ENSEMBLE_ADVICE, adjoint_growth, chaos_reason
 
     growth = adjoint_growth(result.adjoint_horizon, scene.dt)
     if growth is not None:
@@ -272,7 +210,7 @@ def _print_adjoint_growth(scene: Scene, result: Any) -> None:
 def _print_growth(scene: Scene, result: Any) -> None:
     """Say so when a sensitivity grows exponentially with the horizon (chaos), and name the
     method whose derivatives of averages do not."""
-    from simrun.adjoint.horizon import (  # start-up: loads the compiler
+    from simrun.jobs.horizon import (  # start-up: numpy
         ENSEMBLE_ADVICE,
         growth_report,
     )
@@ -320,7 +258,7 @@ def _print_check(check: dict) -> None:
         for why in whys:
             out.print(f"    {why}.", markup=False)
     if "chaos" in check:
-        from simrun.adjoint.horizon import (  # start-up: simrun.adjoint loads the compiler
+        from simrun.jobs.horizon import (  # start-up: numpy
             ENSEMBLE_ADVICE,
             chaos_reason,
         )

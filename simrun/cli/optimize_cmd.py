@@ -28,7 +28,6 @@ from simrun.cli.common import (
     out,
 )
 from simrun.cli.progress import iteration_bar
-from simrun.cli.run_cmd import render_pictures
 from simrun.lang.config import job_policy
 from simrun.outputs.provenance import refuse_changed, scene_differences
 from simrun.outputs.resumable import how_to_continue, resumable
@@ -81,12 +80,10 @@ def optimize_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: boo
                  options: dict[str, Any], allow_changed: bool = False,
                  quiet: bool = False) -> None:
     """`simrun optimize` and `simrun resume` of an optimize folder."""
-    # start-up: the compiler and matplotlib
-    from simrun.optimize import OptimizeError, optimize_scene
-    from simrun.render.loss import render_loss
+    from simrun.jobs.optimize import OptimizeError  # start-up: loads the compiler
+    from simrun.jobs.optimize import optimize_job as training_job
 
     target: Path | None = None
-    threads = options.get("threads")
 
     def interrupted() -> str:
         if target is None:
@@ -110,18 +107,18 @@ def optimize_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: boo
             return
         target = _target(scene, out_dir, resume)
         try:
-            with iteration_bar(f"optimize {scene.name}", err.is_terminal and not quiet,
-                               folder=target) as bar:
-                result = optimize_scene(scene, target, iterations=options.get("iterations"),
-                                        resume=resume, threads=threads, progress=bar,
-                                        allow_changed=allow_changed, options=options)
+            result, episode_error = training_job(
+                scene, target, iterations=options.get("iterations"), resume=resume,
+                threads=options.get("threads"), options=options, allow_changed=allow_changed,
+                episode=not options.get("no_render"),
+                progress=lambda: iteration_bar(f"optimize {scene.name}",
+                                               err.is_terminal and not quiet, folder=target))
         except OptimizeError as exc:
-            render_loss(target / "loss.csv", target / "loss.png", title=scene.name)
             err.print(f"optimize failed: {exc}", markup=False)
             raise typer.Exit(EXIT_FAILED) from None
-        render_loss(target / "loss.csv", target / "loss.png", title=scene.name)
-        if not options.get("no_render"):
-            _episode(target, threads)
+        if episode_error:
+            err.print(f"warning: the episode's pictures failed: {episode_error}",
+                      markup=False)
     out.print(f"{result.status}: {result.iterations} iterations "
               f"({result.evaluations} gradient evaluations"
               + (f", {result.replayed} replayed from the record" if result.replayed else "")
@@ -166,17 +163,11 @@ def fit_interrupted(folder: Path) -> str:
 def fit_targets(scene: Scene, target: Path, options: dict[str, Any], quiet: bool) -> None:
     """Targets (ensemble averages): DiffTRe's reweighting loop into ``target`` (a new
     folder, or a fit folder started again by 'simrun resume'), its pictures and a summary."""
-    # start-up: the compiler and matplotlib
-    from simrun.optimize.reweighted import AVERAGED, fit_by_reweighting
-    from simrun.render.fit import draw_fit_pictures
+    from simrun.jobs.fit import AVERAGED, fit_job  # start-up: loads the compiler
 
-    with iteration_bar(f"optimize {scene.name}", err.is_terminal and not quiet,
-                       folder=target) as bar:
-        fit = fit_by_reweighting(scene, target, iterations=options.get("iterations"),
-                                 threads=options.get("threads"), progress=bar,
-                                 options=options)
+    fit = fit_job(scene, target, options, progress=lambda: iteration_bar(
+        f"optimize {scene.name}", err.is_terminal and not quiet, folder=target))
     rows, names = fit.rows, list(scene.optimize.parameters)
-    draw_fit_pictures(target)
     adam = [row for row in rows if row.stage == "adam"]
     fresh = len({row.trajectory for row in adam})
     out.print(f"done: {len(adam)} Adam iterations from {fresh} trajectories (reweighted "
@@ -193,17 +184,6 @@ def fit_targets(scene: Scene, target: Path, options: dict[str, Any], quiet: bool
     for name, value, error in zip(names, fit.params, errors):
         out.print(f"  {name} = {value:.6g}" + ("" if error is None else f" +- {error:.2g}"))
     out.print(f"  wrote {target} (fit.csv, fit.json, fit.png, best.yaml)", markup=False)
-
-
-def _episode(target: Path, threads: int | None) -> None:
-    """Run best.yaml into DIR/episode and draw its pictures (the trained behaviour)."""
-    from simrun.stepper import run_scene  # start-up: loads the compiler
-
-    best = load_scene(target / "best.yaml")
-    result = run_scene(best, target / "episode", threads=threads)
-    _seconds, error = render_pictures(result.out_dir)
-    if error:
-        err.print(f"warning: the episode's pictures failed: {error}", markup=False)
 
 
 def _target(scene: Scene, out_dir: Path | None, resume: bool) -> Path:

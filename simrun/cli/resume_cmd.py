@@ -26,7 +26,7 @@ from simrun.cli.common import (
 )
 from simrun.cli.grad_cmd import grad_job
 from simrun.cli.optimize_cmd import optimize_job, resume_fit
-from simrun.cli.run_cmd import run_job
+from simrun.cli.run_cmd import run_command
 from simrun.outputs.resumable import UnreadableRecord, job_record
 from simrun.scene import Scene, SceneError, load_scene
 
@@ -115,7 +115,7 @@ def _resume_job(folder: Path, job: str, record: dict[str, Any], options: dict[st
         return load_scene(scene_file, list(extra), allow_outside=allow_outside)
 
     if job == "run":
-        run_job(lambda: load([f"steps={steps}"] if steps else []), folder, resume=True,
+        run_command(lambda: load([f"steps={steps}"] if steps else []), folder, resume=True,
                 quiet=quiet, no_render=bool(options.get("no_render")),
                 threads=options.get("threads"), debug=bool(options.get("debug")),
                 allow_changed=allow_changed, max_drift=options.get("max_drift"),

@@ -28,10 +28,11 @@ from simrun.cli.common import (
     out,
 )
 from simrun.cli.progress import step_bar
+from simrun.jobs.run import run_job
 from simrun.lang.config import job_policy
 from simrun.outputs.rundir import check_out_dir, choose_run_dir
 from simrun.scene import Scene, load_scene
-from simrun.stepper import RunResult, run_scene
+from simrun.stepper import RunResult
 from simrun.stepper.thermo import DRIFT_TOLERANCE
 
 
@@ -41,17 +42,6 @@ def overrides(sets: list[str] | None, steps: int | None, seed: int | None,
     extra += [f"seed={seed}"] if seed is not None else []
     extra += [f"thermo={thermo}"] if thermo is not None else []
     return list(sets or []) + extra
-
-
-def render_pictures(run_dir: Path) -> tuple[float | None, str | None]:
-    """Draw the pictures (their state goes to run.json); a rendering problem is reported,
-    not fatal to the run. Returns the seconds it took, or the error."""
-    from simrun.render.record import draw_pictures  # start-up: matplotlib
-
-    try:
-        return draw_pictures(run_dir).seconds, None
-    except Exception as exc:  # noqa: BLE001 - the simulation's outputs are still good
-        return None, f"{type(exc).__name__}: {exc}"
 
 
 def summary(scene: Scene, result: RunResult, render_error: str | None,
@@ -156,14 +146,14 @@ def run(
       simrun run scenes/gravity.yaml --resume          (the newest run of the scene)
     """
     with on_device(device):
-        run_job(lambda: load_scene(scene_path, overrides(sets, steps, seed, thermo),
+        run_command(lambda: load_scene(scene_path, overrides(sets, steps, seed, thermo),
                                    allow_outside=allow_outside),
                 out_dir, resume=resume, overwrite=overwrite, quiet=quiet, no_render=no_render,
                 threads=threads, debug=debug, allow_changed=allow_changed, max_drift=max_drift,
                 reproducible=reproducible, device=device.value)
 
 
-def run_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: bool = False,
+def run_command(load: Callable[[], Scene], out_dir: Path | None, *, resume: bool = False,
             overwrite: bool = False, quiet: bool = False, no_render: bool = False,
             threads: int | None = None, debug: bool = False, allow_changed: bool = False,
             max_drift: float | None = None, reproducible: bool = True,
@@ -194,16 +184,13 @@ def run_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: bool = F
             state["dir"] = choose_run_dir(scene.name, out_dir, resume=True, overwrite=False)
         elif out_dir is not None:
             check_out_dir(out_dir, overwrite=overwrite)  # fail before compiling anything
-        with step_bar(scene.name, enabled=not quiet, folder=lambda: state.get("dir")) \
-                as progress:
-            result = run_scene(scene, state["dir"] if resume else new_dir, resume=resume,
-                               progress=progress, threads=threads, debug=debug,
-                               allow_changed=allow_changed, options=options,
-                               drift_tolerance=max_drift)
-        state["finished"] = True
-        render_error, render_s = None, None
-        if not no_render:
-            render_s, render_error = render_pictures(result.out_dir)
+        done = run_job(scene, state["dir"] if resume else new_dir, resume=resume,
+                       render=not no_render, threads=threads, debug=debug,
+                       allow_changed=allow_changed, options=options, drift_tolerance=max_drift,
+                       progress=lambda: step_bar(scene.name, enabled=not quiet,
+                                                 folder=lambda: state.get("dir")),
+                       stepped=lambda: state.update(finished=True))
+        result, render_error, render_s = done.result, done.render_error, done.render_s
     if quiet:
         out.print(str(result.out_dir))
         warn_render(result.out_dir, render_error)

@@ -2,9 +2,8 @@
 one thermostatted run (the fluctuation formula), with no backpropagation through time, so
 they stay meaningful where a trajectory's own derivative grows exponentially (chaos).
 
-``ensemble_gradient(scene, wrt, folder)`` is `simrun grad --method ensemble`."""
+`simrun grad --method ensemble` is the job `simrun.jobs.ensemble.ensemble_gradient`."""
 
-from simrun.ensemble.job import EnsembleResult, ensemble_gradient
 from simrun.ensemble.keys import require_canonical
 
-__all__ = ["EnsembleResult", "ensemble_gradient", "require_canonical"]
+__all__ = ["require_canonical"]

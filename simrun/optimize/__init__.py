@@ -1,7 +1,3 @@
-"""`simrun optimize`: minimise a scene's objective over its KEYs with the trajectory gradient
-of `simrun.adjoint` (Adam, SGD with momentum, L-BFGS-B through SciPy), recording every
-iteration so that a stopped training resumes with the same numbers."""
-
-from simrun.optimize.loop import OptimizeError, OptimizeResult, optimize_scene
-
-__all__ = ["OptimizeError", "OptimizeResult", "optimize_scene"]
+"""The optimiser's parts: optimisers (Adam, SGD with momentum), the flat parameter layout,
+learning-rate schedules and the journal that makes a stopped training resume with the same
+numbers. The training loop itself is the optimize job, `simrun.jobs.optimize`."""

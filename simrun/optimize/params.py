@@ -3,13 +3,16 @@ vector stands for."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from simrun.adjoint.job import field_start_values
 from simrun.keys import Key, parse_key, value_of, with_role, with_value
 from simrun.scene import Scene, SceneError, initial_state
+
+# (scene, field names) -> each allocated field's start value (jobs.grad.field_start_values)
+FieldStarts = Callable[[Scene, list[str]], dict[str, np.ndarray]]
 
 
 @dataclass
@@ -22,7 +25,9 @@ class Layout:
     field_starts: dict[str, np.ndarray]  # fields.<name> KEY -> the allocated start value
 
     @classmethod
-    def of(cls, scene: Scene) -> Layout:
+    def of(cls, scene: Scene, field_start_values: FieldStarts) -> Layout:
+        """The layout of `scene.optimize.parameters`; `field_start_values` gives the start
+        of any allocated field among them (passed in: it builds the scene's System)."""
         opt = scene.optimize
         keys = []
         for text in opt.parameters:

@@ -9,14 +9,14 @@ from typing import Any
 
 import numpy as np
 
-from simrun.ensemble.job import EnsembleResult
 from simrun.ensemble.keys import parse_ensemble_key
+from simrun.jobs.ensemble import EnsembleResult
+from simrun.jobs.finish import finish
 from simrun.keys import value_of
-from simrun.lang.fields import current_generation
 from simrun.outputs import atomic_savez, atomic_write_text, versions
 from simrun.outputs.provenance import write_job_scene
+from simrun.outputs.resumable import mark_failed
 from simrun.scene import Scene
-from simrun.stepper.run import check_guards
 
 
 def _plain(value: Any) -> Any:
@@ -37,7 +37,6 @@ def write_ensemble_outputs(out_dir: Path, scene: Scene, result: EnsembleResult,
     """gradients.json, gradients.npz and sensitivities.png (d ln<O> / d ln KEY)."""
     from simrun.render.sensitivity import render_sensitivities  # start-up: matplotlib
 
-    check_guards(result.steps, current_generation())  # wrote outside a field: not "done"
     out_dir = Path(out_dir)
     sources = write_job_scene(out_dir, scene)
     s = result.samples
@@ -60,10 +59,14 @@ def write_ensemble_outputs(out_dir: Path, scene: Scene, result: EnsembleResult,
     }
     if options is not None:
         record["options"] = options
-    atomic_write_text(out_dir / "gradients.json", json.dumps(record, indent=2) + "\n")
-    atomic_savez(out_dir / "gradients.npz",
-                 **{k: np.asarray(g, float) for k, g in result.gradients.items()},
-                 **{f"error:{k}": np.asarray(e, float) for k, e in result.errors.items()})
+
+    def record_ok() -> None:  # only once the guards say no kernel wrote outside a field
+        atomic_write_text(out_dir / "gradients.json", json.dumps(record, indent=2) + "\n")
+        atomic_savez(out_dir / "gradients.npz",
+                     **{k: np.asarray(g, float) for k, g in result.gradients.items()},
+                     **{f"error:{k}": np.asarray(e, float) for k, e in result.errors.items()})
+
+    finish(result.steps, record_ok, lambda why: mark_failed(out_dir / "gradients.json", why))
     scalars = {k: float(g) for k, g in result.gradients.items() if np.ndim(g) == 0}
     if not scalars or np.ndim(result.objective):
         return []

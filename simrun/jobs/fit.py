@@ -1,4 +1,4 @@
-"""`simrun optimize` of a scene whose objective is ensemble targets: DiffTRe (Thaler &
+"""The fit job, `simrun optimize` of a scene whose objective is ensemble targets: DiffTRe (Thaler &
 Zavadlav 2021). One thermostatted run is reused across parameter updates: its frames are
 reweighted by w ~ exp(-(U_theta / kT_theta - U_0 / kT_0)) to the current parameters, and the
 loss (a function of the reweighted averages) and its gradient (the fluctuation formula under
@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,9 +25,10 @@ import numpy as np
 
 from simrun.ensemble.frames import FrameEvaluator
 from simrun.ensemble.gauss_newton import Step, gauss_newton
-from simrun.ensemble.job import sample, sampling_defaults, sampling_scene
 from simrun.ensemble.keys import parse_ensemble_key, require_canonical
 from simrun.ensemble.targets import TargetLoss
+from simrun.jobs.ensemble import sample, sampling_defaults, sampling_scene
+from simrun.jobs.finish import finish
 from simrun.keys import energy_params, value_of, with_role, with_value
 from simrun.optimize.optimizers import Adam, project
 from simrun.optimize.schedules import learning_rate
@@ -195,7 +197,24 @@ def fit_by_reweighting(scene: Scene, out_dir: Path, *, iterations: int | None = 
     except Exception as exc:
         _mark(out_dir, "failed", f"{type(exc).__name__}: {exc}")
         raise
-    setup.report(fit.rows, fit, 0.0, done=True)
+    finish(len(fit.rows), lambda: setup.report(fit.rows, fit, 0.0, done=True),
+           lambda why: _mark(out_dir, "failed", why))
+    return fit
+
+
+def fit_job(scene: Scene, out_dir: Path, options: dict | None = None, *,
+            progress: Callable[[], AbstractContextManager] | None = None) -> Fit:
+    """The fit job: `fit_by_reweighting` with ``options``' iterations and threads (and
+    ``options`` recorded for 'simrun resume'), then its pictures (fit.png, rdf.png).
+    ``progress()`` is entered around the fit and yields its progress callback."""
+    from simrun.render.fit import draw_fit_pictures  # start-up: matplotlib
+
+    options = dict(options or {})
+    with (progress or (lambda: nullcontext(None)))() as report:
+        fit = fit_by_reweighting(scene, out_dir, iterations=options.get("iterations"),
+                                 threads=options.get("threads"), progress=report,
+                                 options=options)
+    draw_fit_pictures(out_dir)
     return fit
 
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from simrun.adjoint.horizon import adjoint_growth
-from simrun.adjoint.job import GradResult, objective_value
+from simrun.jobs.grad import GradResult, objective_value
+from simrun.jobs.horizon import adjoint_growth
 from simrun.keys import Key, parse_keys, value_of, with_value
 from simrun.scene import Scene
 

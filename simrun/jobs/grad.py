@@ -1,19 +1,17 @@
-"""`simrun grad` as a library function: the gradient of a scene's objective with respect to
-its KEYs by reverse mode through the whole trajectory (binomial checkpoints), and a check of
-it against central differences and a Taylor test."""
+"""The gradients of `simrun grad`: a scene's objective differentiated with respect to its
+KEYs by reverse mode through the whole trajectory (binomial checkpoints) or by forward mode
+(tangents, with each KEY's sensitivity horizon); J alone for finite differences
+(`objective_value`, grad_check.py). The job that writes a folder is grad_folder.py."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from simrun.adjoint.horizon import adjoint_growth, growth_report
 from simrun.adjoint.kernel_state import Tangent
 from simrun.adjoint.model import DiffModel
 from simrun.adjoint.reuse import TrajectoryCache
@@ -26,18 +24,12 @@ from simrun.keys import (
     field_key,
     objective_params,
     pair_params,
-    parse_key,
     parse_keys,
     step_inputs,
-    value_of,
     with_role,
 )
 from simrun.lang.api import runtime
-from simrun.lang.fields import current_generation
-from simrun.outputs import atomic_savez, atomic_write_text, versions
-from simrun.outputs.provenance import write_job_scene
 from simrun.scene import Scene, SceneError, initial_state
-from simrun.stepper.run import check_guards
 
 Progress = Callable[[str, int, int], None]
 
@@ -253,91 +245,3 @@ def forward_gradient(scene: Scene, wrt: list[str | Key], *, steps: int | None = 
                       {"forward": time.perf_counter() - t0}, mode="forward",
                       directions=directions, horizon=horizon,
                       field_values=_field_values(keys, state0), keys=keys)
-
-
-# ---------------------------------------------------------------------- the folder
-def start_outputs(out_dir, scene: Scene, options: dict[str, Any]) -> None:
-    """Before the sweeps: the resolved scene.yaml, the kernel copies, and a gradients.json
-    saying 'running' with the command's ``options`` ('simrun resume' reads them)."""
-    sources = write_job_scene(Path(out_dir), scene)
-    record = {"status": "running", "options": options, "sources": sources,
-              "versions": versions()}
-    atomic_write_text(Path(out_dir) / "gradients.json", json.dumps(record, indent=2) + "\n")
-
-
-def write_outputs(out_dir, scene: Scene, result: GradResult,
-                  options: dict[str, Any] | None = None) -> list:
-    """gradients.json (objective, gradients, schedule, timings, check, the command's
-    ``options`` and the kernel sources' hashes), gradients.npz (the arrays), the resolved
-    scene.yaml with the kernel copies, and the pictures."""
-    from simrun.render.sensitivity import draw_gradient_pictures  # start-up: matplotlib
-
-    check_guards(result.steps, current_generation())  # wrote outside a field: not "done"
-    out_dir = Path(out_dir)
-    sources = write_job_scene(out_dir, scene)
-    plain = {k: (np.asarray(g).tolist() if np.ndim(g) else float(g))
-             for k, g in result.gradients.items()}
-    record = {
-        "status": "done",
-        "objective": {"value": result.objective, **scene.objective.to_dict()},
-        "gradients": plain,
-        "mode": result.mode, "steps": result.steps,
-        "schedule": {"kind": "binomial", "snapshots": result.snapshots,
-                     "forward_steps_recomputed": result.advances,
-                     "recompute_factor": round(result.recompute_factor, 4),
-                     "stored_bytes": result.stored_bytes},
-        "threads": result.threads, "deterministic_scatters": result.deterministic,
-        "timings_s": {k: round(v, 4) for k, v in
-                                                  result.seconds.items()},
-        "check": result.check, "versions": versions(), "sources": sources,
-    }
-    if options is not None:
-        record["options"] = options
-    growth = adjoint_growth(result.adjoint_horizon, scene.dt)
-    if growth is not None:
-        record["horizon_growth"] = {"state": growth}
-    if result.mode == "forward":
-        del record["schedule"]
-        record["horizon_growth"] = growth_report(result.horizon, scene.dt)
-        record["directions"] = {k: "a random unit direction (gradients.npz: "
-                                   f"direction:{k}); the value is dJ along it"
-                                for k in result.directions}
-    atomic_write_text(out_dir / "gradients.json", json.dumps(record, indent=2) + "\n")
-    atomic_savez(out_dir / "gradients.npz", **{k: np.asarray(g, float)
-                                               for k, g in result.gradients.items()},
-                 **{f"direction:{k}": d for k, d in result.directions.items()})
-    if result.horizon:
-        _write_horizon(out_dir, scene, result)
-    return draw_gradient_pictures(out_dir, *picture_inputs(scene, result.gradients,
-                                                           result.keys))
-
-
-def picture_inputs(scene: Scene, gradients: dict[str, Any], keys: list[Key] | None = None
-                   ) -> tuple[dict[str, float], np.ndarray | None]:
-    """What a grad folder's pictures need beside its files: the value of each scalar KEY
-    (for d ln J / d ln p) and the start positions (for -dJ/dx0); ``simrun render`` calls
-    it with the folder's own scene (and no `keys`: the texts are parsed here)."""
-    values, parsed = {}, {k.text: k for k in keys or []}
-    for text, gradient in gradients.items():
-        key = parsed.get(text) or parse_key(scene, text)
-        if np.ndim(gradient) or key.spec.lives == "fields":  # a field has no scene value
-            continue
-        value = value_of(scene, key)
-        if np.ndim(value) == 0:  # not a random direction's dJ
-            values[text] = float(value)
-    x0 = initial_state(scene)[0] if "state.x0" in gradients else None
-    return values, x0
-
-
-def _write_horizon(out_dir, scene: Scene, result: GradResult) -> None:
-    """horizon.csv (step, time, J(t), dJ(t)/dKEY...), drawn as horizon.png: how the sensitivity
-    grows with the horizon, which shows where a chaotic system's gradient stops meaning
-    anything (it grows exponentially and central differences stop agreeing)."""
-    names = list(result.horizon)
-    rows = list(zip(*[result.horizon[n] for n in names]))
-    lines = ["step,time,objective," + ",".join(f"d/d{n}" for n in names)]
-    for row in rows:
-        step, value = row[0][0], row[0][1]
-        lines.append(f"{step},{step * scene.dt!r},{value!r},"
-                     + ",".join(repr(r[2]) for r in row))
-    atomic_write_text(out_dir / "horizon.csv", "\n".join(lines) + "\n")

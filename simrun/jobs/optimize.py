@@ -1,4 +1,4 @@
-"""The training loop: `optimize_scene(scene, out_dir)` minimises the scene's objective over
+"""The optimize job's training loop: `optimize_scene(scene, out_dir)` minimises the scene's objective over
 `optimize.parameters`, one exact trajectory gradient (`scene_gradient`) per evaluation.
 
 Resume replays: every evaluation (parameters, loss, gradient) is journaled in state.npz, and
@@ -12,24 +12,27 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from simrun.adjoint.job import scene_gradient
 from simrun.adjoint.reuse import TrajectoryCache
-from simrun.lang.fields import current_generation
+from simrun.jobs.finish import finish
+from simrun.jobs.grad import field_start_values, scene_gradient
+from simrun.jobs.run import run_job
 from simrun.optimize.optimizers import SGD, Adam, clip_norm, normalized, project
 from simrun.optimize.params import Layout
 from simrun.optimize.record import Journal, Paced, Record
 from simrun.optimize.schedules import learning_rate
 from simrun.outputs.provenance import refuse_changed
-from simrun.scene import Scene, SceneError
-from simrun.stepper.run import SimulationError, check_guards
+from simrun.scene import Scene, SceneError, load_scene
 
 # (iteration, iterations, loss, gradient norm) after each iteration
 Progress = Callable[[int, int, float, float], None]
+# a context around the training (the CLI's progress bar) that yields its progress callback
+ProgressScope = Callable[[], AbstractContextManager[Progress | None]]
 
 
 class OptimizeError(Exception):
@@ -117,7 +120,7 @@ def optimize_scene(scene: Scene, out_dir: str | Path, *, iterations: int | None 
                          "'optimize: {parameters: [initial.velocity], iterations: 100}'.")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    layout = Layout.of(scene)
+    layout = Layout.of(scene, field_start_values)
     start = layout.initial()
     layout.check_start(start)
     n_iter = scene.optimize.iterations if iterations is None else iterations
@@ -142,13 +145,35 @@ def optimize_scene(scene: Scene, out_dir: str | Path, *, iterations: int | None 
     finally:  # the paced files (state.npz, params.npz) as of the last iteration
         evaluate.saves.flush()
         record.flush()
-    try:
-        check_guards(len(record.rows), current_generation())  # wrote outside a field
-    except SimulationError as exc:
-        record.write_json("failed", str(exc))
-        raise
-    record.write_json(status)
+    finish(len(record.rows), lambda: record.write_json(status),
+           lambda why: record.write_json("failed", why))
     return run.result(status, t0)
+
+
+def optimize_job(scene: Scene, out_dir: Path, *, iterations: int | None = None,
+                 resume: bool = False, threads: int | None = None,
+                 options: dict | None = None, progress: ProgressScope | None = None,
+                 allow_changed: bool = False, episode: bool = False
+                 ) -> tuple[OptimizeResult, str | None]:
+    """The optimize job: `optimize_scene` (``options``, the command's, recorded for
+    'simrun resume'), loss.png (also when it fails), and with ``episode`` best.yaml run
+    into DIR/episode with its pictures. Returns the result and why the episode's pictures
+    were not drawn (None: they were, or no episode)."""
+    from simrun.render.loss import render_loss  # start-up: matplotlib
+
+    try:
+        with (progress or (lambda: nullcontext(None)))() as report:
+            result = optimize_scene(scene, out_dir, iterations=iterations, resume=resume,
+                                    threads=threads, progress=report,
+                                    allow_changed=allow_changed, options=options)
+    except OptimizeError:
+        render_loss(out_dir / "loss.csv", out_dir / "loss.png", title=scene.name)
+        raise
+    render_loss(out_dir / "loss.csv", out_dir / "loss.png", title=scene.name)
+    if not episode:
+        return result, None
+    best = load_scene(out_dir / "best.yaml")
+    return result, run_job(best, out_dir / "episode", threads=threads).render_error
 
 
 def _recorded_sources(out_dir: Path) -> list | None:
