@@ -57,8 +57,10 @@ run {steps}
 
 def simrun_cli(args: list[str], cwd: str) -> None:
     # cwd: not a checkout, whose simrun `python -m` would import ahead of PYTHONPATH's
-    subprocess.run([sys.executable, "-m", "simrun.cli", *args], check=True, cwd=cwd,
-                   capture_output=True, text=True, env={**os.environ, "MPLBACKEND": "Agg"})
+    done = subprocess.run([sys.executable, "-m", "simrun.cli", *args], cwd=cwd,
+                          capture_output=True, text=True, env={**os.environ, "MPLBACKEND": "Agg"})
+    if done.returncode:
+        raise RuntimeError(f"simrun {' '.join(args)} failed:\n{done.stderr[-3000:]}")
 
 
 def sets(pairs: list[str]) -> list[str]:

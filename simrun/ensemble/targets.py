@@ -2,8 +2,8 @@
 mean over its bins for g(r), and their gradients by the fluctuation formula, optionally over
 frames reweighted by exp(-beta dU) from the parameters they were sampled at.
 
-g(r) is a histogram of pair distances (minimum image) per frame: it depends on positions
-only, so reweighting and the fluctuation formula need no derivative of it.
+g(r) is a histogram of pair distances (minimum image) per frame, over all pairs (``rdf``) or
+a species pair's (``rdf[A:B]``, a mixture's partial g(r)): it depends on positions only, so reweighting and the fluctuation formula need no derivative of it.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from simrun.ensemble.frames import FrameTable
 from simrun.ensemble.observables import EnergyFrames, Observed, builtin, volume
 from simrun.keys import Key
 from simrun.scene import Scene, SceneError
-from simrun.scene.rdf_csv import read_rdf_csv
+from simrun.scene.rdf_csv import is_rdf, rdf_pair, read_rdf_csv
+from simrun.scene.species import type_ids, type_order
 
 
 def _rdf_table(path: Path) -> np.ndarray:
@@ -31,16 +32,31 @@ def read_rdf(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return data[:, 0], data[:, 1]
 
 
-def rdf_frames(scene: Scene, frames: np.ndarray, centres: np.ndarray) -> np.ndarray:
-    """g(r) per frame (n, bins) at the bin ``centres``, over all pairs (minimum image)."""
+def _pairs(scene: Scene, n: int, pair: tuple[str, str] | None
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """The particle pairs i < j a g(r) counts: all, or those of the species pair (either
+    order): g_AB(r) = V / (N_A N_B) <pairs at r> / shell (N_A (N_A - 1) / 2 like pairs)."""
+    i, j = np.triu_indices(n, 1)
+    if pair is None:
+        return i, j
+    order = type_order(scene.particles.species)
+    types = type_ids(scene.particles.species)
+    a, b = (order.index(name) for name in pair)
+    keep = ((types[i] == a) & (types[j] == b)) | ((types[i] == b) & (types[j] == a))
+    return i[keep], j[keep]
+
+
+def rdf_frames(scene: Scene, frames: np.ndarray, centres: np.ndarray,
+               pair: tuple[str, str] | None = None) -> np.ndarray:
+    """g(r) per frame (n, bins) at the bin ``centres``, over all pairs or those of one
+    species ``pair`` (minimum image)."""
     if scene.boundary.type != "periodic":
         raise SceneError(f"{scene.objective.where}: g(r) needs a periodic box")
     low = np.asarray(scene.boundary.low, float)
     length = np.asarray(scene.boundary.high, float) - low
     dr = centres[1] - centres[0]
     edges = np.append(centres - dr / 2, centres[-1] + dr / 2)
-    n = frames.shape[1]
-    i, j = np.triu_indices(n, 1)
+    i, j = _pairs(scene, frames.shape[1], pair)
     shells = 4.0 / 3.0 * np.pi * np.diff(edges ** 3) if frames.shape[2] == 3 else \
         np.pi * np.diff(edges ** 2)
     ideal = len(i) * shells / volume(scene)  # pairs expected per bin in an ideal gas
@@ -53,14 +69,21 @@ def rdf_frames(scene: Scene, frames: np.ndarray, centres: np.ndarray) -> np.ndar
 
 
 def target_observables(scene: Scene, table: FrameTable, energy_keys: list[str], dof: int,
-                       rdf: np.ndarray | None) -> dict[str, Observed]:
-    """The per-frame observables the scene's targets name (``rdf``: from ``rdf_frames``)."""
-    return {name: Observed(rdf) if name == "rdf" else
+                       rdf: dict[str, np.ndarray]) -> dict[str, Observed]:
+    """The per-frame observables the scene's targets name (``rdf``, ``rdf[A:B]``: from
+    ``rdf_frames``, by name)."""
+    return {name: Observed(rdf[name]) if is_rdf(name) else
             builtin(name, scene, table, energy_keys, dof) for name in scene.objective.targets}
 
 
+def rdf_targets_frames(scene: Scene, x: np.ndarray) -> dict[str, np.ndarray]:
+    """g(r) per frame for each g(r) target of the scene, at its file's bins."""
+    return {name: rdf_frames(scene, x, read_rdf(t["file"])[0], rdf_pair(name))
+            for name, t in scene.objective.targets.items() if is_rdf(name)}
+
+
 def target_values(scene: Scene) -> dict[str, np.ndarray]:
-    return {name: read_rdf(t["file"])[1] if name == "rdf" else np.array([t["value"]])
+    return {name: read_rdf(t["file"])[1] if is_rdf(name) else np.array([t["value"]])
             for name, t in scene.objective.targets.items()}
 
 
@@ -69,7 +92,7 @@ def target_errors(scene: Scene) -> dict[str, np.ndarray]:
     given."""
     out = {}
     for name, t in scene.objective.targets.items():
-        if name == "rdf":
+        if is_rdf(name):
             data = _rdf_table(t["file"])
             out[name] = data[:, 2] if data.shape[1] == 3 else np.zeros(len(data))
         else:
@@ -131,8 +154,7 @@ class TargetLoss:
     def __init__(self, scene: Scene, keys: list[Key], x: np.ndarray) -> None:
         targets = scene.objective.targets
         self.parsed, self.keys = keys, [k.text for k in keys]  # the KEYs, and their texts
-        self.rdf = rdf_frames(scene, x, read_rdf(targets["rdf"]["file"])[0]) \
-            if "rdf" in targets else None
+        self.rdf = rdf_targets_frames(scene, x)
         self.names = list(targets)
         self.estimate = loss_estimator(target_values(scene),
                                        {n: t["weight"] for n, t in targets.items()}, self.keys)
