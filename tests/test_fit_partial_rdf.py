@@ -83,6 +83,20 @@ def test_partial_rdfs_add_up_to_the_total(fit_scene):
     assert np.all(np.abs(ab - 1) < 5 / np.sqrt(counts))  # Poisson: 5 standard errors
 
 
+def test_near_pairs_by_k_d_tree_count_as_all_pairs(fit_scene, monkeypatch):
+    """Past NEAR_FROM particles a periodic k-d tree picks the candidate pairs: the same
+    histograms, bit for bit, for positions in and outside the box."""
+    import simrun.ensemble.targets as targets
+
+    scene = _load(fit_scene)
+    x = np.random.default_rng(1).uniform(-SIDE, 2 * SIDE, (5, 216, 3))
+    for pair in (None, ("A", "B"), ("B", "B")):
+        monkeypatch.setattr(targets, "NEAR_FROM", 10 ** 9)
+        every_pair = rdf_frames(scene, x, CENTRES, pair)
+        monkeypatch.setattr(targets, "NEAR_FROM", 100)
+        np.testing.assert_array_equal(rdf_frames(scene, x, CENTRES, pair), every_pair)
+
+
 def test_gradient_of_the_partial_rdf_loss_is_central_differences(fit_scene, tmp_path):
     """The fluctuation formula's dloss/dKEY equals (loss(+h) - loss(-h)) / 2h of the loss
     reweighted from the same frames: the per-pair dU/dKEY and the partial g(r)s agree."""
@@ -115,7 +129,10 @@ def test_fit_of_epsilon_and_sigma_ab_moves_toward_the_truth(fit_scene, tmp_path)
     is left to longer runs (scenes/fit_ka.yaml's polish); here it may drift with sigma
     along their valley (seen: 1.2 -> 1.11 while sigma 0.96 -> 0.82)."""
     scene = _load(fit_scene, ["optimize.iterations=5", "optimize.lr=0.04"])
-    fit = fit_by_reweighting(scene, tmp_path / "fit", polish=0, every=20)
+    assert scene.optimize.every == 20  # fit_ka.yaml's: a frame every 20 steps
+    fit = fit_by_reweighting(scene, tmp_path / "fit", polish=0)
+    with np.load(tmp_path / "fit" / "trajectory-000" / "frames.npz") as frames:
+        assert set(np.diff(frames["step"])) == {20}
     first, last = fit.rows[0].params, fit.rows[-1].params
     assert abs(last[1] - TRUTH["sigma[A:B]"]) < 0.3 * abs(first[1] - TRUTH["sigma[A:B]"])
     assert fit.rows[-1].loss < 0.1 * fit.rows[0].loss

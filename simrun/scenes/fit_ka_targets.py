@@ -46,9 +46,9 @@ def averages(scene: Scene, steps: int, seeds: list[int]) -> dict[str, tuple[np.n
 
 def _averages(scene: Scene, steps: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """rdf[X:Y] -> (average, block-jackknife error) of one run of ``steps`` (a frame every
-    20 steps, the first fifth discarded)."""
+    50 steps, the first fifth discarded)."""
     with tempfile.TemporaryDirectory() as tmp:
-        frames = sample(sampling_scene(scene, steps, 20), Path(tmp) / "run", steps // 5)
+        frames = sample(sampling_scene(scene, steps, 50), Path(tmp) / "run", steps // 5)
     out = {}
     for a, b in PAIRS:
         g = jackknife({"g": rdf_frames(scene, frames.x, CENTRES, (a, b))}, lambda m: m)
