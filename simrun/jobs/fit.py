@@ -167,7 +167,8 @@ def fit_by_reweighting(scene: Scene, out_dir: Path, *, iterations: int | None = 
                        options: dict | None = None) -> Fit:
     """Minimise the scene's target loss over ``optimize.parameters`` (Adam at optimize.lr,
     within optimize.bounds), then polish by Gauss-Newton from at most ``polish`` fresh runs
-    of ``polish_steps``, a frame every ``polish_every`` steps (0 runs: no polish); writes
+    of ``polish_steps``, a frame every ``polish_every`` steps (0 runs: no polish; both
+    ``every``s default to optimize.every, then to about 2000 frames a run); writes
     fit.csv, fit.json and best.yaml.
 
     fit.json is written first ("running", with ``options``, the command's, and the sources'
@@ -180,6 +181,7 @@ def fit_by_reweighting(scene: Scene, out_dir: Path, *, iterations: int | None = 
         raise SceneError(f"{scene.source}: targets have no parameters; tune the energies' "
                          "parameters or integrator.temperature")
     steps, iterations = steps or scene.steps, iterations or opt.iterations
+    every, polish_every = every or opt.every, polish_every or opt.every
     out_dir.mkdir(parents=True, exist_ok=True)
     recorded = {"options": dict(options or {}), "sources": write_job_scene(out_dir, scene)}
     _write_record(out_dir, {"status": "running", "method": METHOD, **recorded})

@@ -164,7 +164,13 @@ def lj_all_pairs(x: ti.template(), box_low: ti.template(), box_high: ti.template
 # --- mixtures: parameters per species pair (scene/species.py; scenes/kob_andersen.yaml) ---
 # `species` is each particle's type index; epsilon, sigma and cutoff are (types x types)
 # fields bound by name (a number in the scene fills every pair). The list's cutoff must
-# reach the largest pair cutoff; LIMITS hold for each pair.
+# reach the largest pair cutoff (the list is built at it plus the skin, and each pair's own
+# cutoff is applied here); LIMITS hold for each pair.
+# The pair's energy is chosen by ti.select, not an `if`: parameters read inside an `if` are
+# loads LLVM sinks into the branch, where the loop vectoriser cannot if-convert them (they
+# are not known safe to read on every lane), so the row loop stayed scalar, 2.2-2.4x
+# lj_shifted's time per force call; read on every pair it runs 4 lanes wide, 1.3-1.4x
+# (bench/README.md, "Kob-Andersen against LAMMPS").
 DEFAULTS.update(lj_species={}, lj_species_shifted={})
 LIMITS.update(lj_species=[*_LJ, *_REACH], lj_species_shifted=[*_LJ, *_REACH])
 
@@ -185,8 +191,7 @@ def lj_species(x: ti.template(), neighbors: ti.template(), box_low: ti.template(
             r = min_image(x[j] - xi, box_low, box_high, periodic)
             r2 = r.dot(r)
             rc = cutoff[si, sj]
-            if r2 < rc * rc:
-                U[None] += pair_lj(r2, epsilon[si, sj], sigma[si, sj])
+            U[None] += ti.select(r2 < rc * rc, pair_lj(r2, epsilon[si, sj], sigma[si, sj]), 0.0)
 
 
 @ti.kernel
@@ -205,7 +210,7 @@ def lj_species_shifted(x: ti.template(), neighbors: ti.template(), box_low: ti.t
             r = min_image(x[j] - xi, box_low, box_high, periodic)
             r2 = r.dot(r)
             rc = cutoff[si, sj]
-            if r2 < rc * rc:
-                eps = epsilon[si, sj]
-                sig = sigma[si, sj]
-                U[None] += pair_lj(r2, eps, sig) - pair_lj(rc * rc, eps, sig)
+            eps = epsilon[si, sj]
+            sig = sigma[si, sj]
+            U[None] += ti.select(r2 < rc * rc, pair_lj(r2, eps, sig) - pair_lj(rc * rc, eps, sig),
+                                 0.0)

@@ -22,6 +22,7 @@ from typing import Any
 
 from simrun.outputs.writer import write_scene
 from simrun.scene import Scene, SceneError, scene_modules
+from simrun.scene.rdf_csv import is_rdf
 from simrun.scene.shipped import library_name
 
 KERNELS, INPUTS = "kernels", "inputs"  # the folders of the copies inside a job folder
@@ -54,10 +55,10 @@ def _initial_file(scene: Scene) -> Path | None:
     return Path(scene.initial.options["path"]) if scene.initial.type == "file" else None
 
 
-def _rdf_target(scene: Scene) -> Path | None:
-    """A fit's g(r) target CSV (``objective.targets.rdf.file``)."""
+def _rdf_targets(scene: Scene) -> list[Path]:
+    """A fit's g(r) target CSVs (``objective.targets.rdf.file``, ``rdf[A:B]``'s)."""
     targets = scene.objective.targets if scene.objective is not None else None
-    return Path(targets["rdf"]["file"]) if targets and "rdf" in targets else None
+    return [Path(t["file"]) for name, t in (targets or {}).items() if is_rdf(name)]
 
 
 def plan_sources(scene: Scene) -> list[Source]:
@@ -73,9 +74,7 @@ def plan_sources(scene: Scene) -> list[Source]:
         files.append((INPUTS, initial))
     files += [(INPUTS, Path(path)) for path in dict.fromkeys(scene.fields.values())]
     files += [(INPUTS, f.image) for g in scene.grids for f in g.fields if f.image is not None]
-    rdf = _rdf_target(scene)
-    if rdf is not None:
-        files.append((INPUTS, rdf))
+    files += [(INPUTS, rdf) for rdf in _rdf_targets(scene)]
     for folder, path in files:
         name, n = path.name, 1
         while f"{folder}/{name}" in taken:
@@ -127,9 +126,9 @@ def relocate(data: dict[str, Any], sources: list[Source]) -> dict[str, Any]:
         for spec in grid["fields"].values():
             if "image" in spec:
                 spec["image"] = copies.get(spec["image"], spec["image"])
-    rdf = (data.get("objective", {}).get("targets") or {}).get("rdf")
-    if isinstance(rdf, dict) and "file" in rdf:
-        rdf["file"] = copies.get(str(rdf["file"]), rdf["file"])
+    for name, rdf in (data.get("objective", {}).get("targets") or {}).items():
+        if is_rdf(name) and isinstance(rdf, dict) and "file" in rdf:
+            rdf["file"] = copies.get(str(rdf["file"]), rdf["file"])
     return data
 
 

@@ -13,7 +13,7 @@ import yaml
 
 from simrun.outputs.units import SYSTEMS, Units, units_of
 from simrun.render.frames import atomic_path
-from simrun.scene.rdf_csv import read_rdf_csv
+from simrun.scene.rdf_csv import is_rdf, rdf_pair, read_rdf_csv
 
 
 def render_fit(rows: list, names: list[str], png: Path, title: str = "",
@@ -127,14 +127,18 @@ def draw_fit_pictures(folder: Path) -> list[Path]:
               None if errors is None else np.array([errors[n] for n in names])) \
         if params else None
     written = [render_fit(rows, names, folder / "fit.png", title=title, fitted=result)]
-    rdf = ((scene.get("objective") or {}).get("targets") or {}).get("rdf")
     curves = record.get("averages") or {}
-    if rdf and "rdf" in curves.get("first", {}):
+    for name, rdf in ((scene.get("objective") or {}).get("targets") or {}).items():
+        if not is_rdf(name) or name not in curves.get("first", {}):
+            continue
         data = read_rdf_csv(folder / rdf["file"])  # relative to the folder: its copy
+        pair = rdf_pair(name)  # a partial g(r): rdf_A_B.png, titled with its pair
         written.append(render_rdf(data[:, 0], data[:, 1], {
-            "start": np.array(curves["first"]["rdf"]),
-            "fitted (last fresh run)": np.array(curves["last"]["rdf"])},
-            folder / "rdf.png", title=title, errors=data[:, 2] if data.shape[1] == 3 else None,
+            "start": np.array(curves["first"][name]),
+            "fitted (last fresh run)": np.array(curves["last"][name])},
+            folder / ("rdf.png" if pair is None else f"rdf_{pair[0]}_{pair[1]}.png"),
+            title=title if pair is None else f"{title}: g_{pair[0]}{pair[1]}(r)",
+            errors=data[:, 2] if data.shape[1] == 3 else None,
             units=units_of(scene.get("units"))))
     return written
 

@@ -336,7 +336,8 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
     stepk = load_terms.step_kernels(r.get("step_kernels"), path.parent)
     control = load_terms.step_kernels(r.get("controller"), path.parent, "controller")
     field_files, field_where = load_fields.fields(r.get("fields"), path.parent)
-    objective = load_terms.objective(r.get("objective"), path.parent)
+    objective = load_terms.objective(r.get("objective"), path.parent,
+                                     species_mod.type_order(particles.species))
     if not allow_outside:
         load_terms.refuse_outside(path.parent, [t.kernel for t in energy]
                                   + list(stepk.kernels if stepk else ())

@@ -24,7 +24,8 @@ from simrun.scene.nodes import (
 from simrun.scene.schema import OPTIMIZERS, SCHEDULES, Optimize, Schedule
 
 KEYS = ("parameters", "optimizer", "lr", "iterations", "clip", "bounds", "tolerance", "betas",
-        "momentum", "nesterov", "schedule", "weight_decay", "normalize", "clip_epsilon")
+        "momentum", "nesterov", "schedule", "weight_decay", "normalize", "clip_epsilon",
+        "every")
 ONLY = {"lr": ("adam", "sgd"), "clip": ("adam", "sgd"), "clip_epsilon": ("adam", "sgd"),
         "betas": ("adam",),
         "momentum": ("sgd",), "nesterov": ("sgd",), "schedule": ("adam", "sgd"),
@@ -79,6 +80,8 @@ def optimize(node: Node | None, has_objective: bool) -> Optimize | None:
         if opts["normalize"] and "clip" in opts:
             raise error_at(r.get("normalize"), "'normalize' scales every gradient to norm 1, "
                            "so 'clip' would never act", "Remove 'clip' (lr is the step length)")
+    if r.get("every") is not None:  # ensemble targets: a frame every N steps of each run
+        opts["every"] = as_int(r.get("every"), "optimize.every", 1)
     if r.get("weight_decay") is not None:
         opts["weight_decay"] = as_float(r.get("weight_decay"), "optimize.weight_decay",
                                         nonnegative=True)

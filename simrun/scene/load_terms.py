@@ -10,7 +10,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode
 from simrun.scene import shipped
 from simrun.scene.errors import SceneError, error_at, shorten, shorten_path, where
 from simrun.scene.nodes import MapReader, as_choice, as_float, as_seq, as_str, scalar
-from simrun.scene.rdf_csv import ERRORS, read_rdf_csv
+from simrun.scene.rdf_csv import ERRORS, is_rdf, partial_rdf_names, read_rdf_csv
 from simrun.scene.schema import EnergyTerm, KernelRef, Objective, Scene, StepKernels
 from simrun.scene.species import pair_params
 
@@ -171,15 +171,16 @@ OBJECTIVE_BUILTINS = ("kinetic", "potential", "total")
 ENSEMBLE_BUILTINS = ("pressure", "potential_per_particle")  # averages: simrun/ensemble
 
 
-def objective(node: Node | None, scene_dir: Path) -> Objective | None:
+def objective(node: Node | None, scene_dir: Path, types: tuple[str, ...] = ()
+              ) -> Objective | None:
     """``objective: {builtin: kinetic | potential | total}`` or ``{kernel: ..., params: ...}``,
-    with ``at: end | mean``."""
+    with ``at: end | mean``; ``types``: the scene's species (partial g(r) targets)."""
     if node is None:
         return None
     reader = MapReader(node, "objective")
     reader.done(("builtin", "kernel", "params", "at", "targets"))
     if reader.get("targets") is not None:
-        return _targets_objective(reader, node, scene_dir)
+        return _targets_objective(reader, node, scene_dir, types)
     builtin, kernel = reader.get("builtin"), reader.get("kernel")
     if (builtin is None) == (kernel is None):
         raise error_at(node, "'objective' needs exactly one of 'builtin' and 'kernel'",
@@ -223,8 +224,10 @@ def _target_error(node: Node, name: str) -> float:
     return value
 
 
-def _targets_objective(reader: MapReader, node: Node, scene_dir: Path) -> Objective:
-    """``objective: {at: mean, targets: {pressure: 1.2, rdf: {file: g.csv, weight: 1}}}``."""
+def _targets_objective(reader: MapReader, node: Node, scene_dir: Path,
+                       types: tuple[str, ...]) -> Objective:
+    """``objective: {at: mean, targets: {pressure: 1.2, rdf: {file: g.csv, weight: 1}}}``;
+    a mixture's partial g(r)s as ``rdf[A:B]: {file: ...}`` (species pairs in type order)."""
     if reader.get("builtin") is not None or reader.get("kernel") is not None:
         raise error_at(node, "'objective' has 'targets' and a 'builtin' or 'kernel'",
                        "Keep 'targets' (averages to match) or the other, not both")
@@ -233,17 +236,18 @@ def _targets_objective(reader: MapReader, node: Node, scene_dir: Path) -> Object
         raise error_at(at or node, "'targets' are ensemble averages: the objective needs "
                        "'at: mean'", "Add 'at: mean'")
     targets = MapReader(reader.get("targets"), "objective.targets")
-    targets.done(TARGETS)
+    names = (*TARGETS, *(partial_rdf_names(types) if len(types) > 1 else ()))
+    targets.done(names)
     found: dict[str, dict] = {}
-    for name in TARGETS:
+    for name in names:
         item = targets.get(name)
         if item is None:
             continue
-        if name == "rdf":
-            r = MapReader(item, "objective.targets.rdf")
+        if is_rdf(name):
+            r = MapReader(item, f"objective.targets.{name}")
             r.done(("file", "weight"))
             path = scene_dir / as_str(r.require("file", "Add 'file: rdf_target.csv'"),
-                                      "objective.targets.rdf.file")
+                                      f"objective.targets.{name}.file")
             if not path.is_file():
                 raise error_at(r.get("file"), f"the g(r) target file {shorten_path(path)} "
                                "does not exist", "Give a CSV with columns r,g beside the scene")

@@ -1,4 +1,5 @@
-"""A g(r) target file (``objective.targets.rdf.file``): a header line, then one row per bin,
+"""A g(r) target file (``objective.targets.rdf.file``, or ``rdf[A:B]``'s for the partial g(r)
+of a species pair): a header line, then one row per bin,
 ``r,g`` or ``r,g,error``. Read and checked when the scene loads, so that a bad row is exit 2
 naming the file, its line and the fix, instead of a NaN loss blamed on the scene's params,
 a NumPy traceback in the histogram or a ``chi^2 nan`` at the end of a fit.
@@ -17,6 +18,25 @@ MAX_G = 1e6  # a pair distribution is of order 1; its square difference must sta
 ERRORS = (1e-150, 1e150)  # a nonzero error's square (what weights the fit) is a normal float
 SPACING_TOLERANCE = 1e-6  # relative: bin centres written with a few digits still count as even
 FORMAT = "Write a header line 'r,g' (or 'r,g,error') and one row per bin (r its centre)"
+
+
+def is_rdf(name: str) -> bool:
+    """A g(r) target: ``rdf`` (over all pairs) or a partial ``rdf[A:B]``."""
+    return name == "rdf" or (name.startswith("rdf[") and name.endswith("]"))
+
+
+def rdf_pair(name: str) -> tuple[str, str] | None:
+    """The species pair of a partial g(r) target ``rdf[A:B]`` (None: all pairs)."""
+    if name == "rdf":
+        return None
+    first, _, second = name[4:-1].partition(":")
+    return first, second
+
+
+def partial_rdf_names(types: tuple[str, ...]) -> list[str]:
+    """The partial g(r) targets a scene with these species may name: ``rdf[A:B]`` for each
+    pair, in either order (g_AB is g_BA)."""
+    return [f"rdf[{a}:{b}]" for a in types for b in types]
 
 
 def _number(path: Path, line: int, name: str, text: str, rule: str, ok) -> float:

@@ -152,6 +152,9 @@ class Optimize:
     schedule: Schedule = field(default_factory=Schedule)  # adam, sgd
     weight_decay: float = 0.0  # adam: decoupled (AdamW); sgd: L2 added to the gradient
     normalize: bool = False  # sgd: step along g / |g| (DiffTaichi's mass_spring update)
+    # ensemble targets: the reweighting fit's runs keep a frame every N steps (None: about
+    # 2000 frames a run; a large system's g(r) needs far fewer)
+    every: int | None = None
     where: dict[str, str] = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -164,6 +167,8 @@ class Optimize:
             data["clip"] = self.clip
         if self.clip_epsilon:
             data["clip_epsilon"] = self.clip_epsilon
+        if self.every is not None:
+            data["every"] = self.every
         if self.bounds:
             data["bounds"] = {k: [_bound(lo), _bound(hi)] for k, (lo, hi) in self.bounds.items()}
         tol = {k: v for k, v in (("loss", self.tolerance_loss),
