@@ -13,8 +13,8 @@ import pytest
 
 from simrun.ensemble.keys import parse_ensemble_key
 from simrun.ensemble.targets import rdf_frames
+from simrun.jobs.fit import _reference, _reweighted, _scene_at, fit_by_reweighting
 from simrun.keys import energy_params
-from simrun.optimize.reweighted import _reference, _reweighted, _scene_at, fit_by_reweighting
 from simrun.scene import SceneError, load_scene
 from tests.cli_helpers import simrun
 
@@ -51,7 +51,7 @@ def _write_targets(folder: Path, frames: np.ndarray, scene) -> str:
 @pytest.fixture(scope="module")
 def fit_scene(tmp_path_factory) -> Path:
     """fit_ka.yaml made small, with targets from a run at the true epsilon_AB, sigma_AB."""
-    from simrun.ensemble.job import sample, sampling_scene
+    from simrun.jobs.ensemble import sample, sampling_scene
 
     folder = tmp_path_factory.mktemp("ka")
     truth = load_scene(REPO / "scenes" / "kob_andersen.yaml", [*SMALL, "seed=3"])

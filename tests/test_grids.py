@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from test_cli import simrun
 
-from simrun.adjoint.job import scene_gradient
+from simrun.jobs.grad import scene_gradient
 from simrun.optimize import optimize_scene
 from simrun.render import render_run
 from simrun.scene import SceneError, load_scene

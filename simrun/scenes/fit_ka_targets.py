@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from simrun.ensemble.job import sample, sampling_scene
 from simrun.ensemble.stats import jackknife
 from simrun.ensemble.targets import rdf_frames, target_errors, target_values
+from simrun.jobs.ensemble import sample, sampling_scene
 from simrun.scene import Scene, SceneError, load_scene
 
 HERE = Path(__file__).resolve().parent
