@@ -9,10 +9,10 @@ also the elements' standard masses), velocities where the file has them, and its
 orthogonal cell periodic in every direction becomes the scene's periodic box unless the scene
 gives one. A triclinic or partly periodic cell is refused (simrun's boxes are orthogonal).
 
-Numbers are taken in the scene's ``units``: a LAMMPS data file holds them already (ASE
-reads it in those units and its values are converted back); other formats hold Å, amu and
-ASE's velocity unit, converted to real, metal or si units and taken as they are in lj and
-reduced units. ``.npz``, ``.xyz`` and ``.extxyz`` without ``format:`` stay simrun's own
+Numbers are taken in the scene's ``units``: a LAMMPS data file holds them already (its
+origin, masses and velocities are read as written; positions and the box through ASE in
+metal units, whose length is ASE's own); other formats hold Å, amu and ASE's velocity
+unit, converted to real, metal or si units and taken as they are in lj and reduced units. ``.npz``, ``.xyz`` and ``.extxyz`` without ``format:`` stay simrun's own
 readers (positions, velocities and species only).
 """
 
