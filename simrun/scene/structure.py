@@ -9,10 +9,10 @@ also the elements' standard masses), velocities where the file has them, and its
 orthogonal cell periodic in every direction becomes the scene's periodic box unless the scene
 gives one. A triclinic or partly periodic cell is refused (simrun's boxes are orthogonal).
 
-Numbers are taken in the scene's ``units``: a LAMMPS data file holds them already (ASE
-reads it in those units and its values are converted back); other formats hold Å, amu and
-ASE's velocity unit, converted to real, metal or si units and taken as they are in lj and
-reduced units. ``.npz``, ``.xyz`` and ``.extxyz`` without ``format:`` stay simrun's own
+Numbers are taken in the scene's ``units``: a LAMMPS data file holds them already (its
+origin, masses and velocities are read as written; positions and the box through ASE in
+metal units, whose length is ASE's own); other formats hold Å, amu and ASE's velocity
+unit, converted to real, metal or si units and taken as they are in lj and reduced units. ``.npz``, ``.xyz`` and ``.extxyz`` without ``format:`` stay simrun's own
 readers (positions, velocities and species only).
 """
 
@@ -104,20 +104,53 @@ def _convert(values: np.ndarray, quantity: str, target: str | None) -> np.ndarra
     return np.asarray(convert(np.asarray(values, float), quantity, "ASE", target), float)
 
 
-def _lammps_origin(path: Path) -> tuple[float, float, float]:
-    """xlo, ylo, zlo of a LAMMPS data file's header (ASE keeps only the box lengths)."""
-    found = {}
+@dataclass
+class _DataNumbers:
+    """A LAMMPS data file's own numbers that ASE converts (a round trip through its units
+    can move them by an ulp): the box origin, masses per type and velocities per id."""
+
+    origin: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    masses: dict[int, float] | None = None
+    velocities: dict[int, tuple[float, ...]] | None = None
+
+
+def _data_numbers(path: Path) -> _DataNumbers:
+    """The origin (``xlo ylo zlo``), ``Masses`` and ``Velocities`` as written. ASE has
+    already read the file, so its lines are well formed; a section keyed otherwise (type
+    labels) is left to ASE's values (None)."""
+    low: dict[str, float] = {}
+    sections: dict[str, dict] = {"Masses": {}, "Velocities": {}}
+    section, usable = None, {"Masses": True, "Velocities": True}
     with path.open(encoding="utf-8", errors="replace") as text:
-        for number, line in enumerate(text):
-            match = re.match(r"\s*(\S+)\s+\S+\s+([xyz])lo\s+[xyz]hi\b", line)
-            if match:
-                found[match.group(2)] = float(match.group(1))
-            if len(found) == 3 or number > 200:
-                break
-    return tuple(found.get(axis, 0.0) for axis in "xyz")
+        next(text, None)  # the title line
+        for line in text:
+            words = line.split("#", 1)[0].split()
+            if not words:
+                continue
+            if words[0][0].isalpha():
+                section = words[0]
+                continue
+            if section is None:
+                match = re.match(r"\s*(\S+)\s+\S+\s+([xyz])lo\s+[xyz]hi\b", line)
+                if match:
+                    low[match.group(2)] = float(match.group(1))
+            elif section in sections and usable[section]:
+                try:
+                    key = int(words[0])
+                    values = tuple(float(w) for w in words[1:4 if section == "Velocities"
+                                                            else 2])
+                except ValueError:
+                    usable[section] = False
+                    continue
+                sections[section][key] = values
+    return _DataNumbers(tuple(low.get(axis, 0.0) for axis in "xyz"),
+                        {k: v[0] for k, v in sections["Masses"].items()}
+                        if usable["Masses"] and sections["Masses"] else None,
+                        sections["Velocities"] if usable["Velocities"]
+                        and sections["Velocities"] else None)
 
 
-def _box(atoms, path: Path, fmt: str | None, target: str | None
+def _box(atoms, data: _DataNumbers | None, target: str | None
          ) -> tuple[tuple[float, ...] | None, tuple[float, ...] | None]:
     pbc = [bool(p) for p in atoms.pbc]
     if not any(pbc):
@@ -136,8 +169,8 @@ def _box(atoms, path: Path, fmt: str | None, target: str | None
                              "periodic boxes are orthogonal",
                              "Give an orthogonal cell (a LAMMPS data file without 'xy xz yz'),"
                              " or an orthogonal supercell of the structure")
-    if fmt == "lammps-data":
-        low = _lammps_origin(path)  # the file's own numbers: the scene's units
+    if data is not None:
+        low = data.origin  # the file's own numbers: the scene's units
     else:
         low = tuple(float(v) for v in _convert(atoms.get_celldisp().ravel(), "distance",
                                                 target))
@@ -151,19 +184,25 @@ def read_structure(path: Path, frame: int, fmt: str | None, atom_style: str | No
     cannot take (unreadable, a triclinic or partly periodic cell, no atoms)."""
     fmt = ase_format(path, fmt)
     physical = units if units in PHYSICAL else None
-    # a data file is read in its own units and converted back: the numbers it holds
-    target = (physical or "metal") if fmt == "lammps-data" else physical
+    # a data file holds the scene's numbers: read in metal units (Å is ASE's length, so
+    # positions and the box come back as written) and its masses and velocities as written
+    target = "metal" if fmt == "lammps-data" else physical
     atoms = _read_atoms(path, fmt, frame, atom_style, target)
     if isinstance(atoms, list) or len(atoms) == 0:
         raise StructureError("it holds no atoms", "Give a file with at least one atom")
+    data = _data_numbers(path) if fmt == "lammps-data" else None
     explicit = atoms.has("masses")
     masses = None
-    if explicit or physical is not None:
+    if data is not None and data.masses is not None and "type" in atoms.arrays:
+        masses = tuple(data.masses[int(t)] for t in atoms.arrays["type"])
+    elif explicit or physical is not None:
         masses = tuple(float(m) for m in _convert(atoms.get_masses(), "mass", target))
     velocities = None
-    if atoms.has("momenta"):
+    if data is not None and data.velocities is not None and "id" in atoms.arrays:
+        velocities = np.array([data.velocities[int(i)] for i in atoms.arrays["id"]], float)
+    elif atoms.has("momenta"):
         velocities = _convert(atoms.get_velocities(), "velocity", target)
-    low, high = _box(atoms, path, fmt, target)
+    low, high = _box(atoms, data, target)
     return Structure(_convert(atoms.get_positions(), "distance", target),
                      tuple(atoms.get_chemical_symbols()), masses, velocities, low, high)
 
