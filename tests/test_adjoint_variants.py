@@ -7,16 +7,21 @@ differences by test_adjoint_nvt.py; here, the launches themselves."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from test_adjoint_nvt import COMMON, THERMOSTATS, _scene
 
 import simrun.lang as ti
 from simrun.adjoint import job
+from simrun.adjoint.job import scene_gradient
 from simrun.adjoint.reverse_step import ReverseStep
 from simrun.keys import parse_key
 from simrun.lang.autodiff.tape import touched
 from simrun.stepper.program import UPDATES
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("name", ["nose_hoover", "csvr"])
@@ -87,3 +92,15 @@ def test_the_reverse_step_replays_runs_controller_variant(tmp_path):
     assert len(reverse.ctrl) == len(stepper.control) == 1
     assert reverse.ctrl[0][0] is stepper.control[0][0][0]
     assert traj.control_params  # dt's adjoint through the controller still has its field
+
+
+def test_grad_of_dt_differentiates_runs_trajectory_through_a_controller():
+    """mass_spring (f32, its controller network reads dt): with dt differentiated, J of the
+    gradient's own sweeps is J of `run`'s trajectory (the stepper's, objective_value), to
+    the bit. A controller twin that read dt from a field was another fast-math variant,
+    whose rounding moved the sweeps off `run`'s trajectory within 20 steps."""
+    from simrun.scene import load_scene
+
+    scene = load_scene(REPO / "scenes" / "mass_spring.yaml", ["steps=20"])
+    assert scene_gradient(scene, ["dt"], checkpoints=3).objective == \
+        job.objective_value(scene, 20)
