@@ -23,22 +23,25 @@ def assert_chained_equals_one_by_one(scene, keys: list[str], checkpoints: int) -
 
 def advance_by_replay(traj, state, k: int):
     """Step k by the launches the reverse step replays (the update kernels' twins reading
-    G from fields of their own), from Python: a check that they are `run`'s step."""
+    their gradient slot from fields of their own), from Python, by a walk over the
+    trajectory's step program: a check that they are `run`'s step."""
+    from simrun.stepper.program import CONTROLLER, FORCES, NEIGHBORS
     from simrun.stepper.state import State
 
     system = traj.system
-    traj._load(state)
-    if system.controller:  # controller(k), then G = dU/dx at the state it left
-        system.control(k)
-        traj.G.from_numpy(np.negative(system.forces()[1]))  # the bits x.grad holds
-    for stage, g in zip(traj.stages, (None, traj.G2)):
-        if g is not None:
+    traj._load(state)  # the state's -F in the first slot: its carried forces
+    for node in traj.program:
+        if node.kind == CONTROLLER:
+            system.control(k)
+        elif node.kind == NEIGHBORS:
+            system.refresh_neighbors()
+        elif node.kind == FORCES and not node.carried:
             potential, f = system.forces()
-            g.from_numpy(np.negative(f))
-        for bound in stage:
+            traj.slots[node.slot].from_numpy(np.negative(f))  # the bits x.grad holds
+        for bound in traj.made.get(id(node), ()):
             with traj.compiled_as_run(bound):
                 bound()
-    x, v = system.get_state()  # x stays in the second stage: F at x_(k+1) is the state's
+    x, v = system.get_state()  # the last forces are at x_(k+1): the state's
     return State(k + 1, x, v, f, potential, traj._fields())
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 import simrun.lang as ti
 from simrun.lang.api import runtime
-from simrun.lang.autodiff.tape import access_of, run_grad
+from simrun.lang.autodiff.tape import access_of, one_grad_launch, run_grad
 from simrun.lang.fields import Field
 from simrun.lang.runtime.chain import Chain
 from simrun.stepper.binding import parameter_names
@@ -64,13 +64,8 @@ def resolve(kernel, args, mode: str = "primal") -> Launch:
         return (found[0], list(found[1])) if found else (lambda: kernel(*args))
     if getattr(kernel, "prepare", None) is None:  # a custom gradient (grad_replaced)
         return lambda: kernel.grad(*args)
-    compiled, flat, arrays = kernel.prepare(args, mode)
-    primal = kernel.prepare(args, "primal")[0]
-    acc = access_of(primal)
-    if arrays or compiled.uses_random or compiled.ndarray_slots or \
-            (len(primal.fns) > 1 and acc.reads & acc.writes):
-        return lambda: run_grad(kernel, args, snapshot={})
-    return compiled, list(flat)
+    return one_grad_launch(kernel, args, mode) or \
+        (lambda: run_grad(kernel, args, snapshot={}))
 
 
 def chains(launch: Launch) -> bool:

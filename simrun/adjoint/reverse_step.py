@@ -44,9 +44,10 @@ from simrun.adjoint.launches import (
     like,
     resolve,
 )
+from simrun.lang.autodiff.tape import must_save, reverse_of
 from simrun.lang.fields import Field
 from simrun.stepper import updates
-from simrun.stepper.program import AT_START, CONTROLLER, FORCES
+from simrun.stepper.program import CONTROLLER, FORCES
 
 
 class ReverseStep:
@@ -83,7 +84,6 @@ class ReverseStep:
         for tw, _ in twin_acc:
             with traj.compiled_as_run(tw):
                 self.twins.append(resolve(tw.kernel, tw.args))
-        self.field_values = traj.scalar_field_values()
         energy = [access(b) for b in system.energy]
         self.energy_reads = _reads(energy)
         self.ctrl_snaps = self._snapshots(ctrl_acc, set())
@@ -94,6 +94,9 @@ class ReverseStep:
         for tw, _ in twin_acc:
             with traj.compiled_as_run(tw):
                 self.twin_grads.append(resolve(tw.kernel, tw.args, "reverse"))
+        # what the reverse launches read from 0-D fields, as their resolution wrote it (a
+        # primal launch takes a float one as an argument)
+        self.field_values = traj.scalar_field_values()
 
     def _with_step(self, bound, mode: str):
         """A controller launch in `mode`: its twin reads `step` from the trajectory's step
@@ -129,9 +132,8 @@ class ReverseStep:
             if acc is None:  # hidden: nothing to snapshot, as a Tape records it
                 out.append([])
                 continue
-            read |= acc.reads
-            keep = [f for f in acc.writes if (also_read is None or f in read)
-                    and getattr(f, "data", None) is not None]
+            saved = must_save(acc, read) if also_read is not None else acc.writes
+            keep = [f for f in saved if getattr(f, "data", None) is not None]
             out.append([(f, like(f, f.dtype)) for f in sorted(keep, key=lambda f: f.id)])
         return out
 
@@ -141,8 +143,8 @@ class ReverseStep:
         reads = self.energy_reads
         if self.ctrl or not self.energy or reads is None:
             return False
-        second = self.traj.twins[len(self.traj.stages[0]):]
-        return not any(access(b).writes & reads for b in second)  # updates: known
+        later = [b for G, stage in self.traj.stages if G is not self.traj.G for b in stage]
+        return not any(access(b).writes & reads for b in later)  # updates: known
 
     # ------------------------------------------------------------------ the plans
     def _adjoint_fields(self) -> None:
@@ -170,7 +172,7 @@ class ReverseStep:
             if node.kind == CONTROLLER:
                 out.append((CONTROLLER, None, None))
             elif node.kind == FORCES:
-                G = traj.G if node.slot == AT_START else traj.G2
+                G = traj.slots[node.slot]
                 out.append((FORCES, G, stages.get(id(G))))
         return out
 
@@ -251,15 +253,14 @@ class ReverseStep:
         return plan + [resolve(adjoint_watch, (self.ax, self.av, self.bad))]
 
     def _stages(self) -> list[tuple]:
-        """(launches, their snapshots, their gradient launches, the G they read) per stage
-        of the trajectory's update plan (the second stage: velocity Verlet's and the
+        """(launches, their snapshots, their gradient launches, the slot they read) per stage
+        of the trajectory's step program (the second stage: velocity Verlet's and the
         thermostats')."""
-        traj, out, start = self.traj, [], 0
-        for stage, G in zip(traj.stages, (traj.G, traj.G2)):
+        out, start = [], 0
+        for G, stage in self.traj.stages:
             end = start + len(stage)
-            if stage:
-                out.append((self.twins[start:end], self.twin_snaps[start:end],
-                            self.twin_grads[start:end], G))
+            out.append((self.twins[start:end], self.twin_snaps[start:end],
+                        self.twin_grads[start:end], G))
             start = end
         return out
 
@@ -281,9 +282,8 @@ class ReverseStep:
         """Seed the grads from the f64 adjoints, reverse the launches, read them back."""
         state = self._state()
         plan = [resolve(assign, (adj, g, g.dtype)) for g, adj in state]
-        for grad, snap in zip(reversed(grads), reversed(snaps)):
-            restore = [resolve(assign, (s, f, f.dtype)) for f, s in snap]
-            plan += restore + [grad] + restore  # a gradient launch may leave its primal moved
+        plan += reverse_of(list(zip(grads, snaps)), lambda rec: [
+            resolve(assign, (s, f, f.dtype)) for f, s in rec[1]], lambda rec: [rec[0]])
         return plan + [resolve(assign, (g, adj, ti.f64)) for g, adj in state]
 
     def _through_forces(self, G) -> list:

@@ -22,7 +22,7 @@ from simrun.adjoint.launches import Rows, StepCall, assign, resolve
 from simrun.adjoint.policy import current
 from simrun.stepper import updates
 from simrun.stepper.forces import energy_and_reverse
-from simrun.stepper.program import AT_START, CONTROLLER, FORCES
+from simrun.stepper.program import CONTROLLER, FORCES
 from simrun.stepper.state import State
 
 
@@ -59,7 +59,7 @@ class TangentStep:
         if node.kind == FORCES:
             if not node.read_in_step:
                 return []
-            G = traj.G if node.slot == AT_START else traj.G2
+            G = traj.slots[node.slot]
             return self._tangent_of_forces(G) + [resolve(updates.zero, (f.dual,))
                                                  for f in traj.scratch]
         plan = []

@@ -1,6 +1,6 @@
 """Every scene's trajectory: `run`'s step as stages of launches, differentiated by the
-engine. A step is the scene's `StepProgram` (stepper/program.py, built here with the
-differentiated KEYs), in short:
+engine. A step is the scene's `StepProgram` (stepper/program.py): `run`'s stepper's own,
+or built again where differentiating changes the launches (`plan_differs`), in short:
 
     controller(k); G = dU/dx at x_k; first stage (reads G); G2 = dU/dx at x_(k+1);
     second stage (reads G2)
@@ -10,9 +10,11 @@ values, so the differentiated trajectory is `run`'s bit for bit. Each launch rea
 from a field of its own (`Kernel.with_grad_reads`), so G is an ordinary input with an
 adjoint: G-bar goes back through the forces as H G-bar (and the mixed derivatives in the
 masses, energy parameters and fields the energy reads) by one forward-over-reverse pass.
-`dt` / `integrator.damping`, when differentiated, are read from 0-D fields
-(`Kernel.with_field_args`; h = dt/2 carries the factor); so are a thermostat's
-`integrator.temperature | friction | tau` and a step kernel's params. What a thermostat or a
+`dt` / `integrator.damping`, when differentiated, are read from 0-D fields by the
+derivatives' launches (`Kernel.with_field_args`; h = dt/2 carries the factor); so are a
+thermostat's `integrator.temperature | friction | tau` and a step kernel's params. A primal
+launch takes them as arguments: the replay launches `run`'s compiled variants (only a launch
+reading G in x.grad's place has one of its own). What a thermostat or a
 step kernel carries (a chain, a clock, an MPM grid) is fields of the state. Langevin's noise
 is drawn again from the seed, the same numbers, so the derivative is the pathwise one. No
 integrator, thermostat or wall has an adjoint of its own.
@@ -20,8 +22,9 @@ integrator, thermostat or wall has an adjoint of its own.
 A scene's `controller` (kernels run each step before the forces, e.g. a robot's network
 writing the actuations the springs read) is the first launches of the step: its reverse
 adds into the weights' and the state's adjoints, and what it overwrites gets adjoint zero.
-Its twins read the step index from a field (a native program moves it on), and `dt`, when
-differentiated, from a 0-D field, so its adjoint includes the controller's use of dt.
+Its kernels read the step index from the system's step field (`run`'s too; a native
+program moves it on), and `dt`, when differentiated, from a 0-D field in their derivatives,
+so its adjoint includes the controller's use of dt.
 
 Here: the states, J along the trajectory, the objective's seeds, and the sweeps: the
 forward one by `run`'s own stepper, the gradient as native programs over a slab of stored
@@ -47,8 +50,8 @@ from simrun.lang.autodiff.tape import access_of
 from simrun.scene import SceneError
 from simrun.stepper import thermo, updates
 from simrun.stepper.binding import BoundKernel, parameter_names
-from simrun.stepper.plan import Update
-from simrun.stepper.program import AFTER, AT_START, STEP_KERNELS, UPDATES, build_program
+from simrun.stepper.plan import Update, plan_differs
+from simrun.stepper.program import FORCES, STEP_KERNELS, UPDATES, build_program
 from simrun.stepper.state import State
 
 
@@ -71,45 +74,53 @@ class Trajectory:
         self._made: dict = {}  # (ReverseStep | TangentStep, policy.native) -> made once
         self.programs: dict = {}  # (snapshots, the ReverseStep) -> the schedule's program
         self.adjoint_horizon: list = []  # at: mean, (steps - k, 0, |adjoint of state k|)
-        n, dim = scene.particles.count, scene.particles.dim
-        self.G, self.G2 = (ti.Vector.field(dim, dtype=system.fp, shape=n, needs_grad=True,
-                                           needs_dual=True) for _ in range(2))  # G at x_(k+1)
         system.v._make_dual()
         self.floats = {n: f for n, f in system.extra.items() if f.dtype.is_float}
         for f in self.floats.values():
             f._make_grad()
             f._make_dual()
             f.grad._make_dual()  # the mixed derivative of energies that read the field
-        own = [self._twin(b) for b in system.step_kernels]
-        # (KEY, 0-D field, d value / d KEY) of each differentiated scalar the steps read
-        self.scalars: list = [(key, f, 1.0) for key, name in step_keys.items()
-                              for tw in own for n, f in tw.kernel.field_args.items()
-                              if n == name]
-        self.step_field = ti.field(ti.i32, shape=())  # the controller's step index
+        self.step_field = system.step_field  # the controller's step index
         self.control_params = self._control_twins()  # (KEY, 0-D field) of its scalars
-        # the step as `run` makes it, with the differentiated scalars as inputs
-        self.program = build_program(scene, system, model.stepper.box, frozenset(step_keys))
-        slots = {AT_START: self.G, AFTER: self.G2}
+        # `run`'s own step (its program, its launches), unless differentiating changes it
+        differentiated = frozenset(step_keys)
+        self.program = model.stepper.program if not plan_differs(scene, differentiated) \
+            else build_program(scene, system, model.stepper.box, differentiated)
+        for f in self.program.scratch:  # a thermostat's per-step scalars: derivatives
+            f._make_grad()
+            f._make_dual()
+        # a field per gradient slot a forces node writes (G = dU/dx at x_k, G2 at x_(k+1)),
+        # read by the stages in its place of x.grad: an ordinary input with an adjoint
+        n, dim = scene.particles.count, scene.particles.dim
+        self.slots = {node.slot: ti.Vector.field(dim, dtype=system.fp, shape=n,
+                                                 needs_grad=True, needs_dual=True)
+                      for node in self.program if node.kind == FORCES}
+        self.G, self.G2 = self.slots.values()  # the step's first and second evaluation
+        # (KEY, 0-D field, d value / d KEY) of each differentiated scalar the steps read
+        self.scalars: list = []
         self.made: dict = {}  # id(node) -> its launches here (twins reading G or G2)
-        updates_made, stages = [], ([], [])
+        updates_made, stages = [], {}
         for node in self.program:
+            slot = self.slots.get(node.slot)
             if node.kind == STEP_KERNELS:
-                self.made[id(node)] = own
+                own = self.made[id(node)] = [self._twin(b, slot) for b in node.launches]
+                self.scalars += [(key, f, 1.0) for key, name in step_keys.items()
+                                 for tw in own for n, f in tw.kernel.field_args.items()
+                                 if n == name]
             elif node.kind == UPDATES:
-                self.made[id(node)] = [self._update(u, slots[node.slot]) for u in node.launches]
+                self.made[id(node)] = [self._update(u, slot) for u in node.launches]
                 updates_made += self.made[id(node)]
             if id(node) in self.made:
-                stages[node.stage].extend(self.made[id(node)])
+                stages.setdefault(node.stage, (slot, []))[1].extend(self.made[id(node)])
         self.strict = {id(b) for b in updates_made}  # compiled as `run` compiles updates
-        self.stages = stages  # a scene's own step kernels first
-        carried = [system.x, system.v, system.m, *system.extra.values()]
-        self.scratch = list({id(a): a for u in self.program.updates for a in u.args
-                             if getattr(getattr(a, "grad", None), "data", None) is not None
-                             and not any(a is c for c in carried)}.values())  # K, scale
-        self.twins = [b for stage in self.stages for b in stage]  # reuse.py's
+        # (the slot read, launches) per stage of the step, in order; a scene's own step
+        # kernels first in theirs
+        self.stages = [stages[k] for k in sorted(stages)]
+        self.scratch = list(self.program.scratch)  # K, scale
+        self.twins = [b for _, stage in self.stages for b in stage]  # reuse.py's
 
-    def _twin(self, bound: BoundKernel) -> BoundKernel:
-        """The step kernel reading G where it reads x.grad, and the differentiated scalars
+    def _twin(self, bound: BoundKernel, slot) -> BoundKernel:
+        """The step kernel reading `slot` where it reads x.grad, and the differentiated scalars
         from 0-D fields; a read of any other gradient field cannot be differentiated."""
         system = self.system
         compiled = bound.kernel.prepare(bound.args, "primal")[0]
@@ -123,7 +134,7 @@ class Trajectory:
         names = parameter_names(bound.kernel)
         kernel = bound.kernel
         if grads:
-            kernel = kernel.with_grad_reads({n: self.G for n, a in zip(names, bound.args)
+            kernel = kernel.with_grad_reads({n: slot for n, a in zip(names, bound.args)
                                              if a is system.x})
         wanted = sorted({n for n in self.step_keys.values() if n in names})
         if wanted:
@@ -131,16 +142,18 @@ class Trajectory:
         return BoundKernel(bound.ref, kernel, bound.args)
 
     def _control_twins(self) -> list:
-        """The controller's kernels reading `step` from the step field (so that a native
-        program can move it on between steps; each Python call writes its argument there)
-        and a differentiated dt from a 0-D field, in place; returns (KEY, that field)."""
+        """The controller's kernels reading `step` from the step field where `System` has
+        not made them so (so that a native program can move it on between steps; each
+        Python call writes its argument there), and a differentiated dt from a 0-D field in
+        its derivatives (`run`'s primal launch), in place; returns (KEY, that field)."""
         system, params = self.system, []
         for i, bound in enumerate(system.controller):
             prepare = getattr(bound.kernel, "prepare", None)
             if prepare is None:
                 continue
             refuse_random(bound, prepare(bound.args, "primal")[0], "controller kernel")
-            names = [n for n in parameter_names(bound.kernel) if n == "step" or
+            names = [n for n in parameter_names(bound.kernel) if
+                     (n == "step" and "step" not in bound.kernel.field_args) or
                      (n == "dt" and "dt" in self.step_keys)]
             if not names:
                 continue
@@ -171,9 +184,14 @@ class Trajectory:
 
     def scalar_field_values(self) -> list:
         """[(0-D field, its value)] of the scalars the step kernels, updates and controller
-        read from fields, as a Python launch writes them (direct launches do not)."""
-        return [(f, f.data[()].copy()) for b in self.twins + self.system.controller
-                for f in getattr(b.kernel, "field_args", {}).values()]
+        read from fields in their derivatives' launches: their launch arguments, as a
+        Python launch writes them (direct launches do not)."""
+        out = []
+        for b in self.twins + self.system.controller:
+            fields = getattr(b.kernel, "field_args", {})
+            names = [p.name for p in b.kernel.params()[0]] if fields else []
+            out += [(f, b.args[names.index(n)]) for n, f in fields.items()]
+        return out
 
     @cached_property
     def moving(self) -> dict:

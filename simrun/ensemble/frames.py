@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simrun.keys.pairs import mask
-from simrun.lang.autodiff.tape import access_of
+from simrun.lang.autodiff.tape import touched
 from simrun.lang.fields import grad_of
 from simrun.scene import Scene, initial_state
 from simrun.stepper.binding import BoundKernel, parameter_names
@@ -79,8 +79,7 @@ class FrameEvaluator:
         for bound in self.terms:
             if getattr(bound.kernel, "prepare", None) is None:  # a hand-written gradient
                 return None  # hides what it touches: FwdMode clears every tangent
-            access = access_of(bound.kernel.prepare(bound.args, "primal")[0])
-            fields |= access.reads | access.writes
+            fields |= touched(bound.kernel, bound.args)
         duals = [getattr(f, "dual", None) for f in fields if not any(f is s for s in seeds)]
         duals += [getattr(grad_of(f), "dual", None) for f in fields if grad_of(f) is not None]
         return list({id(d): d for d in duals

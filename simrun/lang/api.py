@@ -234,6 +234,7 @@ class Kernel:
         self.bound_self = bound_self
         self.variants: dict = {}
         self.field_args: dict = {}  # scalar parameter name -> the 0-D field it is read from
+        self.primal_of = self  # the kernel whose primal variants are this one's (a twin's)
         self.grad_reads: dict = {}  # template parameter name -> the field its .grad reads
         self.autodiff_mode = AutodiffMode.NONE  # VALIDATION while on a Tape(validation=True)
         self._sig = None
@@ -256,10 +257,16 @@ class Kernel:
         launches a Tape or kernel.grad() reverses) and tangents (`FwdMode(param=...)`), which
         Taichi's scalar arguments lack; an integer one (e.g. a step index) can be changed
         between launches of a chain without writing the launch's arguments. The twin is
-        called with the same arguments (each call writes them into the fields)."""
+        called with the same arguments (each call writes them into the fields).
+
+        A float one is read from its field in the derivative modes only: in a primal launch
+        it stays a scalar argument, so the twin's primal launches are this kernel's own
+        compiled variants (`primal_of`), e.g. `run`'s update with dt, which the reverse
+        replay of a gradient then launches too."""
         params = {p.name: p for p in self.params()[0]}
         twin = Kernel(self.pyfunc, self.bound_self)
         twin.grad_reads = dict(self.grad_reads)
+        twin.field_args = dict(self.field_args)  # a twin's twin keeps what it read from fields
         for name in names:
             p = params.get(name)
             if p is None or p.kind != "scalar":
@@ -269,7 +276,16 @@ class Kernel:
             real = p.dtype.is_float
             twin.field_args[name] = fields_mod.field(p.dtype, shape=(), name=f"{self.name}.{name}",
                                                      needs_grad=real, needs_dual=real)
+        if not any(twin.reads_field(n, "primal") for n in names):
+            twin.primal_of = self.primal_of  # the same primal code: the same variants
         return twin
+
+    def reads_field(self, name: str, mode: str) -> bool:
+        """Whether a launch in `mode` reads the scalar parameter `name` from its 0-D field
+        (`field_args`): in every mode an integer one; a float one in the derivative modes
+        only (a primal launch takes it as an argument, see `with_field_args`)."""
+        f = self.field_args.get(name)
+        return f is not None and (mode != "primal" or not f.dtype.is_float)
 
     def with_grad_reads(self, fields: dict) -> Kernel:
         """A twin of this kernel (keeping its field_args) whose reads of `<arg>.grad`, for
@@ -403,15 +419,16 @@ class Kernel:
         if unread or varied is not None:
             key += (tuple(sorted(id(f) for f in unread)),
                     None if varied is None else tuple(sorted(id(f) for f in varied)))
-        compiled = self.variants.get(key)
+        owner = self.primal_of if mode == "primal" else self
+        compiled = owner.variants.get(key)
         if compiled is None:
-            compiled = self.compile(args, mode, unread, varied)
-            self.variants[key] = compiled
+            compiled = owner.compile(args, mode, unread, varied)
+            owner.variants[key] = compiled
         flat, arrays, copies = [], [], []
         for k, (p, a) in enumerate(zip(params, args)):
             if p.kind == "scalar":
                 a = a if _fits(a, p.dtype) else _checked(self.name, p.name, p.dtype, a)
-                if p.name in self.field_args:
+                if self.reads_field(p.name, mode):
                     f = self.field_args[p.name]
                     f.data[()] = a
                     f.version += 1
@@ -430,8 +447,8 @@ class Kernel:
                     copies.append((a, arr))
         return compiled, flat, arrays, copies
 
-    def lower(self, args) -> tuple:
-        """Frontend: Python AST -> KernelIR for these arguments."""
+    def lower(self, args, mode: str = "primal") -> tuple:
+        """Frontend: Python AST -> KernelIR for these arguments, for a launch in `mode`."""
         params, rets, _ = self.params()
         em = Emitter(self.name, config.debug)
         scope: dict = {}
@@ -447,7 +464,7 @@ class Kernel:
                     em.grad_reads[id(a)] = self.grad_reads[p.name]
                 if getattr(p.annotation, "needs_grad", None) is False:
                     em.stopped_everywhere.add(a)  # ti.types.ndarray(needs_grad=False)
-            elif p.kind == "scalar" and p.name in self.field_args:
+            elif p.kind == "scalar" and self.reads_field(p.name, mode):
                 scope[p.name] = GlobalRef(self.field_args[p.name], 0, ())
             elif p.kind == "scalar":
                 var = Var(p.name, p.dtype)
@@ -487,7 +504,7 @@ class Kernel:
         return kir, ndarrays
 
     def compile(self, args, mode: str, unread: tuple = (), varied: tuple | None = None):
-        kir, ndarrays = self.lower(args)
+        kir, ndarrays = self.lower(args, mode)
         kir = pipeline.run(kir, mode, self.name, unread, varied)
         if config.arch == "cuda":
             compiled = compile_cuda_kernel(kir, runtime(), config)

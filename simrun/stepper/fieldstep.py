@@ -47,8 +47,9 @@ def flat_index(kernel, name: str) -> int | None:
     index = 0
     for p in kernel.params()[0]:
         if p.name == name:
-            return index if p.kind == "scalar" and name not in kernel.field_args else None
-        if p.kind == "scalar" and p.name not in kernel.field_args:
+            return index if p.kind == "scalar" and not kernel.reads_field(name, "primal") \
+                else None
+        if p.kind == "scalar" and not kernel.reads_field(p.name, "primal"):
             index += 1
         elif p.kind == "matrix":
             index += p.annotation.n * p.annotation.m
@@ -285,6 +286,7 @@ class FieldStepper:
         if set_args:
             chain.set_args()
         for done in range(1, steps + 1):
+            self.system.step_field[None] = self.step_index  # what its kernels read
             for (compiled, flat), at in self.control:
                 if at is not None:
                     flat[at] = self.step_index

@@ -37,20 +37,23 @@ class Update:
 class UpdatePlan:
     first: list[Update]  # after the forces at x_k
     second: list[Update]  # after the forces at x_(k+1)
+    scratch: tuple = ()  # the per-step scalars a gradient differentiates (Scratch.K, .scale)
 
 
 class Scratch:
     """Per-step scalars the thermostats pass between their launches (f64, 0-D): the kinetic
-    energy, the chi-square draw and the velocities' scale; with adjoints and tangents when
-    the plan is differentiated."""
+    energy, the chi-square draw and the velocities' scale. A gradient gives K and scale
+    adjoints and tangents (`UpdatePlan.scratch`); the noise S has no derivative."""
 
-    def __init__(self, differentiated: bool) -> None:
-        def scalar():
-            return ti.field(ti.f64, shape=(), needs_grad=differentiated,
-                            needs_dual=differentiated)
+    def __init__(self) -> None:
+        self.K, self.scale, self.S = (ti.field(ti.f64, shape=()) for _ in range(3))
 
-        self.K, self.scale = scalar(), scalar()
-        self.S = ti.field(ti.f64, shape=())  # noise only: no derivative
+
+def plan_differs(scene: Scene, differentiated: frozenset[str]) -> bool:
+    """Whether differentiating with respect to `differentiated` changes the scene's update
+    launches from `run`'s: the damping term kept at damping 0, where its derivative is
+    still there (`build_plan`)."""
+    return DAMPING in differentiated and scene.integrator.damping == 0
 
 
 def build_plan(scene: Scene, system, box, differentiated: frozenset[str] | None = None
@@ -74,7 +77,7 @@ def build_plan(scene: Scene, system, box, differentiated: frozenset[str] | None 
             return UpdatePlan([_kick_drift(system, box, wall, 1.0, dt, damping, damped)], [])
         return UpdatePlan([_kick_drift(system, box, wall, 0.5, dt, damping, damped)],
                           [_kick(system, dt, damping, damped)])
-    scratch = Scratch(differentiated is not None)
+    scratch = Scratch()
     first = [_kick_drift(system, box, wall, 0.5, dt, 0.0, False)]
     kinetic = [Update(updates.zero, (scratch.K,)), Update(nvt.kinetic, (v, m, scratch.K))]
     second = [_kick(system, dt, 0.0, False), *kinetic]
@@ -88,7 +91,7 @@ def build_plan(scene: Scene, system, box, differentiated: frozenset[str] | None 
                                         int(integ.chain or 1)),
                        {"dt": ("dt", 1.0), "kT": (TEMPERATURE, boltz), "tau": (TAU, 1.0)}),
                 scale]
-        return UpdatePlan(half + first, [second[0]] + half)
+        return UpdatePlan(half + first, [second[0]] + half, (scratch.K, scratch.scale))
     if integ.type == "rescale":
         second += [Update(nvt.rescale_factor, (scratch.K, scratch.scale, clock, dof, kT,
                                                int(integ.every)), {"kT": (TEMPERATURE, boltz)})]
@@ -99,7 +102,8 @@ def build_plan(scene: Scene, system, box, differentiated: frozenset[str] | None 
                    Update(nvt.csvr_factor, (scratch.K, scratch.S, scratch.scale, clock, dof,
                                             dt, kT, float(integ.tau), key),
                           {"dt": ("dt", 1.0), "kT": (TEMPERATURE, boltz), "tau": (TAU, 1.0)})]
-    return UpdatePlan(first, second + [scale, Update(nvt.tick, (clock,))])
+    return UpdatePlan(first, second + [scale, Update(nvt.tick, (clock,))],
+                      (scratch.K, scratch.scale))
 
 
 def _kick_drift(system, box, wall: int, half: float, dt: float, damping: float,

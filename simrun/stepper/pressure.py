@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from simrun.lang.autodiff.tape import access_of
+from simrun.lang.autodiff.tape import access_of, touched
 from simrun.stepper.integrators import kinetic_energy
 from simrun.stepper.system import System
 
@@ -38,9 +38,8 @@ def _touched(system: System, terms: list, box: dict[str, Any]) -> tuple[list, li
     for bound in terms:
         prepare = getattr(bound.kernel, "prepare", None)
         if prepare is not None:
-            access = access_of(prepare(bound.args, "primal")[0])
-            written |= access.writes
-            accessed |= access.reads | access.writes
+            written |= access_of(prepare(bound.args, "primal")[0]).writes
+            accessed |= touched(bound.kernel, bound.args)
     grads = [getattr(f, "grad", None) for f in accessed]
     return ([f for f in written if getattr(f, "data", None) is not None],
             [g for g in grads if getattr(g, "data", None) is not None])

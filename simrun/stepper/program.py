@@ -63,6 +63,7 @@ class StepProgram:
     """The ordered nodes of a scene's step (see the module docstring)."""
 
     nodes: tuple[Node, ...]
+    scratch: tuple = ()  # per-step scalars the updates pass on, which a gradient differentiates
 
     def __iter__(self) -> Iterator[Node]:
         return iter(self.nodes)
@@ -134,4 +135,4 @@ def build_program(scene: Scene, system, box, differentiated: frozenset[str] | No
     if plan.second:
         nodes.append(Node(UPDATES, tuple(plan.second), AFTER, 1))
     nodes.append(Node(WATCH))
-    return StepProgram(tuple(nodes))
+    return StepProgram(tuple(nodes), tuple(plan.scratch))

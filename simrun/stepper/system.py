@@ -12,7 +12,7 @@ import numpy as np
 
 import simrun.lang as ti
 from simrun.lang.api import runtime
-from simrun.lang.autodiff.tape import access_of
+from simrun.lang.autodiff.tape import touched
 from simrun.lang.config import bounds_checks, current_device, floats_ordered
 from simrun.scene import Scene, SceneError
 from simrun.scene.npz import npz_headers
@@ -85,7 +85,9 @@ class System:
         self._box_grad: tuple[list[BoundKernel], dict[str, Any]] | None = None
         self._box_grad_direct: DirectForces | None = None
         self.step_kernels = self._bind_step_kernels(scene.step_kernels)
-        self.controller = self._bind_step_kernels(scene.controller, {"step": 0})
+        self.step_field = ti.field(ti.i32, shape=())  # the controller's step index
+        self.controller = [self._reading_step(b) for b in
+                           self._bind_step_kernels(scene.controller, {"step": 0})]
         self._step_at = [parameter_names(k.kernel).index("step")
                          if "step" in parameter_names(k.kernel) else None
                          for k in self.controller]
@@ -255,6 +257,18 @@ class System:
                      getattr(module, "DEFAULTS", {}).get(ref.name, {}))
                 for ref, module in found]
 
+    def _reading_step(self, bound: BoundKernel) -> BoundKernel:
+        """A controller kernel whose `step: ti.i32` is read from `step_field`, so that a
+        native chain of steps moves it on between launches (a Python call writes its
+        argument there): `run` and a gradient's sweeps launch this one compiled variant."""
+        params = getattr(bound.kernel, "params", None)  # simrun.lang kernels
+        step = next((p for p in params()[0] if p.name == "step"), None) if params else None
+        if step is None or step.kind != "scalar" or step.dtype != ti.i32:
+            return bound
+        twin = bound.kernel.with_field_args(["step"])
+        twin.field_args["step"] = self.step_field
+        return BoundKernel(bound.ref, twin, bound.args)
+
     def compile_step_kernels(self) -> None:
         """Compile the step kernels without launching them (they would advance the state)."""
         for bound in self.step_kernels + self.controller:
@@ -313,8 +327,7 @@ class System:
                 prepare = getattr(bound.kernel, "prepare", None)
                 if prepare is None:  # not a simrun.lang kernel: clear what the system owns
                     continue
-                access = access_of(prepare(bound.args, "primal")[0])
-                fields |= access.reads | access.writes
+                fields |= touched(bound.kernel, bound.args)
             self._grads = [f.grad for f in fields
                            if getattr(getattr(f, "grad", None), "data", None) is not None]
         return self._grads

@@ -145,8 +145,7 @@ def run_grad(kernel, args, snapshot=None, rng_key=None) -> None:
         snapshot = last.snapshot if last is not None and last.matches(args) else None
         keep = (_snapshot(acc.reads & acc.writes, regions_of(primal), pflat),
                 {f: f.version for f in acc.writes})
-    n_tasks = len(primal.fns)
-    if n_tasks > 1 and acc.reads & acc.writes:
+    if loop_by_loop(primal):
         _grad_task_by_task(kernel, (compiled, flat, arrays), (primal, pflat, parrays), acc,
                            snapshot, rng_key)
     else:
@@ -157,6 +156,26 @@ def run_grad(kernel, args, snapshot=None, rng_key=None) -> None:
         _restore(keep[0])
         for f, v in keep[1].items():
             f.version = v
+
+
+def loop_by_loop(primal) -> bool:
+    """Whether a launch's gradient runs loop by loop (`run_grad`): a later loop of the
+    kernel reads a field an earlier one writes, so each loop's gradient needs the state that
+    loop saw, rebuilt by replaying the loops before it."""
+    acc = access_of(primal)
+    return len(primal.fns) > 1 and bool(acc.reads & acc.writes)
+
+
+def one_grad_launch(kernel, args, mode: str = "reverse") -> tuple | None:
+    """(compiled variant, flat scalar arguments) of a launch's gradient where `run_grad`
+    makes it as that one launch at the state the forward launch saw, so a caller may make
+    it directly (a native chain); None where `run_grad` does more: the loops one by one,
+    random numbers replayed by key, array arguments copied in and out."""
+    compiled, flat, arrays = kernel.prepare(args, mode)
+    primal = kernel.prepare(args, "primal")[0]
+    if arrays or compiled.uses_random or compiled.ndarray_slots or loop_by_loop(primal):
+        return None
+    return compiled, list(flat)
 
 
 def _grad_task_by_task(kernel, grad_call, primal_call, acc, snapshot, rng_key):
@@ -183,12 +202,38 @@ def _grad_task_by_task(kernel, grad_call, primal_call, acc, snapshot, rng_key):
     _restore(post)
 
 
+def touched(kernel, args) -> set:
+    """The fields a launch of `kernel` on `args` reads or writes, its derivatives' launches
+    included: its primal access and the 0-D fields a float scalar is read from in the
+    derivative modes (`Kernel.with_field_args`; a primal launch takes it as an argument),
+    whose gradients and tangents a derivative writes."""
+    acc = access_of(kernel.prepare(args, "primal")[0])
+    return acc.reads | acc.writes | set(getattr(kernel, "field_args", {}).values())
+
+
 def _ensure_grad_duals(kernel, args) -> None:
-    compiled, _, _ = kernel.prepare(args, "primal")
-    acc = access_of(compiled)
-    for f in acc.reads | acc.writes:
+    for f in touched(kernel, args):
         if getattr(f, "dual", None) is not None and grad_of(f) is not None:
             f.grad._make_dual()
+
+
+def must_save(acc, read_so_far: set) -> set:
+    """The fields a launch overwrites that it or an earlier launch reads: what a record of
+    it saves, so that every gradient runs on the values its forward launch saw. Adds the
+    launch's reads to `read_so_far` (a Tape's, or a reverse step's resolved once)."""
+    read_so_far |= acc.reads
+    return acc.writes & read_so_far
+
+
+def reverse_of(records: list, restore, gradient) -> list:
+    """The reverse of recorded launches, as `Tape.grad` makes it and a reverse step resolves
+    it once: last first, each gradient between two restores of what its launch overwrote
+    (a gradient launch may leave its primal fields moved). `restore(record)` and
+    `gradient(record)` give the calls or launches that do each."""
+    out = []
+    for rec in reversed(records):
+        out += restore(rec) + gradient(rec) + restore(rec)
+    return out
 
 
 class Record:
@@ -272,7 +317,6 @@ class Tape:
     def record(self, kernel, args, acc, rng_key=None, regions=None, flat_args=()) -> dict:
         if self.validation:
             self._validate(kernel, acc)
-        self.read_so_far |= acc.reads
         for f in acc.reads:
             seen = self.read_regions.get(f) or self.read_regions.setdefault(f, RegionSet())
             if seen.everything:
@@ -281,7 +325,7 @@ class Tape:
                                 else [((), ())]):
                 seen.add_pinned(dims, value)
         # what this launch overwrites of the parts read so far (its own reads included)
-        keep = {f for f in acc.writes & self.read_so_far if self.read_regions[f].overlaps(
+        keep = {f for f in must_save(acc, self.read_so_far) if self.read_regions[f].overlaps(
             regions.index(f, flat_args) if regions is not None else Ellipsis)}
         self.records.append(Record(kernel, args, _snapshot(keep, regions, flat_args),
                                    rng_key=rng_key))
@@ -311,13 +355,17 @@ class Tape:
             for f in rec.snapshot:
                 if f not in final:
                     final[f] = (Ellipsis, f.data.copy())
-        for rec in reversed(self.records):
+        def restore(rec) -> list:
+            return [lambda: _restore(rec.snapshot)] if rec.custom is None else []
+
+        def gradient(rec) -> list:
             if rec.custom is not None:
-                rec.custom(*rec.args)
-                continue
-            _restore(rec.snapshot)
-            run_grad(rec.kernel, rec.args, snapshot=rec.snapshot or {}, rng_key=rec.rng_key)
-            _restore(rec.snapshot)
+                return [lambda: rec.custom(*rec.args)]
+            return [lambda: run_grad(rec.kernel, rec.args, snapshot=rec.snapshot or {},
+                                     rng_key=rec.rng_key)]
+
+        for call in reverse_of(self.records, restore, gradient):
+            call()
         _restore(final)
         self.gradient_evaluated = True
 

@@ -1,0 +1,106 @@
+"""One compiled variant of each kernel: a scalar a gradient differentiates (dt, a thermostat's
+temperature or tau, an energy parameter) stays an argument of `run`'s own launch, so the
+reverse step replays `run`'s compiled variants, not twins compiled again with the scalar
+read from a 0-D field. Only a launch that reads the gradient slot G in x.grad's place has a
+variant of its own (it reads another field). The gradients stay checked against central
+differences by test_adjoint_nvt.py; here, the launches themselves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_adjoint_nvt import COMMON, THERMOSTATS, _scene
+
+import simrun.lang as ti
+from simrun.adjoint import job
+from simrun.adjoint.reverse_step import ReverseStep
+from simrun.jobs.grad import scene_gradient
+from simrun.keys import parse_key
+from simrun.lang.autodiff.tape import touched
+from simrun.stepper.program import UPDATES
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("name", ["nose_hoover", "csvr"])
+def test_the_reverse_step_replays_runs_compiled_variants(tmp_path, name):
+    """Each update of the step program that reads no gradient slot (the thermostat's
+    launches, among them the ones reading dt, kT and tau, all differentiated) is replayed by
+    the reverse step as the very compiled variant `run`'s stepper launches."""
+    scene = _scene(tmp_path, name)
+    keys = [parse_key(scene, k) for k in COMMON + THERMOSTATS[name][1]]
+    x0, _ = job._start(scene, {})
+    traj = job._trajectory(scene, keys, 1, x0)
+    stepper, reverse = traj.model.stepper, ReverseStep(traj)
+    replayed = dict(zip(map(id, traj.twins), reverse.twins))
+    shared = slot_readers = 0
+    for node, run_node in zip(traj.program, stepper.program, strict=True):
+        if node.kind != UPDATES:
+            continue
+        for bound, run_launch in zip(traj.made[id(node)], stepper.made[id(run_node)],
+                                     strict=True):
+            if bound.kernel.grad_reads:  # reads G: a variant of its own
+                slot_readers += 1
+                continue
+            assert replayed[id(bound)][0] is run_launch[0], bound.kernel.name
+            shared += 1
+    assert shared >= 4 and slot_readers >= 1  # the differentiated scalars are among them
+    with_scalars = [b for b in traj.twins if b.kernel.field_args]
+    assert {b.kernel.name for b in with_scalars} >= {"kick_drift"}
+    assert any(not b.kernel.grad_reads for b in with_scalars)
+
+
+@ti.kernel
+def scaled_sum(x: ti.template(), total: ti.template(), a: float):
+    for i in x:
+        total[None] += a * x[i] * x[i]
+
+
+def test_a_twin_s_primal_launch_is_its_kernel_s_and_its_gradient_still_reaches_the_scalar():
+    """`with_field_args` on a float parameter: the twin's primal launch is the kernel's own
+    compiled variant (the scalar an argument), its reverse reads the scalar from the 0-D
+    field and adds d total / d a there: sum x^2, and x.grad = 2 a x."""
+    ti.init(arch=ti.cpu, default_fp=ti.f64, cpu_max_num_threads=1)
+    x = ti.field(ti.f64, shape=5, needs_grad=True)
+    total = ti.field(ti.f64, shape=(), needs_grad=True)
+    x.from_numpy(np.arange(5.0))
+    twin = scaled_sum.with_field_args(["a"])
+    assert twin.prepare((x, total, 3.0), "primal")[0] is \
+        scaled_sum.prepare((x, total, 3.0), "primal")[0]
+    # what its derivatives touch (their gradients cleared, tangents made) names the field
+    assert twin.field_args["a"] in touched(twin, (x, total, 3.0))
+    with ti.ad.Tape(loss=total):
+        twin(x, total, 3.0)
+    assert total[None] == 3.0 * 30.0
+    assert twin.field_args["a"].grad[None] == 30.0
+    np.testing.assert_array_equal(x.grad.to_numpy(), 6.0 * np.arange(5.0))
+
+
+def test_the_reverse_step_replays_runs_controller_variant(tmp_path):
+    """The controller kernel (reading `step`, and dt, differentiated) is replayed by the
+    reverse step as `run`'s stepper chains it: `step` read from the system's step field in
+    both, dt an argument of the one primal variant."""
+    from test_adjoint_integrated import KEYS, _scene_file
+    from test_adjoint_integrated import load_scene as load_thrust
+
+    scene = load_thrust(_scene_file(tmp_path))
+    x0, _ = job._start(scene, {})
+    traj = job._trajectory(scene, [parse_key(scene, k) for k in KEYS], 1, x0)
+    stepper, reverse = traj.model.stepper, ReverseStep(traj)
+    assert len(reverse.ctrl) == len(stepper.control) == 1
+    assert reverse.ctrl[0][0] is stepper.control[0][0][0]
+    assert traj.control_params  # dt's adjoint through the controller still has its field
+
+
+def test_grad_of_dt_differentiates_runs_trajectory_through_a_controller():
+    """mass_spring (f32, its controller network reads dt): with dt differentiated, J of the
+    gradient's own sweeps is J of `run`'s trajectory (the stepper's, objective_value), to
+    the bit. A controller twin that read dt from a field was another fast-math variant,
+    whose rounding moved the sweeps off `run`'s trajectory within 20 steps."""
+    from simrun.scene import load_scene
+
+    scene = load_scene(REPO / "scenes" / "mass_spring.yaml", ["steps=20"])
+    assert scene_gradient(scene, ["dt"], checkpoints=3).objective == \
+        job.objective_value(scene, 20)
