@@ -18,7 +18,7 @@ at its file:line:col.
 from __future__ import annotations
 
 import numpy as np
-from yaml.nodes import Node
+from yaml.nodes import Node, SequenceNode
 
 from simrun.scene.bodies import DEFAULT_ACTUATION, Bodies, Box, Spring  # noqa: F401
 from simrun.scene.errors import error_at
@@ -100,14 +100,14 @@ def bodies(node: Node | None, scene: MapReader, precision: str
     with bodies writes no ``particles`` or ``initial`` of its own."""
     if node is None:
         return None
-    for key in ("particles", "initial"):
-        if scene.get(key) is not None:
-            raise error_at(scene.key_node(key), f"a scene with 'bodies' has no '{key}': the "
-                           "particles are the boxes' centres, starting at rest where "
-                           "'bodies.boxes' puts them", f"Remove '{key}'")
+    if scene.get("initial") is not None:
+        raise error_at(scene.key_node("initial"), "a scene with 'bodies' has no 'initial': "
+                       "the particles are the boxes' centres, starting at rest where "
+                       "'bodies.boxes' puts them", "Remove 'initial'")
     found = _read(node)
     _check_sizes(node, found, precision)
-    particles = Particles(len(found.boxes), 2, found.masses(precision))
+    masses = _masses(scene.get("particles"), len(found.boxes)) or found.masses(precision)
+    particles = Particles(len(found.boxes), 2, masses)
     initial = Initial("bodies", {}, (0.0, 0.0), 0.0)  # positions: scene.bodies
     return found, particles, initial
 
@@ -126,3 +126,18 @@ def _check_sizes(node: Node, found: Bodies, precision: str) -> None:
                            f"{inertia:.3g} is outside what {precision} holds ({tiny:.3g} to "
                            f"{huge:.3g})", "Give half sizes of ordinary magnitude (or "
                            "'precision: f64')")
+
+
+def _masses(node: Node | None, count: int) -> tuple[float, ...] | None:
+    """``particles: {mass: ...}`` beside ``bodies`` (what a trained ``particles.mass``
+    writes): one mass for every box or one each; None without it (the boxes' areas)."""
+    if node is None:
+        return None
+    r = MapReader(node, "particles")
+    r.done(("mass",), " (with 'bodies' the boxes give the count and dim; only 'mass' may be "
+           "set here)")
+    mass = r.require("mass", "Write particles: {mass: 1.0}, or remove 'particles'")
+    if isinstance(mass, SequenceNode):
+        return tuple(as_float(m, f"particles.mass[{i}]", positive=True)
+                     for i, m in enumerate(as_seq(mass, "particles.mass", count)))
+    return (as_float(mass, "particles.mass", positive=True),) * count

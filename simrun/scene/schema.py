@@ -377,4 +377,6 @@ class Scene:
         if self.bodies is not None:  # they give the particles and where they start
             del data["particles"], data["initial"]
             data["bodies"] = self.bodies.to_dict()
+            if self.particles.masses != self.bodies.masses(self.precision):  # set or trained
+                data["particles"] = {"mass": self.particles.to_dict()["mass"]}
         return data
