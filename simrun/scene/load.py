@@ -282,7 +282,7 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
         as_str(r.get("description"), "description")
     seed = as_int(seed_node, "seed", 0) if seed_node else 0
     precision = as_choice(prec_node, "precision", PRECISIONS) if prec_node else "f64"
-    bodies = load_bodies.bodies(r.get("bodies"), r, precision)  # rigid boxes: they are the particles
+    bodies = load_bodies.bodies(r.get("bodies"), r, precision, path.parent)  # rigid boxes: they are the particles
     particles, per_species_mass = (bodies[1], None) if bodies else _particles(
         r.require("particles", "Add 'particles: {count: N, dim: 2}'"), seed)
     dt = as_float(r.require("dt", "Add 'dt: 1e-4' (the time step)"), "dt", positive=True)
