@@ -184,8 +184,9 @@ def load_run(path: PathLike) -> Run:
     with np.load(path / "frames.npz") as frames:
         arrays = {k: frames[k] for k in frames.files}
     scene = yaml.safe_load((path / "scene.yaml").read_text(encoding="utf-8"))
-    if "particles" not in scene and "bodies" in scene:  # rigid boxes: their centres
-        scene["particles"] = particles_data(scene["bodies"], scene.get("precision", "f64"))
+    if "bodies" in scene:  # rigid boxes: their centres (a trained mass may be written)
+        scene["particles"] = {**particles_data(scene["bodies"], scene.get("precision", "f64")),
+                              **(scene.get("particles") or {})}
     count = int(scene["particles"]["count"])
     masses = np.broadcast_to(np.asarray(scene["particles"].get("mass", 1.0), float),
                              (count,)).copy()

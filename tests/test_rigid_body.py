@@ -164,7 +164,8 @@ def test_bad_springs_are_errors_at_their_line(tmp_path, springs, where, words):
 @pytest.mark.parametrize("old, new, words", [
     ("halfsize: [0.1, 0.03]", "halfsize: [0.1, 0.0]", "positive half width and height"),
     ("position: [0.3, 0.5], ", "", "missing the required key 'position'"),
-    ("bodies:\n", "particles: {count: 2}\nbodies:\n", "has no 'particles'"),
+    ("bodies:\n", "particles: {count: 2}\nbodies:\n", "only 'mass' may be set here"),
+    ("bodies:\n", "initial: {velocity: [1, 0], low: 2}\nbodies:\n", "sets velocities only"),
     ("params: {ground: 0.1}", "params: {ground: 0.1, friction: -1}", "friction >= 0"),
     ("params: {ground: 0.1}", "params: {ground: 0.1, elasticity: 2}", "elasticity"),
 ])
@@ -266,3 +267,48 @@ def test_load_run_reads_a_rigid_body_run(tmp_path):
 def simrun_cli_run(tmp_path: Path) -> subprocess.CompletedProcess:
     return simrun("run", str(SCENES / "rigid_body.yaml"), "--set", "steps=150", "--set",
                   "outputs.every=100", "--no-render", "--out", str(tmp_path / "r"))
+
+
+def test_a_trained_mass_is_what_best_yaml_and_load_run_replay(tmp_path):
+    """particles.mass is a KEY of a bodies scene (the kernels divide by m): best.yaml keeps
+    the trained value beside the bodies, so it replays the best loss bit for bit."""
+    import simrun as api
+    from simrun.adjoint.job import objective_value
+
+    scene = load_scene(SCENES / "rigid_body.yaml", ["optimize.parameters=[particles.mass]",
+                                                     "steps=100"])
+    result = optimize_scene(scene, tmp_path / "o", iterations=1)
+    best = load_scene(tmp_path / "o" / "best.yaml", allow_outside=True)
+    trained = float(np.asarray(result.best["particles.mass"]).ravel()[0])
+    assert trained != scene.particles.masses[0]
+    assert best.particles.masses == (trained,) * 3
+    assert objective_value(best, best.steps) == result.best_loss
+    done = simrun("run", str(tmp_path / "o" / "best.yaml"), "--no-render", "--out",
+                  str(tmp_path / "r"))
+    assert done.returncode == 0, done.stderr
+    np.testing.assert_array_equal(api.load_run(tmp_path / "r").masses, [trained] * 3)
+
+
+def test_trained_start_velocity_and_positions_are_what_best_yaml_replays(tmp_path):
+    """initial.velocity and state.x0 in a bodies scene: best.yaml keeps them (velocities as
+    'initial: {velocity}' beside the bodies, positions in a file), so it replays the best
+    loss bit for bit, and a run from it starts at the trained state."""
+    from simrun.adjoint.job import objective_value
+    from simrun.scene import initial_state
+
+    for key in ("initial.velocity", "state.x0"):
+        scene = load_scene(SCENES / "rigid_body.yaml", [f"optimize.parameters=[{key}]",
+                                                         "steps=100", "optimize.lr=0.01"])
+        out = tmp_path / key
+        result = optimize_scene(scene, out, iterations=1)
+        best = load_scene(out / "best.yaml", allow_outside=True)
+        x0, v0 = initial_state(best)
+        trained = np.asarray(result.best[key])
+        if key == "initial.velocity":
+            np.testing.assert_array_equal(v0, np.tile(trained, (3, 1)))
+        else:
+            np.testing.assert_array_equal(x0, trained.reshape(3, 2))
+        assert np.abs(trained - np.asarray(initial_state(scene)[key == "initial.velocity"]
+                                           if key == "initial.velocity" else
+                                           initial_state(scene)[0])).max() > 0
+        assert objective_value(best, best.steps) == result.best_loss

@@ -311,7 +311,7 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
     units = as_choice(r.get("units"), "units", tuple(CONSTANTS)) if r.get("units") \
         else "reduced"
     precision = as_choice(prec_node, "precision", PRECISIONS) if prec_node else "f64"
-    bodies = load_bodies.bodies(r.get("bodies"), r, precision)  # rigid boxes: they are the particles
+    bodies = load_bodies.bodies(r.get("bodies"), r, precision, path.parent)  # rigid boxes: they are the particles
     grids = load_grids.grids(r.get("grids"), path.parent, 4 if precision == "f32" else 8)
     structure = load_state.structure_of(r.get("initial"), path.parent, units)
     if bodies:

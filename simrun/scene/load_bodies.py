@@ -17,9 +17,13 @@ at its file:line:col.
 
 from __future__ import annotations
 
-import numpy as np
-from yaml.nodes import Node
+from dataclasses import replace
+from pathlib import Path
 
+import numpy as np
+from yaml.nodes import Node, SequenceNode
+
+from simrun.scene import load_state
 from simrun.scene.bodies import DEFAULT_ACTUATION, Bodies, Box, Spring  # noqa: F401
 from simrun.scene.errors import error_at
 from simrun.scene.nodes import MapReader, as_bool, as_float, as_int, as_seq, as_vector
@@ -93,22 +97,29 @@ def _read(node: Node) -> Bodies:
     return Bodies(boxes, springs)
 
 
-def bodies(node: Node | None, scene: MapReader, precision: str
+def bodies(node: Node | None, scene: MapReader, precision: str, scene_dir: Path
            ) -> tuple[Bodies, Particles, Initial] | None:
     """The ``bodies:`` section, checked, with the particles and initial state it gives (the
-    boxes' centres, masses their areas, at rest); None where the scene has none. A scene
-    with bodies writes no ``particles`` or ``initial`` of its own."""
+    boxes' centres, masses their areas, at rest); None where the scene has none. Beside it
+    a scene may set ``particles: {mass}`` and an ``initial`` state: without a ``type`` only
+    the velocities (the boxes start where ``bodies.boxes`` puts them), with one (a file, as
+    a trained ``state.x0`` writes) the centres too."""
     if node is None:
         return None
-    for key in ("particles", "initial"):
-        if scene.get(key) is not None:
-            raise error_at(scene.key_node(key), f"a scene with 'bodies' has no '{key}': the "
-                           "particles are the boxes' centres, starting at rest where "
-                           "'bodies.boxes' puts them", f"Remove '{key}'")
     found = _read(node)
     _check_sizes(node, found, precision)
-    particles = Particles(len(found.boxes), 2, found.masses(precision))
-    initial = Initial("bodies", {}, (0.0, 0.0), 0.0)  # positions: scene.bodies
+    masses = _masses(scene.get("particles"), len(found.boxes)) or found.masses(precision)
+    particles = Particles(len(found.boxes), 2, masses)
+    init_node = scene.get("initial")
+    if init_node is None:
+        return found, particles, Initial("bodies", {}, (0.0, 0.0), 0.0)
+    typed = MapReader(init_node, "initial")
+    if typed.get("type") is None:  # velocities only: the centres are where the boxes are
+        typed.done(tuple(k for k in load_state.COMMON_KEYS if k != "type"),
+                   " (beside 'bodies' an 'initial' without a 'type' sets velocities only)")
+    initial = load_state.initial(init_node, particles, scene_dir)
+    if typed.get("type") is None:
+        initial = replace(initial, type="bodies", options={})  # positions: scene.bodies
     return found, particles, initial
 
 
@@ -126,3 +137,18 @@ def _check_sizes(node: Node, found: Bodies, precision: str) -> None:
                            f"{inertia:.3g} is outside what {precision} holds ({tiny:.3g} to "
                            f"{huge:.3g})", "Give half sizes of ordinary magnitude (or "
                            "'precision: f64')")
+
+
+def _masses(node: Node | None, count: int) -> tuple[float, ...] | None:
+    """``particles: {mass: ...}`` beside ``bodies`` (what a trained ``particles.mass``
+    writes): one mass for every box or one each; None without it (the boxes' areas)."""
+    if node is None:
+        return None
+    r = MapReader(node, "particles")
+    r.done(("mass",), " (with 'bodies' the boxes give the count and dim; only 'mass' may be "
+           "set here)")
+    mass = r.require("mass", "Write particles: {mass: 1.0}, or remove 'particles'")
+    if isinstance(mass, SequenceNode):
+        return tuple(as_float(m, f"particles.mass[{i}]", positive=True)
+                     for i, m in enumerate(as_seq(mass, "particles.mass", count)))
+    return (as_float(mass, "particles.mass", positive=True),) * count

@@ -395,6 +395,10 @@ class Scene:
         if self.optimize is not None:
             data["optimize"] = self.optimize.to_dict()
         if self.bodies is not None:  # they give the particles and where they start
-            del data["particles"], data["initial"]
+            del data["particles"]
             data["bodies"] = self.bodies.to_dict()
+            if self.initial.type == "bodies":  # at the boxes' positions: velocities only
+                data["initial"] = {k: v for k, v in data["initial"].items() if k != "type"}
+            if self.particles.masses != self.bodies.masses(self.precision):  # set or trained
+                data["particles"] = {"mass": self.particles.to_dict()["mass"]}
         return data
