@@ -14,8 +14,8 @@ import pytest
 from test_adjoint_nvt import COMMON, THERMOSTATS, _scene
 
 import simrun.lang as ti
-from simrun.adjoint import job
 from simrun.adjoint.reverse_step import ReverseStep
+from simrun.jobs import grad as job
 from simrun.jobs.grad import scene_gradient
 from simrun.keys import parse_key
 from simrun.lang.autodiff.tape import touched

@@ -273,7 +273,7 @@ def test_a_trained_mass_is_what_best_yaml_and_load_run_replay(tmp_path):
     """particles.mass is a KEY of a bodies scene (the kernels divide by m): best.yaml keeps
     the trained value beside the bodies, so it replays the best loss bit for bit."""
     import simrun as api
-    from simrun.adjoint.job import objective_value
+    from simrun.jobs.grad import objective_value
 
     scene = load_scene(SCENES / "rigid_body.yaml", ["optimize.parameters=[particles.mass]",
                                                      "steps=100"])
@@ -293,7 +293,7 @@ def test_trained_start_velocity_and_positions_are_what_best_yaml_replays(tmp_pat
     """initial.velocity and state.x0 in a bodies scene: best.yaml keeps them (velocities as
     'initial: {velocity}' beside the bodies, positions in a file), so it replays the best
     loss bit for bit, and a run from it starts at the trained state."""
-    from simrun.adjoint.job import objective_value
+    from simrun.jobs.grad import objective_value
     from simrun.scene import initial_state
 
     for key in ("initial.velocity", "state.x0"):
