@@ -80,7 +80,7 @@ def main() -> None:
     scenes = Path(__file__).resolve().parents[2] / "scenes"
     for name, liquid in (("diffmpm3d_robot", False), ("liquid_robot", True)):
         arrays = build(liquid)
-        np.savez(scenes / f"{name}.npz", **arrays)
+        np.savez_compressed(scenes / f"{name}.npz", **arrays)
         solid = int(arrays["particle_type"].sum())
         print(f"{name}: {len(arrays['x'])} particles ({solid} solid)")
 
