@@ -11,6 +11,10 @@ the mirror), never copied here, and runs in Taichi 1.7.4's Python (TAICHI_PYTHON
 its step starts from (x[t - 1], v[t - 1]; the original reads x[t], v[t] before advance(t)
 writes them, i.e. the previous forward pass's values), and every iteration trains on the
 scene's goal path (the original draws a new one per iteration).
+
+On a shared machine wall time measures the load more than the program, so each side also
+runs a single iteration, and the difference of the two runs' CPU time (user + system, all
+threads), divided by the extra iterations, is its CPU time per steady iteration.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -106,23 +111,44 @@ def run_scene(iterations: int, out: Path) -> dict:
     return {"losses": rows[:, 1].tolist(), "seconds": np.diff(rows[:, 4]).tolist()}
 
 
-def compare(iterations: int = 5) -> dict:
-    """Both loss curves and the median seconds per iteration; prints a table."""
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def taichi_side(iterations: int) -> tuple[dict, float]:
     python = os.environ.get("TAICHI_PYTHON", "/work/peers/bin/python")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # Taichi, not the shim
+    before = children_cpu()
     done = subprocess.run([python, __file__, "--original", str(iterations)], check=True,
                           capture_output=True, text=True, env=env)
-    original = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1]), children_cpu() - before
+
+
+def simrun_side(iterations: int) -> tuple[dict, float]:
     with tempfile.TemporaryDirectory(prefix="electric_opt_") as work:
-        scene = run_scene(iterations, Path(work) / "opt")
+        before = children_cpu()
+        result = run_scene(iterations, Path(work) / "opt")
+        return result, children_cpu() - before
+
+
+def compare(iterations: int = 5) -> dict:
+    """Both loss curves, the median wall seconds and the CPU seconds per iteration; prints
+    a table."""
+    original, taichi_cpu = taichi_side(iterations)
+    scene, simrun_cpu = simrun_side(iterations)
+    cpu = {"taichi": (taichi_cpu - taichi_side(1)[1]) / max(iterations - 1, 1),
+           "simrun": (simrun_cpu - simrun_side(2)[1]) / max(iterations - 2, 1)}
     print(f"{'iteration':>9} {'Taichi 1.7.4':>14} {'simrun':>14} {'rel. diff':>10}")
     for i, (a, b) in enumerate(zip(original["losses"], scene["losses"])):
         print(f"{i:>9} {a:>14.7g} {b:>14.7g} {abs(b - a) / max(abs(a), 1e-30):>10.2e}")
     per_iter = {"taichi": median(original["seconds"][1:] or original["seconds"]),
                 "simrun": median(scene["seconds"] or [float("nan")])}
     print(f"s/iteration: Taichi 1.7.4 {per_iter['taichi']:.4f}, simrun "
-          f"{per_iter['simrun']:.4f}")
-    return {"taichi": original, "simrun": scene, "seconds_per_iteration": per_iter}
+          f"{per_iter['simrun']:.4f} (wall); CPU s/iteration: Taichi 1.7.4 "
+          f"{cpu['taichi']:.4f}, simrun {cpu['simrun']:.4f}")
+    return {"taichi": original, "simrun": scene, "seconds_per_iteration": per_iter,
+            "cpu_seconds_per_iteration": cpu}
 
 
 def main() -> None:
