@@ -15,6 +15,7 @@ from simrun.adjoint.policy import execution
 from simrun.adjoint.reuse import TrajectoryCache
 from simrun.jobs import grad as job
 from simrun.jobs.grad import scene_gradient
+from simrun.keys import parse_key
 from simrun.scene import initial_state, load_scene
 
 SCENES = Path(__file__).resolve().parents[1] / "scenes"
@@ -39,7 +40,7 @@ def _scene(case: str):
 def test_native_steps_are_made_for_the_shipped_step_kernel_scenes(case):
     """No silent fallback to launches one by one: every launch of these scenes chains."""
     scene, keys, _ = _scene(case)
-    parsed = [job.parse_key(scene, k) for k in keys]
+    parsed = [parse_key(scene, k) for k in keys]
     x0, v0 = job._start(scene, {})
     traj = job._trajectory(scene, parsed, 1, x0)
     job._begin(traj, x0, v0, {})
@@ -123,7 +124,7 @@ def test_a_boundary_on_top_of_step_kernels_is_reversed_natively(tmp_path):
     scene, x0, v0 = walls_scene(tmp_path, "{type: reflect, low: [0, 0], high: [1, 1]}")
     scene = load_scene(scene.source, ["objective={builtin: kinetic, at: end}"],
                        allow_outside=True)
-    parsed = [job.parse_key(scene, "state.v0")]
+    parsed = [parse_key(scene, "state.v0")]
     traj = job._trajectory(scene, parsed, 1, initial_state(scene)[0])
     job._begin(traj, x0, v0, {})
     assert reverse_step_chains(traj)

@@ -90,7 +90,7 @@ def _render_optimize(opt_dir: Path) -> None:
 def _render_grad(grad_dir: Path) -> None:
     """sensitivities.png, horizon.png and x0_gradient.png from a grad folder's files and
     its own resolved scene (for the KEYs' values and the start positions)."""
-    from simrun.jobs.grad import picture_inputs  # start-up: the compiler and matplotlib
+    from simrun.jobs.grad_folder import picture_inputs  # start-up: the compiler and matplotlib
     from simrun.render.sensitivity import draw_gradient_pictures
 
     def draw() -> list[Path]:
