@@ -20,9 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from simrun.ensemble.keys import ensemble_value, parse_ensemble_key, with_ensemble_value
+from simrun.ensemble.keys import parse_ensemble_key
 from simrun.jobs.ensemble import estimate_from, sample, sampling_scene
 from simrun.jobs.grad import forward_gradient
+from simrun.keys import value_of, with_value
 from simrun.scene import load_scene
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,9 +52,9 @@ def main() -> None:
     fd_steps = 0.0
     for key, h in KEYS.items():
         parsed = parse_ensemble_key(scene, key)
-        value = ensemble_value(scene, parsed)
-        plus = averages(with_ensemble_value(scene, parsed, value * (1 + h)), tmp / "p", [])
-        minus = averages(with_ensemble_value(scene, parsed, value * (1 - h)), tmp / "m", [])
+        value = value_of(scene, parsed)
+        plus = averages(with_value(scene, parsed, value * (1 + h)), tmp / "p", [])
+        minus = averages(with_value(scene, parsed, value * (1 - h)), tmp / "m", [])
         fd = (_one(plus.values["objective"]) - _one(minus.values["objective"])) / (2 * h * value)
         fd_err = float(np.hypot(_one(plus.errors["objective"]),
                                 _one(minus.errors["objective"]))) / (2 * h * value)

@@ -14,7 +14,7 @@ import pytest
 from test_cli import simrun
 
 from simrun.jobs.grad import scene_gradient
-from simrun.optimize import optimize_scene
+from simrun.jobs.optimize import optimize_scene
 from simrun.render import render_run
 from simrun.scene import SceneError, load_scene
 from simrun.stepper.run import run_scene

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simrun.optimize import optimize_scene
+from simrun.jobs.optimize import optimize_scene
 from simrun.scene import SceneError, load_scene
 
 REPO = Path(__file__).resolve().parents[1]

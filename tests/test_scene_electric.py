@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simrun.adjoint.job import objective_value
-from simrun.optimize import optimize_scene
+from simrun.jobs.grad import objective_value
+from simrun.jobs.optimize import optimize_scene
 from simrun.scene import load_scene
 
 REPO = Path(__file__).resolve().parents[1]

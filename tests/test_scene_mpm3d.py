@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simrun.optimize import optimize_scene
+from simrun.jobs.optimize import optimize_scene
 from simrun.scene import load_scene
 from simrun.stepper.run import run_scene
 
