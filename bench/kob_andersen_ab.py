@@ -78,15 +78,15 @@ def lattice(cells: int) -> list[str]:
 def start_state(cells: int, equilibrate: int, folder: Path) -> tuple[Path, Path]:
     """Equilibrate the mixture with simrun (Langevin, kT = 1) and write its last state as a
     LAMMPS data file and an .npz; returns (data, npz)."""
-    simrun_cli(["run", str(SCENE), "--out", str(folder / "eq"), "--no-render", "--threads", "1",
+    simrun_cli(["run", str(SCENE), "--out", str(folder / f"eq{cells}"), "--no-render", "--threads", "1",
                 *sets([*lattice(cells), f"steps={equilibrate}", f"outputs.every={equilibrate}"])],
                str(folder))
-    frames = np.load(folder / "eq" / "frames.npz")
+    frames = np.load(folder / f"eq{cells}" / "frames.npz")
     x, v = frames["x"][-1], frames["v"][-1]
     side = cells * SIDE_PER_CELL
     x, v = np.mod(x, side).tolist(), v.tolist()
     # the resolved scene lists each particle's species
-    species = yaml.safe_load((folder / "eq" / "scene.yaml").read_text())["particles"]["species"]
+    species = yaml.safe_load((folder / f"eq{cells}" / "scene.yaml").read_text())["particles"]["species"]
     types = np.array([1 if s == "A" else 2 for s in species])
     data = folder / f"ka_{cells}.data"
     lines = ["Kob-Andersen start state (simrun kob_andersen.yaml, Langevin kT = 1)", "",

@@ -124,10 +124,10 @@ def test_gradient_of_the_partial_rdf_loss_is_central_differences(fit_scene, tmp_
 
 
 def test_fit_of_epsilon_and_sigma_ab_moves_toward_the_truth(fit_scene, tmp_path):
-    """Five Adam steps from (1.2, 0.96): the g(r)s pin sigma_AB first (the AB peak's place),
-    and the loss falls by more than 10x. epsilon_AB, which moves the peaks' heights only,
-    is left to longer runs (scenes/fit_ka.yaml's polish); here it may drift with sigma
-    along their valley (seen: 1.2 -> 1.11 while sigma 0.96 -> 0.82)."""
+    """Five Adam steps from fit_ka.yaml's start (1.8, 0.96): the g(r)s pin sigma_AB first
+    (the AB peak's place), and the loss falls by more than 10x. epsilon_AB, which moves the
+    peaks' heights only, is left to longer runs (fit_ka.yaml's polish); here it may drift
+    with sigma along their valley (from 1.2 it went to 1.11 while sigma 0.96 -> 0.82)."""
     scene = _load(fit_scene, ["optimize.iterations=5", "optimize.lr=0.04"])
     assert scene.optimize.every == 20  # fit_ka.yaml's: a frame every 20 steps
     fit = fit_by_reweighting(scene, tmp_path / "fit", polish=0)

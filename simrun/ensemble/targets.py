@@ -3,7 +3,8 @@ mean over its bins for g(r), and their gradients by the fluctuation formula, opt
 frames reweighted by exp(-beta dU) from the parameters they were sampled at.
 
 g(r) is a histogram of pair distances (minimum image) per frame, over all pairs (``rdf``) or
-a species pair's (``rdf[A:B]``, a mixture's partial g(r)): it depends on positions only, so reweighting and the fluctuation formula need no derivative of it.
+a species pair's (``rdf[A:B]``, a mixture's partial g(r)): it depends on positions only, so
+reweighting and the fluctuation formula need no derivative of it.
 """
 
 from __future__ import annotations

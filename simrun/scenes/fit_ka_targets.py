@@ -6,7 +6,7 @@ fit_ka_rdf_BB.csv (r, g and g's standard error per bin). With --check SCENE (a f
 best.yaml), runs that scene alike and prints chi^2 per bin of each partial g(r) against the
 targets, in units of the two errors combined.
 
-    python scenes/fit_ka_targets.py [--steps 40000] [--seeds 5 6 7 8] [--check DIR/best.yaml]
+    python scenes/fit_ka_targets.py [--steps 15000] [--seeds 5 6 7] [--check DIR/best.yaml]
 """
 
 from __future__ import annotations
@@ -70,8 +70,8 @@ def check(path: Path, steps: int, seeds: list[int]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=40000)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[5, 6, 7, 8],
+    parser.add_argument("--steps", type=int, default=15000)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[5, 6, 7],
                         help="one independent run per seed")
     parser.add_argument("--check", type=Path, help="a fitted scene to compare with the targets")
     args = parser.parse_args()
