@@ -450,3 +450,20 @@ def test_list_without_cutoff_reaches_the_largest_pair_cutoff(tmp_path):
     u_long, f_long = System(long, x).forces()
     assert u_short == pytest.approx(u_long, rel=1e-12)
     np.testing.assert_allclose(f_short, f_long, rtol=0, atol=1e-10 * np.abs(f_long).max())
+
+
+def test_type_order_and_pair_keys_do_not_depend_on_a_random_deals_seed():
+    """With species_order: random the first particle's species is the seed's: types once
+    numbered by first appearance then spelt a per-pair KEY [B:A] for some seeds, so a scene
+    with epsilon[A:B] in optimize.parameters failed at other seeds."""
+    from simrun.keys.pairs import pair_keys  # noqa: PLC0415
+
+    first_dealt = set()
+    for seed in range(12):
+        scene = load_scene(KA, [f"seed={seed}", "particles.species_order=random"])
+        first_dealt.add(scene.particles.species[0])
+        assert scene.energy[0].types == ("A", "B"), seed
+        assert "energy.0.params.epsilon[A:B]" in pair_keys(scene), seed
+        counts = np.bincount(type_ids(scene.particles.species))
+        assert tuple(counts) == (800, 200), seed
+    assert first_dealt == {"A", "B"}  # both orders of first appearance were met

@@ -4,7 +4,7 @@ pair (LAMMPS's ``pair_coeff I J`` and ``pair_modify mix geometric|arithmetic``).
 ``particles.species`` is one name (every particle), a list (one per particle) or counts per
 species (``{A: 800, B: 200}``: the first 800 particles are A, unless ``species_order:
 random`` deals the names out in an order drawn from the scene's seed, as LAMMPS's ``set type
-/fraction``). Types are numbered in the order their names first appear.
+/fraction``). Types are numbered in the names' natural order (type_order).
 
 A pair kernel's parameter may be a mapping from pairs to values, ``epsilon: {A: 1.0, "A,B":
 1.5, B: 0.5}`` (``A`` is the pair ``A,A``), which the stepper binds as a (types x types)
@@ -17,6 +17,7 @@ field of that name. Without ``mix:`` every pair must be given; with ``mix: geome
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -37,8 +38,15 @@ PairPlaces = dict[str, dict[tuple[int, int], tuple[str, str]]]
 
 
 def type_order(species: tuple[str, ...]) -> tuple[str, ...]:
-    """The species names in the order they first appear: type 0, 1, ..."""
-    return tuple(dict.fromkeys(species))
+    """The species names in natural order (A < B, Ar < Kr, 2 < 10): type 0, 1, ... The
+    order of first appearance would depend on a random deal's seed, and with it the spelling
+    of the per-pair KEYs ([A:B] or [B:A]) and the layout of every per-pair table."""
+    return tuple(sorted(set(species), key=_natural))
+
+
+def _natural(name: str) -> list:
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part)
+            for part in re.split(r"(\d+)", name) if part]
 
 
 def type_ids(species: tuple[str, ...]) -> np.ndarray:
