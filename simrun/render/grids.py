@@ -72,8 +72,10 @@ def render_grid_field(frames_npz: Path, out_dir: Path, field: str, grid: dict[st
         values, step, time = npz[PREFIX + field], npz["step"], npz["time"]
     images, vector = _images(values, grid)
     label = f"|{field}|" if vector else field
+    unit = ((grid.get("fields") or {}).get(field) or {}).get("unit")
+    label += f" ({unit})" if unit else ""
     scale, extent = _scale(images), _extent(grid, images.shape[1:3])
-    title = f"{scene_name}: {label}" if scene_name else label
+    title = f"{scene_name}: {field}" if scene_name else field
     fig = Figure(figsize=(9, 4.2), dpi=90, layout="constrained")
     axes = fig.subplots(1, 2)
     for ax, i, which in ((axes[0], 0, "first"), (axes[1], len(images) - 1, "last")):

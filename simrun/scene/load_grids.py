@@ -51,6 +51,7 @@ class GridField:
     mean: float | None = None
     frames: bool = True
     where: str = ""
+    unit: str = ""  # the values' unit, for the colour bar (a label: nothing is converted)
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"components": self.components}
@@ -62,6 +63,8 @@ class GridField:
             data["value"] = self.value
         if not self.frames:
             data["frames"] = False
+        if self.unit:
+            data["unit"] = self.unit
         return data
 
 
@@ -165,12 +168,13 @@ def _field(grid: str, name: str, key: Node, node: Node, shape: tuple[int, ...],
     if isinstance(node, ScalarNode) and node.value in ("", "~", "null"):
         return GridField(name, where=_where(key))
     r = MapReader(node, what)
-    r.done(("components", "value", "image", "mean", "frames"))
+    r.done(("components", "value", "image", "mean", "frames", "unit"))
     comp_node = r.get("components")
     components = as_int(comp_node, f"{what}.components", 1, MAX_COMPONENTS,
                         "a cell's vector is short") if comp_node else 1
     value = as_float(r.get("value"), f"{what}.value") if r.get("value") else 0.0
     frames = as_bool(r.get("frames"), f"{what}.frames") if r.get("frames") else True
+    unit = as_str(r.get("unit"), f"{what}.unit") if r.get("unit") else ""
     image, mean = None, None
     if r.get("image") is not None:
         if r.get("value") is not None:
@@ -181,7 +185,7 @@ def _field(grid: str, name: str, key: Node, node: Node, shape: tuple[int, ...],
     elif r.get("mean") is not None:
         raise error_at(r.key_node("mean"), f"'{what}.mean' shifts an image, but the field "
                        "has no 'image'", "Remove 'mean', or add 'image: file.png'")
-    return GridField(name, components, value, image, mean, frames, _where(key))
+    return GridField(name, components, value, image, mean, frames, _where(key), unit)
 
 
 def _where(node: Node) -> str:

@@ -15,8 +15,6 @@ import simrun.lang as ti
 from simrun.scene import Scene, SceneError
 from simrun.scene.load_grids import Grid, GridField
 
-GRID_PREFIX = "grid:"  # frames.npz: grid:<field> (frames, *shape[, components])
-
 
 def grid_fields(scene: Scene, fp, np_dtype, taken: dict[str, Any]) -> dict[str, Any]:
     """{field name: field} for every grid field of the scene, at its start value;
@@ -77,7 +75,3 @@ def grid_values(scene: Scene) -> dict[str, float]:
 def saved_grid_fields(scene: Scene) -> tuple[str, ...]:
     """The grid fields frames.npz keeps (all but those with `frames: false`)."""
     return tuple(f.name for g in scene.grids for f in g.fields if f.frames)
-
-
-def grid_of(scene: Scene, name: str) -> Grid | None:
-    return next((g for g in scene.grids if any(f.name == name for f in g.fields)), None)
