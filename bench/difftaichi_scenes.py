@@ -161,9 +161,36 @@ def smoke(iterations: int | None, options: argparse.Namespace) -> dict:
     return {"original": original, "simrun": run_scene("smoke", n, options)}
 
 
+def _from_module(name: str, iterations: int, **kwargs) -> Callable[[int | None,
+                                                                     argparse.Namespace], dict]:
+    """A scene compared by its own bench/difftaichi_<name>.py (its `compare` prints its
+    table): the result in this driver's form."""
+    def compare(given: int | None, options: argparse.Namespace) -> dict:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        module = __import__(f"difftaichi_{name}")
+        result = module.compare(given or iterations, **kwargs)
+        per_iteration = result.get("seconds_per_iteration", {})
+
+        def side(part: dict, key: str) -> dict:
+            seconds = per_iteration.get(key, part.get("seconds"))
+            if isinstance(seconds, list):
+                seconds = float(np.median(seconds)) if seconds else float("nan")
+            return {"losses": part["losses"], "per_iteration_s": seconds}
+        return {"original": side(result["taichi"], "taichi"),
+                "simrun": side(result["simrun"], "simrun")}
+    return compare
+
+
 SCENES: dict[str, Callable[[int | None, argparse.Namespace], dict]] = {
     "wave": wave,
     "smoke": smoke,
+    # the original trains 200,000 iterations: 200 by default here
+    "electric": _from_module("electric", 200),
+    "rigid_body": _from_module("rigid_body", 20, robot=1),
+    "rigid_body_legs": _from_module("rigid_body", 20, robot=2),
+    # Taichi 1.7.4 compiles the 3-D gradient kernels for 9-15 minutes: 3 by default here
+    "diffmpm3d": _from_module("diffmpm3d", 3),
+    "liquid": _from_module("liquid", 3),
 }
 
 
