@@ -20,7 +20,7 @@ class KernelAdjoint:
     fields: dict[str, np.ndarray]
     mass: np.ndarray
     dt: float = 0.0
-    damping: float = 0.0  # no integrator, so no damping; kept for job.py's _gradient_of
+    damping: float = 0.0  # the integrator's damping (integrator.damping), when differentiated
     params: dict[str, float] = field(default_factory=dict)
 
     def add_params(self, values: dict[str, float], sign: float = 1.0) -> None:

@@ -311,7 +311,7 @@ class Trajectory:
     def record_adjoint(self, adj: KernelAdjoint, k: int, steps: int) -> None:
         """|dJ/d(state k)| (positions and velocities) at about a thousand states of the
         reverse sweep: how J's sensitivity grows with the horizon steps - k before it, which
-        is exponential in a chaotic system (horizon.py)."""
+        is exponential in a chaotic system (jobs/horizon.py)."""
         if k % max(1, steps // 1000) == 0:
             size = float(np.sqrt(np.sum(adj.x * adj.x) + np.sum(adj.v * adj.v)))
             self.adjoint_horizon.append((steps - k, 0.0, size))
