@@ -219,23 +219,22 @@ def test_kernels_whose_writes_are_not_adds_are_refused():
 
 def test_one_reciprocal_for_a_shared_divisor():
     """gravity in value_reverse mode divides by its softened distance once a pair (U's
-    term and the derivative's three divisions share it), and so does H lambda's kernel
-    (fwd_reverse: the adjoint's reverse step; before, five divisions a pair)."""
+    term and the derivative's three divisions share it)."""
     ti.init(arch=ti.cpu, default_fp=ti.f64)
     x = ti.Vector.field(2, ti.f64, shape=8, needs_grad=True)
     m = ti.field(ti.f64, shape=8)
     U = ti.field(ti.f64, shape=(), needs_grad=True)
     kernel = _module("gravity").gravity
     divisions = {}
-    for mode in ("reverse", "value_reverse", "fwd_reverse"):
+    for mode in ("reverse", "value_reverse"):
         out = pipeline.run(kernel.lower((x, m, U, 1e-3, 1.0))[0], mode, "gravity")
         divisions[mode] = sum(_count(e, Op.TRUEDIV) for t in out.tasks for s in walk(t.body)
                               for e in stmt_exprs(s))
-    assert divisions == {"reverse": 3, "value_reverse": 1, "fwd_reverse": 1}
+    assert divisions == {"reverse": 3, "value_reverse": 1}
 
 
-def test_hessian_vector_with_one_reciprocal_matches_central_differences():
-    """gravity's H lambda (forward over reverse, its divisions by one reciprocal) against
+def test_hessian_vector_matches_central_differences():
+    """gravity's H lambda (forward over reverse: the adjoint's reverse step) against
     central differences of dU/dx along lambda, extrapolated from steps h and h/2. Tolerance:
     the two differences' gap (four times the truncation left in the h/2 one; the
     extrapolation's is of order h^4) plus their rounding (eps |dU/dx| / h, 16-fold)."""

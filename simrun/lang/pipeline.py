@@ -15,9 +15,6 @@ from .ir.nodes import KernelIR
 from .passes import dead_code, hoist_atomics, reciprocals, unread_outputs
 
 checks: list[Callable[[KernelIR, str], None]] = []
-# modes whose kernels divide by one quantity many times (U and dU/dx in one launch; the
-# tangent of dU/dx, H lambda): one reciprocal per shared divisor (passes/reciprocals.py)
-RECIPROCAL_MODES = ("value_reverse", "fwd_reverse")
 
 
 def passes(mode: str, name: str, unread: tuple = (), varied: tuple | None = None
@@ -25,7 +22,7 @@ def passes(mode: str, name: str, unread: tuple = (), varied: tuple | None = None
     """(name, pass) in the order they run, for a launch in `mode` of kernel `name`; `unread`:
     fields whose writes the caller never reads (dropped, and what fed only them); `varied`:
     in forward modes, the fields whose tangents may be nonzero (None: all)."""
-    shared = [("reciprocals", reciprocals.run)] if mode in RECIPROCAL_MODES else []
+    shared = [("reciprocals", reciprocals.run)] if mode == "value_reverse" else []
     pruned = [("unread_outputs", lambda kir: unread_outputs.run(kir, unread)),
               ("dead_code", dead_code.run)] if unread else []
     return [
