@@ -233,6 +233,43 @@ def test_one_reciprocal_for_a_shared_divisor():
     assert divisions == {"reverse": 3, "value_reverse": 1}
 
 
+def test_hessian_vector_matches_central_differences():
+    """gravity's H lambda (forward over reverse: the adjoint's reverse step) against
+    central differences of dU/dx along lambda, extrapolated from steps h and h/2. Tolerance:
+    the two differences' gap (four times the truncation left in the h/2 one; the
+    extrapolation's is of order h^4) plus their rounding (eps |dU/dx| / h, 16-fold)."""
+    ti.init(arch=ti.cpu, default_fp=ti.f64)
+    rng = np.random.default_rng(3)
+    x_np = rng.uniform(0, 1, size=(8, 2))
+    lam = rng.normal(size=(8, 2))
+    x = ti.Vector.field(2, ti.f64, shape=8, needs_grad=True, needs_dual=True)
+    m = ti.field(ti.f64, shape=8)
+    U = ti.field(ti.f64, shape=(), needs_grad=True, needs_dual=True)
+    m.from_numpy(rng.uniform(0.5, 2, size=8))
+    kernel = _module("gravity").gravity
+    args = (x, m, U, 1e-3, 1.0)
+
+    def gradient(at) -> np.ndarray:
+        x.from_numpy(at)
+        return _launch(kernel, args, ["primal", "reverse"], U, x)[1]
+
+    x.from_numpy(x_np)
+    with ti.ad.FwdMode(loss=U, param=x, seed=lam.reshape(-1)):
+        x.grad.fill(0)
+        U.fill(0)
+        kernel(*args)
+        U.grad.fill(1)
+        kernel.grad(*args)
+    hvp = x.grad.dual.to_numpy()
+    h = 1e-5
+    wide, narrow = ((gradient(x_np + s * lam) - gradient(x_np - s * lam)) / (2 * s)
+                    for s in (h, h / 2))
+    eps = float(np.finfo(np.float64).eps)
+    rounding = 16 * eps * np.abs(gradient(x_np)).max() / (h / 2)
+    assert np.abs(hvp).max() > 1
+    assert np.all(np.abs(hvp - (4 * narrow - wide) / 3) <= np.abs(wide - narrow) + rounding)
+
+
 def _count(e, op) -> int:
     if not isinstance(e, OpExpr):
         return 0

@@ -7,8 +7,6 @@ from __future__ import annotations
 import numpy as np
 
 from simrun.keys.pairs import mask
-from simrun.lang.autodiff.tape import access_of, recording
-from simrun.lang.fields import grad_of
 from simrun.scene import Scene, SceneError
 from simrun.stepper.binding import (
     BoundKernel,
@@ -19,90 +17,10 @@ from simrun.stepper.binding import (
     load_module,
     parameter_names,
 )
+from simrun.stepper.energy import HessianVector, energy_and_reverse
 from simrun.stepper.fieldstep import FieldStepper
-from simrun.stepper.forces import energy_and_reverse
 from simrun.stepper.roles import require_accumulator
 from simrun.stepper.system import System
-
-
-class DirectHVP:
-    """The launches of `FwdMode` around the energies' forward and gradient kernels, resolved
-    once: clear the tangents and gradients these kernels touch (FwdMode clears every field's
-    in the process), seed param.dual, U = 0, the energies' forward-mode variants, dU/dU = 1,
-    their forward-over-reverse gradients in reverse order. The same compiled variants with
-    the same inputs as `kernel.grad()` under FwdMode launches when no kernel reads a field it
-    writes (then run_grad snapshots and replays nothing): the same bits, without the
-    per-launch variant lookup, snapshots and process-wide clearing (~200 us a step).
-    `lean`: the gradient launches make only the tangents (dU/dx etc. left out: the native
-    reverse reads H lambda and the mixed terms alone, ~25% of the launch); without
-    `masses`, not the mixed mass term either (~10% more)."""
-
-    def __init__(self, system: System, lean: bool = False, masses: bool = True) -> None:
-        self.system = system
-        self.calls, touched = [], set()
-        self.energy_free = True  # the gradients read nothing the forward launches write
-        for bound in system.energy:
-            prepare = getattr(bound.kernel, "prepare", None)
-            if prepare is None:
-                self.calls = None
-                return
-            primal, pflat, parrays = prepare(bound.args, "fwd")
-            acc = access_of(primal)
-            if primal.uses_random or parrays or acc.reads & acc.writes:
-                self.calls = None  # run_grad would snapshot and replay
-                return
-            for f in acc.reads | acc.writes:  # as run_grad's _ensure_grad_duals
-                if getattr(f, "dual", None) is not None and grad_of(f) is not None:
-                    f.grad._make_dual()
-            unread = [grad_of(f) for f in acc.reads if lean and grad_of(f) is not None]
-            if lean and not masses:  # nobody asked for d/dm: no mixed mass term either
-                unread += [system.m.grad.dual]
-            varied = (system.x,) if lean else None  # the native reverse seeds x.dual alone
-            grad, gflat, garrays = prepare(bound.args, "fwd_reverse", unread, varied)
-            if garrays or grad.uses_random:
-                self.calls = None
-                return
-            gacc = access_of(grad)
-            touched |= acc.reads | acc.writes | gacc.reads | gacc.writes
-            self.energy_free &= not (gacc.reads & acc.writes)
-            self.calls.append((primal, pflat, grad, gflat))
-        primals = {getattr(f, "primal", None) or f for f in touched}
-        self.zero_fields = list(system._energy_grads()) + [system.m.grad]
-        for p in primals:
-            for f in (getattr(p, "dual", None), getattr(getattr(p, "grad", None), "dual", None)):
-                if f is not None and getattr(f, "data", None) is not None:
-                    self.zero_fields.append(f)
-        used = set().union(*(access_of(g).writes | access_of(g).reads
-                             for _, _, g, _ in self.calls))  # lean: no dU/dx to clear
-        self.zero_fields = list({id(f): f for f in self.zero_fields if f is not system.U.grad
-                                 and (f in used or not lean)}.values())  # each once
-
-    def usable(self) -> bool:
-        return self.calls is not None and not recording()
-
-    def set_field_args(self) -> None:
-        """The parameters bound as fields, as each launch through the kernels writes them."""
-        if self.system._direct is not None:
-            self.system._direct.set_field_args()
-
-    def run(self, param, seed: np.ndarray, energy: bool = True) -> None:
-        """dU/d(fields) and their tangents along `seed` of the field `param`; with `energy`,
-        also U and its tangent (the forward launches; the gradients do not need them when
-        they read nothing those launches write)."""
-        system = self.system
-        self.set_field_args()
-        for f in self.zero_fields:
-            f.data[...] = 0
-        param.dual.data[...] = np.asarray(seed, dtype=param.data.dtype).reshape(param.data.shape)
-        system.U.data[()] = 0
-        system.U.grad.data[()] = 0
-        if energy or not self.energy_free:
-            for primal, flat, _, _ in self.calls:
-                primal.launch(flat)
-        system.U.grad.data[()] = 1
-        for _, _, grad, flat in reversed(self.calls):
-            grad.launch(flat)
-        param.dual.data[...] = 0  # FwdMode clears its seed on exit
 
 
 class DiffModel:
@@ -136,22 +54,21 @@ class DiffModel:
         for i, names in by_term.items():
             bound = system.energy[i]
             twin = bound.kernel.with_field_args(names)
-            system.energy[i] = BoundKernel(bound.ref, twin, bound.args)
+            system.rebind_energy(i, BoundKernel(bound.ref, twin, bound.args))
             for key, (j, name) in energy_keys.items():
                 if j == i:
                     self.param_fields[key] = twin.field_args[name]
         # a species kernel's (types x types) field: the KEY is a mask over it
         self.param_masks: dict[str, np.ndarray] = {}
         for key, (i, name, pair) in (pair_keys or {}).items():
-            f = system._pair_fields[i][name]
+            f = system.pair_fields(i)[name]
             f._make_grad()  # each is a no-op for a field that has it
             f._make_dual()
             f.grad._make_dual()
             self.param_fields[key] = f
             self.param_masks[key] = mask(f.shape[0], pair)
-        system._grads = None  # the twins read other fields: find them again
-        system._direct = None  # and force evaluations outside the stepper launch the twins
-        self._hvp: dict[bool, DirectHVP] = {}
+        system.reset_energy_terms()  # the twins and the new gradients (force evaluations
+        # outside the stepper launch the twins; the stepper keeps `run`'s kernels)
         self.objective_fields: dict[str, object] = {}
         self.loss = None
         self.objective_kernel = self._bind_objective(objective_keys)
@@ -205,21 +122,20 @@ class DiffModel:
                              "the scene's objective and particles for this module.") from None
 
     # ------------------------------------------------------------------ forces
-    def direct_hvp(self, lean: bool = False) -> DirectHVP:
-        """The resolved forward-over-reverse launches (made on first use); `lean`: tangents
-        only (see DirectHVP)."""
-        if self._hvp.get(lean) is None:
-            self._hvp[lean] = DirectHVP(self.system, lean, self.mass_gradient)
-        return self._hvp[lean]
+    def hessian_vector(self, lean: bool = False) -> HessianVector | None:
+        """The energies' forward-over-reverse launches (`EnergyTerms.hessian_vector`), None
+        where they cannot be made directly; `lean`: tangents only."""
+        return self.system.energy_terms().hessian_vector(lean, self.mass_gradient)
 
-    def _over_reverse(self, param, seed, energy: bool = True) -> None:
+    def over_reverse(self, param, seed, energy: bool = True) -> None:
         """U and dU/d(every field) at the current x, with their tangents along `seed` of the
         field `param` (forward mode over the reverse pass)."""
         system, ti = self.system, self.system.ti
-        if self.direct_hvp().usable():
-            self.direct_hvp().run(param, seed, energy)
+        hvp = self.hessian_vector()
+        if hvp is not None and hvp.usable():
+            hvp.run(param, seed, energy)
             return
-        grads = list(system._energy_grads()) + [system.m.grad]
+        grads = list(system.energy_terms().touched_grads) + [system.m.grad]
         with ti.ad.FwdMode(loss=system.U, param=param,
                            seed=np.asarray(seed, dtype=system.np_dtype).reshape(-1)):
             for g in grads:
@@ -231,7 +147,7 @@ class DiffModel:
         system = self.system
         system.x.from_numpy(np.ascontiguousarray(x, dtype=system.np_dtype))
         system.refresh_neighbors()  # any valid list: the same terms in the same order
-        self._over_reverse(system.x, np.zeros(system.x.data.shape), energy=False)
+        self.over_reverse(system.x, np.zeros(system.x.data.shape), energy=False)
         return (system.m.grad.to_numpy().astype(float),
                 {key: self.param_value(key, f.grad) for key, f in self.param_fields.items()})
 

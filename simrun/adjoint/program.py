@@ -157,7 +157,7 @@ class NativeProgram:
         if self.stepper.direct is not None:
             self.stepper.direct.set_field_args()
         if self.native.energy:
-            self.native.hvp.set_field_args()
+            self.system.energy_terms().set_field_args()
         program = np.array(self.program, dtype=np.int64).reshape(-1, 3)
         done = self.rows.run_program(program)  # writes the launches' arguments first
         if self.native.bad.data[()]:

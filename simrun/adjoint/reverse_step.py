@@ -8,7 +8,7 @@ launches.py). No Tape, no NumPy round trip of the adjoints.
         gradient launches in reverse order, each between two restores of its launch's
         snapshot, the f64 adjoints read back
     the forces' adjoint: G-bar through the energies by their forward-over-reverse launches
-        (`DirectHVP`'s), H G-bar and the mixed derivatives added into the f64 adjoints
+        (`HessianVector`'s), H G-bar and the mixed derivatives added into the f64 adjoints
 
 Without a controller (the forces at x_(k+1) that the second stage of step k reads are then
 those the first stage of step k + 1 reads, bit for bit) the step is folded:
@@ -60,7 +60,7 @@ class ReverseStep:
         self.energy = bool(system.energy)
         if self.energy:  # the forces and H lambda as `run` compiles them (fast-math)
             system.forces()
-            model.direct_hvp(lean=True)
+            model.hessian_vector(lean=True)
         self._resolve_launches(traj, model, system)  # each as `run` compiles it
         self.folded = self._foldable()
         native = policy.current().native
@@ -110,16 +110,15 @@ class ReverseStep:
         if not self.energy:
             traj.G.fill(0)  # without energies: -F = 0
             return []
-        direct = system._direct
-        self.hvp = model.direct_hvp(lean=True)
-        if direct is None or direct.calls is None:
+        terms = system.energy_terms()
+        self.hvp = model.hessian_vector(lean=True)
+        if not terms.direct:
             launches = [lambda: system.forces()]
         else:
-            clear = [g for g in system._energy_grads() if g is not system.U.grad]
+            clear = [g for g in terms.touched_grads if g is not system.U.grad]
             launches = [resolve(updates.zero, (g,)) for g in clear]
             launches.append(resolve(updates.reset_loss, (system.U,)))
-            launches += [(p, pflat) for _, p, pflat, _, _ in direct.calls]
-            launches += [(g, gflat) for _, _, _, g, gflat in reversed(direct.calls)]
+            launches += terms.value_and_gradient()
         return launches + [resolve(assign, (system.x.grad, traj.G, self.fp))]
 
     @staticmethod
@@ -287,19 +286,17 @@ class ReverseStep:
         return plan + [resolve(assign, (g, adj, ti.f64)) for g, adj in state]
 
     def _through_forces(self, G) -> list:
-        """DirectHVP.run with x.dual = G-bar (energy=False), its results into the adjoints
+        """HessianVector.run with x.dual = G-bar (energy=False), its results into the adjoints
         (a Python call of the same where the energies' launches cannot be made directly)."""
         system, hvp, f64, R = self.system, self.hvp, ti.f64, resolve
-        if hvp.usable():
+        if hvp is not None and hvp.usable():
             plan = [R(updates.zero, (f,)) for f in hvp.zero_fields]
             plan.append(R(assign, (G.grad, system.x.dual, self.fp)))
             plan.append(R(updates.reset_loss, (system.U,)))  # U = 0, dU/dU = 1
-            if not hvp.energy_free:
-                plan += [(p, pflat) for p, pflat, _, _ in hvp.calls]
-            plan += [(g, gflat) for _, _, g, gflat in reversed(hvp.calls)]
+            plan += hvp.launches(energy=False)
         else:
             model = self.traj.model
-            plan = [lambda: model._over_reverse(system.x, G.grad.to_numpy(), energy=False)]
+            plan = [lambda: model.over_reverse(system.x, G.grad.to_numpy(), energy=False)]
         plan += [R(accumulate, (system.x.grad.dual, self.ax, f64)),
                  R(accumulate, (system.m.grad.dual, self.am, f64))]
         plan += [R(accumulate, (f.grad.dual, self.af[n], f64)) for n, f in self.floats.items()

@@ -21,7 +21,7 @@ from simrun.adjoint.kernel_state import Tangent
 from simrun.adjoint.launches import Rows, StepCall, assign, resolve
 from simrun.adjoint.policy import current
 from simrun.stepper import updates
-from simrun.stepper.forces import energy_and_reverse
+from simrun.stepper.energy import energy_and_reverse
 from simrun.stepper.program import CONTROLLER, FORCES
 from simrun.stepper.state import State
 
@@ -44,7 +44,8 @@ class TangentStep:
         self.traj = traj
         system, model = traj.system, traj.model
         self.system = system
-        self.hvp = model.direct_hvp() if system.energy else None
+        self.terms = system.energy_terms() if system.energy else None
+        self.hvp = model.hessian_vector() if system.energy else None
         self.step = Rows(traj.program.walk(self._node), current().native)
         self.energy = Rows(self._tangent_of_forces(traj.G), current().native)
         self.field_values = traj.scalar_field_values()
@@ -80,9 +81,9 @@ class TangentStep:
     def _tangent_of_forces(self, G) -> list:
         """G = dU/dx and G.dual its tangent along every seeded dual, U.dual U's."""
         system, fp, R = self.system, self.system.fp, resolve
-        if self.hvp is None:
+        if self.terms is None:
             return [R(updates.zero, (G,)), R(updates.zero, (G.dual,))]
-        if not self.hvp.usable():
+        if self.hvp is None or not self.hvp.usable():
             return [_under_forward_mode(system, self._fallback_pass), R(assign, (
                 system.x.grad, G, fp)), R(assign, (system.x.grad.dual, G.dual, fp))]
         seeds = {id(f.dual) for f in [system.x, system.v, system.m, *self.traj.floats.values(),
@@ -90,15 +91,14 @@ class TangentStep:
                  if getattr(f, "dual", None) is not None}
         plan = [R(updates.zero, (f,)) for f in self.hvp.zero_fields if id(f) not in seeds]
         plan.append(R(updates.reset_loss, (system.U,)))  # U.dual: among the zero fields
-        plan += [(p, pflat) for p, pflat, _, _ in self.hvp.calls]
-        plan += [(g, gflat) for _, _, g, gflat in reversed(self.hvp.calls)]
+        plan += self.hvp.launches()
         return plan + [R(assign, (system.x.grad, G, fp)),
                        R(assign, (system.x.grad.dual, G.dual, fp))]
 
     def _fallback_pass(self) -> None:
         """The energies' pass from Python (an energy bringing its own gradient)."""
         system = self.system
-        for g in list(system._energy_grads()) + [system.m.grad]:
+        for g in list(self.terms.touched_grads) + [system.m.grad]:
             g.fill(0)
             if getattr(g, "dual", None) is not None:
                 g.dual.fill(0)
@@ -111,8 +111,8 @@ class TangentStep:
         traj._load(state)
         for f, value in self.field_values:  # the values a Python launch would write
             f.data[()] = value
-        if self.hvp is not None:
-            self.hvp.set_field_args()
+        if self.terms is not None:
+            self.terms.set_field_args()
         system.x.dual.from_numpy(tan.x.astype(dtype))
         system.v.dual.from_numpy(tan.v.astype(dtype))
         system.m.dual.from_numpy(tan.mass.astype(dtype))
@@ -137,7 +137,7 @@ class TangentStep:
         """U's tangent at `state`."""
         self.seed(state, tan, fields_dot)
         self.energy.run()
-        return float(self.system.U.dual[None]) if self.hvp is not None else 0.0
+        return float(self.system.U.dual[None]) if self.terms is not None else 0.0
 
 
 def kernel_tangent_sweep(traj, state0: State, steps: int, tan: Tangent,

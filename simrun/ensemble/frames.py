@@ -19,7 +19,7 @@ from simrun.lang.autodiff.tape import touched
 from simrun.lang.fields import grad_of
 from simrun.scene import Scene, initial_state
 from simrun.stepper.binding import BoundKernel, parameter_names
-from simrun.stepper.forces import energy_and_reverse
+from simrun.stepper.energy import energy_and_reverse
 from simrun.stepper.system import System
 
 Param = tuple[int, str]  # (energy term index, parameter name)
@@ -49,7 +49,7 @@ class FrameEvaluator:
         self.terms: list[BoundKernel] = []
         for i, bound in enumerate(terms):
             on_pairs = [(i, n) for j, n in self.params if j == i and
-                        n.split("[")[0] in system._pair_fields[i]]
+                        n.split("[")[0] in system.pair_fields(i)]
             names = [n for j, n in self.params if j == i and (i, n) not in on_pairs]
             kernel = bound.kernel.with_field_args(names) if names else bound.kernel
             self.terms.append(BoundKernel(bound.ref, kernel, bound.args))
@@ -89,7 +89,7 @@ class FrameEvaluator:
         """``epsilon[A:B]`` (one pair) or ``epsilon`` (every pair) of a species kernel: its
         field and the mask of the entries the parameter is."""
         name, _, rest = text.partition("[")
-        field = self.system._pair_fields[index][name]
+        field = self.system.pair_fields(index)[name]
         types = scene.energy[index].types
         pair = tuple(types.index(n) for n in rest.rstrip("]").split(":")) if rest else None
         return field, mask(field.shape[0], pair)  # type: ignore[arg-type]

@@ -23,7 +23,7 @@ from collections.abc import Callable
 import numpy as np
 
 from simrun.lang.api import runtime
-from simrun.lang.autodiff.tape import access_of, recording
+from simrun.lang.autodiff.tape import recording
 from simrun.lang.runtime.chain import Chain
 from simrun.scene.schema import Scene
 from simrun.stepper import updates
@@ -116,7 +116,7 @@ class FieldStepper:
         self.post.append(self.watch)
         self.chain = self.forces_only = self.gradients = self.stepped = None
         self.control = self._control_launches()  # [] without a controller
-        gradients = self._gradients_alone() if self.forces is not None else None
+        gradients = self.direct.gradient() if self.direct is not None else None
         if not system.controller:  # forces without U, for Python steps and chains alike
             self.gradients = gradients
         if self.forces is not None and self.control is not None:
@@ -201,32 +201,17 @@ class FieldStepper:
         system = self.system
         if not self.has_energy:
             return [system.x.grad]
-        return [g for g in system._energy_grads() if g is not system.U.grad]
+        return [g for g in system.energy_terms().touched_grads if g is not system.U.grad]
 
     def _force_launches(self) -> list | None:
-        """The energies' primal launches, then their gradients in reverse order: what the
-        Tape would make (DirectForces), or None when it would do more."""
-        system = self.system
+        """The energies' value and gradient launches (`EnergyTerms`), or None when the Tape
+        would do more."""
         if not self.has_energy:
             return []
-        system.forces()  # resolves system._direct
-        direct = system._direct
-        if direct is None or direct.calls is None:
-            return None
-        self.direct = direct
-        primal = [] if direct.shared else [(p, pflat) for _, p, pflat, _, _ in direct.calls]
-        grads = [(g, gflat) for _, _, _, g, gflat in reversed(direct.calls)]
-        return primal + grads
-
-    def _gradients_alone(self) -> list | None:
-        """The gradient launches alone, when none reads what the energies' forward launches
-        write (U): F without U, for steps whose potential nobody reads."""
-        if not self.has_energy:
-            return None
-        written = set().union(*(access_of(p).writes for _, p, _, _, _ in self.direct.calls))
-        if any(access_of(g).reads & written for _, _, _, g, _ in self.direct.calls):
-            return None
-        return [(g, gflat) for _, _, _, g, gflat in reversed(self.direct.calls)]
+        system = self.system
+        system.forces()  # compiles the energies as `run` always has
+        self.direct = system.energy_terms()
+        return self.direct.value_and_gradient()
 
     # ------------------------------------------------------------------ state
     def load(self, state: State) -> None:

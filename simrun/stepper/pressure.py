@@ -4,7 +4,7 @@ Scaling the periodic box and every position about ``box_low`` by s changes U at 
 dU/ds = sum_i (x_i - low) . dU/dx_i + L . dU/dL, both read from one reverse pass of the
 energy terms bound to a box with gradients (the kernels fold separations with ``min_image``,
 which is differentiable in the box; the stepper's own force pass skips dU/dL, which costs).
-The pass makes the launches `DirectForces` resolves (a pair term's value and gradients in
+The pass makes the launches `EnergyTerms` resolves (a pair term's value and gradients in
 one launch: 8.3 against 11.7 ms through the Tape for in.lj's 32,000 atoms), else the Tape's.
 The L term is what a virial sum over wrapped positions misses. Then
 P = (2 K - dU/ds) / (dim V), the instantaneous pressure LAMMPS reports (dof k T = 2 K).
@@ -65,9 +65,9 @@ def box_derivative(system: System) -> float:
         raise ValueError("the pressure needs a periodic box (boundary: {type: periodic})")
     terms, box = system.energy_with_box_gradient()
     system.refresh_neighbors()
-    direct = system.box_gradient_launches()
+    direct = system.box_gradient_terms()
     with _preserved(*_touched(system, terms, box)):
-        if direct is not None and direct.usable():
+        if direct.usable():
             direct.run()  # each pair term's U and gradients in one launch, where it can be
         else:
             with system.ti.ad.Tape(loss=system.U, clear_gradients=False):

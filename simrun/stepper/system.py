@@ -12,7 +12,6 @@ import numpy as np
 
 import simrun.lang as ti
 from simrun.lang.api import runtime
-from simrun.lang.autodiff.tape import touched
 from simrun.lang.config import bounds_checks, current_device, floats_ordered
 from simrun.scene import Scene, SceneError
 from simrun.scene.npz import npz_headers
@@ -27,7 +26,7 @@ from simrun.stepper.binding import (
     load_module,
     parameter_names,
 )
-from simrun.stepper.forces import DirectForces
+from simrun.stepper.energy import EnergyTerms
 from simrun.stepper.grids import grid_fields, grid_values
 from simrun.stepper.neighbors import NeighborList, NeighborListOverflow
 from simrun.stepper.pairs import pair_fields
@@ -80,10 +79,9 @@ class System:
                           for name, path in scene.fields.items()}, scene.fields_where)
         self._pair_fields = [pair_fields(self, term) for term in scene.energy]
         self.energy = [self._bind_term(i) for i in range(len(scene.energy))]
-        self._grads: list | None = None
-        self._direct: DirectForces | None = None
+        self._terms: EnergyTerms | None = None  # self.energy resolved (energy_terms)
         self._box_grad: tuple[list[BoundKernel], dict[str, Any]] | None = None
-        self._box_grad_direct: DirectForces | None = None
+        self._box_terms: EnergyTerms | None = None
         self.step_kernels = self._bind_step_kernels(scene.step_kernels)
         self.step_field = ti.field(ti.i32, shape=())  # the controller's step index
         self.controller = [self._reading_step(b) for b in
@@ -241,12 +239,33 @@ class System:
                               box)
         return self._box_grad
 
-    def box_gradient_launches(self) -> DirectForces | None:
-        """`energy_with_box_gradient`'s terms as `DirectForces` launches (resolved once),
-        or None where the Tape must make them (a term that is no simrun.lang kernel)."""
-        if self._box_grad_direct is None:
-            self._box_grad_direct = DirectForces(self.energy_with_box_gradient()[0], self.U)
-        return self._box_grad_direct if self._box_grad_direct.calls is not None else None
+    def box_gradient_terms(self) -> EnergyTerms:
+        """`energy_with_box_gradient`'s terms, resolved once."""
+        if self._box_terms is None:
+            self._box_terms = EnergyTerms(self.energy_with_box_gradient()[0], self.U, self.x,
+                                          self.m, self.extra.values())
+        return self._box_terms
+
+    def energy_terms(self) -> EnergyTerms:
+        """The energy terms as launches (value, gradient, H lambda), resolved once."""
+        if self._terms is None:
+            self._terms = EnergyTerms(self.energy, self.U, self.x, self.m, self.extra.values())
+        return self._terms
+
+    def rebind_energy(self, index: int, bound: BoundKernel) -> None:
+        """Replace energy term `index` (e.g. by its twin reading parameters from fields);
+        the terms are resolved again on next use."""
+        self.energy[index] = bound
+        self.reset_energy_terms()
+
+    def reset_energy_terms(self) -> None:
+        """Resolve the energy terms again on next use: after fields they touch got
+        gradients or tangents (a gradient's set-up), which each evaluation then clears."""
+        self._terms = None
+
+    def pair_fields(self, index: int) -> dict[str, Any]:
+        """The (types x types) fields of energy term `index`'s species parameters."""
+        return self._pair_fields[index]
 
     def _bind_step_kernels(self, sk, extra: dict | None = None) -> list[BoundKernel]:
         if sk is None:
@@ -293,12 +312,11 @@ class System:
         if not self.energy:
             return 0.0, np.zeros_like(self.x0_np)
         self.refresh_neighbors()
-        for grad in self._energy_grads():
+        terms = self.energy_terms()
+        for grad in terms.touched_grads:
             grad.fill(0)
-        if self._direct is None:
-            self._direct = DirectForces(self.energy, self.U)
-        if self._direct.usable():
-            self._direct.run()
+        if terms.usable():
+            terms.run()
             return (float(self.U.host_values(write=False)[()]),
                     np.negative(self.x.grad.host_values(write=False)))
         with self.ti.ad.Tape(loss=self.U, clear_gradients=False):
@@ -316,21 +334,6 @@ class System:
         finally:
             self.x.from_numpy(at)
             self.forces()
-
-    def _energy_grads(self) -> list:
-        """The gradients the energy kernels touch, cleared before each force evaluation.
-        Tape's default clears every gradient in the process, which costs each step as much
-        as all the fields alive elsewhere (a notebook, a test session, a sweep)."""
-        if self._grads is None:
-            fields = {self.x, self.U, *self.extra.values()}
-            for bound in self.energy:
-                prepare = getattr(bound.kernel, "prepare", None)
-                if prepare is None:  # not a simrun.lang kernel: clear what the system owns
-                    continue
-                fields |= touched(bound.kernel, bound.args)
-            self._grads = [f.grad for f in fields
-                           if getattr(getattr(f, "grad", None), "data", None) is not None]
-        return self._grads
 
     def set_state(self, x: np.ndarray, v: np.ndarray) -> None:
         self.x.from_numpy(np.ascontiguousarray(x, dtype=self.np_dtype))
