@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from test_cli import simrun
 from test_units import EPS_KCAL, MASS, REPO, _argon
 
@@ -109,3 +110,34 @@ def test_run_atoms_are_in_ase_units_as_trajectory_xyz(tmp_path: Path) -> None:
         assert getattr(made, name)() == pytest.approx(getattr(read, name)(), rel=1e-14,
                                                       abs=1e-14)
     assert made.cell.array == pytest.approx(read.cell.array, rel=1e-15)
+
+
+def test_a_periodic_trajectory_xyz_starts_a_scene_with_its_masses_box_and_state(
+        tmp_path: Path) -> None:
+    """A real-units run's trajectory.xyz (no ``format:``: its Lattice makes it extended
+    XYZ, read through ASE) gives the next scene its count, masses, box, positions and
+    velocities, back in real units."""
+    out = _run(tmp_path, "real")
+    with np.load(out / "frames.npz") as frames:
+        x, v = frames["x"][-1], frames["v"][-1]
+    resolved = yaml.safe_load((out / "scene.yaml").read_text())
+    lines = []
+    for line in _scene("real").splitlines():
+        if line.startswith("particles:"):
+            line = "particles: {}"
+        if line.startswith("initial:"):
+            line = "initial: {type: file, path: real/trajectory.xyz}"
+        if line.lstrip().startswith(("boundary:", "spacing:", "temperature:")):
+            continue
+        lines.append(line.replace("steps: 40", "steps: 1"))
+    (tmp_path / "next.yaml").write_text("\n".join(lines) + "\n")
+    done = simrun("run", "next.yaml", "--out", "next", "-q", "--no-render", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    again = yaml.safe_load((tmp_path / "next" / "scene.yaml").read_text())
+    assert again["particles"]["count"] == len(x)
+    assert np.all(np.asarray(again["particles"]["mass"]) == MASS)
+    assert again["boundary"]["type"] == "periodic"
+    assert again["boundary"]["high"] == pytest.approx(resolved["boundary"]["high"], rel=1e-15)
+    with np.load(tmp_path / "next" / "frames.npz") as frames:
+        assert frames["x"][0] == pytest.approx(x, rel=1e-15, abs=1e-12)
+        assert frames["v"][0] == pytest.approx(v, rel=1e-14, abs=1e-14 * np.abs(v).max())

@@ -143,7 +143,8 @@ def format_frame(x: np.ndarray, *, step: int, time: float, cell: np.ndarray | No
     return f"{len(x)}\n{header}\n{buf.getvalue()}"
 
 
-def _parse_info(line: str) -> dict[str, str]:
+def parse_info(line: str) -> dict[str, str]:
+    """An extended-XYZ comment line's ``key=value`` pairs (quotes removed)."""
     return {k: v.strip('"') for k, v in _PAIR.findall(line)}
 
 
@@ -154,7 +155,7 @@ def _parse_properties(spec: str) -> list[tuple[str, str, int]]:
 
 def _read_block(lines: list[str], start: int) -> tuple[dict, int]:
     n = int(lines[start].strip())
-    info = _parse_info(lines[start + 1])
+    info = parse_info(lines[start + 1])
     props = _parse_properties(info.get("Properties", "species:S:1:pos:R:3"))
     rows = [shlex.split(line) for line in lines[start + 2: start + 2 + n]]
     if len(rows) != n:
