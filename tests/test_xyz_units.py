@@ -15,7 +15,9 @@ from test_units import EPS_KCAL, MASS, REPO, _argon
 
 from simrun.api import load_run
 from simrun.outputs import read_energy_csv
-from simrun.outputs.xyz import read_xyz, velocities_of
+from simrun.outputs.xyz import format_frame, read_xyz, velocities_of
+from simrun.scene import load_scene
+from simrun.scene.initial import initial_state
 
 ase_io = pytest.importorskip("ase.io")
 
@@ -141,3 +143,34 @@ def test_a_periodic_trajectory_xyz_starts_a_scene_with_its_masses_box_and_state(
     with np.load(tmp_path / "next" / "frames.npz") as frames:
         assert frames["x"][0] == pytest.approx(x, rel=1e-15, abs=1e-12)
         assert frames["v"][0] == pytest.approx(v, rel=1e-14, abs=1e-14 * np.abs(v).max())
+
+
+def test_a_periodic_extended_xyz_keeps_species_that_are_no_element(tmp_path: Path) -> None:
+    """Kob-Andersen's A and B are ASE's X (Z 0) in trajectory.xyz: the species column names
+    them, and the masses and the box come with them (lj units: numbers as written)."""
+    rng = np.random.default_rng(5)
+    x, v = rng.uniform(0.0, 6.0, (8, 3)), rng.normal(0.0, 1.0, (8, 3))
+    names = ["A", "B", "A", "A", "B", "A", "A", "A"]
+    masses = np.where(np.array(names) == "A", 1.0, 0.5)
+    (tmp_path / "ab.xyz").write_text(format_frame(
+        x, step=0, time=0.0, cell=np.diag([6.0, 6.5, 7.0]), origin=np.zeros(3),
+        pbc=(True, True, True), masses=masses, species=names, v=v))
+    path = tmp_path / "ab.yaml"
+    path.write_text(f"""version: 2
+units: lj
+particles: {{}}
+initial: {{type: file, path: ab.xyz}}
+neighbors: {{cutoff: 2.5, skin: 0.2}}
+energy:
+  - kernel: {REPO}/kernels/lj.py:lj_species
+    mix: arithmetic
+    params: {{epsilon: {{A: 1.0, B: 0.5}}, sigma: {{A: 1.0, B: 0.88}}}}
+dt: 0.001
+steps: 1
+""")
+    scene = load_scene(path, allow_outside=True)
+    assert list(scene.particles.species) == names
+    assert scene.particles.masses == tuple(masses)
+    assert scene.boundary.type == "periodic" and tuple(scene.boundary.high) == (6.0, 6.5, 7.0)
+    x0, v0 = initial_state(scene)
+    assert np.array_equal(x0, x) and v0 == pytest.approx(v, rel=1e-15, abs=1e-15)
