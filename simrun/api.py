@@ -26,6 +26,7 @@ import yaml
 
 from simrun.outputs import read_energy_csv, read_run_info
 from simrun.outputs.rundir import API_WORDING, check_out_dir, choose_run_dir
+from simrun.outputs.units import ase_scale
 from simrun.outputs.xyz import cell_for, pbc_flags, type_columns
 from simrun.scene import load_scene
 from simrun.scene.bodies import particles_data
@@ -138,7 +139,8 @@ class Run:
         names; a name that is no chemical symbol is ASE's ``X`` with its type number as the
         tag, and every name is in ``arrays["species"]``), and the cell that trajectory.xyz
         has: the boundary box (periodic along the scene's dimensions only; a 2-D box's z
-        vector has length 1), none without a boundary."""
+        vector has length 1), none without a boundary. In real, metal and si units the
+        numbers are converted to ASE's (Å, eV, amu, ASE's velocity), as trajectory.xyz is."""
         try:
             from ase import Atoms  # optional dependency: pip install ase
         except ImportError:
@@ -160,15 +162,19 @@ class Run:
             pbc = list(pbc_flags(dim, box["type"] == "periodic"))
         names = species_from_data(self.scene["particles"].get("species"), n)
         typed = type_columns(names)  # as trajectory.xyz: Z and tags for names ASE lacks
-        made = atoms_type(names if typed is None else typed[0], positions=positions,
-                          masses=self.masses, cell=cell, pbc=pbc, celldisp=origin)
+        scale = ase_scale(str(self.scene.get("units", "reduced")))
+        length, mass, speed = (1.0, 1.0, 1.0) if scale is None else \
+            (scale.length, scale.mass, scale.velocity)
+        made = atoms_type(names if typed is None else typed[0], positions=positions * length,
+                          masses=self.masses * mass, cell=cell * length, pbc=pbc,
+                          celldisp=origin * length)
         if typed is not None:
             made.set_tags(typed[1])
             made.new_array("species", np.array(names))
         if "v" in self.saved:
             velocities = pad.copy()
             velocities[:, :dim] = self.v[i]
-            made.set_velocities(velocities)
+            made.set_velocities(velocities * speed)
         made.info.update(step=int(self.step[i]), time=float(self.time[i]))
         return made
 

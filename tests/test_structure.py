@@ -128,14 +128,14 @@ def test_lammps_data_file_gives_atoms_species_masses_velocities_and_box(
     assert first.get_chemical_symbols() == names  # the species back out, for OVITO and ASE
 
 
-@pytest.mark.parametrize("fmt", ["cif", "pdb", "extxyz"])
+@pytest.mark.parametrize("fmt", ["cif", "pdb", "extxyz", "xyz"])
 def test_ase_formats_give_the_crystal_and_its_cell(tmp_path: Path, fmt: str) -> None:
     crystal = bulk("Ar", "fcc", a=5.26, cubic=True).repeat(3)  # 108 atoms, 15.78 Å
     crystal.symbols[::4] = "Kr"
-    suffix = {"cif": "cif", "pdb": "pdb", "extxyz": "xyz"}[fmt]
+    suffix = {"cif": "cif", "pdb": "pdb", "extxyz": "xyz", "xyz": "xyz"}[fmt]
     ase.io.write(tmp_path / f"crystal.{suffix}", crystal,
-                 format={"pdb": "proteindatabank"}.get(fmt, fmt))
-    extra = ", format: extxyz" if fmt == "extxyz" else ""
+                 format={"pdb": "proteindatabank", "xyz": "extxyz"}.get(fmt, fmt))
+    extra = ", format: extxyz" if fmt == "extxyz" else ""  # "xyz": none, its Lattice says
     _scene(tmp_path, f"crystal.{suffix}", extra)
     done = simrun("run", "scene.yaml", "--out", "o", "-q", "--no-render", cwd=tmp_path,
                   timeout=300)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from test_cli import simrun
 
+from simrun.ensemble import ensemble_gradient
 from simrun.outputs.thermo import read_thermo_csv
 from simrun.scene import load_scene
 from simrun.scene.units import CONSTANTS
@@ -139,17 +140,25 @@ def test_grad_check_through_a_real_units_scene(tmp_path: Path) -> None:
     assert set(rows) == set(keys) and all(row["verdict"] == "ok" for row in rows.values()), rows
 
 
-def test_ensemble_method_refuses_the_temperature_outside_lj_units(tmp_path: Path) -> None:
-    """Its fluctuation formula differentiates by k_B T; in real units that would be a
-    derivative per (kcal/mol), silently k_B off from d/dT: refused, exit 2."""
-    (tmp_path / "kernels").mkdir()
-    (tmp_path / "kernels" / "lj.py").write_text((REPO / "kernels" / "lj.py").read_text())
-    text = _argon("real", "langevin") + "objective: {builtin: potential, at: mean}\n"
-    (tmp_path / "real.yaml").write_text(text)
-    done = simrun("grad", "real.yaml", "--method", "ensemble",
-                  "--wrt", "integrator.temperature", "--out", "g", "-q", cwd=tmp_path)
-    assert done.returncode == 2, done.stderr
-    assert "k_B" in done.stderr and "real" in done.stderr and "Traceback" not in done.stderr
+def test_ensemble_gradient_with_respect_to_a_temperature_in_kelvin(tmp_path: Path) -> None:
+    """Harmonic traps (k/2 |x - x0|^2, d = 3) in real units: <msd> = d k_B T / k, so
+    d<msd>/dT = d k_B / k per K and d<msd>/dk = -d k_B T / k^2; the fluctuation formula's
+    temperature series carry k_B (without it the derivative would be per kcal/mol, 503x
+    off). The scene is scenes/oscillators.yaml's in real numbers (kT = 0.5 kcal/mol)."""
+    boltz, tau = CONSTANTS["real"].boltz, math.sqrt(CONSTANTS["real"].mvv2e)  # m = 1 g/mol
+    k, dim, temperature = 2.0, 3, 0.5 / boltz
+    scene = load_scene(REPO / "scenes" / "oscillators.yaml", [
+        "units=real", f"dt={0.2 * tau!r}", f"integrator.temperature={temperature!r}",
+        f"integrator.friction={1.0 / tau!r}", "steps=4000", "particles.count=300",
+        "energy.0.params.count=300"])
+    r = ensemble_gradient(scene, ["energy.0.params.k", "integrator.temperature"],
+                          tmp_path / "s", every=4)
+    assert abs(r.objective - dim * boltz * temperature / k) <= 3 * r.objective_error
+    assert abs(r.gradients["integrator.temperature"] - dim * boltz / k) <= \
+        3 * r.errors["integrator.temperature"]
+    assert abs(r.gradients["energy.0.params.k"] + dim * boltz * temperature / k ** 2) <= \
+        3 * r.errors["energy.0.params.k"]
+    assert r.errors["integrator.temperature"] < 0.2 * dim * boltz / k  # and informative
 
 
 def test_neighbor_skin_defaults_to_lammps_for_the_units(tmp_path: Path) -> None:

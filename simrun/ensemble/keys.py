@@ -44,11 +44,6 @@ def parse_ensemble_key(scene: Scene, text: str) -> Key:
     """energy.<i>.params.<name>, objective.params.<name> or integrator.temperature (the
     adjoint's thermostat KEY: ``simrun.keys.value_of`` and ``with_value`` read and set all
     three kinds)."""
-    if text == TEMPERATURE and scene.constants.boltz != 1.0:
-        raise SceneError(f"--wrt {text}: the ensemble method differentiates with respect to "
-                         f"k_B T in units where k_B = 1 only, and this scene's units are "
-                         f"'{scene.units}' (k_B = {scene.constants.boltz:g}). Use --method "
-                         "trajectory, or give the scene in lj units.")
     if text == TEMPERATURE:
         return key_of(text)
     known = [k for k in known_keys(scene) if k.startswith(("energy.", "objective."))]

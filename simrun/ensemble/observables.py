@@ -38,6 +38,7 @@ class EnergyFrames:
     table: FrameTable  # at the KEYs' values
     kt: float
     energy: list[str]  # the energy KEYs, in the order of the table's gradient columns
+    boltz: float = 1.0  # k_B: d/dT = k_B d/d(kT) for a temperature in K (real, metal, si)
 
     @property
     def potential(self) -> np.ndarray:
@@ -61,14 +62,15 @@ def builtin(name: str, scene: Scene, table: FrameTable, energy_keys: list[str], 
     """A built-in observable over the frames of ``table`` (columns of ``table.grad`` are the
     ``energy_keys`` in order)."""
     kt, n = scene.kT, scene.particles.count  # k_B T in energy units (scene.units)
+    boltz = scene.constants.boltz  # partial_t is per temperature unit (K): d(kT)/dT = k_B
     u, du = table.potential[:, None], {k: table.grad[:, [j]] for j, k in enumerate(energy_keys)}
     if name in ("potential", "potential_per_particle"):
         scale = 1.0 if name == "potential" else 1.0 / n
         return Observed(u * scale, {k: g * scale for k, g in du.items()})
     if name == "kinetic":
-        return Observed(np.full_like(u, 0.5 * dof * kt), {}, 0.5 * dof)
+        return Observed(np.full_like(u, 0.5 * dof * kt), {}, 0.5 * dof * boltz)
     if name == "total":
-        return Observed(u + 0.5 * dof * kt, du, 0.5 * dof)
+        return Observed(u + 0.5 * dof * kt, du, 0.5 * dof * boltz)
     if name == "pressure":
         if scene.boundary.type != "periodic":
             raise SceneError(f"{scene.objective.where}: the pressure needs a periodic box "
@@ -77,7 +79,7 @@ def builtin(name: str, scene: Scene, table: FrameTable, energy_keys: list[str], 
         denom = scene.particles.dim * volume(scene) / scene.constants.nktv2p  # atm, bar
         values = (dof * kt - table.virial[:, None]) / denom
         return Observed(values, {k: -table.virial_grad[:, [j]] / denom
-                                 for j, k in enumerate(energy_keys)}, dof / denom)
+                                 for j, k in enumerate(energy_keys)}, dof * boltz / denom)
     raise SceneError(f"{scene.objective.where}: '{name}' is not an ensemble observable; use "
                      f"one of {', '.join(BUILTINS)} or a kernel")
 

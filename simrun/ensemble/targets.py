@@ -126,14 +126,14 @@ def target_errors(scene: Scene) -> dict[str, np.ndarray]:
 
 
 def loss_series(observed: dict[str, Observed], keys: list[Key], table: FrameTable,
-                energy_keys: list[str], kt: float, weights: np.ndarray | None = None
-                ) -> dict[str, np.ndarray]:
+                energy_keys: list[str], kt: float, weights: np.ndarray | None = None,
+                boltz: float = 1.0) -> dict[str, np.ndarray]:
     """Per-frame series (times the reweighting weights, which average to 1) whose means the
     loss and its gradient are functions of."""
     n = len(table.potential)
     w = np.ones(n) if weights is None else weights * (n / weights.sum())
     series = {"w": w}
-    frames = EnergyFrames(table, kt, energy_keys)
+    frames = EnergyFrames(table, kt, energy_keys, boltz)
     for key in keys:
         k, c = key.text, key.spec.density(key, frames)
         series[f"c:{k}"] = w * c
@@ -188,4 +188,4 @@ class TargetLoss:
                weights: np.ndarray | None = None) -> dict[str, np.ndarray]:
         observed = target_observables(scene, table, energy_keys, dof, self.rdf)
         return loss_series(observed, self.parsed, table, energy_keys,
-                           scene.kT, weights)
+                           scene.kT, weights, scene.constants.boltz)

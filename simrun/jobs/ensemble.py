@@ -140,9 +140,11 @@ def sample(scene: Scene, folder: Path, equilibrate: int, threads: int | None = N
                    result.out_dir, thermo["temperature"][thermo["step"] > equilibrate])
 
 
-def _series(keys: list[Key], obs: Observed, table, kt: float) -> dict[str, np.ndarray]:
-    """Per-frame series whose means the gradient is a function of."""
-    frames = EnergyFrames(table, kt, list(energy_params(keys)))
+def _series(keys: list[Key], obs: Observed, table, kt: float, boltz: float = 1.0
+            ) -> dict[str, np.ndarray]:
+    """Per-frame series whose means the gradient is a function of (``boltz``: k_B, so
+    that the temperature's derivative is per K outside lj units)."""
+    frames = EnergyFrames(table, kt, list(energy_params(keys)), boltz)
     o = obs.values
     series = {"o": o}
     for key in keys:
@@ -193,7 +195,7 @@ def estimate_from(scene: Scene, keys: list[Key], samples: Samples, blocks: int =
     if scene.objective.targets is not None:
         return _loss_estimate(scene, keys, samples, blocks, threads, progress)
     obs, table = observe(scene, keys, samples, threads, progress)
-    return finite_jackknife(_series(keys, obs, table, kt),
+    return finite_jackknife(_series(keys, obs, table, kt, scene.constants.boltz),
                             gradient_estimator([k.text for k in keys]), blocks, samples)
 
 

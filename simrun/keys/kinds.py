@@ -262,11 +262,11 @@ def _energy_density(key: Key, frames) -> np.ndarray:
 
 
 def _temperature_density(key: Key, frames) -> np.ndarray:
-    """c = -U / kT^2 (beta's dependence on T). Only the temperature: the ensemble method's
-    parse (simrun.ensemble.keys) takes no friction or tau."""
+    """c = -k_B U / (k_B T)^2 (beta's dependence on T). Only the temperature: the ensemble
+    method's parse (simrun.ensemble.keys) takes no friction or tau."""
     if key.name != "temperature":
         raise ValueError(f"{key.text}: not a KEY of the canonical density")
-    return -frames.potential / frames.kt ** 2
+    return -frames.potential * frames.boltz / frames.kt ** 2  # per K outside lj units
 
 
 def _no_density(key: Key, frames) -> np.ndarray:

@@ -82,6 +82,41 @@ SYSTEMS = {
 }
 
 
+@dataclass(frozen=True)
+class AseScale:
+    """What one scene unit is in ASE's units (Å, eV, amu and its time Å sqrt(amu/eV)), by
+    which trajectory.xyz and ``Run.atoms`` multiply, since ASE and OVITO read an extended
+    XYZ's numbers as ASE's whatever the scene's units were."""
+
+    length: float
+    energy: float
+    mass: float
+    time: float
+
+    @property
+    def force(self) -> float:
+        return self.energy / self.length
+
+    @property
+    def velocity(self) -> float:
+        return self.length / self.time
+
+
+# CODATA 2014, as ase.units (ASE's default): elementary charge, Avogadro's number, amu in kg
+_E, _NAV, _AMU = 1.6021766208e-19, 6.022140857e23, 1.660539040e-27
+_ASE_TIME = 1e-10 * (_AMU / _E) ** 0.5  # ASE's unit of time in seconds (about 10.18 fs)
+ASE_SCALES = {  # lj and reduced are absent: their numbers are written as they are
+    "real": AseScale(1.0, 4184.0 / _NAV / _E, 1.0, 1e-15 / _ASE_TIME),
+    "metal": AseScale(1.0, 1.0, 1.0, 1e-12 / _ASE_TIME),
+    "si": AseScale(1e10, 1.0 / _E, 1.0 / _AMU, 1.0 / _ASE_TIME),
+}
+
+
+def ase_scale(name: str) -> AseScale | None:
+    """How a unit system's numbers become ASE's; None where they are taken as they are."""
+    return ASE_SCALES.get(name)
+
+
 def units_of(name: object) -> Units:
     """The labels of a unit system's name (anything unknown, or None: reduced)."""
     return SYSTEMS.get(name, SYSTEMS["reduced"]) if isinstance(name, str) else SYSTEMS["reduced"]

@@ -139,7 +139,8 @@ class RunWriter:
             block = format_frame(x, step=frame.step, time=frame.time, cell=opts.cell,
                                  origin=opts.origin, pbc=opts.pbc, masses=opts.masses,
                                  species=opts.species, v=v if opts.velocities else None, f=f,
-                                 energy=frame.potential, digits=opts.digits)
+                                 energy=frame.potential, digits=opts.digits,
+                                 units=opts.units.name)
         state = {"step": np.int64(frame.step), "time": np.float64(frame.time), "x": x, "v": v,
                  **{k: np.array(a, copy=True) for k, a in frame.state.items()}}
         extra = {k: state[f"field:{k}"] for k in self.per_frame if f"field:{k}" in state}

@@ -11,6 +11,12 @@ x and y only: its third lattice vector (length 1) is not periodic, so no particl
 image through the thin z direction. A scene without a boundary has no cell: its frames carry
 no ``Lattice`` and ``pbc="F F F"`` (ASE then reads a zero cell, as ``simrun.Run.atoms``
 gives), never a box made up from the particles' extent.
+
+Units: ASE and OVITO read every extended XYZ in ASE's units (Å, eV, amu; momenta in amu Å
+per ASE time unit), so a scene in ``real``, ``metal`` or ``si`` units is written converted
+to them (positions, cell, masses, momenta, forces, energy), with ``scene_units=real`` (...)
+in the comment line saying so; ``Time=`` stays in the scene's time unit. ``read_xyz`` turns
+such a frame back into its scene's units. lj and reduced scenes are written as they are.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ import shlex
 from pathlib import Path
 
 import numpy as np
+
+from simrun.outputs.units import ase_scale
 
 SPECIES = "X"
 # ASE makes Atoms only of chemical symbols; a species named otherwise (Kob-Andersen's A and
@@ -83,12 +91,21 @@ def format_frame(x: np.ndarray, *, step: int, time: float, cell: np.ndarray | No
                  origin: np.ndarray | None, pbc: tuple[bool, bool, bool] = (False,) * 3,
                  masses: np.ndarray | None = None, species: list[str] | None = None,
                  v: np.ndarray | None = None, f: np.ndarray | None = None,
-                 energy: float | None = None, digits: int = 17) -> str:
+                 energy: float | None = None, digits: int = 17, units: str = "reduced") -> str:
     """One frame as extended-XYZ text (``digits`` significant digits: exact for f64); no
-    ``Lattice`` when ``cell`` is None.
+    ``Lattice`` when ``cell`` is None; numbers in ASE's units where the scene's ``units``
+    have them (see the module's docstring).
 
     ``v`` is written as momenta (masses times v, as ASE reads them; masses default to 1)."""
     masses = np.ones(len(x)) if masses is None else np.asarray(masses, dtype=float)
+    scale = ase_scale(units)
+    if scale is not None:
+        x, masses = pad3(x) * scale.length, masses * scale.mass
+        v = None if v is None else pad3(v) * scale.velocity
+        f = None if f is None else pad3(f) * scale.force
+        energy = None if energy is None else energy * scale.energy
+        cell = None if cell is None else np.asarray(cell, float) * scale.length
+        origin = None if origin is None else np.asarray(origin, float) * scale.length
     columns = [pad3(x), masses.reshape(-1, 1)]
     props = "species:S:1:pos:R:3:masses:R:1"
     if v is not None:
@@ -111,6 +128,8 @@ def format_frame(x: np.ndarray, *, step: int, time: float, cell: np.ndarray | No
 
     if energy is not None:
         header += f" energy={_real(energy, digits)}"
+    if scale is not None:
+        header += f" scene_units={units}"
     buf = io.StringIO()
     table = np.concatenate(columns, axis=1)
     numbers = " ".join([f"%.{digits}g"] * table.shape[1])
@@ -124,7 +143,8 @@ def format_frame(x: np.ndarray, *, step: int, time: float, cell: np.ndarray | No
     return f"{len(x)}\n{header}\n{buf.getvalue()}"
 
 
-def _parse_info(line: str) -> dict[str, str]:
+def parse_info(line: str) -> dict[str, str]:
+    """An extended-XYZ comment line's ``key=value`` pairs (quotes removed)."""
     return {k: v.strip('"') for k, v in _PAIR.findall(line)}
 
 
@@ -135,7 +155,7 @@ def _parse_properties(spec: str) -> list[tuple[str, str, int]]:
 
 def _read_block(lines: list[str], start: int) -> tuple[dict, int]:
     n = int(lines[start].strip())
-    info = _parse_info(lines[start + 1])
+    info = parse_info(lines[start + 1])
     props = _parse_properties(info.get("Properties", "species:S:1:pos:R:3"))
     rows = [shlex.split(line) for line in lines[start + 2: start + 2 + n]]
     if len(rows) != n:
@@ -151,7 +171,20 @@ def _read_block(lines: list[str], start: int) -> tuple[dict, int]:
             frame[name] = np.array(values, dtype=int).reshape(n, count)
         else:
             frame[name] = [" ".join(v) for v in values]
-    return frame, start + 2 + n
+    return _in_scene_units(frame), start + 2 + n
+
+
+def _in_scene_units(frame: dict) -> dict:
+    """A frame written in ASE's units (``scene_units=`` in its comment line) back in its
+    scene's units: positions, masses, momenta, forces and energy as the scene had them."""
+    scale = ase_scale(frame["info"].get("scene_units", ""))
+    if scale is None:
+        return frame
+    for name, factor in (("pos", scale.length), ("masses", scale.mass),
+                         ("momenta", scale.mass * scale.velocity), ("forces", scale.force)):
+        if name in frame:
+            frame[name] = frame[name] / factor
+    return frame
 
 
 def read_xyz(path: str | Path) -> list[dict]:

@@ -12,7 +12,12 @@ gives one. A triclinic or partly periodic cell is refused (simrun's boxes are or
 Numbers are taken in the scene's ``units``: a LAMMPS data file holds them already (its
 origin, masses and velocities are read as written; positions and the box through ASE in
 metal units, whose length is ASE's own); other formats hold Å, amu and ASE's velocity
-unit, converted to real, metal or si units and taken as they are in lj and reduced units. ``.npz``, ``.xyz`` and ``.extxyz`` without ``format:`` stay simrun's own
+unit, converted to real, metal or si units and taken as they are in lj and reduced units
+(simrun's trajectory.xyz of a real, metal or si scene is written in ASE's units too). An
+``.xyz`` or ``.extxyz`` without ``format:`` is read as extended XYZ through ASE when its
+first comment line has a ``Lattice`` periodic in every direction (masses, cell and species
+then come from it; a species column that is no chemical symbol, as simrun writes with
+``Z`` and ``tags``, keeps its names); other ``.xyz``, and ``.npz``, stay simrun's own
 readers (positions, velocities and species only).
 """
 
@@ -25,6 +30,8 @@ from pathlib import Path
 import numpy as np
 from yaml.nodes import Node
 
+from simrun.outputs.units import ase_scale
+from simrun.outputs.xyz import parse_info, read_xyz
 from simrun.scene.errors import error_at, shorten, shorten_path
 
 OWN_SUFFIXES = (".npz", ".xyz", ".extxyz")  # read by simrun itself (scene/initial.py)
@@ -58,18 +65,37 @@ class StructureError(ValueError):
         self.what, self.fix = what, fix
 
 
+def periodic_extended_xyz(path: Path) -> bool:
+    """Whether an .xyz file's first comment line gives a ``Lattice`` periodic in every
+    direction (``pbc`` absent, as ASE reads it, or all T): a 3-D periodic structure."""
+    if path.suffix.lower() not in (".xyz", ".extxyz"):
+        return False
+    try:
+        with path.open(encoding="utf-8", errors="replace") as text:
+            next(text, None)
+            comment = next(text, "")
+    except OSError:
+        return False  # the reader that follows says why
+    info = parse_info(comment)
+    return "Lattice" in info and all(flag in ("T", "True") for flag in
+                                     info.get("pbc", "T T T").split())
+
+
 def uses_ase(path: Path, fmt: str | None) -> bool:
-    """Whether ``initial.path`` is read through ASE (a ``format:``, or a suffix simrun does
-    not read itself)."""
-    return fmt is not None or path.suffix.lower() not in OWN_SUFFIXES
+    """Whether ``initial.path`` is read through ASE (a ``format:``, a suffix simrun does
+    not read itself, or an extended XYZ with a periodic cell)."""
+    return fmt is not None or path.suffix.lower() not in OWN_SUFFIXES \
+        or periodic_extended_xyz(path)
 
 
 def ase_format(path: Path, fmt: str | None) -> str | None:
-    """The ASE format name: the scene's, lammps-data for a data file's usual suffixes, else
-    None (ASE guesses from the name and contents)."""
+    """The ASE format name: the scene's, lammps-data for a data file's usual suffixes,
+    extxyz for a periodic extended XYZ, else None (ASE guesses from the name and contents)."""
     if fmt is not None:
         return fmt
-    return "lammps-data" if path.suffix.lower() in LAMMPS_SUFFIXES else None
+    if path.suffix.lower() in LAMMPS_SUFFIXES:
+        return "lammps-data"
+    return "extxyz" if periodic_extended_xyz(path) else None
 
 
 def _read_atoms(path: Path, fmt: str | None, frame: int, atom_style: str | None,
@@ -98,10 +124,26 @@ def _read_atoms(path: Path, fmt: str | None, frame: int, atom_style: str | None,
 
 
 def _convert(values: np.ndarray, quantity: str, target: str | None) -> np.ndarray:
-    if target is None:
+    """ASE's numbers in the ``target`` units, by the factors trajectory.xyz is written with
+    (so that simrun's own file reads back to its numbers; g/mol is amu, as in LAMMPS)."""
+    scale = ase_scale(target) if target is not None else None
+    if scale is None:
         return np.asarray(values, float)
-    from ase.calculators.lammps import convert  # optional dependency: read_structure's ASE
-    return np.asarray(convert(np.asarray(values, float), quantity, "ASE", target), float)
+    return np.asarray(values, float) / getattr(scale, {"distance": "length"}.get(quantity,
+                                                                                quantity))
+
+
+def _species(atoms, path: Path, fmt: str | None, frame: int) -> tuple[str, ...]:
+    """The chemical symbols, or an extended XYZ's own species column where ASE made ``X``
+    of a name that is no chemical symbol (simrun's Kob-Andersen A and B, with ``Z`` 0)."""
+    symbols = tuple(atoms.get_chemical_symbols())
+    if fmt != "extxyz" or "X" not in symbols:
+        return symbols
+    try:
+        names = read_xyz(path)[frame].get("species")
+    except (ValueError, IndexError):
+        return symbols
+    return tuple(names) if names is not None and len(names) == len(symbols) else symbols
 
 
 @dataclass
@@ -204,7 +246,7 @@ def read_structure(path: Path, frame: int, fmt: str | None, atom_style: str | No
         velocities = _convert(atoms.get_velocities(), "velocity", target)
     low, high = _box(atoms, data, target)
     return Structure(_convert(atoms.get_positions(), "distance", target),
-                     tuple(atoms.get_chemical_symbols()), masses, velocities, low, high)
+                     _species(atoms, path, fmt, frame), masses, velocities, low, high)
 
 
 def structure_at(node: Node, path: Path, frame: int, fmt: str | None,
