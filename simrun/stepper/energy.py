@@ -67,10 +67,12 @@ class EnergyTerms:
         self.field_values: list = []  # (0-D field, value) of parameters bound as fields
         self.reverse: list[Launch] = []
         self.fused: list[Launch] | None = None
-        if self.direct:  # (each kernel's launch has written its parameters' fields)
+        if self.direct:
+            self.reverse = [b.kernel.prepare(b.args, "reverse")[:2] for b in self.terms]
+            # the derivative launches have written their parameters' fields (a primal
+            # launch takes a float parameter as an argument: Kernel.reads_field)
             self.field_values = [(f, f.data[()].copy()) for b in self.terms
                                  for f in getattr(b.kernel, "field_args", {}).values()]
-            self.reverse = [b.kernel.prepare(b.args, "reverse")[:2] for b in self.terms]
             self.fused = self._fused()
         self._hvp: dict[bool, HessianVector] = {}
 
