@@ -193,9 +193,9 @@ def load_run(path: PathLike) -> Run:
     if "bodies" in scene:  # rigid boxes: their centres (a trained mass may be written)
         scene["particles"] = {**particles_data(scene["bodies"], scene.get("precision", "f64")),
                               **(scene.get("particles") or {})}
-    count = int(scene["particles"]["count"])
-    masses = np.broadcast_to(np.asarray(scene["particles"].get("mass", 1.0), float),
-                             (count,)).copy()
+    particles = scene.get("particles") or {}  # none: a grid scene
+    count = int(particles.get("count", 0))
+    masses = np.broadcast_to(np.asarray(particles.get("mass", 1.0), float), (count,)).copy()
     energy = read_energy_csv(path / "energy.csv") if (path / "energy.csv").is_file() else None
     try:
         info = read_run_info(path / "run.json")

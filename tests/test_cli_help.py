@@ -56,13 +56,17 @@ def test_grad_help_lists_every_kind_of_key_and_each_parses() -> None:
                 "step_kernels.params.<name>": "step_kernels.params.gravity",
                 "objective.params.<name>": "objective.params.tx", "fields.<name>": "fields.C"}
     per_pair = {"energy.<i>.params.<name>[A:B]": "energy.0.params.epsilon[A:B]"}
+    on_grids = {"state.<field>": "state.height"}
     assert set(KEY_KINDS) == set(FIXED_KEYS) | set(examples) | set(THERMOSTAT_KEYS) | \
-        set(per_pair)
+        set(per_pair) | set(on_grids)
     for kind, key in examples.items():
         assert parse_key(scene, key).text == key, kind
     mixture = load_scene(REPO / "scenes" / "kob_andersen.yaml", ["objective={builtin: total}"])
     for kind, key in per_pair.items():
         assert parse_key(mixture, key).text == key, kind
+    wave = load_scene(REPO / "scenes" / "wave.yaml")
+    for kind, key in on_grids.items():
+        assert parse_key(wave, key).text == key, kind
     gravity = load_scene(REPO / "scenes" / "gravity.yaml", ["objective={builtin: total}"])
     for key in FIXED_KEYS:
         assert parse_key(gravity, key).text == key

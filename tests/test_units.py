@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from test_cli import simrun
 
-from simrun.ensemble import ensemble_gradient
+from simrun.jobs.ensemble import ensemble_gradient
 from simrun.outputs.thermo import read_thermo_csv
 from simrun.scene import load_scene
 from simrun.scene.units import CONSTANTS

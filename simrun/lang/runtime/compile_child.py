@@ -54,7 +54,8 @@ def compile_in_child(compile_: Compile, module_text: str, kernel: str, slp: bool
 
 def _request(compile_: Compile, args: tuple) -> tuple[bytes | None, str]:
     """(object code, "") from the child, or (None, the end of what it printed) if it died."""
-    child = _child if _child.get("owner") == os.getpid() else _start(compile_)
+    child = _child if _child.get("owner") == os.getpid() and _child.get("compile") is compile_ \
+        else _start(compile_)
     try:
         _send(child["to"], pickle.dumps(args))
         reply = _receive(child["from"])
@@ -87,8 +88,8 @@ def _start(compile_: Compile) -> dict:
             os._exit(0)
     os.close(requests[0])
     os.close(replies[1])
-    _child.update(pid=pid, owner=os.getpid(), to=requests[1], **{"from": replies[0]},
-                  said=said)
+    _child.update(pid=pid, owner=os.getpid(), compile=compile_, to=requests[1],
+                  said=said, **{"from": replies[0]})
     return _child
 
 
