@@ -195,14 +195,59 @@ class Trajectory:
 
     @cached_property
     def moving(self) -> dict:
-        """The fields some launch of a step writes (the others keep their start values)."""
+        """The fields some launch of a step writes (the others keep their start values),
+        less the scratch ones (KernelContext.scratch): no stored state holds those."""
+        extra, scratch = self.system.extra, self.system.scratch
+        self._check_scratch()
         written = set()
         for bound in self.twins + list(self.system.controller) + list(self.system.energy):
             if getattr(bound.kernel, "prepare", None) is None:  # e.g. a custom gradient's
-                return dict(self.system.extra)  # writes are not known: every field moves
+                return {n: f for n, f in extra.items() if n not in scratch}  # all move
             with self.compiled_as_run(bound):
                 written |= access_of(bound.kernel.prepare(bound.args, "primal")[0]).writes
-        return {n: f for n, f in self.system.extra.items() if f in written}
+        return {n: f for n, f in extra.items() if f in written and n not in scratch}
+
+    def _access(self, bound):
+        """The kernel's reads and writes, or None where they are not known."""
+        if getattr(bound.kernel, "prepare", None) is None:
+            return None
+        with self.compiled_as_run(bound):
+            return access_of(bound.kernel.prepare(bound.args, "primal")[0])
+
+    def _check_scratch(self) -> None:
+        """A field marked scratch must be written in each step before any launch reads it,
+        and never read by an energy (forces at a stored state) or the objective (which the
+        reverse sweep evaluates on stored states): else a gradient that leaves it out of its
+        stored states would be silently wrong."""
+        system = self.system
+        scratch = {id(system.extra[n]): n for n in system.scratch}
+        if not scratch:
+            return
+        model = self.model
+        never = [(b, "energy") for b in system.energy] + \
+            [(b, "objective") for b in [model.objective_kernel] if b is not None]
+        in_order = [(b, "controller") for b in system.controller] + \
+            [(b, "step") for b in self.twins]
+        written: set = set()
+        for bound, role in never + in_order:
+            acc = self._access(bound)
+            if acc is None:
+                continue
+            read = [scratch[id(f)] for f in acc.reads
+                    if id(f) in scratch and (role in ("energy", "objective")
+                                             or id(f) not in written)]
+            if read:
+                where = bound.ref.where if bound.ref is not None else "a step launch"
+                raise SceneError(
+                    f"{where}: {role} kernel "
+                    f"'{bound.ref.name if bound.ref is not None else '?'}' reads field "
+                    f"'{read[0]}', which its module's allocate() marks scratch "
+                    "(ctx.scratch: each step writes it before reading it), but no earlier "
+                    "launch of the step has written it: a gradient, which stores no scratch "
+                    "field, would be wrong. Drop ctx.scratch(...) for this field, or clear it "
+                    "in a step kernel before it is read.")
+            if role in ("controller", "step"):
+                written |= {id(f) for f in acc.writes}
 
     # ------------------------------------------------------------------ states
     def start(self, x0: np.ndarray, v0: np.ndarray,

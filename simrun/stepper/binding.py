@@ -14,7 +14,7 @@ import inspect
 import sys
 import traceback
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -46,6 +46,18 @@ class KernelContext:
     topology: Mapping[str, np.ndarray]
     params: Mapping[str, float | int]
     bodies: Any = None  # the scene's rigid boxes and springs (scene.bodies.Bodies), if any
+    scratch_fields: list[Any] = field(default_factory=list)
+
+    def scratch(self, f: Any) -> Any:
+        """Mark `f` (a field the hook returns) as scratch and return it: each step writes it
+        before reading it (an MPM grid), so it is no part of a state and a gradient's stored
+        states leave it out (kernels/__init__.py states the contract; the gradient checks it)."""
+        self.scratch_fields.append(f)
+        return f
+
+    def scratch_names(self, fields: Mapping[str, Any]) -> set[str]:
+        """The names, among the hook's `fields`, of those marked scratch."""
+        return {n for n, f in fields.items() if any(f is s for s in self.scratch_fields)}
 
 
 @dataclass
