@@ -49,7 +49,7 @@ from simrun.adjoint.tangent import TangentStep
 from simrun.lang.autodiff.tape import access_of
 from simrun.scene import SceneError
 from simrun.stepper import thermo, updates
-from simrun.stepper.binding import BoundKernel, parameter_names
+from simrun.stepper.binding import BoundKernel, argument_line, parameter_names
 from simrun.stepper.plan import Update, plan_differs
 from simrun.stepper.program import FORCES, STEP_KERNELS, UPDATES, build_program
 from simrun.stepper.state import State
@@ -237,10 +237,10 @@ class Trajectory:
                     if id(f) in scratch and (role in ("energy", "objective")
                                              or id(f) not in written)]
             if read:
-                where = bound.ref.where if bound.ref is not None else "a step launch"
+                ref, at = bound.ref, argument_line(bound.kernel, read[0])
                 raise SceneError(
-                    f"{where}: {role} kernel "
-                    f"'{bound.ref.name if bound.ref is not None else '?'}' reads field "
+                    f"{ref.where if ref else 'a step launch'}: {role} kernel "
+                    f"'{ref.name if ref else '?'}'{f' ({at})' if at else ''} reads field "
                     f"'{read[0]}', which its module's allocate() marks scratch "
                     "(ctx.scratch: each step writes it before reading it), but no earlier "
                     "launch of the step has written it: a gradient, which stores no scratch "

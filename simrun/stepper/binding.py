@@ -254,7 +254,7 @@ def _is_field_argument(kernel: Any, name: str) -> bool:
                                     for p in params()[0])
 
 
-def _argument_line(kernel: Any, name: str) -> str | None:
+def argument_line(kernel: Any, name: str) -> str | None:
     """file:line of the kernel's argument ``name``."""
     try:
         source = get_source(kernel.pyfunc)
@@ -270,7 +270,7 @@ def _unknown_field(ref: KernelRef, kernel: Any, name: str, values: Mapping[str, 
     """A field argument that nothing provides: for an energy (objective) kernel without its
     accumulator U (L), the advice of a kernel that never adds to it; else the fields there
     are (a scene's params are numbers: adding one there would only move the error)."""
-    at = _argument_line(kernel, name) or ref.where
+    at = argument_line(kernel, name) or ref.where
     if accumulator is not None:
         role, target = accumulator
         return (f"{at}: {role} kernel '{ref.name}' takes no argument '{target}' (the 0-D field "
