@@ -96,3 +96,26 @@ def test_each_gradient_of_a_training_gets_the_memory_option(tmp_path, monkeypatc
                        allow_outside=True)
     training.optimize_scene(scene, tmp_path / "o", iterations=2, options={"memory": "3K"})
     assert budgets == [3 << 10] * 3
+
+
+def test_a_scratch_field_a_step_clears_only_in_part_is_refused(tmp_path):
+    """clear_grid clears half the grid: the other half carries the last step's momentum
+    into this one, which no stored state would hold. One step from NaN scratch fields
+    shows it (the kernels' reads and writes cannot)."""
+    module = (REPO / "kernels" / "diffmpm3d.py").read_text()
+    whole = "    for i, j, k in grid_m:\n        grid_v[i, j, k] = ti.Vector([0.0, 0.0, 0.0])\n"
+    half = ("    for i, j, k in grid_m:\n        if i < grid_m.shape[0] // 2:\n"
+            "            grid_v[i, j, k] = ti.Vector([0.0, 0.0, 0.0])\n")
+    assert whole in module
+    (tmp_path / "mpm3d_half.py").write_text(module.replace(whole, half).replace(
+        "        grid_m[i, j, k] = 0.0\n", "            grid_m[i, j, k] = 0.0\n", 1))
+    scene = small_robot(tmp_path, "diffmpm3d", False)
+    scene.write_text(scene.read_text().replace(str(REPO / "kernels" / "diffmpm3d.py"),
+                                               str(tmp_path / "mpm3d_half.py")))
+    done = simrun("grad", str(scene), "--allow-outside", "--steps", "4", "--wrt", KEYS[0],
+                  "--out", str(tmp_path / "g"), *[a for s in SMALL for a in ("--set", s)],
+                  cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert "grid_m, grid_out, grid_v" in done.stderr and "NaN" in done.stderr
+    assert not (tmp_path / "g" / "gradients.npz").exists()

@@ -249,6 +249,32 @@ class Trajectory:
             if role in ("controller", "step"):
                 written |= {id(f) for f in acc.writes}
 
+    def check_scratch_values(self, state: State) -> None:
+        """The contract's other half, once per trajectory (two steps): a step from `state`
+        gives the same bits with its float scratch fields NaN as with what the last step
+        left in them, else some element is read before the step writes it."""
+        names = sorted(n for n in self.system.scratch if self.system.extra[n].dtype.is_float)
+        if not names or getattr(self, "_scratch_checked", False):
+            return
+        extra, moving = self.system.extra, self.moving
+        kept = self.advance(state, state.step)
+        for n in names:
+            shape = extra[n].to_numpy().shape
+            extra[n].from_numpy(np.full(shape, np.nan, self.system.np_dtype))
+        poisoned = self.advance(state, state.step)
+        same = all(np.array_equal(a, b) for a, b in
+                   [(kept.x, poisoned.x), (kept.v, poisoned.v)] +
+                   [(kept.fields[n], poisoned.fields[n]) for n in moving])
+        self._load(state)  # the system as `state` left it: the sweeps start from there
+        if not same:
+            raise SceneError(
+                f"{self.scene.source}: the fields marked scratch ({', '.join(names)}: "
+                "ctx.scratch in their module's allocate()) change a step's result when they "
+                "start as NaN: a step kernel reads some of their elements before writing "
+                "them, so they are state, and a gradient that does not store them would be "
+                "wrong. Clear the whole field in a step kernel first, or drop ctx.scratch.")
+        self._scratch_checked = True
+
     # ------------------------------------------------------------------ states
     def start(self, x0: np.ndarray, v0: np.ndarray,
               field_shifts: dict[str, np.ndarray] | None = None,

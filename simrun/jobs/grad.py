@@ -175,6 +175,7 @@ def scene_gradient(scene: Scene, wrt: list[str | Key], *, steps: int | None = No
                          lambda: _trajectory(scene, keys, threads, x0))
         traj.progress = progress or (lambda *_: None)
     state0 = _begin(traj, *(start if start is not None else (x0, v0)), {}, fields)
+    traj.check_scratch_values(state0)
     snapshots = snapshots_for(scene, steps, checkpoints, memory, state0, traj.moving)
     if announce is not None:
         announce(snapshots)
