@@ -45,11 +45,12 @@ from simrun.adjoint.kernel_state import KernelAdjoint
 from simrun.adjoint.model import DiffModel
 from simrun.adjoint.program import NativeProgram
 from simrun.adjoint.reverse_step import ReverseStep
+from simrun.adjoint.scratch import check_order, check_values
 from simrun.adjoint.tangent import TangentStep
 from simrun.lang.autodiff.tape import access_of
 from simrun.scene import SceneError
 from simrun.stepper import thermo, updates
-from simrun.stepper.binding import BoundKernel, argument_line, parameter_names
+from simrun.stepper.binding import BoundKernel, parameter_names
 from simrun.stepper.plan import Update, plan_differs
 from simrun.stepper.program import FORCES, STEP_KERNELS, UPDATES, build_program
 from simrun.stepper.state import State
@@ -198,7 +199,7 @@ class Trajectory:
         """The fields some launch of a step writes (the others keep their start values),
         less the scratch ones (KernelContext.scratch): no stored state holds those."""
         extra, scratch = self.system.extra, self.system.scratch
-        self._check_scratch()
+        check_order(self)
         written = set()
         for bound in self.twins + list(self.system.controller) + list(self.system.energy):
             if getattr(bound.kernel, "prepare", None) is None:  # e.g. a custom gradient's
@@ -207,73 +208,11 @@ class Trajectory:
                 written |= access_of(bound.kernel.prepare(bound.args, "primal")[0]).writes
         return {n: f for n, f in extra.items() if f in written and n not in scratch}
 
-    def _access(self, bound):
-        """The kernel's reads and writes, or None where they are not known."""
-        if getattr(bound.kernel, "prepare", None) is None:
-            return None
-        with self.compiled_as_run(bound):
-            return access_of(bound.kernel.prepare(bound.args, "primal")[0])
-
-    def _check_scratch(self) -> None:
-        """A field marked scratch must be written in each step before any launch reads it,
-        and never read by an energy (forces at a stored state) or the objective (which the
-        reverse sweep evaluates on stored states): else a gradient that leaves it out of its
-        stored states would be silently wrong."""
-        system = self.system
-        scratch = {id(system.extra[n]): n for n in system.scratch}
-        if not scratch:
-            return
-        model = self.model
-        never = [(b, "energy") for b in system.energy] + \
-            [(b, "objective") for b in [model.objective_kernel] if b is not None]
-        in_order = [(b, "controller") for b in system.controller] + \
-            [(b, "step") for b in self.twins]
-        written: set = set()
-        for bound, role in never + in_order:
-            acc = self._access(bound)
-            if acc is None:
-                continue
-            read = [scratch[id(f)] for f in acc.reads
-                    if id(f) in scratch and (role in ("energy", "objective")
-                                             or id(f) not in written)]
-            if read:
-                ref, at = bound.ref, argument_line(bound.kernel, read[0])
-                raise SceneError(
-                    f"{ref.where if ref else 'a step launch'}: {role} kernel "
-                    f"'{ref.name if ref else '?'}'{f' ({at})' if at else ''} reads field "
-                    f"'{read[0]}', which its module's allocate() marks scratch "
-                    "(ctx.scratch: each step writes it before reading it), but no earlier "
-                    "launch of the step has written it: a gradient, which stores no scratch "
-                    "field, would be wrong. Drop ctx.scratch(...) for this field, or clear it "
-                    "in a step kernel before it is read.")
-            if role in ("controller", "step"):
-                written |= {id(f) for f in acc.writes}
-
     def check_scratch_values(self, state: State) -> None:
-        """The contract's other half, once per trajectory (two steps): a step from `state`
-        gives the same bits with its float scratch fields NaN as with what the last step
-        left in them, else some element is read before the step writes it."""
-        names = sorted(n for n in self.system.scratch if self.system.extra[n].dtype.is_float)
-        if not names or getattr(self, "_scratch_checked", False):
-            return
-        extra, moving = self.system.extra, self.moving
-        kept = self.advance(state, state.step)
-        for n in names:
-            shape = extra[n].to_numpy().shape
-            extra[n].from_numpy(np.full(shape, np.nan, self.system.np_dtype))
-        poisoned = self.advance(state, state.step)
-        same = all(np.array_equal(a, b) for a, b in
-                   [(kept.x, poisoned.x), (kept.v, poisoned.v)] +
-                   [(kept.fields[n], poisoned.fields[n]) for n in moving])
-        self._load(state)  # the system as `state` left it: the sweeps start from there
-        if not same:
-            raise SceneError(
-                f"{self.scene.source}: the fields marked scratch ({', '.join(names)}: "
-                "ctx.scratch in their module's allocate()) change a step's result when they "
-                "start as NaN: a step kernel reads some of their elements before writing "
-                "them, so they are state, and a gradient that does not store them would be "
-                "wrong. Clear the whole field in a step kernel first, or drop ctx.scratch.")
-        self._scratch_checked = True
+        """Once per trajectory, the scratch fields' contract by value (scratch.py)."""
+        if not getattr(self, "_scratch_checked", False):
+            check_values(self, state)
+            self._scratch_checked = True
 
     # ------------------------------------------------------------------ states
     def start(self, x0: np.ndarray, v0: np.ndarray,
