@@ -1,6 +1,7 @@
 """One slab of stored states for the schedule's native programs (program.py): per slot, x,
 v and F and each field a step carries (a thermostat's chain and clock, a controller's
-outputs, an MPM grid) in its own precision, and the ops tables that give each program row
+outputs; not a scratch field such as an MPM grid, which the step rewrites before reading:
+Trajectory.moving) in its own precision, and the ops tables that give each program row
 its slot and the step of the state it names. Copies are bit-exact (F is stored as -x.grad,
 restored as -F). The number of slots is not compiled into the kernels that move states
 (the slab's fields are `runtime_rows`), so a gradient with another count of stored states

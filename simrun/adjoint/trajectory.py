@@ -45,6 +45,7 @@ from simrun.adjoint.kernel_state import KernelAdjoint
 from simrun.adjoint.model import DiffModel
 from simrun.adjoint.program import NativeProgram
 from simrun.adjoint.reverse_step import ReverseStep
+from simrun.adjoint.scratch import check_order, check_values
 from simrun.adjoint.tangent import TangentStep
 from simrun.lang.autodiff.tape import access_of
 from simrun.scene import SceneError
@@ -195,14 +196,23 @@ class Trajectory:
 
     @cached_property
     def moving(self) -> dict:
-        """The fields some launch of a step writes (the others keep their start values)."""
+        """The fields some launch of a step writes (the others keep their start values),
+        less the scratch ones (KernelContext.scratch): no stored state holds those."""
+        extra, scratch = self.system.extra, self.system.scratch
+        check_order(self)
         written = set()
         for bound in self.twins + list(self.system.controller) + list(self.system.energy):
             if getattr(bound.kernel, "prepare", None) is None:  # e.g. a custom gradient's
-                return dict(self.system.extra)  # writes are not known: every field moves
+                return {n: f for n, f in extra.items() if n not in scratch}  # all move
             with self.compiled_as_run(bound):
                 written |= access_of(bound.kernel.prepare(bound.args, "primal")[0]).writes
-        return {n: f for n, f in self.system.extra.items() if f in written}
+        return {n: f for n, f in extra.items() if f in written and n not in scratch}
+
+    def check_scratch_values(self, state: State) -> None:
+        """Once per trajectory, the scratch fields' contract by value (scratch.py)."""
+        if not getattr(self, "_scratch_checked", False):
+            check_values(self, state)
+            self._scratch_checked = True
 
     # ------------------------------------------------------------------ states
     def start(self, x0: np.ndarray, v0: np.ndarray,

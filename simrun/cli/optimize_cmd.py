@@ -28,6 +28,7 @@ from simrun.cli.common import (
     out,
 )
 from simrun.cli.progress import iteration_bar
+from simrun.jobs.options import memory_bytes
 from simrun.lang.config import job_policy
 from simrun.outputs.provenance import refuse_changed, scene_differences
 from simrun.outputs.resumable import how_to_continue, resumable
@@ -48,6 +49,10 @@ def optimize(
     no_render: Annotated[bool, typer.Option(
         "--no-render", help="Skip the optimised episode (DIR/episode: best.yaml run, with its "
         "pictures).")] = False,
+    memory: Annotated[str | None, typer.Option(
+        "--memory", metavar="SIZE", help="Memory for each gradient's stored states, e.g. "
+        "256M, as in `simrun grad` (default: a quarter of the free memory); the losses do "
+        "not depend on it.")] = None,
     sets: SetOpt = None, threads: ThreadsOpt = None, allow_outside: AllowOutsideOpt = False,
     allow_changed: AllowChangedOpt = False, quiet: QuietOpt = False,
     device: DeviceOpt = Device.cpu, debug: DebugOpt = False,
@@ -71,7 +76,7 @@ def optimize(
         optimize_job(lambda: load_scene(scene_path, list(sets or []), allow_outside=allow_outside),
                      out_dir, resume=resume, allow_changed=allow_changed,
                      options={"iterations": iterations, "no_render": no_render,
-                              "threads": threads, "debug": debug,
+                              "threads": threads, "memory": memory, "debug": debug,
                               "reproducible": reproducible, "device": device.value},
                      quiet=quiet)
 
@@ -96,6 +101,7 @@ def optimize_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: boo
 
     with exit_codes(interrupted, folder=lambda: target), \
             job_policy(options):
+        memory_bytes(options)  # a bad --memory: refused before anything is written
         scene = load()
         if scene.optimize is None:
             raise SceneError(f"{scene.source}: the scene has no 'optimize' section. Add e.g. "

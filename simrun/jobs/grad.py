@@ -59,22 +59,24 @@ STATE_OVERHEAD = 1024  # a stored state's Python objects: the State, three array
 #                        entry on the schedule's stack (~800 bytes measured, bench/README.md)
 
 
-def _state_bytes(scene: Scene, state=None) -> int:
-    """Bytes of one stored state: x, v, F, and the allocated fields of step-kernel scenes."""
+def _state_bytes(scene: Scene, state=None, carried=None) -> int:
+    """Bytes of one stored state: x, v, F, and the allocated fields of step-kernel scenes
+    (those of `carried` where given: the fields a step writes, less the scratch ones)."""
     p = scene.particles
-    fields = sum(a.nbytes for a in getattr(state, "fields", {}).values())
+    fields = sum(a.nbytes for n, a in getattr(state, "fields", {}).items()
+                 if carried is None or n in carried)
     return 3 * p.count * p.dim * (4 if scene.precision == "f32" else 8) + fields
 
 
 def snapshots_for(scene: Scene, steps: int, checkpoints: int | None, memory: int | None,
-                  state=None) -> int:
+                  state=None, carried=None) -> int:
     """Stored states: --checkpoints, or as many as --memory (default: a quarter of the free
     memory) holds, a state counting its allocated fields where `state` (the first) shows
-    them; never more than the steps need."""
+    them (only those named in `carried`, where given); never more than the steps need."""
     if checkpoints is None:
         if memory is None:
             memory = _available_memory() // 4
-        checkpoints = max(memory // (_state_bytes(scene, state) + STATE_OVERHEAD), 0)
+        checkpoints = max(memory // (_state_bytes(scene, state, carried) + STATE_OVERHEAD), 0)
     return int(min(checkpoints, max(steps - 1, 0)))
 
 
@@ -173,7 +175,8 @@ def scene_gradient(scene: Scene, wrt: list[str | Key], *, steps: int | None = No
                          lambda: _trajectory(scene, keys, threads, x0))
         traj.progress = progress or (lambda *_: None)
     state0 = _begin(traj, *(start if start is not None else (x0, v0)), {}, fields)
-    snapshots = snapshots_for(scene, steps, checkpoints, memory, state0)
+    traj.check_scratch_values(state0)
+    snapshots = snapshots_for(scene, steps, checkpoints, memory, state0, traj.moving)
     if announce is not None:
         announce(snapshots)
     traj.need_energy_grads = bool(with_role(keys, "mass", "energy"))
@@ -187,7 +190,7 @@ def scene_gradient(scene: Scene, wrt: list[str | Key], *, steps: int | None = No
                                  "(NaN or Inf in the reverse sweep): shorten the horizon "
                                  "(--steps) or check the objective")
     return GradResult(value, grads, steps, snapshots, sched.advances, sched.recompute_factor,
-                      sched.peak_stored * _state_bytes(scene, state0),
+                      sched.peak_stored * _state_bytes(scene, state0, traj.moving),
                       _threads(threads), {"setup": t1 - t0, "sweeps": t2 - t1},
                       field_values=_field_values(keys, state0),
                       adjoint_horizon=list(traj.adjoint_horizon), keys=keys)

@@ -21,6 +21,7 @@ import numpy as np
 from simrun.adjoint.reuse import TrajectoryCache
 from simrun.jobs.finish import finish
 from simrun.jobs.grad import field_start_values, scene_gradient
+from simrun.jobs.options import memory_bytes
 from simrun.jobs.run import run_job
 from simrun.optimize.optimizers import SGD, Adam, clip_norm, normalized, project
 from simrun.optimize.params import Layout
@@ -65,8 +66,10 @@ class _NonFinite(Exception):
 class _Evaluator:
     """J and dJ/dp at a parameter vector: from the journal while replaying, else computed."""
 
-    def __init__(self, layout: Layout, journal: Journal, path: Path, threads: int | None):
+    def __init__(self, layout: Layout, journal: Journal, path: Path, threads: int | None,
+                 memory: int | None = None):
         self.layout, self.journal, self.path, self.threads = layout, journal, path, threads
+        self.memory = memory  # bytes for each gradient's stored states (None: grad's default)
         self.count = self.replayed = 0
         self.offset = journal.wall[-1] if journal.wall else 0.0
         self.t0 = time.perf_counter()
@@ -94,7 +97,7 @@ class _Evaluator:
         scene, start = self.layout.scene_at(vector)
         try:
             result = scene_gradient(scene, self.layout.keys,
-                                    threads=self.threads, start=start,
+                                    threads=self.threads, memory=self.memory, start=start,
                                     fields=self.layout.fields_at(vector), cache=self.cache)
         except FloatingPointError:
             return float("nan"), np.full_like(vector, np.nan)
@@ -110,7 +113,8 @@ def optimize_scene(scene: Scene, out_dir: str | Path, *, iterations: int | None 
 
     A resume replays evaluations made with the recorded kernel sources, so it is refused
     (SceneError naming the change) when they were edited since, unless `allow_changed`;
-    `options` (the command's) go to optimize.json for 'simrun resume'.
+    `options` (the command's) go to optimize.json for 'simrun resume'; their `memory`
+    (--memory: text such as 64M, or bytes) bounds each gradient's stored states.
 
     Raises SceneError for a bad parameter or bounds (before anything is computed),
     OptimizeError for a NaN loss or gradient (the folder keeps the best parameters), and
@@ -128,7 +132,7 @@ def optimize_scene(scene: Scene, out_dir: str | Path, *, iterations: int | None 
     if resume:
         refuse_changed(out_dir, _recorded_sources(out_dir), scene, allow_changed)
     journal = Journal.load(state) if resume and state.is_file() else Journal()
-    evaluate = _Evaluator(layout, journal, state, threads)
+    evaluate = _Evaluator(layout, journal, state, threads, memory_bytes(options or {}))
     record = Record(out_dir, layout, options)
     run = _Run(layout, record, evaluate, n_iter, progress or (lambda *_: None))
     record.write_json("running")

@@ -62,6 +62,13 @@ Optional module hooks
         (the merged scene params of this module's kernels), and bodies (the scene's
         ``bodies:`` boxes and springs, ``simrun.scene.bodies.Bodies``, or None). Fields it returns can be named by any kernel of the
         module and are saved with the run state, so ``--resume`` restores them.
+        ``ctx.scratch(field)`` marks a field scratch and returns it (``kernels/diffmpm.py``'s
+        grid): each step's controller or step kernels write it before any of them reads
+        it, and no energy or objective kernel reads it. A gradient's stored states then
+        leave it out (a 64^3 MPM grid is ~7 MB a state). simrun checks the contract from
+        each kernel's reads and writes (a SceneError at the kernel that reads too early),
+        but not which ELEMENTS are written: a step kernel that clears only part of a
+        scratch field and reads the rest breaks it unseen, so clear it all.
 
     def render_shapes(params) -> dict
         scenery for the pictures (not the physics): ``{"boxes": [[low, high], ...],

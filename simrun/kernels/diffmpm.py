@@ -65,10 +65,13 @@ def allocate(ctx) -> dict:
         "actuator": actuator,
         "weights": field(rng.standard_normal((n_act, N_SIN_WAVES)) * 0.01),
         "bias": field(np.zeros(n_act)), "act": field(np.zeros(n_act)),
-        "grid_v": ti.Vector.field(2, dtype=ctx.dtype, shape=(n_grid, n_grid), needs_grad=True),
-        "grid_m": ti.field(dtype=ctx.dtype, shape=(n_grid, n_grid), needs_grad=True),
-        "grid_out": ti.Vector.field(2, dtype=ctx.dtype, shape=(n_grid, n_grid),
-                                    needs_grad=True),
+        # scratch: clear_grid and grid_op rewrite them each step before they are read
+        "grid_v": ctx.scratch(ti.Vector.field(2, dtype=ctx.dtype, shape=(n_grid, n_grid),
+                                              needs_grad=True)),
+        "grid_m": ctx.scratch(ti.field(dtype=ctx.dtype, shape=(n_grid, n_grid),
+                                       needs_grad=True)),
+        "grid_out": ctx.scratch(ti.Vector.field(2, dtype=ctx.dtype, shape=(n_grid, n_grid),
+                                                needs_grad=True)),
     }
 
 

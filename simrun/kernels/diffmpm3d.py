@@ -60,11 +60,12 @@ def allocate(ctx) -> dict:
         f.fill(value)
         return f
 
-    def grid(vector: bool):
+    def grid(vector: bool):  # scratch: clear_grid and grid_op rewrite it before it is read
         shape = (n_grid, n_grid, n_grid)
         if vector:
-            return ti.Vector.field(3, dtype=ctx.dtype, shape=shape, needs_grad=True)
-        return ti.field(dtype=ctx.dtype, shape=shape, needs_grad=True)
+            return ctx.scratch(ti.Vector.field(3, dtype=ctx.dtype, shape=shape,
+                                               needs_grad=True))
+        return ctx.scratch(ti.field(dtype=ctx.dtype, shape=shape, needs_grad=True))
 
     F = ti.Matrix.field(3, 3, dtype=ctx.dtype, shape=ctx.n, needs_grad=True)
     F.from_numpy(np.tile(np.eye(3, dtype=ctx.np_dtype), (ctx.n, 1, 1)))

@@ -14,7 +14,7 @@ import inspect
 import sys
 import traceback
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -46,6 +46,18 @@ class KernelContext:
     topology: Mapping[str, np.ndarray]
     params: Mapping[str, float | int]
     bodies: Any = None  # the scene's rigid boxes and springs (scene.bodies.Bodies), if any
+    scratch_fields: list[Any] = field(default_factory=list)
+
+    def scratch(self, f: Any) -> Any:
+        """Mark `f` (a field the hook returns) as scratch and return it: each step writes it
+        before reading it (an MPM grid), so it is no part of a state and a gradient's stored
+        states leave it out (kernels/__init__.py states the contract; the gradient checks it)."""
+        self.scratch_fields.append(f)
+        return f
+
+    def scratch_names(self, fields: Mapping[str, Any]) -> set[str]:
+        """The names, among the hook's `fields`, of those marked scratch."""
+        return {n for n, f in fields.items() if any(f is s for s in self.scratch_fields)}
 
 
 @dataclass
@@ -242,7 +254,7 @@ def _is_field_argument(kernel: Any, name: str) -> bool:
                                     for p in params()[0])
 
 
-def _argument_line(kernel: Any, name: str) -> str | None:
+def argument_line(kernel: Any, name: str) -> str | None:
     """file:line of the kernel's argument ``name``."""
     try:
         source = get_source(kernel.pyfunc)
@@ -258,7 +270,7 @@ def _unknown_field(ref: KernelRef, kernel: Any, name: str, values: Mapping[str, 
     """A field argument that nothing provides: for an energy (objective) kernel without its
     accumulator U (L), the advice of a kernel that never adds to it; else the fields there
     are (a scene's params are numbers: adding one there would only move the error)."""
-    at = _argument_line(kernel, name) or ref.where
+    at = argument_line(kernel, name) or ref.where
     if accumulator is not None:
         role, target = accumulator
         return (f"{at}: {role} kernel '{ref.name}' takes no argument '{target}' (the 0-D field "

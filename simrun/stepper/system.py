@@ -71,6 +71,7 @@ class System:
         self.threads = options.get("cpu_max_num_threads") or runtime().num_threads
         self._make_fields(np.asarray(x0))
         self.extra: dict[str, Any] = {}
+        self.scratch: set[str] = set()  # extra fields each step overwrites before reading
         validate_params(scene, fp=self.fp)
         self._allocate_module_fields()
         self.extra.update(grid_fields(scene, self.fp, self.np_dtype, self.extra))
@@ -154,6 +155,7 @@ class System:
                     raise SceneError(f"{path}: allocate() returns a field named '{name}', which "
                                      "is already taken. Rename it in the kernel module.")
                 self.extra[name] = f
+            self.scratch |= ctx.scratch_names(fields)
 
     def load_fields(self, values: dict[str, np.ndarray], places: dict[str, str] | None = None
                     ) -> None:
