@@ -49,10 +49,11 @@ def _losses(folder: Path) -> list[float]:
         return [float(row["loss"]) for row in csv.DictReader(f)]
 
 
-def optimize_figures(scene: str, out: Path) -> dict:
-    """`simrun optimize scenes/SCENE.yaml`: first, best and final loss, iterations, seconds."""
+def optimize_figures(scene: str, out: Path, *options: str) -> dict:
+    """`simrun optimize scenes/SCENE.yaml [OPTIONS]`: first, best and final loss,
+    iterations, seconds (compiling included)."""
     folder = out / scene
-    _stdout, seconds = _command(_simrun("optimize", f"scenes/{scene}.yaml", "--out",
+    _stdout, seconds = _command(_simrun("optimize", f"scenes/{scene}.yaml", *options, "--out",
                                         str(folder), "--no-render"), REPO)
     losses = _losses(folder)
     record = json.loads((folder / "optimize.json").read_text())
@@ -143,6 +144,11 @@ JOBS = {
     "projectile": lambda out: optimize_figures("projectile", out),
     "mass_spring": lambda out: optimize_figures("mass_spring", out),
     "billiards": lambda out: optimize_figures("billiards", out),
+    "rigid_body": lambda out: optimize_figures("rigid_body", out),
+    "rigid_body_legs": lambda out: optimize_figures("rigid_body_legs", out),
+    "electric": lambda out: optimize_figures("electric", out, "--iterations", "200"),
+    "wave": lambda out: optimize_figures("wave", out),
+    "smoke": lambda out: optimize_figures("smoke", out),
     "fit_spring": fit_spring_figures,
     "fit_lj": fit_lj_figures,
 }

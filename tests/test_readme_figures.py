@@ -48,6 +48,16 @@ EXACT = [
     ("billiards", rf"ball 10 reaches the goal: {NUMBER} -> {NUMBER}",
      ["billiards.first_loss", "billiards.final_loss"]),
     ("projectile", rf"stops at loss < 1e-9: {NUMBER}\)", ["projectile.final_loss"]),
+    ("rigid_body", rf"robot 1: {NUMBER} -> {NUMBER} in (\d+) it\.",
+     ["rigid_body.first_loss", "rigid_body.final_loss", "rigid_body.iterations"]),
+    ("rigid_body_legs", rf"robot 2 \(two legs\): {NUMBER} -> {NUMBER}, best {NUMBER}",
+     ["rigid_body_legs.first_loss", "rigid_body_legs.final_loss", "rigid_body_legs.best_loss"]),
+    ("electric", rf"8 electrodes steer a charge: {NUMBER} -> {NUMBER} \((\d+) it\.",
+     ["electric.first_loss", "electric.final_loss", "electric.iterations"]),
+    ("wave", rf"the initial height field: loss {NUMBER} -> {NUMBER} \((\d+) it\.",
+     ["wave.first_loss", "wave.final_loss", "wave.iterations"]),
+    ("smoke", rf"the initial velocity field: loss {NUMBER} -> {NUMBER} \((\d+) it\.",
+     ["smoke.first_loss", "smoke.final_loss", "smoke.iterations"]),
     ("fit_spring", rf"recovers k = {NUMBER} \+- {NUMBER} and r0 = {NUMBER} \+- {NUMBER} in "
      rf"(\d+) iterations", ["fit_spring.k.value", "fit_spring.k.error", "fit_spring.r0.value",
                             "fit_spring.r0.error", "fit_spring.iterations"]),
@@ -74,7 +84,12 @@ EXACT = [
       "lj_melt.steps_per_s_every_100"]),
 ]
 TIMES = [("fit_lj", r"polish runs of 24,000 steps, (\d+) s in all", "fit_lj.seconds"),
-         ("fit_spring", r"in 13 iterations \((\d+) s at load", "fit_spring.seconds")]
+         ("fit_spring", r"in 13 iterations \((\d+) s at load", "fit_spring.seconds"),
+         ("rigid_body", r"in 20 it\., ([\d.]+) s in all", "rigid_body.seconds"),
+         ("rigid_body_legs", r"\(it\. 14\), ([\d.]+) s in all", "rigid_body_legs.seconds"),
+         ("electric", r"\(200 it\., ([\d.]+) s in all", "electric.seconds"),
+         ("wave", r"\(200 it\., ([\d.]+) s in all at load 4-5", "wave.seconds"),
+         ("smoke", r"\(240 it\., ([\d.]+) s in all", "smoke.seconds")]
 
 
 @pytest.mark.parametrize("what, pattern, paths", EXACT, ids=[e[0] for e in EXACT])
