@@ -53,7 +53,7 @@ for _ in range(int(sys.argv[2])):
 '''
 EVALUATIONS = '''import sys
 from simrun.jobs.grad import field_start_values, scene_gradient
-from simrun.adjoint.reuse import TrajectoryCache
+from simrun.jobs.reuse import TrajectoryCache
 from simrun.optimize.params import Layout
 from simrun.scene import load_scene
 layout = Layout.of(load_scene(sys.argv[1], sys.argv[3:]), field_start_values)

@@ -48,7 +48,7 @@ def advance_by_replay(traj, state, k: int):
 def reverse_step_chains(traj) -> bool:
     """Whether every launch of the trajectory's reverse step chains natively (no silent
     fallback to Python calls)."""
-    from simrun.adjoint.launches import chains
     from simrun.adjoint.reverse_step import ReverseStep
+    from simrun.stepper.launches import chains
 
     return all(map(chains, ReverseStep(traj).backward))

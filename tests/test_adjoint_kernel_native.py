@@ -1,6 +1,6 @@
 """The native reverse steps of step-kernel scenes (adjoint/reverse_step.py) against the
 interpreted policy's same launches one by one, and the
-trajectory that `simrun optimize` keeps between its gradients (adjoint/reuse.py) against a
+trajectory that `simrun optimize` keeps between its gradients (jobs/reuse.py) against a
 fresh one."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 from adjoint_helpers import reverse_step_chains
 
 from simrun.adjoint.policy import execution
-from simrun.adjoint.reuse import TrajectoryCache
 from simrun.jobs import grad as job
 from simrun.jobs.grad import scene_gradient
+from simrun.jobs.reuse import TrajectoryCache
 from simrun.keys import parse_key
 from simrun.scene import initial_state, load_scene
 

@@ -27,10 +27,10 @@ from __future__ import annotations
 import numpy as np
 
 from simrun.adjoint import policy
-from simrun.adjoint.launches import Rows
 from simrun.adjoint.schedule import Schedule, reverse
 from simrun.adjoint.slab import OPS, Slab, next_step
 from simrun.stepper.fieldstep import direct_launch
+from simrun.stepper.launches import Rows
 from simrun.stepper.state import State
 
 STEPS_PER_CALL = 20_000  # forward steps per call at most (progress, Ctrl-C)

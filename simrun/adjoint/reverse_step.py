@@ -1,6 +1,6 @@
 """The reverse step of a scene's trajectory (trajectory.py): `run`'s step as launches, and the
 engine's reverse of them, put in order once and made as one native call (or one by one:
-launches.py). No Tape, no NumPy round trip of the adjoints.
+stepper/launches.py). No Tape, no NumPy round trip of the adjoints.
 
     replay: each launch saving the fields it overwrites that a launch of this step reads
         (the Tape's snapshots, whole fields)
@@ -34,7 +34,10 @@ import numpy as np
 
 import simrun.lang as ti
 from simrun.adjoint import policy
-from simrun.adjoint.launches import (
+from simrun.lang.autodiff.tape import must_save, reverse_of
+from simrun.lang.fields import Field
+from simrun.stepper import updates
+from simrun.stepper.launches import (
     Rows,
     StepCall,
     access,
@@ -44,9 +47,6 @@ from simrun.adjoint.launches import (
     like,
     resolve,
 )
-from simrun.lang.autodiff.tape import must_save, reverse_of
-from simrun.lang.fields import Field
-from simrun.stepper import updates
 from simrun.stepper.program import CONTROLLER, FORCES
 
 

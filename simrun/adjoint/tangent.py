@@ -1,7 +1,7 @@
 """Forward mode (tangents) along a trajectory: J, dJ along one direction, and the
 sensitivity horizon dJ(t)/dp. A step's tangent is the engine's forward mode of the step's
 own launches (the ones reverse_step.py reverses), put in order once and made as one native
-call (or one by one, launches.py):
+call (or one by one, stepper/launches.py):
 
     duals seeded: x, v, the masses, the carried fields, the differentiated scalars (dt,
         damping, a thermostat's or step kernel's parameters), the energies' parameters
@@ -18,10 +18,10 @@ import numpy as np
 
 import simrun.lang as ti
 from simrun.adjoint.kernel_state import Tangent
-from simrun.adjoint.launches import Rows, StepCall, assign, resolve
 from simrun.adjoint.policy import current
 from simrun.stepper import updates
 from simrun.stepper.energy import energy_and_reverse
+from simrun.stepper.launches import Rows, StepCall, assign, resolve
 from simrun.stepper.program import CONTROLLER, FORCES
 from simrun.stepper.state import State
 

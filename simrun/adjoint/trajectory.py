@@ -118,7 +118,7 @@ class Trajectory:
         # kernels first in theirs
         self.stages = [stages[k] for k in sorted(stages)]
         self.scratch = list(self.program.scratch)  # K, scale
-        self.twins = [b for _, stage in self.stages for b in stage]  # reuse.py's
+        self.twins = [b for _, stage in self.stages for b in stage]  # jobs/reuse.py's
 
     def _twin(self, bound: BoundKernel, slot) -> BoundKernel:
         """The step kernel reading `slot` where it reads x.grad, and the differentiated scalars
@@ -343,7 +343,7 @@ class Trajectory:
                             {k: np.zeros(a.shape) for k, a in state0.fields.items()
                              if k in self.floats}, np.zeros(n))
         native = self._made_once(ReverseStep)
-        key = (snapshots, id(native))  # kept with the trajectory (reuse.py)
+        key = (snapshots, id(native))  # kept with the trajectory (jobs/reuse.py)
         if key not in self.programs:
             self.programs[key] = NativeProgram(self, native, snapshots)
         native.prepare()

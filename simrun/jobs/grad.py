@@ -14,9 +14,9 @@ import numpy as np
 
 from simrun.adjoint.kernel_state import Tangent
 from simrun.adjoint.model import DiffModel
-from simrun.adjoint.reuse import TrajectoryCache
 from simrun.adjoint.tangent import kernel_tangent_sweep
 from simrun.adjoint.trajectory import Trajectory
+from simrun.jobs.reuse import TrajectoryCache
 from simrun.keys import (
     Key,
     check_field_keys,

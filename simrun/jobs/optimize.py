@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from simrun.adjoint.reuse import TrajectoryCache
 from simrun.jobs.finish import finish
 from simrun.jobs.grad import field_start_values, scene_gradient
 from simrun.jobs.options import memory_bytes
+from simrun.jobs.reuse import TrajectoryCache
 from simrun.jobs.run import run_job
 from simrun.optimize.optimizers import SGD, Adam, clip_norm, normalized, project
 from simrun.optimize.params import Layout

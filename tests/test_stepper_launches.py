@@ -10,8 +10,8 @@ import pytest
 from test_lang_chain import axpy, decay, flag_above
 
 import simrun.lang as ti
-from simrun.adjoint.launches import Rows
 from simrun.lang.runtime.chain import Chain
+from simrun.stepper.launches import Rows
 
 
 def _launches(x, y, flag, calls: list, limit: float) -> list:
