@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # simrun as a user installs it: builds the sdist and, from it, the wheel (python -m build),
-# checks what the wheel holds (every file of simrun/scenes and simrun/kernels, no pictures),
+# checks what the wheel holds (every file of simrun/scenes and simrun/kernels, no pictures
+# but the scenes' own tracked images),
 # installs the wheel into a fresh virtual environment outside the checkout, and from an empty
 # folder runs shipped scenes by name (run, grad --check, an ensemble gradient, examples) and
 # a user's own scene that names a shipped kernel by its stable name. Any failure fails CI.
@@ -29,7 +30,8 @@ import sys, zipfile
 names = set(zipfile.ZipFile(sys.argv[1]).namelist())
 shipped = [line.strip() for line in open(sys.argv[2]) if line.strip()]
 missing = [f for f in shipped if f not in names]
-pictures = [n for n in names if n.lower().endswith((".png", ".gif", ".jpg", ".svg"))]
+pictures = [n for n in names if n.lower().endswith((".png", ".gif", ".jpg", ".svg"))
+            and n not in shipped]  # a tracked scene input (a target image) is shipped
 outside = [n for n in names if not n.startswith(("simrun/", "simrun-"))]
 assert len(shipped) > 20, shipped
 assert not missing, f"the wheel lacks {missing}: add a package-data glob in pyproject.toml"
