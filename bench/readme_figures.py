@@ -62,6 +62,13 @@ def optimize_figures(scene: str, out: Path, *options: str) -> dict:
             "seconds": round(seconds, 1)}
 
 
+def run_figures(scene: str, out: Path) -> dict:
+    """`simrun run scenes/SCENE.yaml` with its pictures: seconds in all, as a user waits."""
+    _stdout, seconds = _command(_simrun("run", f"scenes/{scene}.yaml", "--out",
+                                        str(out / f"{scene}-run")), REPO)
+    return {"run_seconds": round(seconds, 1)}
+
+
 def fit_spring_figures(out: Path) -> dict:
     """`python bench/fit_spring.py`: the fitted k and r0 with their errors."""
     stdout, seconds = _command([sys.executable, "bench/fit_spring.py", "--out",
@@ -149,6 +156,8 @@ JOBS = {
     "electric": lambda out: optimize_figures("electric", out, "--iterations", "200"),
     "wave": lambda out: optimize_figures("wave", out),
     "smoke": lambda out: optimize_figures("smoke", out),
+    "diffmpm3d_run": lambda out: run_figures("diffmpm3d", out),
+    "liquid_run": lambda out: run_figures("liquid", out),
     "fit_spring": fit_spring_figures,
     "fit_lj": fit_lj_figures,
 }

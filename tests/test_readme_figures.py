@@ -89,7 +89,10 @@ TIMES = [("fit_lj", r"polish runs of 24,000 steps, (\d+) s in all", "fit_lj.seco
          ("rigid_body_legs", r"\(it\. 14\), ([\d.]+) s in all", "rigid_body_legs.seconds"),
          ("electric", r"\(200 it\., ([\d.]+) s in all", "electric.seconds"),
          ("wave", r"\(200 it\., ([\d.]+) s in all at load 4-5", "wave.seconds"),
-         ("smoke", r"\(240 it\., ([\d.]+) s in all", "smoke.seconds")]
+         ("smoke", r"\(240 it\., ([\d.]+) s in all", "smoke.seconds"),
+         ("diffmpm3d run", r"either 3-D scene takes ([\d.]+) s \(diffmpm3d\)",
+          "diffmpm3d_run.run_seconds"),
+         ("liquid run", r"s \(diffmpm3d\) and ([\d.]+) s \(liquid\)", "liquid_run.run_seconds")]
 
 
 @pytest.mark.parametrize("what, pattern, paths", EXACT, ids=[e[0] for e in EXACT])
