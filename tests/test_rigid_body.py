@@ -229,7 +229,7 @@ def test_resumed_writer_keeps_the_angles_of_the_frames_on_disk(tmp_path):
     new ones, in step order, as an unbroken run writes them."""
     from simrun.outputs.writer import Frame, RunWriter, WriterOptions
 
-    options = WriterOptions(xyz=False, energies=False, frame_fields=("angle",))
+    options = WriterOptions(xyz=False, energies=False, frame_fields=(("angle", "angle"),))
 
     def frame(step: int) -> Frame:
         return Frame(step=step, time=step * 0.1, x=np.full((2, 2), step, float),

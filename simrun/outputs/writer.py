@@ -62,10 +62,9 @@ class WriterOptions:
     thermo_columns: tuple[str, ...] = ()  # beyond THERMO_COLUMNS (e.g. "conserved")
     units: Units = SYSTEMS["reduced"]  # thermo.csv's header labels
     dim: int = 3
-    # module fields saved with every frame in frames.npz, under their own name (a rigid
-    # box's angle, for its pictures): state "field:<name>" -> frames.npz "<name>"
-    frame_fields: tuple[str, ...] = ()
-    grids: tuple[str, ...] = ()  # grid fields saved per frame (the state's field:<name>)
+    # fields saved with every frame, as (frames.npz name, field name): the state's
+    # "field:<name>" (a rigid box's angle as "angle", a grid's fields as "grid:<name>")
+    frame_fields: tuple[tuple[str, str], ...] = ()
 
 
 def write_scene(path: Path, data: dict[str, Any]) -> None:
@@ -108,8 +107,7 @@ class RunWriter:
         self.xs: list[np.ndarray] = []
         self.vs: list[np.ndarray] = []
         self.fs: list[np.ndarray] = []
-        self.per_frame: dict[str, list[np.ndarray]] = {k: [] for k in options.frame_fields}
-        self.grids: dict[str, list[np.ndarray]] = {name: [] for name in options.grids}
+        self.per_frame: dict[str, list[np.ndarray]] = {k: [] for k, _ in options.frame_fields}
         self.energies: list[tuple[int, float, float, float]] = []
         self.xyz_blocks: list[str] = []
         self.last_state: dict[str, np.ndarray] | None = None
@@ -143,12 +141,10 @@ class RunWriter:
                                  units=opts.units.name)
         state = {"step": np.int64(frame.step), "time": np.float64(frame.time), "x": x, "v": v,
                  **{k: np.array(a, copy=True) for k, a in frame.state.items()}}
-        extra = {k: state[f"field:{k}"] for k in self.per_frame if f"field:{k}" in state}
-        grids = {name: state[f"field:{name}"] for name in self.grids}
+        extra = {k: state[f"field:{name}"] for k, name in opts.frame_fields
+                 if f"field:{name}" in state}
         self.steps.append(frame.step)
         self.times.append(frame.time)
-        for name, values in grids.items():
-            self.grids[name].append(values)
         self.xs.append(x)
         if opts.velocities:
             self.vs.append(v)
@@ -172,7 +168,6 @@ class RunWriter:
         if self.fs:
             arrays["f"] = np.stack(self.fs)
         arrays.update({k: np.stack(v) for k, v in self.per_frame.items() if v})
-        arrays.update({f"grid:{name}": np.stack(values) for name, values in self.grids.items()})
         return arrays
 
     def flush(self) -> None:
@@ -206,7 +201,6 @@ class RunWriter:
             self.fs = list(data["f"][keep]) if "f" in data else []
             self.per_frame = {k: list(data[k][keep]) if k in data else []
                               for k in self.per_frame}
-            self.grids = {name: list(data[f"grid:{name}"][keep]) for name in self.grids}
         self.saved_step = upto_step
         kept = set(self.steps)
         if (out / "energy.csv").exists():

@@ -52,9 +52,15 @@ def writer_options(scene: Scene) -> WriterOptions:
                          species=list(scene.particles.species) or None,
                          digits=9 if scene.precision == "f32" else 17,
                          units=units_of(scene.units), dim=scene.particles.dim,
-                         frame_fields=("angle",) if scene.bodies is not None else (),
-                         grids=saved_grid_fields(scene))
+                         frame_fields=_frame_fields(scene))
 
+
+
+def _frame_fields(scene: Scene) -> tuple[tuple[str, str], ...]:
+    """The fields frames.npz keeps per frame, (name there, field): a rigid box's angle (its
+    pictures), and the grid fields saved as frames."""
+    angle = (("angle", "angle"),) if scene.bodies is not None else ()
+    return angle + tuple((f"grid:{name}", name) for name in saved_grid_fields(scene))
 
 def load_checkpoint(out_dir: Path, scene: Scene, allow_changed: bool = False
                     ) -> dict[str, np.ndarray] | None:
