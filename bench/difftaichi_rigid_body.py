@@ -93,12 +93,20 @@ def taichi_side(iterations: int, robot: int, work: Path, nudge: float = 0.0) -> 
     return {"losses": [e[1] for e in events], "seconds": median(gaps) if gaps else None}
 
 
-def simrun_side(iterations: int, robot: int, work: Path) -> dict:
-    """`simrun optimize` on the scene: its loss curve and median seconds per iteration."""
-    out = work / "simrun"
-    subprocess.run([sys.executable, "-m", "simrun.cli", "optimize",
-                    str(REPO / "scenes" / f"{SCENES[robot]}.yaml"), "--iterations",
-                    str(iterations), "--out", str(out), "--no-render"], check=True,
+def simrun_side(iterations: int, robot: int, work: Path, nudge: float = 0.0) -> dict:
+    """`simrun optimize` on the scene: its loss curve and median seconds per iteration; with
+    `nudge`, from its weights times (1 + nudge), as the original's are nudged."""
+    out = work / f"simrun{nudge!r}"
+    scene = REPO / "scenes" / f"{SCENES[robot]}.yaml"
+    nudged = []
+    if nudge:
+        start = np.load(scene.parent / "rigid_body_weights.npz")
+        moved = work / f"weights{nudge!r}.npz"  # the biases start at zero, as drawn
+        np.savez(moved, **{k: v * (1.0 + nudge) if k.startswith("weights") else v
+                           for k, v in start.items()})
+        nudged = [a for k in ("weights1", "weights2") for a in ("--set", f"fields.{k}={moved}")]
+    subprocess.run([sys.executable, "-m", "simrun.cli", "optimize", str(scene), "--iterations",
+                    str(iterations), "--out", str(out), "--no-render", *nudged], check=True,
                    capture_output=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     rows = np.loadtxt(out / "loss.csv", delimiter=",", skiprows=1, ndmin=2)
     walls = np.diff(rows[:, 4])
@@ -108,24 +116,36 @@ def simrun_side(iterations: int, robot: int, work: Path) -> dict:
 
 def compare(iterations: int = 20, robot: int = 1, ulp_runs: int = 0) -> dict:
     """Run both sides and print their loss curves and times per iteration; `ulp_runs` more
-    runs of the original from weights moved by k x 1.2e-7 (k = 1..ulp_runs, about k f32
-    ulps) show how far rounding alone moves its own curve."""
+    runs of each from weights moved by k x 1.2e-7 (k = 1..ulp_runs, about k f32 ulps) show
+    how far rounding alone moves each engine's curve, and the last losses' medians compare
+    the two engines over those draws."""
     with tempfile.TemporaryDirectory(prefix="difftaichi_rigid_body_") as tmp:
         work = Path(tmp)
         taichi = taichi_side(iterations, robot, work)
         ours = simrun_side(iterations, robot, work)
         nudged = [taichi_side(iterations, robot, work, k * 1.2e-7)["losses"]
                   for k in range(1, ulp_runs + 1)]
+        ours_nudged = [simrun_side(iterations, robot, work, k * 1.2e-7)["losses"]
+                       for k in range(1, ulp_runs + 1)]
     print(f"rigid_body (robot {robot}): {iterations} iterations")
     print(f"{'iter':>4} {'Taichi 1.7.4':>14} {'simrun':>14} {'rel. diff':>10}")
     for i, (a, b) in enumerate(zip(taichi["losses"], ours["losses"])):
         print(f"{i:>4} {a:>14.8g} {b:>14.8g} {abs(a - b) / max(abs(a), 1e-30):>10.2e}")
     print(f"s/iteration: Taichi 1.7.4 {taichi['seconds']:.3f}, simrun {ours['seconds']:.3f} "
           f"({taichi['seconds'] / ours['seconds']:.2f}x)")
-    for k, losses in enumerate(nudged, 1):
-        print(f"Taichi 1.7.4, weights x (1 + {k} x 1.2e-7): " +
-              " ".join(f"{v:.4g}" for v in losses))
-    return {"taichi": taichi, "simrun": ours, "taichi_nudged": nudged}
+    for k, (theirs, mine) in enumerate(zip(nudged, ours_nudged), 1):
+        print(f"weights x (1 + {k} x 1.2e-7): Taichi 1.7.4 " +
+              " ".join(f"{v:.4g}" for v in theirs) + "\n" + " " * 28 + "simrun       " +
+              " ".join(f"{v:.4g}" for v in mine))
+    if nudged:
+        last_taichi = [taichi["losses"][-1]] + [c[-1] for c in nudged]
+        last_simrun = [ours["losses"][-1]] + [c[-1] for c in ours_nudged]
+        for name, last in (("Taichi 1.7.4", last_taichi), ("simrun", last_simrun)):
+            print(f"loss {iterations} over k = 0..{ulp_runs}, {name}: median "
+                  f"{median(last):.4f}, range {min(last):.4f}-{max(last):.4f}")
+        print(f"simrun / Taichi, medians: {median(last_simrun) / median(last_taichi):.4f}")
+    return {"taichi": taichi, "simrun": ours, "taichi_nudged": nudged,
+            "simrun_nudged": ours_nudged}
 
 
 if __name__ == "__main__":
