@@ -100,7 +100,7 @@ def simrun_side(iterations: int, robot: int, work: Path, nudge: float = 0.0) -> 
     scene = REPO / "scenes" / f"{SCENES[robot]}.yaml"
     nudged = []
     if nudge:
-        start = np.load(scene.parent / "rigid_body_weights.npz")
+        start = np.load(scene.parent / f"{SCENES[robot]}_weights.npz")
         moved = work / f"weights{nudge!r}.npz"  # the biases start at zero, as drawn
         np.savez(moved, **{k: v * (1.0 + nudge) if k.startswith("weights") else v
                            for k, v in start.items()})
