@@ -46,6 +46,7 @@ from simrun.stepper.launches import (
     assign,
     like,
     resolve,
+    without_repeated_copies,
 )
 from simrun.stepper.program import CONTROLLER, FORCES
 
@@ -66,10 +67,10 @@ class ReverseStep:
         native = policy.current().native
         if self.folded:  # the launches of a reverse step, made by the program (program.py)
             self.pending = like(traj.G, self.fp)
-            self.backward = self._folded_plan()
+            self.backward = without_repeated_copies(self._folded_plan())
             self.last = Rows(self._last_forces(), native)
         else:
-            self.backward = self._reverse_plan()
+            self.backward = without_repeated_copies(self._reverse_plan())
 
     # ------------------------------------------------------------------ resolution
     def _resolve_launches(self, traj, model, system) -> None:

@@ -54,6 +54,42 @@ def like(f, dtype) -> Field:
 Launch = tuple | Callable[[], None]
 
 
+class Copy(tuple):
+    """An `assign` launch, (compiled, flat), that knows its source and destination fields."""
+
+    src: Field
+    dst: Field
+
+
+def _widens(src, dst) -> bool:
+    """Whether a copy of src's values into dst's precision casts back to them exactly."""
+    return src.dtype == dst.dtype or (src.dtype == ti.f32 and dst.dtype == ti.f64)
+
+
+def without_repeated_copies(launches: list[Launch]) -> list[Launch]:
+    """`launches` less each copy whose destination already holds its source's values: the
+    same copy again, or a copy back into a field copied from a field at least as precise,
+    with neither field written between (a Python call may write any). The same values in
+    every field after each kept launch, so the same bits."""
+    held: set = set()  # (id(src), id(dst)) where dst holds src's values
+    out = []
+    for launch in launches:
+        copy = launch if isinstance(launch, Copy) else None
+        if copy is not None and (id(copy.src), id(copy.dst)) in held:
+            continue
+        if isinstance(launch, tuple):
+            written = {id(f) for f in access_of(launch[0]).writes}
+            held = {pair for pair in held if not written.intersection(pair)}
+        else:
+            held = set()
+        if copy is not None:
+            held.add((id(copy.src), id(copy.dst)))
+            if _widens(copy.src, copy.dst):
+                held.add((id(copy.dst), id(copy.src)))
+        out.append(launch)
+    return out
+
+
 def resolve(kernel, args, mode: str = "primal") -> Launch:
     """A launch of `kernel` on `args` in `mode` ("primal" or "reverse"): its compiled variant
     and flat scalar arguments, or a Python call where it has none to launch directly (the
@@ -61,7 +97,13 @@ def resolve(kernel, args, mode: str = "primal") -> Launch:
     at the state the fields hold)."""
     if mode == "primal":
         found = direct_launch(kernel, args)
-        return (found[0], list(found[1])) if found else (lambda: kernel(*args))
+        if not found:
+            return lambda: kernel(*args)
+        if kernel is assign and args[2] == args[1].dtype:  # a copy: dst = src
+            copy = Copy((found[0], list(found[1])))
+            copy.src, copy.dst = args[0], args[1]
+            return copy
+        return found[0], list(found[1])
     if getattr(kernel, "prepare", None) is None:  # a custom gradient (grad_replaced)
         return lambda: kernel.grad(*args)
     return one_grad_launch(kernel, args, mode) or \
