@@ -34,7 +34,7 @@ import numpy as np
 
 import simrun.lang as ti
 from simrun.adjoint import policy
-from simrun.lang.autodiff.recording import Recording
+from simrun.lang.autodiff.recording import Recording, read_by
 from simrun.lang.fields import Field
 from simrun.stepper import updates
 from simrun.stepper.launches import (
@@ -89,10 +89,10 @@ class ReverseStep:
             with traj.compiled_as_run(tw):
                 twins.append(resolve(tw.kernel, tw.args))
         energy = [access(b) for b in system.energy]
-        self.energy_reads = _reads(energy)
+        self.energy_reads = read_by(energy)
         self.ctrl = Recording(set())
         self._record(self.ctrl, ctrl, ctrl_acc)
-        self.stages, recording = [], Recording(_reads(energy + ctrl_acc))
+        self.stages, recording = [], Recording(read_by(energy + ctrl_acc))
         for G, stage in traj.stages:  # the stages' launches in order: twins[start:end]
             start = sum(len(r.entries) for r, _ in self.stages)
             end = start + len(stage)
@@ -354,9 +354,3 @@ class ReverseStep:
         self.last.run()
         return not self.bad.data[()]
 
-
-def _reads(accesses: list) -> set | None:
-    """The fields these launches read; None where one hides them (a custom gradient)."""
-    if any(a is None for a in accesses):
-        return None
-    return set().union(*(a.reads for a in accesses))

@@ -26,6 +26,14 @@ def must_save(acc, read_so_far: set) -> set:
     return acc.writes & read_so_far
 
 
+def read_by(accesses: list) -> set | None:
+    """The fields launches of these accesses read: a Recording's `read` for what runs after
+    its launches' reverse; None where one hides them (a custom gradient's)."""
+    if any(a is None for a in accesses):
+        return None
+    return set().union(*(a.reads for a in accesses))
+
+
 @dataclass
 class Recorded:
     """One recorded launch: what the caller recorded, the fields it must save before it
