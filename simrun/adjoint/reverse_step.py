@@ -353,4 +353,3 @@ class ReverseStep:
         self.bad.data[()] = 0
         self.last.run()
         return not self.bad.data[()]
-
