@@ -11,7 +11,16 @@ from test_lang_chain import axpy, decay, flag_above
 
 import simrun.lang as ti
 from simrun.lang.runtime.chain import Chain
-from simrun.stepper.launches import Copy, Rows, assign, make, resolve, without_repeated_copies
+from simrun.stepper.launches import (
+    Copy,
+    Rows,
+    accumulate,
+    assign,
+    fused_copies,
+    make,
+    resolve,
+    without_repeated_copies,
+)
 
 
 def _launches(x, y, flag, calls: list, limit: float) -> list:
@@ -106,3 +115,29 @@ def test_a_copy_is_dropped_only_where_its_destination_holds_the_source():
         ends.append([f.to_numpy() for f in (a32, b32, w64)])
     for one, other in zip(*ends):
         np.testing.assert_array_equal(one, other)
+
+
+def test_fused_copies_make_two_copies_or_additions_as_one_launch_with_their_values():
+    """Adjacent copies and accumulations over fields of one shape, also ones where the second
+    reads or writes what the first wrote, fuse by twos into one launch each; a copy next to
+    a field of another shape stays alone. The fields end as the launches one by one leave
+    them, bit for bit (an f64 sum into an f32 field included)."""
+    ti.init(arch=ti.cpu, default_fp=ti.f64, cpu_max_num_threads=1)
+    rng = np.random.default_rng(5)
+    a, b = ti.Vector.field(2, ti.f32, shape=8), ti.Vector.field(2, ti.f64, shape=8)
+    c, other = ti.Vector.field(2, ti.f64, shape=8), ti.field(ti.f64, shape=5)
+    launches = [resolve(assign, (a, b, ti.f64)), resolve(accumulate, (b, c, ti.f64)),
+                resolve(accumulate, (c, a, ti.f32)), resolve(assign, (a, c, ti.f64)),
+                resolve(accumulate, (b, b, ti.f64)), resolve(assign, (other, other, ti.f64))]
+    fused = fused_copies(launches)
+    assert len(fused) == 4 and fused[-1] is launches[-1]
+    start = [rng.normal(size=f.to_numpy().shape) for f in (a, b, c, other)]
+    ends = []
+    for made in (launches, fused):
+        for f, values in zip((a, b, c, other), start):
+            f.from_numpy(values.astype(f.to_numpy().dtype))
+        for launch in made:
+            make(launch)
+        ends.append([f.to_numpy() for f in (a, b, c, other)])
+    for one, two in zip(*ends):
+        np.testing.assert_array_equal(one, two)

@@ -44,6 +44,7 @@ from simrun.stepper.launches import (
     accumulate,
     adjoint_watch,
     assign,
+    fused_copies,
     like,
     resolve,
     without_repeated_copies,
@@ -67,10 +68,10 @@ class ReverseStep:
         native = policy.current().native
         if self.folded:  # the launches of a reverse step, made by the program (program.py)
             self.pending = like(traj.G, self.fp)
-            self.backward = without_repeated_copies(self._folded_plan())
+            self.backward = fused_copies(without_repeated_copies(self._folded_plan()))
             self.last = Rows(self._last_forces(), native)
         else:
-            self.backward = without_repeated_copies(self._reverse_plan())
+            self.backward = fused_copies(without_repeated_copies(self._reverse_plan()))
 
     # ------------------------------------------------------------------ resolution
     def _resolve_launches(self, traj, model, system) -> None:
