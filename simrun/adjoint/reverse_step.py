@@ -1,6 +1,8 @@
 """The reverse step of a scene's trajectory (trajectory.py): `run`'s step as launches, and the
 engine's reverse of them, put in order once and made as one native call (or one by one:
-stepper/launches.py). No Tape, no NumPy round trip of the adjoints.
+stepper/launches.py, which also drops the copies that repeat what a field holds and fuses
+adjacent ones). No Tape, but the Tape's derivation (lang/autodiff/recording.py), and no
+NumPy round trip of the adjoints.
 
     replay: each launch saving the fields it overwrites that a launch of this step reads
         (the Tape's snapshots, whole fields)
