@@ -83,7 +83,7 @@ def child(root: Path, which: str, n: int, scene: Path, tmp: Path, valgrind: bool
         cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/cg.out", *cmd]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
     if valgrind:
-        return float(re.search(r"Collected : (\\d+)", done.stderr).group(1))
+        return float(re.search(r"Collected : (\d+)", done.stderr).group(1))
     if which == "list":
         print(done.stdout.strip())
         return 0.0
