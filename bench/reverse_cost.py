@@ -6,7 +6,7 @@ ReverseStep.backward (the `reverse` row without the slab's load of the state bef
 Each is one native chain repeated N times in one call.
 
     python bench/reverse_cost.py [--rounds 7] [--steps 20000]   # CPU time a step
-    python bench/reverse_cost.py --instructions                 # callgrind, per step
+    python bench/reverse_cost.py --instructions [--parts]       # callgrind, per step
 
 CPU time (process_time) in fresh processes, interleaved; with --instructions, valgrind's
 callgrind counts each at two repeat counts (kernels compiled for Haswell beforehand, as
@@ -58,16 +58,22 @@ CHILD = textwrap.dedent("""
             for l in native.backward)
         print(len(native.backward), "launches:", dict(names))
         sys.exit()
-    if which == "forward":
+    energy = tuple(b.kernel.name for b in traj.system.energy)
+    def small(launches):  # without the energies' launches (forces, H lambda)
+        return [l for l in launches if not (isinstance(l, tuple) and
+                                            getattr(l[0], "name", "").startswith(energy))]
+    if which.startswith("forward"):
         traj.model.stepper.load(state0)
-        rows = Rows(traj.model.stepper.step_launches(potential=False), True)
+        launches = traj.model.stepper.step_launches(potential=False)
+        rows = Rows(small(launches) if which.endswith("small") else launches, True)
     else:
         adj = KernelAdjoint(np.ones(x0.shape) * 1e-3, np.ones(x0.shape) * 1e-3, {},
                             np.zeros(len(x0)))
         native.push(adj)
         native.begin(end)
         native.load(state0)
-        rows = Rows(native.backward, True)
+        rows = Rows(small(native.backward) if which.endswith("small") else native.backward,
+                    True)
     rows.run()
     start = time.process_time()
     rows.run_program(np.array([0, len(rows.launches), n]))
@@ -96,6 +102,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20000)
     ap.add_argument("--instructions", action="store_true")
     ap.add_argument("--root", type=Path, default=REPO)
+    ap.add_argument("--parts", action="store_true",
+                    help="--instructions also without the energies' launches: what they cost")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
@@ -105,8 +113,8 @@ def main() -> None:
         child(args.root, "list", 1, scene, tmp, False)
         if args.instructions:
             per = {}
-            for which in ("forward", "reverse"):
-                child(args.root, which, 1, scene, tmp, False)  # compile outside valgrind
+            for which in ("forward", "reverse") + (("forward small", "reverse small")
+                                                   if args.parts else ()):
                 env = {**os.environ, "PYTHONPATH": f"{tmp}:{args.root}",
                        "SIMRUN_CACHE_DIR": str(tmp / "cache-hw")}
                 subprocess.run([sys.executable, "-c", CHILD, which, "1", str(scene)], env=env,
@@ -115,6 +123,11 @@ def main() -> None:
                 per[which] = (many - few) / 1000
                 print(f"{which}: {per[which] / 1e3:.1f}k instructions a step", flush=True)
             print(f"reverse / forward: {per['reverse'] / per['forward']:.2f}x (instructions)")
+            if args.parts:
+                force = per["forward"] - per["forward small"]
+                hvp = per["reverse"] - per["reverse small"]
+                print(f"the energies' launch: forward {force / 1e3:.1f}k, reverse (H lambda) "
+                      f"{hvp / 1e3:.1f}k")
             return
         times: dict = {}
         for _ in range(args.rounds):
