@@ -34,7 +34,8 @@ def test_the_reverse_step_replays_runs_compiled_variants(tmp_path, name):
     x0, _ = job._start(scene, {})
     traj = job._trajectory(scene, keys, 1, x0)
     stepper, reverse = traj.model.stepper, ReverseStep(traj)
-    replayed = dict(zip(map(id, traj.twins), reverse.twins))
+    replayed = dict(zip(map(id, traj.twins), [entry.launch for recording, _ in reverse.stages
+                                              for entry in recording.entries]))
     shared = slot_readers = 0
     for node, run_node in zip(traj.program, stepper.program, strict=True):
         if node.kind != UPDATES:
@@ -89,8 +90,8 @@ def test_the_reverse_step_replays_runs_controller_variant(tmp_path):
     x0, _ = job._start(scene, {})
     traj = job._trajectory(scene, [parse_key(scene, k) for k in KEYS], 1, x0)
     stepper, reverse = traj.model.stepper, ReverseStep(traj)
-    assert len(reverse.ctrl) == len(stepper.control) == 1
-    assert reverse.ctrl[0][0] is stepper.control[0][0][0]
+    assert len(reverse.ctrl.entries) == len(stepper.control) == 1
+    assert reverse.ctrl.entries[0].launch[0] is stepper.control[0][0][0]
     assert traj.control_params  # dt's adjoint through the controller still has its field
 
 

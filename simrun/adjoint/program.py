@@ -77,7 +77,7 @@ class NativeProgram:
         blocks["step"] = self._step(potential=False)
         blocks["first"] = blocks["step"]  # the first descent's steps: each state's J (mean)
         if traj.at_mean:
-            blocks["first"] = self._step(traj.model.uses_potential()) + [self._accumulate]
+            blocks["first"] = self._step(traj.model.objective.uses_potential) + [self._accumulate]
         blocks["first_store"] = blocks["first"] + blocks["store"]
         launches, rows = [], {}
         for name, block in blocks.items():
@@ -251,7 +251,7 @@ class NativeProgram:
             held.slot = self.scratch
         self.flush()
         self.first_descent = False
-        potential, done = traj.model.uses_potential(), 0
+        potential, done = traj.model.objective.uses_potential, 0
         self.stepper.step_index = self.steps - 1  # a controller's step index
         while done < 1:
             done += self.stepper.advance(1, potential)

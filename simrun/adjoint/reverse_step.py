@@ -1,6 +1,8 @@
 """The reverse step of a scene's trajectory (trajectory.py): `run`'s step as launches, and the
 engine's reverse of them, put in order once and made as one native call (or one by one:
-stepper/launches.py). No Tape, no NumPy round trip of the adjoints.
+stepper/launches.py, which also drops the copies that repeat what a field holds and fuses
+adjacent ones). No Tape, but the Tape's derivation (lang/autodiff/recording.py), and no
+NumPy round trip of the adjoints.
 
     replay: each launch saving the fields it overwrites that a launch of this step reads
         (the Tape's snapshots, whole fields)
@@ -34,7 +36,7 @@ import numpy as np
 
 import simrun.lang as ti
 from simrun.adjoint import policy
-from simrun.lang.autodiff.tape import must_save, reverse_of
+from simrun.lang.autodiff.recording import Recording, read_by
 from simrun.lang.fields import Field
 from simrun.stepper import updates
 from simrun.stepper.launches import (
@@ -44,8 +46,10 @@ from simrun.stepper.launches import (
     accumulate,
     adjoint_watch,
     assign,
+    fused_copies,
     like,
     resolve,
+    without_repeated_copies,
 )
 from simrun.stepper.program import CONTROLLER, FORCES
 
@@ -66,37 +70,55 @@ class ReverseStep:
         native = policy.current().native
         if self.folded:  # the launches of a reverse step, made by the program (program.py)
             self.pending = like(traj.G, self.fp)
-            self.backward = self._folded_plan()
+            self.backward = fused_copies(without_repeated_copies(self._folded_plan()))
             self.last = Rows(self._last_forces(), native)
         else:
-            self.backward = self._reverse_plan()
+            self.backward = fused_copies(without_repeated_copies(self._reverse_plan()))
 
     # ------------------------------------------------------------------ resolution
     def _resolve_launches(self, traj, model, system) -> None:
-        ctrl_acc = [(b, access(b)) for b in system.controller]
+        """Each launch as `run` compiles it, recorded with what it saves (lang/autodiff's
+        Recording, as a Tape records): the controller's; then the stages', which also save
+        what the energies and the controller read (their reverses run after the stages')."""
+        ctrl_acc = [access(b) for b in system.controller]
         twin_acc = []
         for tw in traj.twins:
             with traj.compiled_as_run(tw):
-                twin_acc.append((tw, access(tw)))
-        self.ctrl = [self._with_step(b, "primal") for b, _ in ctrl_acc]
+                twin_acc.append(access(tw))
+        ctrl = [self._with_step(b, "primal") for b in system.controller]
         self.forces = self._force_launches(traj, model, system)
-        self.twins = []
-        for tw, _ in twin_acc:
+        twins = []
+        for tw in traj.twins:
             with traj.compiled_as_run(tw):
-                self.twins.append(resolve(tw.kernel, tw.args))
+                twins.append(resolve(tw.kernel, tw.args))
         energy = [access(b) for b in system.energy]
-        self.energy_reads = _reads(energy)
-        self.ctrl_snaps = self._snapshots(ctrl_acc, set())
-        self.twin_snaps = self._snapshots(twin_acc, _reads(energy + [a for _, a in ctrl_acc]))
+        self.energy_reads = read_by(energy)
+        self.ctrl = Recording(set())
+        self._record(self.ctrl, ctrl, ctrl_acc)
+        self.stages, recording = [], Recording(read_by(energy + ctrl_acc))
+        for G, stage in traj.stages:  # the stages' launches in order: twins[start:end]
+            start = sum(len(r.entries) for r, _ in self.stages)
+            end = start + len(stage)
+            self._record(recording, twins[start:end], twin_acc[start:end])
+            self.stages.append((recording, G))
+            recording = recording.then()
         self.moving = traj.moving  # the fields a step writes
-        self.ctrl_grads = [self._with_step(b, "reverse") for b, _ in ctrl_acc]
-        self.twin_grads = []
-        for tw, _ in twin_acc:
+        for entry, bound in zip(self.ctrl.entries, system.controller):
+            entry.gradient = self._with_step(bound, "reverse")
+        entries = [entry for r, _ in self.stages for entry in r.entries]
+        for entry, tw in zip(entries, traj.twins):
             with traj.compiled_as_run(tw):
-                self.twin_grads.append(resolve(tw.kernel, tw.args, "reverse"))
+                entry.gradient = resolve(tw.kernel, tw.args, "reverse")
         # what the reverse launches read from 0-D fields, as their resolution wrote it (a
         # primal launch takes a float one as an argument)
         self.field_values = traj.scalar_field_values()
+
+    @staticmethod
+    def _record(recording: Recording, launches: list, accesses: list) -> None:
+        """The launches into `recording`, each saving into fields of its own."""
+        for launch, acc in zip(launches, accesses):
+            entry = recording.record(launch, acc, lambda f: getattr(f, "data", None) is not None)
+            entry.saved = [(f, like(f, f.dtype)) for f in entry.fields]
 
     def _with_step(self, bound, mode: str):
         """A controller launch in `mode`: its twin reads `step` from the trajectory's step
@@ -121,26 +143,11 @@ class ReverseStep:
             launches += terms.value_and_gradient()
         return launches + [resolve(assign, (system.x.grad, traj.G, self.fp))]
 
-    @staticmethod
-    def _snapshots(launches: list, also_read: set | None) -> list[list]:
-        """Per launch, [(field, its snapshot)] of the fields it overwrites that it, an earlier
-        launch of the list, or `also_read` (what runs after the list's reverse; None: every
-        field) read."""
-        read, out = set(also_read or ()), []
-        for _, acc in launches:
-            if acc is None:  # hidden: nothing to snapshot, as a Tape records it
-                out.append([])
-                continue
-            saved = must_save(acc, read) if also_read is not None else acc.writes
-            keep = [f for f in saved if getattr(f, "data", None) is not None]
-            out.append([(f, like(f, f.dtype)) for f in sorted(keep, key=lambda f: f.id)])
-        return out
-
     def _foldable(self) -> bool:
         """Whether the second stage's forces are the next step's first (see the module
         docstring): no controller, and the second stage writes nothing the energies read."""
         reads = self.energy_reads
-        if self.ctrl or not self.energy or reads is None:
+        if self.ctrl.entries or not self.energy or reads is None:
             return False
         later = [b for G, stage in self.traj.stages if G is not self.traj.G for b in stage]
         return not any(access(b).writes & reads for b in later)  # updates: known
@@ -165,8 +172,8 @@ class ReverseStep:
         None). Without a controller the unfolded plan still makes its empty reverse: that
         seeds the grads and reads them back (the adjoints rounded to the fields'
         precision, as the gradient's bits have them)."""
-        traj, stages = self.traj, {id(stage[3]): stage for stage in self._stages()}
-        out = [] if self.ctrl else [(CONTROLLER, None, None)]
+        traj, stages = self.traj, {id(G): recording for recording, G in self.stages}
+        out = [] if self.ctrl.entries else [(CONTROLLER, None, None)]
         for node in traj.program:
             if node.kind == CONTROLLER:
                 out.append((CONTROLLER, None, None))
@@ -184,16 +191,16 @@ class ReverseStep:
         plan = []
         for kind, G, stage in sections:
             if kind == CONTROLLER:
-                plan += self._replay(self.ctrl, self.ctrl_snaps)
+                plan += self._replay(self.ctrl)
             elif stage is not None:
-                plan += self._forces_into(G) + self._replay(stage[0], stage[1])
-        plan += self._zero_grads(self._stages())
+                plan += self._forces_into(G) + self._replay(stage)
+        plan += self._zero_grads()
         for kind, G, stage in reversed(sections):
             if kind == CONTROLLER:
-                plan += self._seed_and_reverse(self.ctrl_grads, self.ctrl_snaps)
+                plan += self._seed_and_reverse(self.ctrl)
                 plan.append(resolve(accumulate, (system.m.grad, self.am, f64)))  # reads m
             elif stage is not None:
-                plan += self._seed_and_reverse(stage[2], stage[1])
+                plan += self._seed_and_reverse(stage)
                 plan.append(resolve(accumulate, (system.m.grad, self.am, f64)))
                 if self.energy:
                     plan += self._through_forces(G)
@@ -211,11 +218,11 @@ class ReverseStep:
         plan = [R(assign, (system.x.grad, traj.G, fp))]  # load() left -F_k there
         for _, _, stage in sections:
             if stage is not None:
-                plan += self._replay(stage[0], stage[1])
-        plan += self._zero_grads(self._stages())
+                plan += self._replay(stage)
+        plan += self._zero_grads()
         for _, G, stage in reversed(sections):
             if stage is not None:
-                plan += self._seed_and_reverse(stage[2], stage[1])
+                plan += self._seed_and_reverse(stage)
                 plan.append(R(accumulate, (system.m.grad, self.am, f64)))
             if G is traj.G2:  # G2-bar = pending (no second stage) or + pending
                 plan.append(R(assign if stage is None else accumulate,
@@ -238,10 +245,10 @@ class ReverseStep:
         return [(system.x.grad, self.ax), (system.v.grad, self.av)] + \
             [(f.grad, self.af[n]) for n, f in self.floats.items()]
 
-    def _zero_grads(self, stages: list) -> list:
+    def _zero_grads(self) -> list:
         """The grads the seeds do not overwrite."""
         system, traj = self.system, self.traj
-        zeroed = [system.m.grad] + [G.grad for *_, G in stages] + \
+        zeroed = [system.m.grad] + [G.grad for _, G in self.stages] + \
             [f.grad for f in traj.scratch] + [f.grad for _, f, _, _ in self.step_params]
         return [resolve(updates.zero, (g,)) for g in zeroed]
 
@@ -251,18 +258,6 @@ class ReverseStep:
                 self.step_params]
         return plan + [resolve(adjoint_watch, (self.ax, self.av, self.bad))]
 
-    def _stages(self) -> list[tuple]:
-        """(launches, their snapshots, their gradient launches, the slot they read) per stage
-        of the trajectory's step program (the second stage: velocity Verlet's and the
-        thermostats')."""
-        out, start = [], 0
-        for G, stage in self.traj.stages:
-            end = start + len(stage)
-            out.append((self.twins[start:end], self.twin_snaps[start:end],
-                        self.twin_grads[start:end], G))
-            start = end
-        return out
-
     def _forces_into(self, G) -> list:
         """The force launches (U, x.grad = dU/dx), x.grad copied into G."""
         if not self.energy:
@@ -270,19 +265,19 @@ class ReverseStep:
         return self.forces[:-1] + [resolve(assign, (self.system.x.grad, G, self.fp))]
 
     @staticmethod
-    def _replay(launches: list, snaps: list) -> list:
-        """Each launch after saving the fields it overwrites (its snapshots)."""
-        plan = []
-        for launch, saves in zip(launches, snaps):
-            plan += [resolve(assign, (f, s, f.dtype)) for f, s in saves] + [launch]
-        return plan
+    def _replay(recording: Recording) -> list:
+        """Each launch after saving the fields it overwrites into its own."""
+        return recording.replay(lambda entry: [resolve(assign, (f, s, f.dtype))
+                                               for f, s in entry.saved],
+                                lambda entry: [entry.launch])
 
-    def _seed_and_reverse(self, grads: list, snaps: list) -> list:
+    def _seed_and_reverse(self, recording: Recording) -> list:
         """Seed the grads from the f64 adjoints, reverse the launches, read them back."""
         state = self._state()
         plan = [resolve(assign, (adj, g, g.dtype)) for g, adj in state]
-        plan += reverse_of(list(zip(grads, snaps)), lambda rec: [
-            resolve(assign, (s, f, f.dtype)) for f, s in rec[1]], lambda rec: [rec[0]])
+        plan += recording.reverse(lambda entry: [resolve(assign, (s, f, f.dtype))
+                                                 for f, s in entry.saved],
+                                  lambda entry: [entry.gradient])
         return plan + [resolve(assign, (g, adj, ti.f64)) for g, adj in state]
 
     def _through_forces(self, G) -> list:
@@ -361,10 +356,3 @@ class ReverseStep:
         self.bad.data[()] = 0
         self.last.run()
         return not self.bad.data[()]
-
-
-def _reads(accesses: list) -> set | None:
-    """The fields these launches read; None where one hides them (a custom gradient)."""
-    if any(a is None for a in accesses):
-        return None
-    return set().union(*(a.reads for a in accesses))

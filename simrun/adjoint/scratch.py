@@ -30,7 +30,7 @@ def check_order(traj) -> None:
     scratch = {id(system.extra[n]): n for n in system.scratch}
     if not scratch:
         return
-    objective = traj.model.objective_kernel
+    objective = traj.model.objective.kernel
     never = [(b, "energy") for b in system.energy] + \
         [(b, "objective") for b in [objective] if b is not None]
     in_order = [(b, "controller") for b in system.controller] + \

@@ -153,7 +153,7 @@ def kernel_tangent_sweep(traj, state0: State, steps: int, tan: Tangent,
         xdot, vdot, fdot = tangent.run(state, tan, fdot)
         state = traj.advance(state, k)
         tan = Tangent(xdot, vdot, tan.mass, tan.dt, tan.damping, tan.params)
-        udot = tangent.energy_tangent(state, tan, fdot) if traj.model.uses_potential() else 0.0
+        udot = tangent.energy_tangent(state, tan, fdot) if traj.model.objective.uses_potential else 0.0
         j, dj = _objective_tangent(traj, state, xdot, vdot, tan, udot)
         dj += _objective_field_tangent(traj, state, fdot)
         w = traj._weight(k + 1, steps)
@@ -167,7 +167,7 @@ def kernel_tangent_sweep(traj, state0: State, steps: int, tan: Tangent,
 
 def _objective_field_tangent(traj, state: State, fdot: dict) -> float:
     """dJ along the field tangents, for an objective kernel that reads allocated fields
-    (objective_grad just ran its Tape, so the fields' .grad hold dJ/dfield)."""
+    (objective.gradient just ran its Tape, so the fields' .grad hold dJ/dfield)."""
     if traj.scene.objective.kernel is None:
         return 0.0
     return float(sum(np.sum(f.grad.to_numpy() * fdot[n]) for n, f in traj.floats.items()))
@@ -178,10 +178,10 @@ def _objective_tangent(traj, state: State, xdot, vdot, tan: Tangent,
     """J at the state and its derivative along the tangents (udot: U's, for objectives
     that read the potential)."""
     model = traj.model
-    j = model.objective(state.x, state.v, state.potential, state.step)
-    dx, dv, dm, dp = model.objective_grad(state.x, state.v, state.step)
+    j = model.objective.value(state.x, state.v, state.potential, state.step)
+    dx, dv, dm, dp = model.objective.gradient(state.x, state.v, state.step)
     dj = float(np.sum(dx * xdot) + np.sum(dv * vdot) + np.sum(dm * tan.mass))
     dj += sum(val * tan.params.get(k, 0.0) for k, val in dp.items())
-    if model.uses_potential():
+    if model.objective.uses_potential:
         dj += udot
     return j, dj

@@ -259,7 +259,7 @@ class Trajectory:
             f.from_numpy(state.fields[n])
         stepper.load(state)
         stepper.step_index = k
-        potential, done = self.model.uses_potential(), 0
+        potential, done = self.model.objective.uses_potential, 0
         while done < 1:  # the NaN watch stops a chain early: go on as the step would
             done += stepper.advance(1, potential, forces_after=potential)
         nxt = State(k + 1, None, None, None, 0.0,
@@ -289,7 +289,7 @@ class Trajectory:
     def _accumulate(self, total: list, state: State, steps: int) -> None:
         w = self._weight(state.step, steps)
         if w:
-            total[0] += w * self.model.objective(state.x, state.v, state.potential, state.step)
+            total[0] += w * self.model.objective.value(state.x, state.v, state.potential, state.step)
         self.progress("forward", state.step, steps)
 
     def _seed(self, adj: KernelAdjoint, state: State, w: float) -> None:
@@ -301,7 +301,7 @@ class Trajectory:
             extra[n].from_numpy(values)  # controller's reverse leaves the step's outputs)
         for f in self.floats.values():
             f.grad.fill(0)
-        dx, dv, dm, dp = model.objective_grad(state.x, state.v, state.step)
+        dx, dv, dm, dp = model.objective.gradient(state.x, state.v, state.step)
         adj.x += w * dx
         adj.v += w * dv
         adj.mass += w * dm
@@ -309,7 +309,7 @@ class Trajectory:
         if self.scene.objective.kernel is not None:  # an objective may read the fields too
             for n, f in self.floats.items():
                 adj.fields[n] += w * f.grad.to_numpy()
-        if model.uses_potential():
+        if model.objective.uses_potential:
             adj.x -= w * state.f
             if self.need_energy_grads or self.floats:  # U reads the masses, params, fields
                 grad_m, grad_p = model.energy_gradients(state.x)

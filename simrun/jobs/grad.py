@@ -141,7 +141,7 @@ def check_objective(scene: Scene, wrt: list[str | Key], threads: int | None = No
     x0, v0 = _start(scene, {})
     traj = _trajectory(scene, keys, threads, x0)
     state = traj.start(x0, v0)
-    value = traj.model.objective(state.x, state.v, state.potential)
+    value = traj.model.objective.value(state.x, state.v, state.potential)
     if not np.isfinite(value):
         raise SceneError(f"{scene.objective.where}: the objective is {value} at step 0; check "
                          "its kernel and the scene's start")

@@ -61,7 +61,7 @@ class TrajectoryCache:
             self.start = {f: f.data.copy() for f in fields}
             kernels = [b.kernel for b in system.energy + traj.twins + system.controller]
             extra = [f for k in kernels for f in getattr(k, "field_args", {}).values()]
-            extra += list(traj.model.objective_fields.values())
+            extra += list(traj.model.objective.fields.values())
             self.zeroed = [c for f in fields + extra for c in _companions(f)]
         return traj
 

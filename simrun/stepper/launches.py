@@ -38,6 +38,23 @@ def accumulate(src: ti.template(), dst: ti.template(), dtype: ti.template()):
 
 
 @ti.kernel
+def assign_two(src: ti.template(), dst: ti.template(), dtype: ti.template(),
+               adds: ti.template(), src2: ti.template(), dst2: ti.template(),
+               dtype2: ti.template(), adds2: ti.template()):
+    """Two copies (`adds`: accumulations) over fields of one shape in one loop, element by
+    element in their order: what the two launches make, in one launch (`fused_copies`)."""
+    for I in ti.grouped(src):
+        if ti.static(adds):
+            dst[I] += ti.cast(src[I], dtype)
+        else:
+            dst[I] = ti.cast(src[I], dtype)
+        if ti.static(adds2):
+            dst2[I] += ti.cast(src2[I], dtype2)
+        else:
+            dst2[I] = ti.cast(src2[I], dtype2)
+
+
+@ti.kernel
 def adjoint_watch(ax: ti.template(), av: ti.template(), bad: ti.template()):
     """bad = 1 where an adjoint of x or v is NaN or Inf."""
     for i in ax:
@@ -54,6 +71,61 @@ def like(f, dtype) -> Field:
 Launch = tuple | Callable[[], None]
 
 
+class Copy(tuple):
+    """An `assign` (or, `adds`, an `accumulate`) launch, (compiled, flat), that knows its
+    source and destination fields."""
+
+    src: Field
+    dst: Field
+    adds: bool
+
+
+def _widens(src, dst) -> bool:
+    """Whether a copy of src's values into dst's precision casts back to them exactly."""
+    return src.dtype == dst.dtype or (src.dtype == ti.f32 and dst.dtype == ti.f64)
+
+
+def without_repeated_copies(launches: list[Launch]) -> list[Launch]:
+    """`launches` less each copy whose destination already holds its source's values: the
+    same copy again, or a copy back into a field copied from a field at least as precise,
+    with neither field written between (a Python call may write any). The same values in
+    every field after each kept launch, so the same bits."""
+    held: set = set()  # (id(src), id(dst)) where dst holds src's values
+    out = []
+    for launch in launches:
+        copy = launch if isinstance(launch, Copy) and not launch.adds else None
+        if copy is not None and (id(copy.src), id(copy.dst)) in held:
+            continue
+        if isinstance(launch, tuple):
+            written = {id(f) for f in access_of(launch[0]).writes}
+            held = {pair for pair in held if not written.intersection(pair)}
+        else:
+            held = set()
+        if copy is not None:
+            held.add((id(copy.src), id(copy.dst)))
+            if _widens(copy.src, copy.dst):
+                held.add((id(copy.dst), id(copy.src)))
+        out.append(launch)
+    return out
+
+
+def fused_copies(launches: list[Launch]) -> list[Launch]:
+    """Each two adjacent copies (or accumulations) over fields of one shape as one launch of
+    `assign_two`, which makes them element by element in their order: the same values."""
+    out, k = [], 0
+    while k < len(launches):
+        a, b = launches[k], launches[k + 1] if k + 1 < len(launches) else None
+        if isinstance(a, Copy) and isinstance(b, Copy) and \
+                len({f.shape for f in (a.src, a.dst, b.src, b.dst)}) == 1:
+            out.append(resolve(assign_two, (a.src, a.dst, a.dst.dtype, a.adds,
+                                            b.src, b.dst, b.dst.dtype, b.adds)))
+            k += 2
+        else:
+            out.append(a)
+            k += 1
+    return out
+
+
 def resolve(kernel, args, mode: str = "primal") -> Launch:
     """A launch of `kernel` on `args` in `mode` ("primal" or "reverse"): its compiled variant
     and flat scalar arguments, or a Python call where it has none to launch directly (the
@@ -61,7 +133,13 @@ def resolve(kernel, args, mode: str = "primal") -> Launch:
     at the state the fields hold)."""
     if mode == "primal":
         found = direct_launch(kernel, args)
-        return (found[0], list(found[1])) if found else (lambda: kernel(*args))
+        if not found:
+            return lambda: kernel(*args)
+        if kernel in (assign, accumulate) and args[2] == args[1].dtype:  # dst (+)= src
+            copy = Copy((found[0], list(found[1])))
+            copy.src, copy.dst, copy.adds = args[0], args[1], kernel is accumulate
+            return copy
+        return found[0], list(found[1])
     if getattr(kernel, "prepare", None) is None:  # a custom gradient (grad_replaced)
         return lambda: kernel.grad(*args)
     return one_grad_launch(kernel, args, mode) or \

@@ -19,6 +19,7 @@ from ..errors import AutodiffError
 from ..fields import all_fields, grad_of
 from .analysis import kernel_access
 from .check import capture_state, grad_check
+from .recording import Recording
 from .regions import RegionSet, WriteRegions
 from .tape_state import _restore, _state
 from .tape_state import suppress as suppress  # ti.ad's no_grad imports it from here
@@ -217,25 +218,6 @@ def _ensure_grad_duals(kernel, args) -> None:
             f.grad._make_dual()
 
 
-def must_save(acc, read_so_far: set) -> set:
-    """The fields a launch overwrites that it or an earlier launch reads: what a record of
-    it saves, so that every gradient runs on the values its forward launch saw. Adds the
-    launch's reads to `read_so_far` (a Tape's, or a reverse step's resolved once)."""
-    read_so_far |= acc.reads
-    return acc.writes & read_so_far
-
-
-def reverse_of(records: list, restore, gradient) -> list:
-    """The reverse of recorded launches, as `Tape.grad` makes it and a reverse step resolves
-    it once: last first, each gradient between two restores of what its launch overwrote
-    (a gradient launch may leave its primal fields moved). `restore(record)` and
-    `gradient(record)` give the calls or launches that do each."""
-    out = []
-    for rec in reversed(records):
-        out += restore(rec) + gradient(rec) + restore(rec)
-    return out
-
-
 class Record:
     def __init__(self, kernel, args, snapshot, custom=None, rng_key=None):
         self.kernel, self.args, self.snapshot, self.custom = kernel, args, snapshot, custom
@@ -255,8 +237,7 @@ class Tape:
         self.clear_gradients = clear_gradients
         self.validation = validation
         self.grad_check = grad_check
-        self.records: list = []
-        self.read_so_far: set = set()
+        self.recording = Recording()  # the launches, each with what it must save
         self.read_regions: dict = {}  # field -> RegionSet of what launches on it read
         self.entered = False
         self.gradient_evaluated = False
@@ -305,7 +286,7 @@ class Tape:
         self.calls.append((kernel, None))
         self.modes.append(getattr(kernel, "autodiff_mode", AutodiffMode.NONE))
         kernel.autodiff_mode = AutodiffMode.VALIDATION
-        broken = sorted(f.name for f in acc.writes & (self.read_so_far | acc.reads)
+        broken = sorted(f.name for f in acc.writes & (self.recording.read_so_far | acc.reads)
                         if grad_of(f) is not None)
         if broken:
             raise GlobalDataAccessError(
@@ -325,14 +306,21 @@ class Tape:
                                 else [((), ())]):
                 seen.add_pinned(dims, value)
         # what this launch overwrites of the parts read so far (its own reads included)
-        keep = {f for f in must_save(acc, self.read_so_far) if self.read_regions[f].overlaps(
-            regions.index(f, flat_args) if regions is not None else Ellipsis)}
-        self.records.append(Record(kernel, args, _snapshot(keep, regions, flat_args),
-                                   rng_key=rng_key))
-        return self.records[-1].snapshot
+        def read_there(f) -> bool:
+            return _is_storage(f) and self.read_regions[f].overlaps(
+                regions.index(f, flat_args) if regions is not None else Ellipsis)
+        rec = Record(kernel, args, {}, rng_key=rng_key)
+        entry = self.recording.record(rec, acc, read_there)
+        rec.snapshot = _snapshot(entry.fields, regions, flat_args)
+        return rec.snapshot
 
     def record_custom(self, backward, args) -> None:
-        self.records.append(Record(None, args, {}, custom=backward))
+        self.recording.record(Record(None, args, {}, custom=backward), None)
+
+    @property
+    def records(self) -> list:
+        """The recorded launches in order (Record each)."""
+        return [entry.launch for entry in self.recording.entries]
 
     def __exit__(self, exc_type, exc, tb):
         _state["tapes"].remove(self)
@@ -355,16 +343,19 @@ class Tape:
             for f in rec.snapshot:
                 if f not in final:
                     final[f] = (Ellipsis, f.data.copy())
-        def restore(rec) -> list:
+
+        def restore(entry) -> list:
+            rec = entry.launch
             return [lambda: _restore(rec.snapshot)] if rec.custom is None else []
 
-        def gradient(rec) -> list:
+        def gradient(entry) -> list:
+            rec = entry.launch
             if rec.custom is not None:
                 return [lambda: rec.custom(*rec.args)]
             return [lambda: run_grad(rec.kernel, rec.args, snapshot=rec.snapshot or {},
                                      rng_key=rec.rng_key)]
 
-        for call in reverse_of(self.records, restore, gradient):
+        for call in self.recording.reverse(restore, gradient):
             call()
         _restore(final)
         self.gradient_evaluated = True
