@@ -1,9 +1,10 @@
 """One compiled variant of each kernel: a scalar a gradient differentiates (dt, a thermostat's
 temperature or tau, an energy parameter) stays an argument of `run`'s own launch, so the
 reverse step replays `run`'s compiled variants, not twins compiled again with the scalar
-read from a 0-D field. Only a launch that reads the gradient slot G in x.grad's place has a
-variant of its own (it reads another field). The gradients stay checked against central
-differences by test_adjoint_nvt.py; here, the launches themselves."""
+read from a 0-D field. A launch that reads the gradient slot G in x.grad's place (a kick,
+BAOA, a step kernel reading x.grad) launches `run`'s compiled code too, given G's address
+(`CompiledKernel.rebound`). The gradients stay checked against central differences by
+test_adjoint_nvt.py; here, the launches themselves."""
 
 from __future__ import annotations
 
@@ -41,15 +42,57 @@ def test_the_reverse_step_replays_runs_compiled_variants(tmp_path, name):
             continue
         for bound, run_launch in zip(traj.made[id(node)], stepper.made[id(run_node)],
                                      strict=True):
-            if bound.kernel.grad_reads:  # reads G: a variant of its own
+            replay = replayed[id(bound)][0]
+            if bound.kernel.grad_reads:  # reads G: run's code given G's address
+                assert replay.code_of is run_launch[0], bound.kernel.name
+                assert replay.layout.fields != run_launch[0].layout.fields
                 slot_readers += 1
                 continue
-            assert replayed[id(bound)][0] is run_launch[0], bound.kernel.name
+            assert replay is run_launch[0], bound.kernel.name
             shared += 1
     assert shared >= 4 and slot_readers >= 1  # the differentiated scalars are among them
     with_scalars = [b for b in traj.twins if b.kernel.field_args]
     assert {b.kernel.name for b in with_scalars} >= {"kick_drift"}
     assert any(not b.kernel.grad_reads for b in with_scalars)
+
+
+SLOT_READERS = {  # a scene whose step reads x.grad: its KEYs, the kernels that read it
+    "projectile": (["dt", "initial.velocity"], {"kick_drift", "kick"}),
+    "oscillators": (["dt", "integrator.temperature", "integrator.friction"],
+                    {"baoa", "kick"}),
+    "mass_spring": (["dt", "fields.weights1"], {"advance"}),  # a step kernel, a controller
+}
+
+
+@pytest.mark.parametrize("name", SLOT_READERS)
+def test_a_gradient_compiles_each_kernel_once_for_one_launch(monkeypatch, name):
+    """A gradient's forward sweep is `run`'s stepper; its reverse step replays the same
+    launches with the slots G, G2 in x.grad's place. No kernel is compiled twice for one
+    launch (one mode, one set of template arguments): the kernels reading x.grad have one
+    primal variant, the one `run` compiles, and the gradient's J is `run`'s."""
+    from simrun.lang.api import Kernel
+    from simrun.scene import load_scene
+
+    compiles = []
+    compile_kernel = Kernel.compile
+
+    def counted(self, args, mode, unread=(), varied=None):
+        key = self._key(self.params()[0], args, mode)
+        compiles.append((self.pyfunc, key, tuple(map(id, unread)),
+                         None if varied is None else tuple(map(id, varied))))
+        return compile_kernel(self, args, mode, unread, varied)
+
+    monkeypatch.setattr(Kernel, "compile", counted)
+    keys, readers = SLOT_READERS[name]
+    scene = load_scene(REPO / "scenes" / f"{name}.yaml", ["steps=6"])
+    result = scene_gradient(scene, keys, checkpoints=2)
+    twice = {f.__name__ for f in {c[0] for c in compiles} if
+             len([c for c in compiles if c[0] is f]) >
+             len({c for c in compiles if c[0] is f})}
+    assert not twice, f"compiled twice for one launch: {sorted(twice)}"
+    primal = {c[0].__name__ for c in compiles if c[1][0] == "primal"}
+    assert readers <= primal  # each once, as `run` compiles it
+    assert result.objective == job.objective_value(scene, 6)
 
 
 @ti.kernel
