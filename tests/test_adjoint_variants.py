@@ -121,6 +121,45 @@ def test_a_twin_s_primal_launch_is_its_kernel_s_and_its_gradient_still_reaches_t
     np.testing.assert_array_equal(x.grad.to_numpy(), 6.0 * np.arange(5.0))
 
 
+@ti.kernel
+def pull(x: ti.template(), out: ti.template(), a: float):
+    for i in x:
+        out[i] = -a * x.grad[i]
+
+
+def test_a_slot_twin_reads_its_field_through_the_kernels_own_code():
+    """`with_grad_reads`: the twin's primal launch is the kernel's compiled code reading the
+    twin's field where the kernel reads x.grad, one launch after another and in one chain
+    (each its own context); a field stored otherwise (f32 for an f64 x.grad) gets a variant
+    compiled for it, which reads it too."""
+    from simrun.lang.api import runtime
+    from simrun.lang.runtime.chain import Chain
+
+    ti.init(arch=ti.cpu, default_fp=ti.f64, cpu_max_num_threads=1)
+    x = ti.field(ti.f64, shape=4, needs_grad=True)
+    g, out, out2 = (ti.field(ti.f64, shape=4) for _ in range(3))
+    narrow = ti.field(ti.f32, shape=4)
+    x.grad.from_numpy(np.arange(1.0, 5.0))
+    g.from_numpy(10 * np.arange(1.0, 5.0))
+    narrow.from_numpy(np.full(4, 0.5, np.float32))
+    own, twin = pull, pull.with_grad_reads({"x": g})
+    view = twin.prepare((x, out, 2.0), "primal")[0]
+    assert view.code_of is own.prepare((x, out, 2.0), "primal")[0]
+    for kernel, expected in ((twin, -20 * np.arange(1.0, 5.0)),
+                             (own, -2 * np.arange(1.0, 5.0))):
+        kernel(x, out, 2.0)
+        np.testing.assert_array_equal(out.to_numpy(), expected)
+    chain = Chain(runtime(), [own.prepare((x, out, 3.0), "primal")[:2],
+                              twin.prepare((x, out2, 3.0), "primal")[:2]])
+    chain.run(1)
+    np.testing.assert_array_equal(out.to_numpy(), -3 * np.arange(1.0, 5.0))
+    np.testing.assert_array_equal(out2.to_numpy(), -30 * np.arange(1.0, 5.0))
+    other = pull.with_grad_reads({"x": narrow})
+    assert not hasattr(other.prepare((x, out, 2.0), "primal")[0], "code_of")
+    other(x, out, 2.0)
+    np.testing.assert_array_equal(out.to_numpy(), np.full(4, -1.0))
+
+
 def test_the_reverse_step_replays_runs_controller_variant(tmp_path):
     """The controller kernel (reading `step`, and dt, differentiated) is replayed by the
     reverse step as `run`'s stepper chains it: `step` read from the system's step field in
