@@ -1,9 +1,10 @@
 """One compiled variant of each kernel: a scalar a gradient differentiates (dt, a thermostat's
 temperature or tau, an energy parameter) stays an argument of `run`'s own launch, so the
 reverse step replays `run`'s compiled variants, not twins compiled again with the scalar
-read from a 0-D field. Only a launch that reads the gradient slot G in x.grad's place has a
-variant of its own (it reads another field). The gradients stay checked against central
-differences by test_adjoint_nvt.py; here, the launches themselves."""
+read from a 0-D field. A launch that reads the gradient slot G in x.grad's place (a kick,
+BAOA, a step kernel reading x.grad) launches `run`'s compiled code too, given G's address
+(`CompiledKernel.rebound`). The gradients stay checked against central differences by
+test_adjoint_nvt.py; here, the launches themselves."""
 
 from __future__ import annotations
 
@@ -42,15 +43,57 @@ def test_the_reverse_step_replays_runs_compiled_variants(tmp_path, name):
             continue
         for bound, run_launch in zip(traj.made[id(node)], stepper.made[id(run_node)],
                                      strict=True):
-            if bound.kernel.grad_reads:  # reads G: a variant of its own
+            replay = replayed[id(bound)][0]
+            if bound.kernel.grad_reads:  # reads G: run's code given G's address
+                assert replay.code_of is run_launch[0], bound.kernel.name
+                assert replay.layout.fields != run_launch[0].layout.fields
                 slot_readers += 1
                 continue
-            assert replayed[id(bound)][0] is run_launch[0], bound.kernel.name
+            assert replay is run_launch[0], bound.kernel.name
             shared += 1
     assert shared >= 4 and slot_readers >= 1  # the differentiated scalars are among them
     with_scalars = [b for b in traj.twins if b.kernel.field_args]
     assert {b.kernel.name for b in with_scalars} >= {"kick_drift"}
     assert any(not b.kernel.grad_reads for b in with_scalars)
+
+
+SLOT_READERS = {  # a scene whose step reads x.grad: its KEYs, the kernels that read it
+    "projectile": (["dt", "initial.velocity"], {"kick_drift", "kick"}),
+    "oscillators": (["dt", "integrator.temperature", "integrator.friction"],
+                    {"baoa", "kick"}),
+    "mass_spring": (["dt", "fields.weights1"], {"advance"}),  # a step kernel, a controller
+}
+
+
+@pytest.mark.parametrize("name", SLOT_READERS)
+def test_a_gradient_compiles_each_kernel_once_for_one_launch(monkeypatch, name):
+    """A gradient's forward sweep is `run`'s stepper; its reverse step replays the same
+    launches with the slots G, G2 in x.grad's place. No kernel is compiled twice for one
+    launch (one mode, one set of template arguments): the kernels reading x.grad have one
+    primal variant, the one `run` compiles, and the gradient's J is `run`'s."""
+    from simrun.lang.api import Kernel
+    from simrun.scene import load_scene
+
+    compiles = []
+    compile_kernel = Kernel.compile
+
+    def counted(self, args, mode, unread=(), varied=None):
+        key = self._key(self.params()[0], args, mode)
+        compiles.append((self.pyfunc, key, tuple(map(id, unread)),
+                         None if varied is None else tuple(map(id, varied))))
+        return compile_kernel(self, args, mode, unread, varied)
+
+    monkeypatch.setattr(Kernel, "compile", counted)
+    keys, readers = SLOT_READERS[name]
+    scene = load_scene(REPO / "scenes" / f"{name}.yaml", ["steps=6"])
+    result = scene_gradient(scene, keys, checkpoints=2)
+    twice = {f.__name__ for f in {c[0] for c in compiles} if
+             len([c for c in compiles if c[0] is f]) >
+             len({c for c in compiles if c[0] is f})}
+    assert not twice, f"compiled twice for one launch: {sorted(twice)}"
+    primal = {c[0].__name__ for c in compiles if c[1][0] == "primal"}
+    assert readers <= primal  # each once, as `run` compiles it
+    assert result.objective == job.objective_value(scene, 6)
 
 
 @ti.kernel
@@ -77,6 +120,45 @@ def test_a_twin_s_primal_launch_is_its_kernel_s_and_its_gradient_still_reaches_t
     assert total[None] == 3.0 * 30.0
     assert twin.field_args["a"].grad[None] == 30.0
     np.testing.assert_array_equal(x.grad.to_numpy(), 6.0 * np.arange(5.0))
+
+
+@ti.kernel
+def pull(x: ti.template(), out: ti.template(), a: float):
+    for i in x:
+        out[i] = -a * x.grad[i]
+
+
+def test_a_slot_twin_reads_its_field_through_the_kernels_own_code():
+    """`with_grad_reads`: the twin's primal launch is the kernel's compiled code reading the
+    twin's field where the kernel reads x.grad, one launch after another and in one chain
+    (each its own context); a field stored otherwise (f32 for an f64 x.grad) gets a variant
+    compiled for it, which reads it too."""
+    from simrun.lang.api import runtime
+    from simrun.lang.runtime.chain import Chain
+
+    ti.init(arch=ti.cpu, default_fp=ti.f64, cpu_max_num_threads=1)
+    x = ti.field(ti.f64, shape=4, needs_grad=True)
+    g, out, out2 = (ti.field(ti.f64, shape=4) for _ in range(3))
+    narrow = ti.field(ti.f32, shape=4)
+    x.grad.from_numpy(np.arange(1.0, 5.0))
+    g.from_numpy(10 * np.arange(1.0, 5.0))
+    narrow.from_numpy(np.full(4, 0.5, np.float32))
+    own, twin = pull, pull.with_grad_reads({"x": g})
+    view = twin.prepare((x, out, 2.0), "primal")[0]
+    assert view.code_of is own.prepare((x, out, 2.0), "primal")[0]
+    for kernel, expected in ((twin, -20 * np.arange(1.0, 5.0)),
+                             (own, -2 * np.arange(1.0, 5.0))):
+        kernel(x, out, 2.0)
+        np.testing.assert_array_equal(out.to_numpy(), expected)
+    chain = Chain(runtime(), [own.prepare((x, out, 3.0), "primal")[:2],
+                              twin.prepare((x, out2, 3.0), "primal")[:2]])
+    chain.run(1)
+    np.testing.assert_array_equal(out.to_numpy(), -3 * np.arange(1.0, 5.0))
+    np.testing.assert_array_equal(out2.to_numpy(), -30 * np.arange(1.0, 5.0))
+    other = pull.with_grad_reads({"x": narrow})
+    assert not hasattr(other.prepare((x, out, 2.0), "primal")[0], "code_of")
+    other(x, out, 2.0)
+    np.testing.assert_array_equal(out.to_numpy(), np.full(4, -1.0))
 
 
 def test_the_reverse_step_replays_runs_controller_variant(tmp_path):

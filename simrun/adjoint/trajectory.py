@@ -13,11 +13,11 @@ masses, energy parameters and fields the energy reads) by one forward-over-rever
 `dt` / `integrator.damping`, when differentiated, are read from 0-D fields by the
 derivatives' launches (`Kernel.with_field_args`; h = dt/2 carries the factor); so are a
 thermostat's `integrator.temperature | friction | tau` and a step kernel's params. A primal
-launch takes them as arguments: the replay launches `run`'s compiled variants (only a launch
-reading G in x.grad's place has one of its own). What a thermostat or a
-step kernel carries (a chain, a clock, an MPM grid) is fields of the state. Langevin's noise
-is drawn again from the seed, the same numbers, so the derivative is the pathwise one. No
-integrator, thermostat or wall has an adjoint of its own.
+launch takes them as arguments, and reads G through `run`'s compiled code given G's address
+in x.grad's place: the replay launches `run`'s compiled variants, one of each kernel. What a
+thermostat or a step kernel carries (a chain, a clock, an MPM grid) is fields of the state.
+Langevin's noise is drawn again from the seed, the same numbers, so the derivative is the
+pathwise one. No integrator, thermostat or wall has an adjoint of its own.
 
 A scene's `controller` (kernels run each step before the forces, e.g. a robot's network
 writing the actuations the springs read) is the first launches of the step: its reverse

@@ -291,11 +291,42 @@ class Kernel:
         """A twin of this kernel (keeping its field_args) whose reads of `<arg>.grad`, for
         each template parameter named in `fields`, read `fields[name]` instead: a step kernel
         that reads a gradient (MPM's p2g reads x.grad = dU/dx as its force) becomes
-        differentiable, with the gradient as an ordinary input field that has an adjoint."""
+        differentiable, with the gradient as an ordinary input field that has an adjoint.
+
+        Its primal launches are this kernel's own compiled variants (`primal_of`), each
+        given the other field's address in x.grad's place (`CompiledKernel.rebound`): `run`'s
+        kick reads x.grad, a gradient's replay of it reads G, and both launch one compiled
+        code. Its derivatives, which read and write G's adjoint, are its own."""
         twin = Kernel(self.pyfunc, self.bound_self)
         twin.field_args = dict(self.field_args)
         twin.grad_reads = dict(self.grad_reads, **fields)
+        twin.primal_of = self.primal_of
         return twin
+
+    def _reading_slots(self, compiled, key: tuple, args, unread: tuple, varied):
+        """A primal variant of `primal_of` (which reads x.grad) reading this twin's
+        `grad_reads` fields in its place: the same code given their addresses, else (stored
+        otherwise, or a field without .grad) a variant compiled for this twin."""
+        params = self.params()[0]
+        swap = {}
+        for p, a in zip(params, args):
+            target = self.grad_reads.get(p.name) if p.kind == "template" else None
+            grad = getattr(a, "grad", None) if target is not None else None
+            if grad is not None and id(grad) in compiled.layout.field_slot:
+                swap[grad] = target
+        if not swap:
+            return compiled
+        key = ("reading", key, tuple((id(f), id(g)) for f, g in swap.items()))
+        view = self.variants.get(key)
+        if view is None:
+            acc = _tape.access_of(compiled)
+            view = None if any(f in acc.writes for f in swap) else compiled.rebound(swap)
+            if view is None:
+                view = self.compile(args, "primal", unread, varied)
+            else:
+                view.access = type(acc)({swap.get(f, f) for f in acc.reads}, set(acc.writes))
+            self.variants[key] = view
+        return view
 
     @property
     def is_bound_kernel(self) -> bool:
@@ -424,6 +455,8 @@ class Kernel:
         if compiled is None:
             compiled = owner.compile(args, mode, unread, varied)
             owner.variants[key] = compiled
+        if mode == "primal" and self.grad_reads and owner is not self:
+            compiled = self._reading_slots(compiled, key, args, unread, varied)
         flat, arrays, copies = [], [], []
         for k, (p, a) in enumerate(zip(params, args)):
             if p.kind == "scalar":

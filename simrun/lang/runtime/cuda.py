@@ -315,6 +315,11 @@ class CudaKernel(CompiledKernel):
         self.device_locals = len(layout.var_slot) > len(arg_specs)
         self.fixed_point: dict = {}  # task -> its fixed-point tasks (compiler_cuda.py)
 
+    def rebound(self, fields: dict) -> None:
+        """None: a twin reading another field in x.grad's place compiles its own PTX. (The
+        CPU's view would need a device context of its own here; not yet run on a device.)"""
+        return None
+
     def launch_plan(self, tasks):
         """(PTX kernel, on one thread?) in launch order for the kernel's tasks: in the
         deterministic mode a racing task runs as its fixed-point tasks on the whole grid

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import ctypes
+import dataclasses
 
 import numpy as np
 
@@ -27,6 +29,13 @@ class KernelRuntimeError(SimrunError, RuntimeError):
 class KernelIndexError(SimrunError, IndexError):
     """A field index out of range, found by ``ti.init(debug=True)``'s bounds checks: the
     message names the kernel, field, index, shape and source line."""
+
+
+def same_storage(a, b) -> bool:
+    """Whether fields a and b are stored alike: one compiled access reads either."""
+    return all(getattr(a, k, None) == getattr(b, k, None) for k in
+               ("dtype", "shape", "elem_shape", "order", "runtime_rows")) and \
+        a._data is not None and b._data is not None and a._data.strides == b._data.strides
 
 
 class CompiledKernel:
@@ -58,6 +67,28 @@ class CompiledKernel:
         self.order_sensitive: frozenset = frozenset()  # tasks whose float adds race (compiler)
         self.last_rng_key = None
         self.ctx[layout.stack_slot] = runtime.stacks.ctypes.data
+
+    def rebound(self, fields: dict) -> CompiledKernel | None:
+        """This variant's code reading `fields[f]` in the place of each field f it only
+        reads (Kernel.with_grad_reads: a step's force slot G in x.grad's place): a
+        context of its own holding the other field's address, no compile. None where a
+        pair is not stored alike (the code has the storage's shape compiled in)."""
+        if not all(same_storage(f, g) for f, g in fields.items()):
+            return None
+        view = copy.copy(self)
+        view.code_of = getattr(self, "code_of", self)  # the variant whose code this is
+        placed = [fields.get(f, f) for f in self.layout.fields]
+        view.layout = dataclasses.replace(self.layout, fields=placed, field_slot={
+            id(f): slot for slot, f in enumerate(placed)})
+        view.ctx = self.ctx.copy()
+        view.ctx_addr = view.ctx.ctypes.data
+        view.f64, view.f32, view.i32 = (view.ctx.view(t) for t in (np.float64, np.float32,
+                                                                   np.int32))
+        view.views = (view.ctx, view.f64, view.f32)
+        for slot, f in enumerate(placed):
+            if f is not self.layout.fields[slot]:
+                view.ctx[slot] = f._data.ctypes.data
+        return view
 
     def set_args(self, flat_args, own: tuple | None = None) -> None:
         """The scalar arguments into this kernel's context, or into `own`, a copy of it that
