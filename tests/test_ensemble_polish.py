@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from simrun.ensemble.gauss_newton import Step, agreement, pooled
 from simrun.jobs.fit import POLISH_POOL, POLISH_RUNS, fit_by_reweighting
 from simrun.scene import SceneError, load_scene
 
@@ -87,3 +88,43 @@ def test_parameters_the_targets_do_not_determine_are_refused(tmp_path: Path) -> 
                          " lr: 0.003, iterations: 1}",))
     with pytest.raises(SceneError, match="do not determine"):
         _fit(scene, tmp_path / "k")
+
+
+def _step(delta, sampled, targets=None) -> Step:
+    p = len(delta)
+    targets = np.zeros((p, p)) if targets is None else targets
+    return Step(np.asarray(delta, float), sampled + targets, sampled, {}, {}, targets)
+
+
+def test_agreement_refuses_one_step_in_ten_at_the_fit() -> None:
+    """At the fit each run lands at theta* plus its own noise n_k, and the next run starts
+    there: its step is n_k - n_k-1. Counted against both runs' covariances, one such step in
+    ten is above the 90% point of chi^2 (p = 2); against its own run's alone, about one in
+    four would be (a polish that seldom finds two agreeing runs in a row)."""
+    from scipy.stats import chi2
+
+    rng = np.random.default_rng(0)
+    cov = np.array([[4e-4, -1e-5], [-1e-5, 3e-7]])  # fit_ka's scale: errors 0.02, 5e-4
+    noise = rng.multivariate_normal(np.zeros(2), cov, size=20001)
+    steps = [_step(b - a, cov) for a, b in zip(noise[:-1], noise[1:])]
+    limit = chi2.ppf(0.9, 2)
+    both = np.mean([agreement(s, s) > limit for s in steps])
+    alone = np.mean([agreement(s, None) > limit for s in steps])
+    assert abs(both - 0.10) < 0.01  # 20,000 steps: binomial sd 0.002
+    assert alone > 0.2
+
+
+def test_pooled_runs_average_their_errors_and_scale_up_a_spread() -> None:
+    """Two runs' mean has their sampled covariance over two, plus the targets' share, which
+    no number of runs reduces; landing points further apart than their errors say scale
+    the sampled share by chi^2 / dof (Birge), never down."""
+    sampled, targets = np.diag([4e-4, 1e-6]), np.diag([1e-4, 0.0])
+    runs = [_step([0.0, 0.0], sampled, targets)] * 2
+    near = pooled([np.array([1.50, 0.8]), np.array([1.51, 0.8])], runs)
+    assert near.estimate == pytest.approx([1.505, 0.8])
+    assert near.scale == 1.0  # chi^2 = 2 * 0.005^2 / 4e-4 = 0.125 of 2 dof
+    assert np.allclose(near.covariance, sampled / 2 + targets)
+    far = pooled([np.array([1.40, 0.8]), np.array([1.60, 0.8])], runs)
+    assert far.spread_chi2 == pytest.approx(2 * 0.1 ** 2 / 4e-4)  # 50
+    assert far.scale == pytest.approx(np.sqrt(50 / 2))
+    assert np.allclose(far.covariance, sampled / 2 * 25 + targets)
