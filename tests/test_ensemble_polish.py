@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy.stats import chi2
 
 from simrun.ensemble.gauss_newton import Step, agreement, pooled
 from simrun.jobs.fit import POLISH_POOL, POLISH_RUNS, fit_by_reweighting
@@ -101,8 +102,6 @@ def test_agreement_refuses_one_step_in_ten_at_the_fit() -> None:
     there: its step is n_k - n_k-1. Counted against both runs' covariances, one such step in
     ten is above the 90% point of chi^2 (p = 2); against its own run's alone, about one in
     four would be (a polish that seldom finds two agreeing runs in a row)."""
-    from scipy.stats import chi2
-
     rng = np.random.default_rng(0)
     cov = np.array([[4e-4, -1e-5], [-1e-5, 3e-7]])  # fit_ka's scale: errors 0.02, 5e-4
     noise = rng.multivariate_normal(np.zeros(2), cov, size=20001)

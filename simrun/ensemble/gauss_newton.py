@@ -12,6 +12,9 @@ block jackknife of delta itself (delta is a function of the trajectory's means, 
 correlations between g(r)'s bins and between <O> and J are counted), plus the targets'
 errors carried through (J^T W J)^-1 J^T W. (J^T W J)^-1 alone, the textbook Gauss-Newton
 covariance, takes the components as independent; it is reported beside, not used.
+
+A fit's polish takes such steps from independent runs: `agreement` says whether a step is
+only its runs' noise, and `pooled` averages the landing points of runs that agree.
 """
 
 from __future__ import annotations
