@@ -120,6 +120,13 @@ def fit_lj_figures(out: Path) -> dict:
     return found
 
 
+def fit_ka_figures(out: Path) -> dict:
+    """`python bench/fit_ka.py`: fit_ka.yaml's fit from 20% off and its errors' honesty."""
+    stdout, _seconds = _command([sys.executable, "bench/fit_ka.py", "--out",
+                                 str(out / "fit_ka")], REPO)
+    return next(json.loads(line) for line in stdout.splitlines() if '"honesty"' in line)
+
+
 def lj_horizon_figures(out: Path) -> dict:
     """The forward-mode horizon report of the ensemble section's first command."""
     stdout, seconds = _command(_simrun(
@@ -160,6 +167,7 @@ JOBS = {
     "liquid_run": lambda out: run_figures("liquid", out),
     "fit_spring": fit_spring_figures,
     "fit_lj": fit_lj_figures,
+    "fit_ka": fit_ka_figures,
 }
 
 

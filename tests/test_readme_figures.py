@@ -76,6 +76,20 @@ EXACT = [
      + [f"fit_lj.check.potential_per_particle.{k}"
         for k in ("value", "error", "target", "target_error", "z")]
      + ["fit_lj.check.rdf.chi2_per_bin", "fit_lj.check.rdf.bins", "fit_lj.check.rdf.largest_z"]),
+    ("fit_ka stages", r"ran it: (\d+) Adam iterations, then (\d+) polish runs of 8000 steps",
+     ["fit_ka.adam_iterations", "fit_ka.polish_runs"]),
+    ("fit_ka result", rf"\*\*epsilon_AB = {NUMBER} \+- {NUMBER} and sigma_AB = {NUMBER} \+- "
+     rf"{NUMBER}\*\* \(Kob and Andersen's 1.5 and 0.8: {NUMBER}% and {NUMBER}% off",
+     [f"fit_ka.{p}[A:B].{k}" for p in ("epsilon", "sigma") for k in ("value", "error")]
+     + ["fit_ka.epsilon[A:B].off_percent", "fit_ka.sigma[A:B].off_percent"]),
+    ("fit_ka honesty", rf"(\d+) independent runs of (\d+) steps at the fitted values \(what "
+     rf"the polish pools\): their landing points spread by {NUMBER} in epsilon_AB against their "
+     rf"stated {NUMBER} \(ratio {NUMBER}\), by {NUMBER} in sigma_AB against {NUMBER} \(ratio "
+     rf"{NUMBER}\); chi\^2 {NUMBER} over (\d+) degrees",
+     ["fit_ka.honesty.seeds", "fit_ka.honesty.steps"]
+     + [f"fit_ka.honesty.{p}[A:B].{k}" for p in ("epsilon", "sigma")
+        for k in ("spread", "stated", "ratio")]
+     + ["fit_ka.honesty.spread_chi2", "fit_ka.honesty.dof"]),
     ("lj horizon", rf"grows like e\^\({NUMBER} t\), to {NUMBER} at 15 time units",
      ["lj_horizon.rate", "lj_horizon.gradient"]),
     ("lj_melt rates", rf"`bench/readme_figures.py`, run while other jobs loaded the VM to "
@@ -84,6 +98,7 @@ EXACT = [
       "lj_melt.steps_per_s_every_100"]),
 ]
 TIMES = [("fit_lj", r"polish runs of 24,000 steps, (\d+) s in all", "fit_lj.seconds"),
+         ("fit_ka", r"\(the last two agreeing\), (\d+) s in all", "fit_ka.seconds"),
          ("fit_spring", r"in 13 iterations \((\d+) s at load", "fit_spring.seconds"),
          ("rigid_body", r"in 20 it\., ([\d.]+) s in all", "rigid_body.seconds"),
          ("rigid_body_legs", r"\(it\. 14\), ([\d.]+) s in all", "rigid_body_legs.seconds"),

@@ -179,10 +179,11 @@ def fit_targets(scene: Scene, target: Path, options: dict[str, Any], quiet: bool
     out.print(f"done: {len(adam)} Adam iterations from {fresh} trajectories (reweighted "
               f"while N_eff/N >= 0.9); loss {rows[0].loss:.4g} -> {adam[-1].loss:.4g}")
     if fit.steps:
-        state = "converged: the last step is within its errors" if fit.converged else \
+        state = (f"converged: the last {fit.pool.runs} runs agree within their errors, their "
+                 "landing points averaged") if fit.converged else \
             "NOT converged: the last step is larger than its errors; run more iterations"
         out.print(f"  polished by Gauss-Newton over {len(fit.steps)} fresh runs ({state}, "
-                  f"chi^2 {fit.steps[-1].chi2:.2f}, loss {rows[-1].loss:.4g}); fitted, +- the "
+                  f"chi^2 {fit.chi2s[-1]:.2f}, loss {rows[-1].loss:.4g}); fitted, +- the "
                   "fit's own standard error (best.yaml):")
     else:
         out.print(f"  fitted (mean of the last {AVERAGED:.0%} of the iterations; best.yaml):")

@@ -12,6 +12,9 @@ block jackknife of delta itself (delta is a function of the trajectory's means, 
 correlations between g(r)'s bins and between <O> and J are counted), plus the targets'
 errors carried through (J^T W J)^-1 J^T W. (J^T W J)^-1 alone, the textbook Gauss-Newton
 covariance, takes the components as independent; it is reported beside, not used.
+
+A fit's polish takes such steps from independent runs: `agreement` says whether a step is
+only its runs' noise, and `pooled` averages the landing points of runs that agree.
 """
 
 from __future__ import annotations
@@ -34,11 +37,19 @@ class Step:
     independent: np.ndarray  # (p, p) (J^T W J)^-1: components taken as independent
     residuals: dict[str, np.ndarray]  # <O> - t per target
     sigma: dict[str, np.ndarray]  # sqrt(s^2 + e^2) per target component
+    from_targets: np.ndarray | None = None  # (p, p) the targets' errors' share of covariance
+
+    @property
+    def sampled(self) -> np.ndarray:
+        """The trajectory's share of the covariance: what another run would not repeat."""
+        return self.covariance - (0.0 if self.from_targets is None else self.from_targets)
 
     @property
     def chi2(self) -> float:
-        """delta^T C^-1 delta: how many errors the step is (about p when it is only noise)."""
-        return float(self.step @ np.linalg.solve(self.covariance, self.step))
+        """delta^T C_s^-1 delta in the run's own (sampled) covariance C_s: about p when the
+        step is only that run's noise. The targets' errors are left out: they move where the
+        fit lands, the same for every run, not how far a run's step scatters about it."""
+        return float(self.step @ np.linalg.solve(self.sampled, self.step))
 
 
 def gauss_newton(scene: Scene, loss: TargetLoss, series: dict[str, np.ndarray],
@@ -77,6 +88,45 @@ def gauss_newton(scene: Scene, loss: TargetLoss, series: dict[str, np.ndarray],
                          "or only together). Add a target that does, or tune fewer "
                          "parameters.") from None
     gain = independent @ (jac.T * weight)
-    covariance = covariance + (gain * target_var) @ gain.T
-    return Step(step, covariance, independent, dict(zip(names, np.split(avg - target, sizes))),
-                dict(zip(names, np.split(np.sqrt(var), sizes))))
+    from_targets = (gain * target_var) @ gain.T
+    return Step(step, covariance + from_targets, independent,
+                dict(zip(names, np.split(avg - target, sizes))),
+                dict(zip(names, np.split(np.sqrt(var), sizes))), from_targets)
+
+
+def agreement(step: Step, before: Step | None) -> float:
+    """chi^2 of a step against zero: in its run's own sampled covariance, plus the run's
+    before when the step started where that one landed (theta_k = theta_k-1 + delta_k-1:
+    then delta_k is the difference of two landing points, each its run's noise, and about
+    2 p, not p, at the fit; the run's own covariance alone would call one in four of those
+    steps too large for p = 1)."""
+    covariance = step.sampled + (0.0 if before is None else before.sampled)
+    return float(step.step @ np.linalg.solve(covariance, step.step))
+
+
+@dataclass
+class Pooled:
+    """The landing points theta + delta of the polish's last runs whose steps were within
+    their errors: each an independent estimate (own seed, own frames)."""
+
+    estimate: np.ndarray  # their mean
+    covariance: np.ndarray  # of the mean: sampled / K (scaled by the spread) + targets'
+    runs: int  # K
+    spread_chi2: float  # the landing points about their mean, in their sampled errors
+    scale: float  # sqrt(spread_chi2 / dof) where above 1 (Birge), else 1
+
+
+def pooled(points: list[np.ndarray], steps: list[Step]) -> Pooled:
+    """Their mean, and its covariance: each run's sampled covariance averaged and divided by
+    K, scaled up where the points spread more than those errors say (chi^2 per degree of
+    freedom, (K - 1) p of them), plus the targets' share, which every run shares and no
+    number of runs reduces."""
+    k, points = len(points), np.array(points)
+    estimate = points.mean(axis=0)
+    sampled = np.mean([s.sampled for s in steps], axis=0) / k
+    spread = sum(float((x - estimate) @ np.linalg.solve(s.sampled, x - estimate))
+                 for x, s in zip(points, steps))
+    dof = (k - 1) * points.shape[1]
+    scale = float(np.sqrt(max(1.0, spread / dof))) if dof else 1.0
+    targets = np.mean([s.from_targets for s in steps], axis=0)
+    return Pooled(estimate, sampled * scale ** 2 + targets, k, spread, scale)
