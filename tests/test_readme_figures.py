@@ -10,6 +10,7 @@ recorded one (it says the load beside them)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from pathlib import Path
@@ -58,6 +59,13 @@ EXACT = [
      ["wave.first_loss", "wave.final_loss", "wave.iterations"]),
     ("smoke", rf"the initial velocity field: loss {NUMBER} -> {NUMBER} \((\d+) it\.",
      ["smoke.first_loss", "smoke.final_loss", "smoke.iterations"]),
+    ("diffmpm3d", rf"64\^3 grid: {NUMBER} -> {NUMBER} \((\d+) it\.",
+     ["diffmpm3d.first_loss", "diffmpm3d.final_loss", "diffmpm3d.iterations"]),
+    ("diffmpm3d command", r"simrun optimize diffmpm3d --iterations (\d+)",
+     ["diffmpm3d.iterations"]),
+    ("liquid", rf"12,996 fluid particles: {NUMBER} -> {NUMBER} \((\d+) it\.",
+     ["liquid.first_loss", "liquid.final_loss", "liquid.iterations"]),
+    ("liquid command", r"simrun optimize liquid --iterations (\d+)", ["liquid.iterations"]),
     ("fit_spring", rf"recovers k = {NUMBER} \+- {NUMBER} and r0 = {NUMBER} \+- {NUMBER} in "
      rf"(\d+) iterations", ["fit_spring.k.value", "fit_spring.k.error", "fit_spring.r0.value",
                             "fit_spring.r0.error", "fit_spring.iterations"]),
@@ -105,6 +113,10 @@ TIMES = [("fit_lj", r"polish runs of 24,000 steps, (\d+) s in all", "fit_lj.seco
          ("electric", r"\(200 it\., ([\d.]+) s in all", "electric.seconds"),
          ("wave", r"\(200 it\., ([\d.]+) s in all at load 4-5", "wave.seconds"),
          ("smoke", r"\(240 it\., ([\d.]+) s in all", "smoke.seconds"),
+         ("diffmpm3d", r"64\^3 grid: \S+ -> \S+ \(\d+ it\., ([\d.]+) s in all",
+          "diffmpm3d.seconds"),
+         ("liquid", r"12,996 fluid particles: \S+ -> \S+ \(\d+ it\., ([\d.]+) s in all",
+          "liquid.seconds"),
          ("diffmpm3d run", r"either 3-D scene takes ([\d.]+) s \(diffmpm3d\)",
           "diffmpm3d_run.run_seconds"),
          ("liquid run", r"s \(diffmpm3d\) and ([\d.]+) s \(liquid\)", "liquid_run.run_seconds")]
@@ -127,6 +139,18 @@ def test_readme_times_are_the_recorded_ones(what: str, pattern: str, path: str) 
     found = re.search(pattern, README)
     assert found, f"README no longer has the {what} time in the form {pattern!r}"
     assert abs(float(found.group(1)) - _at(path)) <= TIME_TOLERANCE * _at(path), (what, path)
+
+
+def test_the_3d_mpm_trainings_ran_the_iterations_the_script_sets() -> None:
+    """The README's diffmpm3d and liquid figures are from as many iterations as
+    bench/readme_figures.py's MPM3D_ITERATIONS sets (fewer than the originals' 100 and 501),
+    run to the end."""
+    spec = importlib.util.spec_from_file_location("readme_figures",
+                                                  REPO / "bench" / "readme_figures.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    for scene, iterations in script.MPM3D_ITERATIONS.items():
+        assert (RECORD[scene]["iterations"], RECORD[scene]["status"]) == (iterations, "done")
 
 
 def test_rounding_is_to_the_printed_digits() -> None:

@@ -119,3 +119,31 @@ def test_a_scratch_field_a_step_clears_only_in_part_is_refused(tmp_path):
     assert "Traceback" not in done.stderr
     assert "grid_m, grid_out, grid_v" in done.stderr and "NaN" in done.stderr
     assert not (tmp_path / "g" / "gradients.npz").exists()
+
+
+def test_the_2d_mpm_grid_is_scratch_stored_states_shrink_and_gradients_keep_their_bits(
+        tmp_path):
+    """kernels/mpm.py (scenes/mpm.yaml) marks its grid scratch: each stored state is the
+    64^2 grid's bytes (grid_v 2 floats, grid_m 1, in f64) smaller than with the module's
+    marks taken out, and J and the gradients are the same bits."""
+    module = (REPO / "kernels" / "mpm.py").read_text()
+    unmarked = module.replace("ctx.scratch(", "_unmarked(")
+    assert unmarked.count("_unmarked(") == 2  # grid_v and grid_m
+    (tmp_path / "mpm_unmarked.py").write_text(unmarked + "\n\ndef _unmarked(f):\n    return f\n")
+    keys = ["step_kernels.params.gravity", "dt", "state.v0", "fields.C"]
+    base = ["precision=f64", "objective={builtin: kinetic, at: end}", "steps=12"]
+    steps = "[" + ", ".join(f"{tmp_path / 'mpm_unmarked.py'}:{k}" for k in
+                            ("clear_grid", "p2g", "grid_op", "g2p")) + "]"
+    results = {}
+    for name, sets in (("marked", base), ("unmarked", [*base, f"step_kernels.kernels={steps}"])):
+        scene = load_scene(REPO / "scenes" / "mpm.yaml", sets, allow_outside=True)
+        results[name] = scene_gradient(scene, keys, checkpoints=4, threads=1)
+    marked, unmarked_result = results["marked"], results["unmarked"]
+    assert marked.snapshots == unmarked_result.snapshots == 4
+    grid_bytes = 64 * 64 * (2 + 1) * 8
+    per_state = (unmarked_result.stored_bytes - marked.stored_bytes) / marked.snapshots
+    assert per_state == grid_bytes
+    assert marked.objective == unmarked_result.objective
+    for key in keys:
+        assert np.abs(marked.gradients[key]).max() > 0
+        np.testing.assert_array_equal(marked.gradients[key], unmarked_result.gradients[key])

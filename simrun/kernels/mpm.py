@@ -44,8 +44,11 @@ def allocate(ctx) -> dict:
         raise ValueError("every particle must start inside the unit square [0, 1)^2")
     return {
         "C": ti.Matrix.field(ctx.dim, ctx.dim, dtype=ctx.dtype, shape=ctx.n),
-        "grid_v": ti.Vector.field(ctx.dim, dtype=ctx.dtype, shape=(n_grid, n_grid)),
-        "grid_m": ti.field(dtype=ctx.dtype, shape=(n_grid, n_grid)),
+        # scratch: clear_grid zeroes the grid each step before p2g, grid_op and g2p read it,
+        # so a gradient's stored states leave it out
+        "grid_v": ctx.scratch(ti.Vector.field(ctx.dim, dtype=ctx.dtype,
+                                              shape=(n_grid, n_grid))),
+        "grid_m": ctx.scratch(ti.field(dtype=ctx.dtype, shape=(n_grid, n_grid))),
     }
 
 
