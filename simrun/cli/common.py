@@ -186,11 +186,15 @@ def exit_codes(on_interrupt: Callable[[], str] | None = None,
     simrun and keeps its traceback. ``folder``: the job's folder once known (for the
     full-disk advice, and where a cut compile error is kept whole).
     """
+    from simrun.lang.runtime.interrupt import (  # start-up: loads the compiler
+        stopping_native_calls,
+    )
     from simrun.stepper import SimulationError  # start-up: loads the compiler
 
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        yield
+        with stopping_native_calls():  # Ctrl-C and SIGTERM within a long native call
+            yield
     except SceneError as exc:
         raise fail(f"error: {exc}", EXIT_BAD_INPUT) from None
     except SimulationError as exc:

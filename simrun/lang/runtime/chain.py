@@ -25,6 +25,7 @@ import numpy as np
 from llvmlite import ir
 
 from . import jit
+from .interrupt import in_flight
 
 CHAIN_FN = "simrun_chain_run"
 _CHAIN = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
@@ -186,6 +187,9 @@ class Chain:
             if compiled.ndarray_slots:
                 raise ValueError(f"kernel '{compiled.name}' takes ndarrays: chain fields only")
         self.runtime, self.launches, self.stop = runtime, launches, stop
+        # read after each repetition: the caller's stop field, or one of its own that only
+        # a signal sets (interrupt.py), so that any long call can be cut at a step's end
+        self.stop_word = stop.data if stop is not None else np.zeros((), dtype=np.int32)
         self.contexts, self.writers_of = _contexts(launches)
         self.writers = [w for ws in self.writers_of.values() for w in ws]
         self.owner = [k for k, (compiled, _) in enumerate(launches) for _ in compiled.fns]
@@ -237,7 +241,15 @@ class Chain:
             done = self._run_python(program)
         else:
             call, (run, state, plan, stop, failed) = native
-            done = call(run, state, plan, program.ctypes.data, len(program) // 3, stop, failed)
+            word = self.stop_word
+            if self.stop is None:
+                word[()] = 0
+            in_flight[id(word)] = word
+            try:  # a signal's KeyboardInterrupt comes as the call returns
+                done = call(run, state, plan, program.ctypes.data, len(program) // 3, stop,
+                            failed)
+            finally:
+                del in_flight[id(word)]
         for f in self.written:  # as each launch does: readers see that the field changed
             f.version += 1
         if self.failed[0] >= 0:
@@ -261,7 +273,7 @@ class Chain:
         address = rt.native_run_address()
         if address is None:
             return None
-        stop = self.stop.data.ctypes.data if self.stop is not None else None
+        stop = self.stop_word.ctypes.data
         call = (_chain_function(rt.settings), (address, rt.state.ctypes.data,
                                                self.plan.ctypes.data, stop,
                                                self.failed.ctypes.data))
