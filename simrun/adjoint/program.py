@@ -198,8 +198,8 @@ class NativeProgram:
             self.pending_steps += take
             left -= take
             if self.pending_steps >= STEPS_PER_CALL:
-                self._progress(b - left)
                 self.flush()
+                self._progress(b - left)
         self.live = Held(b, None)
         return self.live
 
@@ -229,12 +229,13 @@ class NativeProgram:
         self.reversed_to = k
         self.live = None
         if len(self.args) >= OPS - 2:
-            self._progress(k)
             self.flush()
+            self._progress(k)
 
     def _progress(self, step: int) -> None:
         """Forward steps reached in the first descent, then steps reversed (the last step
-        handed to the program, ``reversed_to``, not the recomputations' steps)."""
+        the program has reversed, ``reversed_to``, not the recomputations' steps); called
+        after each native call, so that it never reports steps still to be made."""
         if self.first_descent:
             self.traj.progress("forward", step, self.steps)
         else:
@@ -299,13 +300,13 @@ class NativeProgram:
         for first in range(1, steps, OPS):  # slot k: the state before step k
             slots = range(first, min(first + OPS, steps))
             self._emit_repeated(self.first_store_row, slots)
-            self._progress(slots[-1])
             self.flush()
+            self._progress(slots[-1])
         self.live = held = Held(steps - 1, steps - 1)
         self._first_reverse(held)
         for top in range(steps - 1, -1, -OPS):
             self._emit_repeated(self.reverse_row, range(top, max(top - OPS, -1), -1))
             self.first_reversed, self.reversed_to = top, max(top - OPS + 1, 0)
-            self._progress(self.reversed_to)
             self.flush()
+            self._progress(self.reversed_to)
         return Schedule(steps, steps - 1, advances=steps - 1, peak_stored=steps - 1)
