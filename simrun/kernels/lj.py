@@ -164,14 +164,17 @@ def lj_all_pairs(x: ti.template(), box_low: ti.template(), box_high: ti.template
 # --- mixtures: parameters per species pair (scene/species.py; scenes/kob_andersen.yaml) ---
 # `species` is each particle's type index; epsilon, sigma and cutoff are (types x types)
 # fields bound by name (a number in the scene fills every pair). The list's cutoff must
-# reach the largest pair cutoff (the list is built at it plus the skin, and each pair's own
-# cutoff is applied here); LIMITS hold for each pair.
+# reach the largest pair cutoff; each pair is listed within its own cutoff plus the skin,
+# and its own cutoff is applied here too (the skin's pairs); LIMITS hold for each pair.
 # The pair's energy is chosen by ti.select, not an `if`: parameters read inside an `if` are
 # loads LLVM sinks into the branch, where the loop vectoriser cannot if-convert them (they
 # are not known safe to read on every lane), so the row loop stayed scalar, 2.2-2.4x
 # lj_shifted's time per force call; read on every pair it runs 4 lanes wide, 1.3-1.4x
 # (bench/README.md, "Kob-Andersen against LAMMPS").
+# PAIR_CUTOFF: the argument beyond whose value a pair adds nothing; the neighbour list then
+# holds each pair within its own cutoff + skin (LAMMPS's multi-type list; stepper/pairs.py)
 DEFAULTS.update(lj_species={}, lj_species_shifted={})
+PAIR_CUTOFF = {"lj_species": "cutoff", "lj_species_shifted": "cutoff"}
 LIMITS.update(lj_species=[*_LJ, *_REACH], lj_species_shifted=[*_LJ, *_REACH])
 
 
