@@ -31,23 +31,14 @@ def _candidate(slot, origin, fold: ti.template(), box_low: ti.template(),
 
 
 @ti.func
-def _type_of(pairs: ti.template(), i):
-    """Particle i's type index in a list over species (read once a row); 0 otherwise."""
-    t = 0
-    if ti.static(pairs is not None):
-        t = pairs.types[i]
-    return t
-
-
-@ti.func
-def _limits(pairs: ti.template(), home_type, j, reach2, cut2):
-    """The squared reach and cutoff of the pair (i, j), i of type ``home_type``: its type
-    pair's (``pairs``, a ListPairs), or ``reach2`` and ``cut2`` for every pair (``pairs``
-    None: the list of one reach compiles as it did before per-pair reaches)."""
+def _limits(pairs: ti.template(), i, j, reach2, cut2):
+    """The squared reach and cutoff of the pair (i, j): its type pair's (``pairs``, a
+    ListPairs), or ``reach2`` and ``cut2`` for every pair (``pairs`` None: the list of one
+    reach compiles as it did before per-pair reaches)."""
     pair_reach2, pair_cut2 = reach2, cut2
     if ti.static(pairs is not None):
-        b = pairs.types[j]
-        pair_reach2, pair_cut2 = pairs.reach2[home_type, b], pairs.cut2[home_type, b]
+        a, b = pairs.types[i], pairs.types[j]
+        pair_reach2, pair_cut2 = pairs.reach2[a, b], pairs.cut2[a, b]
     return pair_reach2, pair_cut2
 
 
@@ -76,13 +67,12 @@ def _gather(lane, first, last, shift, home_first, home_last, above: ti.template(
         found = neighbors[i, 0]
         base = ti.min(found, capacity)
         count = base
-        home_type = _type_of(pairs, i)
         for slot in range(first, last):
             # no branch on the pair: j goes to the next free place (a row has room for
             # capacity + the fullest run), and counts when within reach
             j, r2 = _candidate(slot, origin, fold, box_low, box_high, periodic,
                                cell_particles, cell_x)
-            pair_reach2, pair_cut2 = _limits(pairs, home_type, j, reach2, cut2)
+            pair_reach2, pair_cut2 = _limits(pairs, i, j, reach2, cut2)
             unsorted[lane, home_slot - home_first, count] = j + n * ti.cast(r2 >= pair_cut2,
                                                                             ti.i32)
             within = ti.cast(r2 < pair_reach2, ti.i32)
@@ -216,7 +206,6 @@ def _search_parallel(box_low: ti.template(), box_high: ti.template(), periodic: 
         home_cell = _home_cell(home_slot, cell_start, ncells)
         home = _coords(home_cell, grid, dim)
         i = cell_particles[home_slot]
-        home_type = _type_of(pairs, i)
         found = 0
         for skin in ti.static(range(2)):
             for run in range(ti.static(3 ** dim if span == 0 else
@@ -235,7 +224,7 @@ def _search_parallel(box_low: ti.template(), box_high: ti.template(), periodic: 
                 for slot in range(first, last):
                     j, r2 = _candidate(slot, origin, fold, box_low, box_high, periodic,
                                        cell_particles, cell_x)
-                    pair_reach2, pair_cut2 = _limits(pairs, home_type, j, reach2, cut2)
+                    pair_reach2, pair_cut2 = _limits(pairs, i, j, reach2, cut2)
                     take = r2 < pair_cut2
                     if ti.static(skin):
                         take = r2 >= pair_cut2 and r2 < pair_reach2
