@@ -178,6 +178,26 @@ PAIR_CUTOFF = {"lj_species": "cutoff", "lj_species_shifted": "cutoff"}
 LIMITS.update(lj_species=[*_LJ, *_REACH], lj_species_shifted=[*_LJ, *_REACH])
 
 
+@ti.func
+def _row(table: ti.template(), si):
+    """Row ``si`` of a (types x types) parameter table as a local vector: read once a
+    particle, then indexed by the partner's type (no gather a pair)."""
+    row = ti.Vector.zero(float, table.shape[0])
+    for b in ti.static(range(table.shape[0])):
+        row[b] = table[si, b]
+    return row
+
+
+@ti.func
+def _shift_row(epsilon: ti.template(), sigma: ti.template(), cutoff: ti.template(), si):
+    """The energy at the cutoff of each pair (si, b): the shift, once a particle."""
+    row = ti.Vector.zero(float, cutoff.shape[0])
+    for b in ti.static(range(cutoff.shape[0])):
+        rc = cutoff[si, b]
+        row[b] = pair_lj(rc * rc, epsilon[si, b], sigma[si, b])
+    return row
+
+
 @ti.kernel
 def lj_species(x: ti.template(), neighbors: ti.template(), box_low: ti.template(),
                box_high: ti.template(), periodic: ti.template(), U: ti.template(),
@@ -207,13 +227,13 @@ def lj_species_shifted(x: ti.template(), neighbors: ti.template(), box_low: ti.t
     for i in range(x.shape[0]):
         xi = x[i]  # read once: its gradient is summed in a local, one scatter per particle
         si = species[i]
+        eps_row, sig_row, rc_row = _row(epsilon, si), _row(sigma, si), _row(cutoff, si)
+        shift_row = _shift_row(epsilon, sigma, cutoff, si)
         for k in range(neighbor_count(neighbors, i)):
             j = neighbor(neighbors, i, k)
             sj = species[j]
             r = min_image(x[j] - xi, box_low, box_high, periodic)
             r2 = r.dot(r)
-            rc = cutoff[si, sj]
-            eps = epsilon[si, sj]
-            sig = sigma[si, sj]
-            U[None] += ti.select(r2 < rc * rc, pair_lj(r2, eps, sig) - pair_lj(rc * rc, eps, sig),
-                                 0.0)
+            rc = rc_row[sj]
+            U[None] += ti.select(r2 < rc * rc,
+                                 pair_lj(r2, eps_row[sj], sig_row[sj]) - shift_row[sj], 0.0)
