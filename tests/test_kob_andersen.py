@@ -1,6 +1,6 @@
 """scenes/kob_andersen.yaml's step 0 as `simrun run` reports it (thermo.csv's potential and
 pressure) against a NumPy double loop over pairs, each cut at its own pair's cutoff (2.5
-sigma_ij: issue 47's per-pair cutoffs on a list built at the largest cutoff + skin) and
+sigma_ij: issue 47's per-pair cutoffs, the list holding each pair to its own + skin) and
 shifted there: P = (2 K + sum_pairs r_ij . F_ij) / (3 V), LAMMPS's instantaneous pressure.
 bench/kob_andersen_ab.py holds the same two numbers against LAMMPS itself."""
 

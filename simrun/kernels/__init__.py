@@ -35,9 +35,10 @@ Arguments are bound by NAME (the stepper reads the kernel's signature):
     periodic   compile-time bool (use in ``ti.static``): the box is periodic
     neighbors  the scene's Verlet list (``neighbors: {cutoff, skin}``), an i32 field:
                ``for k in range(neighbor_count(neighbors, i)): j = neighbor(neighbors, i,
-               k)`` visits i's partners within cutoff + skin; each pair is in one of
-               its two rows, once (not always j > i), those within the cutoff at the
-               last build first, then the skin's
+               k)`` visits i's partners within cutoff + skin (a pair's own cutoff
+               under ``PAIR_CUTOFF``, below); each pair is in one of its two rows, once
+               (not always j > i), those within the cutoff at the last build first,
+               then the skin's
     cutoff     with a list: its cutoff, unless the params set one
     <other>    a field returned by the module's ``allocate`` hook, or else a scalar parameter
                taken from the scene's ``params:`` or from the module's ``DEFAULTS[kernel]``
@@ -56,6 +57,12 @@ Optional module hooks
     LIMITS = {"kernel_name": ["k >= 0", "-1 < poisson < 0.5", "first + count <= n"], ...}
         conditions on the parameters (and ``n``, the particle count, and ``dim``), checked
         before anything runs; a broken one is reported at the parameter's value in the scene.
+    PAIR_CUTOFF = {"kernel_name": "cutoff"}
+        a species pair kernel's (types x types) argument beyond whose value a pair adds
+        nothing (``kernels/lj.py``): if every energy term that reads the list names one
+        (and no step, controller or objective kernel reads it), the list holds each pair
+        only within its own value + skin, so the kernel walks fewer pairs. A kernel whose
+        pairs reach past that argument must not name it.
     def allocate(ctx) -> dict[str, field]
         creates extra fields (e.g. per-triangle rest shapes, an MPM grid) after ``ti.init``;
         ``ctx`` has n, dim, dtype (and np_dtype), x0, masses, topology (NumPy) and params

@@ -164,15 +164,38 @@ def lj_all_pairs(x: ti.template(), box_low: ti.template(), box_high: ti.template
 # --- mixtures: parameters per species pair (scene/species.py; scenes/kob_andersen.yaml) ---
 # `species` is each particle's type index; epsilon, sigma and cutoff are (types x types)
 # fields bound by name (a number in the scene fills every pair). The list's cutoff must
-# reach the largest pair cutoff (the list is built at it plus the skin, and each pair's own
-# cutoff is applied here); LIMITS hold for each pair.
+# reach the largest pair cutoff; each pair is listed within its own cutoff plus the skin,
+# and its own cutoff is applied here too (the skin's pairs); LIMITS hold for each pair.
 # The pair's energy is chosen by ti.select, not an `if`: parameters read inside an `if` are
 # loads LLVM sinks into the branch, where the loop vectoriser cannot if-convert them (they
 # are not known safe to read on every lane), so the row loop stayed scalar, 2.2-2.4x
 # lj_shifted's time per force call; read on every pair it runs 4 lanes wide, 1.3-1.4x
 # (bench/README.md, "Kob-Andersen against LAMMPS").
+# PAIR_CUTOFF: the argument beyond whose value a pair adds nothing; the neighbour list then
+# holds each pair within its own cutoff + skin (LAMMPS's multi-type list; stepper/pairs.py)
 DEFAULTS.update(lj_species={}, lj_species_shifted={})
+PAIR_CUTOFF = {"lj_species": "cutoff", "lj_species_shifted": "cutoff"}
 LIMITS.update(lj_species=[*_LJ, *_REACH], lj_species_shifted=[*_LJ, *_REACH])
+
+
+@ti.func
+def _row(table: ti.template(), si):
+    """Row ``si`` of a (types x types) parameter table as a local vector: read once a
+    particle, then indexed by the partner's type (no gather a pair)."""
+    row = ti.Vector.zero(float, table.shape[0])
+    for b in ti.static(range(table.shape[0])):
+        row[b] = table[si, b]
+    return row
+
+
+@ti.func
+def _shift_row(epsilon: ti.template(), sigma: ti.template(), cutoff: ti.template(), si):
+    """The energy at the cutoff of each pair (si, b): the shift, once a particle."""
+    row = ti.Vector.zero(float, cutoff.shape[0])
+    for b in ti.static(range(cutoff.shape[0])):
+        rc = cutoff[si, b]
+        row[b] = pair_lj(rc * rc, epsilon[si, b], sigma[si, b])
+    return row
 
 
 @ti.kernel
@@ -204,13 +227,13 @@ def lj_species_shifted(x: ti.template(), neighbors: ti.template(), box_low: ti.t
     for i in range(x.shape[0]):
         xi = x[i]  # read once: its gradient is summed in a local, one scatter per particle
         si = species[i]
+        eps_row, sig_row, rc_row = _row(epsilon, si), _row(sigma, si), _row(cutoff, si)
+        shift_row = _shift_row(epsilon, sigma, cutoff, si)
         for k in range(neighbor_count(neighbors, i)):
             j = neighbor(neighbors, i, k)
             sj = species[j]
             r = min_image(x[j] - xi, box_low, box_high, periodic)
             r2 = r.dot(r)
-            rc = cutoff[si, sj]
-            eps = epsilon[si, sj]
-            sig = sigma[si, sj]
-            U[None] += ti.select(r2 < rc * rc, pair_lj(r2, eps, sig) - pair_lj(rc * rc, eps, sig),
-                                 0.0)
+            rc = rc_row[sj]
+            U[None] += ti.select(r2 < rc * rc,
+                                 pair_lj(r2, eps_row[sj], sig_row[sj]) - shift_row[sj], 0.0)

@@ -31,15 +31,29 @@ def _candidate(slot, origin, fold: ti.template(), box_low: ti.template(),
 
 
 @ti.func
+def _limits(pairs: ti.template(), i, j, reach2, cut2):
+    """The squared reach and cutoff of the pair (i, j): its type pair's (``pairs``, a
+    ListPairs), or ``reach2`` and ``cut2`` for every pair (``pairs`` None: the list of one
+    reach compiles as it did before per-pair reaches)."""
+    pair_reach2, pair_cut2 = reach2, cut2
+    if ti.static(pairs is not None):
+        a, b = pairs.types[i], pairs.types[j]
+        pair_reach2, pair_cut2 = pairs.reach2[a, b], pairs.cut2[a, b]
+    return pair_reach2, pair_cut2
+
+
+@ti.func
 def _gather(lane, first, last, shift, home_first, home_last, above: ti.template(),
             fold: ti.template(), box_low: ti.template(), box_high: ti.template(),
             periodic: ti.template(), cell_particles: ti.template(), cell_x: ti.template(),
             unsorted: ti.template(), neighbors: ti.template(), reach2, cut2,
-            half: ti.template()):
+            half: ti.template(), pairs: ti.template()):
     """Append to the rows of the home cell's particles (the lane's scratch rows) their
     partners in the slots [first, last) (one cell, or a run of cells along the last axis);
     ``neighbors[i, 0]`` counts each row's partners found so far (past capacity too). A
-    partner beyond the cutoff (in the skin) is entered as j + N. ``above``: only j > i."""
+    partner beyond the cutoff (in the skin) is entered as j + N. ``above``: only j > i.
+    ``pairs``: the ListPairs whose tables give each type pair's reach2 and cut2, or None
+    (every pair's are ``reach2`` and ``cut2``)."""
     capacity = neighbors.shape[1] - 1
     top = cell_particles.shape[0] - 1
     n = cell_particles.shape[0]
@@ -58,8 +72,10 @@ def _gather(lane, first, last, shift, home_first, home_last, above: ti.template(
             # capacity + the fullest run), and counts when within reach
             j, r2 = _candidate(slot, origin, fold, box_low, box_high, periodic,
                                cell_particles, cell_x)
-            unsorted[lane, home_slot - home_first, count] = j + n * ti.cast(r2 >= cut2, ti.i32)
-            within = ti.cast(r2 < reach2, ti.i32)
+            pair_reach2, pair_cut2 = _limits(pairs, i, j, reach2, cut2)
+            unsorted[lane, home_slot - home_first, count] = j + n * ti.cast(r2 >= pair_cut2,
+                                                                            ti.i32)
+            within = ti.cast(r2 < pair_reach2, ti.i32)
             if ti.static(not half):
                 within = within & ti.cast(j != i, ti.i32)
             count += within
@@ -93,9 +109,10 @@ def _search(box_low: ti.template(), box_high: ti.template(), periodic: ti.templa
             grid: ti.template(), cell_start: ti.template(), cell_particles: ti.template(),
             cell_x: ti.template(), unsorted: ti.template(), neighbors: ti.template(),
             reach2: float, cut2: float, longest: ti.template(), dim: ti.template(),
-            half: ti.template(), fold: ti.template(), span: ti.template()):
+            half: ti.template(), fold: ti.template(), span: ti.template(),
+            pairs: ti.template()):
     """Row i: its partners within sqrt(reach2), those within sqrt(cut2) first, then the
-    others. Each of the ``unsorted.shape[0]`` lanes walks its own run of cells with its own
+    others (with ``pairs``, a ListPairs: the pair's type pair's reach2 and cut2). Each of the ``unsorted.shape[0]`` lanes walks its own run of cells with its own
     scratch rows, one per particle of the home cell (they stay in cache from cell to cell).
 
     ``span`` 2 (a half list): cells at least reach / 2 wide and a half stencil, each pair
@@ -133,11 +150,11 @@ def _search(box_low: ti.template(), box_high: ti.template(), periodic: ti.templa
                         _gather(lane, cell_start[cell], cell_start[cell + 1], shift,
                                 home_first, home_last, half, fold, box_low, box_high, periodic,
                                 cell_particles, cell_x, unsorted, neighbors, reach2, cut2,
-                                half)
+                                half, pairs)
             else:
                 _gather(lane, home_first, home_last, box * 0.0, home_first, home_last, True,
                         False, box_low, box_high, periodic, cell_particles, cell_x, unsorted,
-                        neighbors, reach2, cut2, True)
+                        neighbors, reach2, cut2, True, pairs)
                 for column in range(ti.static((2 * span + 1) ** (dim - 1) // 2 + 1)):
                     for piece in ti.static(range(3)):
                         first, last, shift = _run(column, piece, home, span, box, grid,
@@ -145,7 +162,7 @@ def _search(box_low: ti.template(), box_high: ti.template(), periodic: ti.templa
                         if first < last:  # most columns' runs are one piece of three
                             _gather(lane, first, last, shift, home_first, home_last, False,
                                     False, box_low, box_high, periodic, cell_particles,
-                                    cell_x, unsorted, neighbors, reach2, cut2, True)
+                                    cell_x, unsorted, neighbors, reach2, cut2, True, pairs)
             for slot in range(home_first, home_last):
                 most = ti.max(most, _partition_row(cell_particles[slot], lane,
                                                    slot - home_first, unsorted, neighbors))
@@ -174,7 +191,7 @@ def _search_parallel(box_low: ti.template(), box_high: ti.template(), periodic: 
                      cell_particles: ti.template(), cell_x: ti.template(),
                      neighbors: ti.template(), reach2: float, cut2: float,
                      longest: ti.template(), dim: ti.template(), half: ti.template(),
-                     fold: ti.template(), span: ti.template()):
+                     fold: ti.template(), span: ti.template(), pairs: ti.template()):
     """_search's rows with one thread a particle and no scratch (a GPU runs _search's 256
     lanes on 256 threads): each row walks its cells or runs twice, taking the partners
     within the cutoff, then those in the skin, each in _search's order, so the rows are
@@ -207,9 +224,10 @@ def _search_parallel(box_low: ti.template(), box_high: ti.template(), periodic: 
                 for slot in range(first, last):
                     j, r2 = _candidate(slot, origin, fold, box_low, box_high, periodic,
                                        cell_particles, cell_x)
-                    take = r2 < cut2
+                    pair_reach2, pair_cut2 = _limits(pairs, i, j, reach2, cut2)
+                    take = r2 < pair_cut2
                     if ti.static(skin):
-                        take = r2 >= cut2 and r2 < reach2
+                        take = r2 >= pair_cut2 and r2 < pair_reach2
                     if ti.static(span == 0 and half):
                         take = take and j > i
                     elif ti.static(span == 0):

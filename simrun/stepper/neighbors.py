@@ -28,6 +28,13 @@ the reach (``span`` 0), with j > i in a half list. Each row is gathered into a s
 two branch-free passes, the partners within the cutoff then the skin's (rows need no order
 beyond the partition, and a build from the same positions repeats its order).
 
+A list over species whose pair kernels cut each type pair at its own cutoff (``ListPairs``,
+set by ``by_type``) holds each pair within its own type pair's cutoff + skin, as LAMMPS's
+multi-type list does (``cutneighsq[itype][jtype]``), and partitions each row at the pair's
+own cutoff: Kob-Andersen's AB pairs reach 2.3, not 2.8. The half-skin rule is the same
+(a pair within its cutoff now was within its cutoff + skin at the build). Without it the
+search compiles as it did before (one reach, ``pairs`` None).
+
 Every valid list holds the same pairs within the cutoff, so forces do not depend on when the
 list was last built, to rounding: a pair that moved into the cutoff since the build comes
 after the others, and its term is added in another order (so do fast math's lanes); that is
@@ -64,6 +71,37 @@ def _max_displacement(x: ti.template(), x_ref: ti.template(), box_low: ti.templa
         ti.atomic_max(out[None], d.dot(d))
 
 
+class ListPairs:
+    """Each type pair's reach for a list over species: the tables the search reads
+    (``reach2``, ``cut2``: squared cutoff + skin and cutoff per type pair, and ``types``,
+    each particle's type index). The cutoffs are the pair kernels' own (types x types)
+    fields, elementwise largest over them and at most the list's cutoff, read again at
+    each build; a write to one of them (a fit moving ``cutoff[A:B]``) makes the next
+    update rebuild, so the list never misses a pair a new cutoff takes in."""
+
+    def __init__(self, types: np.ndarray, cutoffs: list[Any], cutoff: float, skin: float,
+                 fp: Any) -> None:
+        count = cutoffs[0].shape[0]
+        self.types = ti.field(ti.i32, shape=len(types))
+        self.types.from_numpy(np.ascontiguousarray(types, dtype=np.int32))
+        self.reach2 = ti.field(fp, shape=(count, count))
+        self.cut2 = ti.field(fp, shape=(count, count))
+        self.cutoffs, self.cutoff, self.skin = list(cutoffs), cutoff, skin
+        self.versions: list[int] | None = None
+
+    def stale(self) -> bool:
+        """A cutoff field was written since the tables were read."""
+        return self.versions != [f.version for f in self.cutoffs]
+
+    def refresh(self) -> None:
+        """Read the tables from the cutoff fields."""
+        cut = np.minimum(np.maximum.reduce([f.to_numpy().astype(float) for f in self.cutoffs]),
+                         self.cutoff)
+        self.cut2.from_numpy(cut * cut)
+        self.reach2.from_numpy((cut + self.skin) ** 2)
+        self.versions = [f.version for f in self.cutoffs]
+
+
 class NeighborListOverflow(Exception):
     """A row needed more room than the list holds (the message says what to set)."""
 
@@ -75,7 +113,7 @@ class NeighborList:
                  box: dict[str, Any], capacity: int | None = None, half: bool = True) -> None:
         """``half``: each pair once (the engine's list; a full list, each pair in both
         rows, is kept for bench/lj_neighbors.py, which measured it slower)."""
-        self.cutoff, self.skin, self.box, self.half = cutoff, skin, box, half
+        self.cutoff, self.skin, self.box, self.half, self.fp = cutoff, skin, box, half, fp
         self.reach = cutoff + skin
         n, self.dim = x0.shape
         self.periodic = boundary.type == "periodic"
@@ -121,14 +159,22 @@ class NeighborList:
             self.grid_width[None] = (extent / cells).tolist()
         self.built = False
         self.rebuilds = 0
+        self.pairs: ListPairs | None = None  # one reach for every pair (by_type sets one each)
         # a GPU runs _bin's serial loops and _search's 256 lanes on that many threads
         self.parallel = ti.api.config.arch == "cuda"
 
+    def by_type(self, types: np.ndarray, cutoffs: list[Any]) -> None:
+        """Hold each pair within its own type pair's cutoff + skin: ``types`` is each
+        particle's type index, ``cutoffs`` the (types x types) fields of the pair kernels
+        that read the list (a pair beyond its value in every one of them adds nothing)."""
+        self.pairs = ListPairs(types, cutoffs, self.cutoff, self.skin, self.fp)
+        self.built = False
+
     def update(self, x: Any) -> bool:
         """Rebuild the list if any particle moved more than half the skin since the last
-        build (or none was built); True when it rebuilt."""
+        build (or none was built, or a pair's cutoff changed); True when it rebuilt."""
         b = self.box
-        if self.built:
+        if self.built and (self.pairs is None or not self.pairs.stale()):
             _max_displacement(x, self.x_ref, b["box_low"], b["box_high"], b["periodic"],
                               self.moved)
             if float(self.moved[None]) <= (0.5 * self.skin) ** 2:
@@ -166,7 +212,7 @@ class NeighborList:
             _search_parallel(b["box_low"], b["box_high"], b["periodic"], self.grid,
                              self.cell_start, self.cell_particles, self.cell_x,
                              self.neighbors, self.reach ** 2, self.cutoff ** 2, self.longest,
-                             self.dim, self.half, self.fold, self.span)
+                             self.dim, self.half, self.fold, self.span, self.pairs)
             return
         fullest = int(self.fullest[None])
         needed = 4 * math.prod(self._scratch_shape(2 * fullest))  # i32s, the grown scratch
@@ -183,9 +229,11 @@ class NeighborList:
         _search(b["box_low"], b["box_high"], b["periodic"], self.grid, self.cell_start,
                 self.cell_particles, self.cell_x, self.unsorted, self.neighbors,
                 self.reach ** 2, self.cutoff ** 2, self.longest, self.dim, self.half,
-                self.fold, self.span)
+                self.fold, self.span, self.pairs)
 
     def build(self, x: Any) -> None:
+        if self.pairs is not None:
+            self.pairs.refresh()
         self.bin(x)
         self.search()
         self.built = True

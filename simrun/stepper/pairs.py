@@ -6,6 +6,10 @@ gives per pair fills its field from the resolved matrix (scene/species.py: mixin
 applied), a single number (the scene's, the list's ``cutoff`` or the module's DEFAULTS)
 fills every pair. Kernels without ``species`` are bound exactly as before, so single-species
 scenes compile and run the same code.
+
+A module's ``PAIR_CUTOFF`` (``{kernel: argument}``) names the field beyond whose value a
+pair adds nothing (kernels/lj.py's ``cutoff``); ``list_cutoffs`` gives the neighbour list
+those fields, so it holds each pair only within its own cutoff + skin.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from simrun.scene.ranges import float_range
 from simrun.scene.schema import EnergyTerm
 from simrun.scene.species import type_order
 from simrun.stepper.binding import check_limits, find_kernel, load_module, parameter_names
+
+LIST_ARG = "neighbors"
 
 SPECIES_ARG = "species"
 
@@ -95,3 +101,32 @@ def pair_fields(system: Any, term: EnergyTerm) -> dict[str, Any]:
         field.from_numpy(np.ascontiguousarray(matrix, dtype=system.np_dtype))
         made[arg.name] = field
     return made
+
+
+def list_cutoffs(system: Any) -> list[Any] | None:
+    """The (types x types) fields that bound which pairs the neighbour list must hold: the
+    ``PAIR_CUTOFF`` field of each energy term that reads the list. None (every pair to the
+    list's cutoff + skin) for one type, for a term that reads the list without one, for any
+    step, controller or objective kernel that reads the list, and where every pair's cutoff
+    is the list's already."""
+    scene = system.scene
+    if len(type_order(scene.particles.species)) < 2:
+        return None
+    found = []
+    for index, term in enumerate(scene.energy):
+        module = load_module(term.kernel.path)
+        if LIST_ARG not in parameter_names(find_kernel(term.kernel, module)):
+            continue
+        name = getattr(module, "PAIR_CUTOFF", {}).get(term.kernel.name)
+        field = system.pair_fields(index).get(name)
+        if field is None:
+            return None
+        found.append(field)
+    others = [*(scene.step_kernels.kernels if scene.step_kernels else ()),
+              *(scene.controller.kernels if scene.controller else ()),
+              *([scene.objective.kernel] if scene.objective and scene.objective.kernel else [])]
+    if not found or any(LIST_ARG in parameter_names(find_kernel(ref, load_module(ref.path)))
+                        for ref in others):
+        return None
+    largest = np.maximum.reduce([f.to_numpy() for f in found])
+    return None if (largest >= system.neighbor_list.cutoff).all() else found

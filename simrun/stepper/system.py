@@ -29,7 +29,7 @@ from simrun.stepper.binding import (
 from simrun.stepper.energy import EnergyTerms
 from simrun.stepper.grids import grid_fields, grid_values
 from simrun.stepper.neighbors import NeighborList, NeighborListOverflow
-from simrun.stepper.pairs import pair_fields
+from simrun.stepper.pairs import list_cutoffs, pair_fields
 from simrun.stepper.roles import check_roles
 from simrun.stepper.thermostats import thermostat_fields
 from simrun.stepper.threads import job_threads
@@ -79,6 +79,9 @@ class System:
         self.load_fields({name: self._read_field(path, name, scene.fields_where.get(name))
                           for name, path in scene.fields.items()}, scene.fields_where)
         self._pair_fields = [pair_fields(self, term) for term in scene.energy]
+        cutoffs = None if self.neighbor_list is None else list_cutoffs(self)
+        if cutoffs is not None:  # each pair within its own cutoff + skin
+            self.neighbor_list.by_type(type_ids(scene.particles.species), cutoffs)
         self.energy = [self._bind_term(i) for i in range(len(scene.energy))]
         self._terms: EnergyTerms | None = None  # self.energy resolved (energy_terms)
         self._box_grad: tuple[list[BoundKernel], dict[str, Any]] | None = None
