@@ -46,7 +46,7 @@ def test_run_scene_returns_arrays_that_follow_the_closed_form(scene: Path, tmp_p
                                                               ) -> None:
     import simrun
 
-    run = simrun.run_scene(scene, tmp_path / "out", steps=STEPS, threads=1)
+    run = simrun.run_scene(scene, tmp_path / "out", steps=STEPS, threads=1, render=False)
     assert run.status == "ok" and run.path == tmp_path / "out"
     assert run.step.tolist() == list(range(0, STEPS + 1, 100))
     assert run.x.shape == run.v.shape == (len(run.step), 2, 2) and not hasattr(run, "f")
@@ -91,7 +91,7 @@ def test_atoms_carry_positions_velocities_masses_and_the_periodic_cell(scene: Pa
     pytest.importorskip("ase")
     import simrun
 
-    run = simrun.run_scene(scene, tmp_path / "out", steps=200)
+    run = simrun.run_scene(scene, tmp_path / "out", steps=200, render=False)
     frames = run.atoms()
     assert len(frames) == len(run.step) == 3
     last = run.atoms(-1)
@@ -108,7 +108,7 @@ def test_library_runs_resume_with_the_cli_in_a_fresh_interpreter(scene: Path,
                                                                  tmp_path: Path) -> None:
     code = ("import sys, simrun\n"
             "assert 'numpy' not in sys.modules  # import simrun stays light\n"
-            f"run = simrun.run_scene({str(scene)!r}, 'lib', steps=100)\n"
+            f"run = simrun.run_scene({str(scene)!r}, 'lib', steps=100, render=False)\n"
             "print(run.status, len(run.step), run.total[-1])\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                           text=True, timeout=120)

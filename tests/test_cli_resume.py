@@ -99,11 +99,11 @@ def _same_frames(a: Path, b: Path) -> None:
 def test_ctrl_c_prints_a_resume_command_that_works_with_steps_and_set(project: Path) -> None:
     # --steps and --set dt differ from the scene: the old printed command ('simrun run SCENE
     # --resume --out DIR') failed with "the scene differs ... dt" / "already reached step"
-    scene = _gated(project, hold_after=1000)  # held past step 500 of 3000
-    options = ["--steps", "3000", "--set", "dt=2e-3", "--no-render", "-q"]
+    scene = _gated(project, hold_after=1000)  # held past step 500 of 1200
+    options = ["--steps", "1200", "--set", "dt=2e-3", "--no-render", "-q"]
     err = _interrupt(["run", scene, *options, "--out", "cut"], project)
     info = json.loads((project / "cut" / "run.json").read_text())
-    assert info["status"] == "interrupted" and info["steps_done"] < 3000
+    assert info["status"] == "interrupted" and info["steps_done"] < 1200
     again = simrun(*_printed_command(err), cwd=project)
     assert again.returncode == 0, again.stderr
     whole = simrun("run", scene, *options, "--out", "whole", cwd=project)
@@ -111,17 +111,17 @@ def test_ctrl_c_prints_a_resume_command_that_works_with_steps_and_set(project: P
     _same_frames(project / "cut", project / "whole")
     assert not {"first.png", "animation.gif"} & {p.name for p in (project / "cut").iterdir()}
     # --resume on the command stays; a finished run is extended with --steps
-    more = simrun("run", scene, "--steps", "4000", "--set", "dt=2e-3", "--no-render", "-q",
+    more = simrun("run", scene, "--steps", "1600", "--set", "dt=2e-3", "--no-render", "-q",
                   "--resume", "--out", "whole", cwd=project)
     assert more.returncode == 0, more.stderr
-    extended = simrun("resume", "cut", "--steps", "4000", "-q", cwd=project)
+    extended = simrun("resume", "cut", "--steps", "1600", "-q", cwd=project)
     assert extended.returncode == 0, extended.stderr
     _same_frames(project / "cut", project / "whole")
 
 
 def test_grad_stopped_by_ctrl_c_resumes_from_its_folder(project: Path) -> None:
-    scene = _gated(project, hold_after=1000)  # held in the sweeps (2000 steps)
-    options = ["--wrt", "dt", "--wrt", "state.x0", "--steps", "2000", "--set", "dt=2e-3"]
+    scene = _gated(project, hold_after=1000)  # held in the sweeps (1200 steps)
+    options = ["--wrt", "dt", "--wrt", "state.x0", "--steps", "1200", "--set", "dt=2e-3"]
     err = _interrupt(["grad", scene, *options, "--out", "g"], project)
     assert json.loads((project / "g" / "gradients.json").read_text())["status"] == "running"
     again = simrun(*_printed_command(err), cwd=project)
@@ -130,14 +130,14 @@ def test_grad_stopped_by_ctrl_c_resumes_from_its_folder(project: Path) -> None:
     assert whole.returncode == 0, whole.stderr
     got, want = (json.loads((project / d / "gradients.json").read_text()) for d in "gw")
     assert got["status"] == "done" and got["gradients"] == want["gradients"]
-    assert got["objective"] == want["objective"] and got["steps"] == 2000
+    assert got["objective"] == want["objective"] and got["steps"] == 1200
     digest = hashlib.sha256((project / "kernels" / "slow.py").read_bytes()).hexdigest()
     assert [s["sha256"] for s in got["sources"] if s["copy"] == "kernels/slow.py"] == [digest]
     done = simrun("resume", "g", cwd=project)
     assert done.returncode == 0 and "complete" in done.stdout, done.stderr
     copy = project / "g" / "kernels" / "slow.py"
     copy.write_text(copy.read_text().replace("0.5 * x[i]", "0.6 * x[i]"))
-    edited = simrun("resume", "g", "--steps", "2000", cwd=project)
+    edited = simrun("resume", "g", "--steps", "1200", cwd=project)
     assert edited.returncode == 2, edited.stderr
     assert "g/kernels/slow.py: line 10 changed (in kernel 'trap')" in edited.stderr
     assert "'simrun resume g --allow-changed'" in edited.stderr

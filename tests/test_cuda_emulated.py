@@ -22,7 +22,7 @@ try:
 except CudaToolError as exc:
     pytest.skip(str(exc), allow_module_level=True)
 
-from cuda_emulator import EmulatedDevice  # noqa: E402
+from cuda_emulator import LJ_MELT_4000, EmulatedDevice  # noqa: E402
 
 
 @pytest.fixture
@@ -255,9 +255,10 @@ def test_errors_found_on_the_device_are_raised(device):
 
 def test_a_shipped_scene_gives_the_cpu_bits(device, tmp_path, one_thread_sums):
     scene = Path(__file__).resolve().parents[1] / "scenes" / "lj_melt.yaml"
-    cpu = simrun.run_scene(scene, tmp_path / "cpu", steps=20, sets=["outputs.positions=true"])
+    sets = ["outputs.positions=true", *LJ_MELT_4000]
+    cpu = simrun.run_scene(scene, tmp_path / "cpu", steps=20, sets=sets, render=False)
     with on_device("cuda"):
-        gpu = simrun.run_scene(scene, tmp_path / "gpu", steps=20, sets=["outputs.positions=true"])
+        gpu = simrun.run_scene(scene, tmp_path / "gpu", steps=20, sets=sets, render=False)
     assert device.launches > 20  # launch by launch: GPU kernels are not chained
     assert {serial for *_, kind, serial in device.log if kind == "range"} == {False, True}
     assert np.array_equal(gpu.x, cpu.x) and np.array_equal(gpu.total, cpu.total)

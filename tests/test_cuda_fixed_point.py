@@ -23,7 +23,7 @@ try:
 except CudaToolError as exc:
     pytest.skip(str(exc), allow_module_level=True)
 
-from cuda_emulator import EmulatedDevice  # noqa: E402
+from cuda_emulator import LJ_MELT_4000, EmulatedDevice  # noqa: E402
 
 U = 2.0 ** -53
 BINS = 7
@@ -151,11 +151,13 @@ def test_a_contribution_beyond_the_measured_bound_fails_the_launch(device, monke
 def test_a_shipped_scene_runs_its_sums_on_the_grid_with_the_same_bits_twice(device,
                                                                           tmp_path):
     """lj_melt (its force and energy scatters): no loop on one GPU thread, the same bits in
-    two runs, and the CPU's trajectory to the precision 20 steps of a melt keep."""
+    two runs, and the CPU's trajectory to the precision 20 steps of a melt keep. At 4000
+    atoms (tests/cuda_emulator.py: the emulator pays for every one)."""
     scene = Path(__file__).resolve().parents[1] / "scenes" / "lj_melt.yaml"
-    cpu = simrun.run_scene(scene, tmp_path / "cpu", steps=20)
+    cpu = simrun.run_scene(scene, tmp_path / "cpu", steps=20, sets=LJ_MELT_4000, render=False)
     with on_device("cuda"):
-        gpu = [simrun.run_scene(scene, tmp_path / f"gpu{k}", steps=20) for k in range(2)]
+        gpu = [simrun.run_scene(scene, tmp_path / f"gpu{k}", steps=20, sets=LJ_MELT_4000,
+                                render=False) for k in range(2)]
     assert not any(serial for *_, kind, serial in device.log if kind == "range")
     energy = [run.energy for run in (cpu, *gpu)]
     assert len(energy[0]) > 1 and np.array_equal(energy[1], energy[2])
