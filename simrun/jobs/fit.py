@@ -80,9 +80,13 @@ class Fit:
     params: np.ndarray
     covariance: np.ndarray | None = None
     steps: list[Step] = field(default_factory=list)
-    converged: bool = False
     pool: Pooled | None = None  # the converged runs pooled (None: not converged)
     chi2s: list[float] = field(default_factory=list)  # each polish step's `agreement`
+
+    @property
+    def converged(self) -> bool:
+        """POLISH_POOL polish runs in a row agreed, and were pooled."""
+        return self.pool is not None
 
     @property
     def errors(self) -> np.ndarray | None:
@@ -331,9 +335,9 @@ def _pooled_fit(rows: list[FitRow], done: list[Step], pool: list[np.ndarray],
     """The fit so far: converged (its runs pooled) once POLISH_POOL runs in a row agreed;
     else the last step applied, with that run's covariance."""
     if len(pool) < POLISH_POOL:
-        return Fit(rows, vector, done[-1].covariance, done, False, chi2s=chi2s)
+        return Fit(rows, vector, done[-1].covariance, done, chi2s=chi2s)
     together = pooled(pool[-POLISH_POOL:], done[-POLISH_POOL:])
-    return Fit(rows, together.estimate, together.covariance, done, True, together, chi2s)
+    return Fit(rows, together.estimate, together.covariance, done, together, chi2s)
 
 
 def _write(out_dir: Path, scene: Scene, keys: list, fit: Fit, wall: float,
