@@ -4,7 +4,12 @@ weights, which the original draws with ti.randn), with the original's update (pl
 learning rate 30). Prints both loss curves and the median time per iteration (iterations
 2..N; Taichi 1.7.4 compiles p2g's gradient for 9 to 15 minutes before its first loss).
 
-    python bench/difftaichi_diffmpm3d.py [--iterations 3]
+    python bench/difftaichi_diffmpm3d.py [--iterations 3] [--record]
+
+``--record`` writes both curves and times into bench/readme_figures.json (key
+``taichi_diffmpm3d``, ``taichi_liquid``), whose figures tests/test_readme_figures.py holds
+README.md to; ``--from TAICHI_JSON FOLDER`` compares (and records) runs made apart: the JSON
+line ``--original NAME N`` printed and a `simrun optimize` folder.
 
 The original is read at run time (bench/difftaichi_electric.py's `original_source`), never
 copied here, and runs unmodified in Taichi 1.7.4's Python (TAICHI_PYTHON, default
@@ -91,20 +96,32 @@ def run_scene(name: str, iterations: int, out: Path) -> dict:
                     str(REPO / "scenes" / f"{name}.yaml"), "--iterations",
                     str(iterations - 1), "--out", str(out), "--no-render", "-q"], check=True,
                    capture_output=True, cwd=REPO)
-    rows = np.loadtxt(out / "loss.csv", delimiter=",", skiprows=1, ndmin=2)
+    return scene_curve(out)
+
+
+def scene_curve(folder: Path) -> dict:
+    """A `simrun optimize` folder's losses and the seconds between them (loss.csv)."""
+    rows = np.loadtxt(folder / "loss.csv", delimiter=",", skiprows=1, ndmin=2)
     return {"losses": rows[:, 1].tolist(), "seconds": np.diff(rows[:, 4]).tolist()}
 
 
-def compare_scene(name: str, iterations: int) -> dict:
-    """Both loss curves and the median seconds per iteration; prints a table."""
-    python = os.environ.get("TAICHI_PYTHON", "/work/peers/bin/python")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # Taichi, not the shim
-    done = subprocess.run([python, str(HERE / "difftaichi_diffmpm3d.py"), "--original", name,
-                           str(iterations)], check=True, capture_output=True, text=True,
-                          env=env)
-    original = json.loads(done.stdout.strip().splitlines()[-1])
-    with tempfile.TemporaryDirectory(prefix=f"{name}_opt_") as work:
-        scene = run_scene(name, iterations, Path(work) / "opt")
+def compare_scene(name: str, iterations: int, record: bool = False,
+                  runs: tuple[Path, Path] | None = None) -> dict:
+    """Both loss curves and the median seconds per iteration; prints a table. ``runs``: the
+    original's JSON line and a simrun folder made apart, instead of running both here."""
+    load = None if runs is not None else round(os.getloadavg()[0], 2)  # apart: not known
+    if runs is not None:
+        original = json.loads(runs[0].read_text().strip().splitlines()[-1])
+        scene = scene_curve(runs[1])
+    else:
+        python = os.environ.get("TAICHI_PYTHON", "/work/peers/bin/python")
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # Taichi, not shim
+        done = subprocess.run([python, str(HERE / "difftaichi_diffmpm3d.py"), "--original",
+                               name, str(iterations)], check=True, capture_output=True,
+                              text=True, env=env)
+        original = json.loads(done.stdout.strip().splitlines()[-1])
+        with tempfile.TemporaryDirectory(prefix=f"{name}_opt_") as work:
+            scene = run_scene(name, iterations, Path(work) / "opt")
     print(f"{name}\n{'iteration':>9} {'Taichi 1.7.4':>14} {'simrun':>14} {'rel. diff':>10}")
     for i, (a, b) in enumerate(zip(original["losses"], scene["losses"])):
         print(f"{i:>9} {a:>14.7g} {b:>14.7g} {abs(b - a) / max(abs(a), 1e-30):>10.2e}")
@@ -112,22 +129,37 @@ def compare_scene(name: str, iterations: int) -> dict:
                 "simrun": median(scene["seconds"] or [float("nan")])}
     print(f"s/iteration: Taichi 1.7.4 {per_iter['taichi']:.3f}, simrun "
           f"{per_iter['simrun']:.3f}")
-    return {"taichi": original, "simrun": scene, "seconds_per_iteration": per_iter}
+    found = {"taichi": original, "simrun": scene, "seconds_per_iteration": per_iter}
+    if record:
+        write_record(f"taichi_{name}", {**found, "load_before": load,
+                                        "measured": time.strftime("%Y-%m-%d", time.gmtime())})
+    return found
 
 
-def compare(iterations: int = 3) -> dict:
-    return compare_scene("diffmpm3d", iterations)
+def write_record(key: str, figures: dict) -> None:
+    """Into bench/readme_figures.json beside bench/readme_figures.py's own entries."""
+    path = HERE / "readme_figures.json"
+    record = json.loads(path.read_text()) if path.is_file() else {}
+    record[key] = figures
+    path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+
+
+def compare(iterations: int = 3, record: bool = False,
+            runs: tuple[Path, Path] | None = None) -> dict:
+    return compare_scene("diffmpm3d", iterations, record, runs)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--iterations", type=int, default=3)
+    ap.add_argument("--record", action="store_true")
+    ap.add_argument("--from", dest="runs", nargs=2, type=Path)
     ap.add_argument("--original", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.original is not None:
         print(json.dumps(run_original(args.original[0], int(args.original[1]))))
     else:
-        compare(args.iterations)
+        compare(args.iterations, args.record, args.runs)
 
 
 if __name__ == "__main__":

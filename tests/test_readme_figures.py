@@ -27,7 +27,7 @@ TIME_TOLERANCE = 0.10
 def _at(path: str) -> float:
     value = RECORD
     for part in path.split("."):
-        value = value[part]
+        value = value[int(part)] if isinstance(value, list) else value[part]
     return float(value)
 
 
@@ -66,6 +66,12 @@ EXACT = [
     ("liquid", rf"12,996 fluid particles: {NUMBER} -> {NUMBER} \((\d+) it\.",
      ["liquid.first_loss", "liquid.final_loss", "liquid.iterations"]),
     ("liquid command", r"simrun optimize liquid --iterations (\d+)", ["liquid.iterations"]),
+    ("liquid against Taichi", rf"and liquid {NUMBER} vs {NUMBER} \(bench/README's table",
+     ["taichi_liquid.simrun.losses.0", "taichi_liquid.taichi.losses.0"]),
+    ("liquid's fourth loss", rf"its fourth loss {NUMBER} in both",
+     ["taichi_liquid.simrun.losses.3"]),
+    ("liquid's fourth loss, Taichi", rf"its fourth loss {NUMBER} in both",
+     ["taichi_liquid.taichi.losses.3"]),
     ("fit_spring", rf"recovers k = {NUMBER} \+- {NUMBER} and r0 = {NUMBER} \+- {NUMBER} in "
      rf"(\d+) iterations", ["fit_spring.k.value", "fit_spring.k.error", "fit_spring.r0.value",
                             "fit_spring.r0.error", "fit_spring.iterations"]),
@@ -119,7 +125,11 @@ TIMES = [("fit_lj", r"polish runs of 24,000 steps, (\d+) s in all", "fit_lj.seco
           "liquid.seconds"),
          ("diffmpm3d run", r"either 3-D scene takes ([\d.]+) s \(diffmpm3d\)",
           "diffmpm3d_run.run_seconds"),
-         ("liquid run", r"s \(diffmpm3d\) and ([\d.]+) s \(liquid\)", "liquid_run.run_seconds")]
+         ("liquid run", r"s \(diffmpm3d\) and ([\d.]+) s \(liquid\)", "liquid_run.run_seconds"),
+         ("liquid iteration", r"a liquid iteration ([\d.]+) s against",
+          "taichi_liquid.seconds_per_iteration.simrun"),
+         ("liquid iteration, Taichi", r"a liquid iteration [\d.]+ s against ([\d.]+) s",
+          "taichi_liquid.seconds_per_iteration.taichi")]
 
 
 @pytest.mark.parametrize("what, pattern, paths", EXACT, ids=[e[0] for e in EXACT])
