@@ -135,6 +135,25 @@ def test_a_bad_grids_block_is_an_error_at_its_line(tmp_path: Path, shape, spacin
         assert f"bad.yaml:{line}:" in done.stdout + done.stderr
 
 
+def test_a_palette_png_starts_the_field_at_its_colours_grey_levels(tmp_path: Path) -> None:
+    """A PNG saved with a palette stores, per pixel, an index into its colours; the field
+    starts at the colour's first channel / 255 (as an 8-bit grey PNG of the same picture),
+    not at index / 255. The palette here lists its greys in reverse (index 0 is white)."""
+    from PIL import Image
+
+    index = (np.arange(24 * 24).reshape(24, 24) // 7 % 4).astype(np.uint8)
+    greys = np.array([255, 170, 85, 0], dtype=np.uint8)
+    image = Image.fromarray(index, mode="P")
+    image.putpalette(np.repeat(greys, 3).tolist())
+    image.save(tmp_path / "palette.png")
+    scene = load_scene(SCENES / "wave.yaml", _small(
+        "steps=1", f"grids.water.fields.height={{image: {tmp_path / 'palette.png'}}}"))
+    run_scene(scene, tmp_path / "run", threads=1)
+    with np.load(tmp_path / "run" / "frames.npz") as frames:
+        start = frames["grid:height"][0]
+    np.testing.assert_array_equal(start, (greys[index] / 255.0).astype(start.dtype))
+
+
 def test_smoke_moved_by_a_uniform_flow_is_the_start_shifted(tmp_path: Path) -> None:
     """A uniform velocity of one cell per step is divergence-free (the projection leaves it)
     and carries the smoke one cell down and right each step, wrapping around: exactly."""
