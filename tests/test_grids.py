@@ -154,6 +154,25 @@ def test_a_palette_png_starts_the_field_at_its_colours_grey_levels(tmp_path: Pat
     np.testing.assert_array_equal(start, (greys[index] / 255.0).astype(start.dtype))
 
 
+def test_saving_more_grid_frames_than_memory_holds_is_an_error_at_its_line(
+        tmp_path: Path) -> None:
+    """Frames are kept in memory until written: 10^7 frames of two 4096^2 f32 fields are
+    1.3e15 bytes, refused at load (where 'outputs.every' is set, exit 2) before anything is
+    allocated, as a particle scene's frames are; the same grid saved twice loads."""
+    big = ["grids.water.shape=[4096,4096]",
+           "grids.water.fields.target={value: 0.25, frames: false}", "steps=10000000"]
+    with pytest.raises(SceneError, match=r"saving 10,000,001 frames of the grids' fields "
+                       r"needs at least [\d,.]+ GB") as caught:
+        load_scene(SCENES / "wave.yaml", [*big, "outputs.every=1"])
+    assert "'frames: false' on a grid field" in str(caught.value)
+    assert str(caught.value).startswith("--set outputs.every=1 (command line): ")
+    assert load_scene(SCENES / "wave.yaml", [*big, "outputs.every=10000000"]).steps == 10 ** 7
+    done = simrun("check", str(SCENES / "wave.yaml"), *[a for s in [*big, "outputs.every=1"]
+                                                        for a in ("--set", s)], cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "frames of the grids' fields" in done.stdout + done.stderr
+
+
 def test_smoke_moved_by_a_uniform_flow_is_the_start_shifted(tmp_path: Path) -> None:
     """A uniform velocity of one cell per step is divergence-free (the projection leaves it)
     and carries the smoke one cell down and right each step, wrapping around: exactly."""
@@ -165,6 +184,20 @@ def test_smoke_moved_by_a_uniform_flow_is_the_start_shifted(tmp_path: Path) -> N
     np.testing.assert_array_equal(smoke[-1], np.roll(smoke[0], (5, 5), axis=(0, 1)))
     np.testing.assert_array_equal(velocity[-1], np.ones((128, 128, 2)))
     assert smoke[0].min() == 0 and smoke[0].max() == 1  # the checkerboard image
+
+
+def test_smokes_start_image_is_the_checkerboard_its_script_draws() -> None:
+    """scenes/smoke_start.png, read as the scene reads it, is bench/grid_targets.py's
+    checkerboard of 16-cell squares (the targets are text, drawn by the font at hand)."""
+    import sys
+
+    from simrun.stepper.grids import read_png
+
+    sys.path.insert(0, str(SCENES.parent.parent / "bench"))
+    import grid_targets
+
+    np.testing.assert_array_equal(read_png(SCENES / "smoke_start.png", "smoke.yaml") * 255,
+                                  grid_targets.checkerboard(128, 16))
 
 
 def test_grad_check_of_the_initial_velocity_field_passes(tmp_path: Path) -> None:
@@ -243,3 +276,37 @@ def test_a_3d_vector_grid_steps_saves_and_draws(tmp_path: Path) -> None:
     np.testing.assert_allclose(flow[-1][..., 1], 1 + 3 * 0.5)
     np.testing.assert_allclose(flow[-1][..., 2], np.broadcast_to(1 + 3 * i * 0.5, (4, 5, 6)))
     assert {"flow.png", "flow.gif"} <= {p.name for p in render_run(tmp_path / "run")}
+
+
+def test_grid_pictures_have_a_colour_bar_and_the_scenes_units(tmp_path: Path) -> None:
+    """wave (units: si, height in m): axes in m, the colour bar 'height [m]', times in s; a
+    3-D vector grid in reduced units: axes '[reduced]', the colour bar its magnitude, the
+    title naming the slice shown. Through the figures' artists."""
+    from simrun.outputs.units import SYSTEMS
+    from simrun.render.grids import field_images, still_figure
+
+    scene = load_scene(SCENES / "wave.yaml", _small("steps=4", "outputs.every=2"))
+    run_scene(scene, tmp_path / "wave", threads=1)
+    water = scene.grids[0].to_dict()
+    fig = still_figure(field_images(tmp_path / "wave" / "frames.npz", "height", water, "wave"),
+                       SYSTEMS["si"])
+    first, last, bar = fig.axes
+    assert (first.get_xlabel(), first.get_ylabel()) == ("column [m]", "row [m]")
+    assert bar.get_ylabel() == "height [m]"
+    assert re.search(r"step 4, t = [\d.e-]+ s$", last.get_title()), last.get_title()
+    assert first.get_images()[0].get_extent() == [0.0, 24 * water["spacing"][1],
+                                                  24 * water["spacing"][0], 0.0]
+
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "drift.py").write_text(KERNEL_3D)
+    (tmp_path / "box.yaml").write_text(
+        "version: 2\nprecision: f64\ngrids:\n  box:\n    shape: [4, 5, 6]\n"
+        "    spacing: 0.5\n    fields: {flow: {components: 3, value: 1.0}}\n"
+        "step_kernels: {kernels: [kernels/drift.py:drift]}\ndt: 0.25\nsteps: 2\n")
+    box = load_scene(tmp_path / "box.yaml")
+    run_scene(box, tmp_path / "box", threads=1)
+    fig = still_figure(field_images(tmp_path / "box" / "frames.npz", "flow",
+                                    box.grids[0].to_dict()), SYSTEMS["reduced"])
+    first, _, bar = fig.axes
+    assert (first.get_xlabel(), first.get_ylabel()) == ("column [reduced]", "row [reduced]")
+    assert bar.get_ylabel() == "|flow|" and "slice [:, :, 3] of 6" in first.get_title()
