@@ -11,6 +11,7 @@ import ast
 import hashlib
 import importlib.util
 import inspect
+import math
 import sys
 import traceback
 from collections.abc import Callable, Iterable, Mapping
@@ -190,8 +191,16 @@ def check_param_types(ref: KernelRef, kernel: Any, values: Mapping[str, Any], wh
         if arg.kind != "scalar" or arg.name not in values or \
                 (arg.dtype.is_float and not float_widths):
             continue
+        value = values[arg.name]
+        if not arg.dtype.is_float and isinstance(value, float) and math.isfinite(value) \
+                and not value.is_integer():  # a launch would truncate it, without a word
+            at = places[arg.name][1] if arg.name in places else where
+            raise SceneError(f"{at}: parameter '{arg.name}' of kernel '{ref.name}' "
+                             f"({ref.path.name}) is an integer ({arg.dtype.name}), but the "
+                             f"scene gives {value:g}, which the kernel would take as "
+                             f"{int(value)}. Write a whole number.")
         try:
-            checked_argument(ref.name, arg.name, arg.dtype, values[arg.name])
+            checked_argument(ref.name, arg.name, arg.dtype, value)
         except (OverflowError, ValueError, TypeError) as exc:
             at = places[arg.name][1] if arg.name in places else where
             raise SceneError(f"{at}: parameter '{arg.name}' does not fit its kernel argument: "
