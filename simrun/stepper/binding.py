@@ -29,6 +29,7 @@ from simrun.lang.api import hold_init
 from simrun.lang.frontend.source import _annotation_span, get_source
 from simrun.scene import SceneError
 from simrun.scene.errors import did_you_mean, shorten
+from simrun.scene.limits import machine_memory
 from simrun.scene.schema import TOPOLOGY_KINDS, KernelRef
 
 _MODULES: dict[tuple[str, float], ModuleType] = {}
@@ -55,6 +56,15 @@ class KernelContext:
         states leave it out (kernels/__init__.py states the contract; the gradient checks it)."""
         self.scratch_fields.append(f)
         return f
+
+    def check_memory(self, nbytes: int, what: str) -> None:
+        """ValueError (the scene's error at the module's kernels) when fields of `nbytes`
+        cannot fit in this machine's memory: refused before they are made, not a MemoryError
+        or the OOM killer part-way."""
+        have = machine_memory()
+        if have is not None and nbytes > have:
+            raise ValueError(f"{what} needs at least {nbytes / 1e9:,.1f} GB of memory, but "
+                             f"this machine has {have / 1e9:,.1f} GB")
 
     def scratch_names(self, fields: Mapping[str, Any]) -> set[str]:
         """The names, among the hook's `fields`, of those marked scratch."""

@@ -157,6 +157,10 @@ class System:
                 raise SceneError(f"{where}: {path.name}'s allocate() rejected this scene: "
                                  f"{exc}. Check the scene's topology, parameters and bodies "
                                  "for this module.") from None
+            except MemoryError:
+                raise SceneError(f"{where}: {path.name}'s allocate() ran out of memory making "
+                                 "its fields. Lower the sizes the scene's parameters give "
+                                 "this module (a grid's cells, a count).") from None
             for name, f in fields.items():
                 if name in BASE_NAMES or name in self.extra:
                     raise SceneError(f"{path}: allocate() returns a field named '{name}', which "
