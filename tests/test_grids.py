@@ -135,6 +135,19 @@ def test_a_bad_grids_block_is_an_error_at_its_line(tmp_path: Path, shape, spacin
         assert f"bad.yaml:{line}:" in done.stdout + done.stderr
 
 
+def test_a_vector_field_given_to_a_scalar_kernel_says_so_at_the_kernels_line(
+        tmp_path: Path) -> None:
+    """wave's height made a 2-vector field: swap stores it into the scalar height_next. The
+    error is the kernel's line and what is wrong, in words (it showed the IR's objects:
+    'Matrix([[<simrun.lang.ir.nodes.VarRef object at 0x...>]...'), exit 2."""
+    done = simrun("check", str(SCENES / "wave.yaml"), *[a for s in _small(
+        "grids.water.fields.height={components: 2}") for a in ("--set", s)], cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert re.search(r"kernels/wave\.py:\d+:\d+: kernel 'swap' does not compile: a 2-vector "
+                     r"is used where a single number is needed", done.stderr), done.stderr
+    assert "object at 0x" not in done.stderr
+
+
 def test_a_palette_png_starts_the_field_at_its_colours_grey_levels(tmp_path: Path) -> None:
     """A PNG saved with a palette stores, per pixel, an index into its colours; the field
     starts at the colour's first channel / 255 (as an 8-bit grey PNG of the same picture),
