@@ -344,3 +344,61 @@ def test_grid_pictures_have_a_colour_bar_and_the_scenes_units(tmp_path: Path) ->
     first, _, bar = fig.axes
     assert (first.get_xlabel(), first.get_ylabel()) == ("column [reduced]", "row [reduced]")
     assert bar.get_ylabel() == "|flow|" and "slice [:, :, 3] of 6" in first.get_title()
+
+
+KERNEL_MIXED = '''import simrun.lang as ti
+
+
+@ti.kernel
+def drift(x: ti.template(), v: ti.template(), heat: ti.template(), flow: ti.template(),
+          dt: float):
+    for p in x:
+        x[p] += dt * v[p]
+    for i, j in heat:
+        heat[i, j] += dt * flow[i, j][0] * flow[i, j][0]
+
+
+@ti.kernel
+def total(x: ti.template(), heat: ti.template(), L: ti.template()):
+    for i, j in heat:
+        L[None] += heat[i, j]
+    for p in x:
+        L[None] += x[p][0] * x[p][1]
+'''
+
+
+def test_particles_and_two_grids_in_one_scene_step_save_draw_and_differentiate(
+        tmp_path: Path) -> None:
+    """Particles beside two grids (a scalar field on one, a vector field on the other), one
+    step kernel moving both and an objective reading both: after n steps heat = n dt
+    flow_x^2 and x = x0 + n dt v exactly (f64, dt a power of 2); the gradients are
+    dL/dflow_x = 2 n dt flow_x, dL/dflow_y = 0 and dL/dx0 = (y, x) at the end."""
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "mixed.py").write_text(KERNEL_MIXED)
+    x0, v0 = np.array([[0.5, 1.0], [2.0, -1.0]]), np.array([[1.0, 0.0], [0.5, 2.0]])
+    np.savez(tmp_path / "start.npz", x=x0, v=v0)
+    (tmp_path / "mixed.yaml").write_text(
+        "version: 2\nprecision: f64\nparticles: {count: 2, dim: 2}\n"
+        "initial: {type: file, path: start.npz}\ngrids:\n"
+        "  cells: {shape: [3, 4], spacing: 0.5, fields: {heat: {}}}\n"
+        "  wind: {shape: [3, 4], spacing: 0.5, fields: {flow: {components: 2, value: 3.0}}}\n"
+        "step_kernels: {kernels: [kernels/mixed.py:drift]}\n"
+        "objective: {kernel: kernels/mixed.py:total}\ndt: 0.125\nsteps: 8\n"
+        "outputs: {every: 4, xyz: false}\n")
+    scene = load_scene(tmp_path / "mixed.yaml")
+    run_scene(scene, tmp_path / "run", threads=1)
+    with np.load(tmp_path / "run" / "frames.npz") as frames:
+        assert frames["grid:heat"].shape == (3, 3, 4) and frames["x"].shape == (3, 2, 2)
+        np.testing.assert_array_equal(frames["grid:heat"][-1], np.full((3, 4), 9.0))
+        np.testing.assert_array_equal(frames["x"][-1], x0 + v0)
+        np.testing.assert_array_equal(frames["grid:flow"][-1], np.full((3, 4, 2), 3.0))
+    drawn = {p.name for p in render_run(tmp_path / "run")}
+    assert {"first.png", "last.png", "heat.png", "heat.gif", "flow.png"} <= drawn
+    result = scene_gradient(scene, ["state.flow", "state.x0"], threads=1)
+    assert result.objective == 9.0 * 12 + float(((x0 + v0)[:, 0] * (x0 + v0)[:, 1]).sum())
+    flow = np.asarray(result.gradients["state.flow"])
+    np.testing.assert_allclose(flow[..., 0], 2 * 1.0 * 3.0, rtol=1e-14)
+    np.testing.assert_array_equal(flow[..., 1], 0.0)
+    end = x0 + v0
+    np.testing.assert_allclose(np.asarray(result.gradients["state.x0"]).reshape(2, 2),
+                               end[:, ::-1], rtol=1e-14)
