@@ -135,6 +135,57 @@ def test_a_bad_grids_block_is_an_error_at_its_line(tmp_path: Path, shape, spacin
         assert f"bad.yaml:{line}:" in done.stdout + done.stderr
 
 
+def test_a_vector_field_given_to_a_scalar_kernel_says_so_at_the_kernels_line(
+        tmp_path: Path) -> None:
+    """wave's height made a 2-vector field: swap stores it into the scalar height_next. The
+    error is the kernel's line and what is wrong, in words (it showed the IR's objects:
+    'Matrix([[<simrun.lang.ir.nodes.VarRef object at 0x...>]...'), exit 2."""
+    done = simrun("check", str(SCENES / "wave.yaml"), *[a for s in _small(
+        "grids.water.fields.height={components: 2}") for a in ("--set", s)], cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert re.search(r"kernels/wave\.py:\d+:\d+: kernel 'swap' does not compile: a 2-vector "
+                     r"is used where a single number is needed", done.stderr), done.stderr
+    assert "object at 0x" not in done.stderr
+
+
+def test_a_palette_png_starts_the_field_at_its_colours_grey_levels(tmp_path: Path) -> None:
+    """A PNG saved with a palette stores, per pixel, an index into its colours; the field
+    starts at the colour's first channel / 255 (as an 8-bit grey PNG of the same picture),
+    not at index / 255. The palette here lists its greys in reverse (index 0 is white)."""
+    from PIL import Image
+
+    index = (np.arange(24 * 24).reshape(24, 24) // 7 % 4).astype(np.uint8)
+    greys = np.array([255, 170, 85, 0], dtype=np.uint8)
+    image = Image.fromarray(index, mode="P")
+    image.putpalette(np.repeat(greys, 3).tolist())
+    image.save(tmp_path / "palette.png")
+    scene = load_scene(SCENES / "wave.yaml", _small(
+        "steps=1", f"grids.water.fields.height={{image: {tmp_path / 'palette.png'}}}"))
+    run_scene(scene, tmp_path / "run", threads=1)
+    with np.load(tmp_path / "run" / "frames.npz") as frames:
+        start = frames["grid:height"][0]
+    np.testing.assert_array_equal(start, (greys[index] / 255.0).astype(start.dtype))
+
+
+def test_saving_more_grid_frames_than_memory_holds_is_an_error_at_its_line(
+        tmp_path: Path) -> None:
+    """Frames are kept in memory until written: 10^7 frames of two 4096^2 f32 fields are
+    1.3e15 bytes, refused at load (where 'outputs.every' is set, exit 2) before anything is
+    allocated, as a particle scene's frames are; the same grid saved twice loads."""
+    big = ["grids.water.shape=[4096,4096]",
+           "grids.water.fields.target={value: 0.25, frames: false}", "steps=10000000"]
+    with pytest.raises(SceneError, match=r"saving 10,000,001 frames of the grids' fields "
+                       r"needs at least [\d,.]+ GB") as caught:
+        load_scene(SCENES / "wave.yaml", [*big, "outputs.every=1"])
+    assert "'frames: false' on a grid field" in str(caught.value)
+    assert str(caught.value).startswith("--set outputs.every=1 (command line): ")
+    assert load_scene(SCENES / "wave.yaml", [*big, "outputs.every=10000000"]).steps == 10 ** 7
+    done = simrun("check", str(SCENES / "wave.yaml"), *[a for s in [*big, "outputs.every=1"]
+                                                        for a in ("--set", s)], cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "frames of the grids' fields" in done.stdout + done.stderr
+
+
 def test_smoke_moved_by_a_uniform_flow_is_the_start_shifted(tmp_path: Path) -> None:
     """A uniform velocity of one cell per step is divergence-free (the projection leaves it)
     and carries the smoke one cell down and right each step, wrapping around: exactly."""
@@ -146,6 +197,20 @@ def test_smoke_moved_by_a_uniform_flow_is_the_start_shifted(tmp_path: Path) -> N
     np.testing.assert_array_equal(smoke[-1], np.roll(smoke[0], (5, 5), axis=(0, 1)))
     np.testing.assert_array_equal(velocity[-1], np.ones((128, 128, 2)))
     assert smoke[0].min() == 0 and smoke[0].max() == 1  # the checkerboard image
+
+
+def test_smokes_start_image_is_the_checkerboard_its_script_draws() -> None:
+    """scenes/smoke_start.png, read as the scene reads it, is bench/grid_targets.py's
+    checkerboard of 16-cell squares (the targets are text, drawn by the font at hand)."""
+    import sys
+
+    from simrun.stepper.grids import read_png
+
+    sys.path.insert(0, str(SCENES.parent.parent / "bench"))
+    import grid_targets
+
+    np.testing.assert_array_equal(read_png(SCENES / "smoke_start.png", "smoke.yaml") * 255,
+                                  grid_targets.checkerboard(128, 16))
 
 
 def test_grad_check_of_the_initial_velocity_field_passes(tmp_path: Path) -> None:
@@ -171,6 +236,27 @@ def test_checkpointed_gradient_of_a_grid_is_the_stored_ones_bits(tmp_path: Path)
     assert recomputed.objective == stored.objective
     np.testing.assert_array_equal(recomputed.gradients["state.height"],
                                   stored.gradients["state.height"])
+
+
+def test_grad_memory_bounds_a_grid_scenes_stored_states_through_the_cli(
+        tmp_path: Path) -> None:
+    """`simrun grad --memory 1K` on a grid scene (two 24^2 fields: a state is 4.6 KB) stores
+    no state and recomputes the steps; the gradient and objective are those of the run
+    that stores them, bit for bit."""
+    sets = [a for s in _small("grids.water.fields.height={value: 0.1}") for a in ("--set", s)]
+    for out, memory in (("all", []), ("small", ["--memory", "1K"])):
+        done = simrun("grad", str(SCENES / "wave.yaml"), "--wrt", "state.height", "--steps",
+                      "12", *memory, "--out", out, *sets, cwd=tmp_path, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+    records = {d: json.loads((tmp_path / d / "gradients.json").read_text())
+               for d in ("all", "small")}
+    assert records["small"]["schedule"]["snapshots"] == 0
+    assert records["small"]["schedule"]["forward_steps_recomputed"] > 0
+    assert records["all"]["schedule"]["snapshots"] > 0
+    assert records["small"]["objective"]["value"] == records["all"]["objective"]["value"]
+    with np.load(tmp_path / "all" / "gradients.npz") as a, \
+            np.load(tmp_path / "small" / "gradients.npz") as b:
+        assert a["state.height"].tobytes() == b["state.height"].tobytes()
 
 
 def test_an_interrupted_grid_training_resumes_bit_for_bit(tmp_path: Path) -> None:
@@ -224,3 +310,95 @@ def test_a_3d_vector_grid_steps_saves_and_draws(tmp_path: Path) -> None:
     np.testing.assert_allclose(flow[-1][..., 1], 1 + 3 * 0.5)
     np.testing.assert_allclose(flow[-1][..., 2], np.broadcast_to(1 + 3 * i * 0.5, (4, 5, 6)))
     assert {"flow.png", "flow.gif"} <= {p.name for p in render_run(tmp_path / "run")}
+
+
+def test_grid_pictures_have_a_colour_bar_and_the_scenes_units(tmp_path: Path) -> None:
+    """wave (units: si, height in m): axes in m, the colour bar 'height [m]', times in s; a
+    3-D vector grid in reduced units: axes '[reduced]', the colour bar its magnitude, the
+    title naming the slice shown. Through the figures' artists."""
+    from simrun.outputs.units import SYSTEMS
+    from simrun.render.grids import field_images, still_figure
+
+    scene = load_scene(SCENES / "wave.yaml", _small("steps=4", "outputs.every=2"))
+    run_scene(scene, tmp_path / "wave", threads=1)
+    water = scene.grids[0].to_dict()
+    fig = still_figure(field_images(tmp_path / "wave" / "frames.npz", "height", water, "wave"),
+                       SYSTEMS["si"])
+    first, last, bar = fig.axes
+    assert (first.get_xlabel(), first.get_ylabel()) == ("column [m]", "row [m]")
+    assert bar.get_ylabel() == "height [m]"
+    assert re.search(r"step 4, t = [\d.e-]+ s$", last.get_title()), last.get_title()
+    assert first.get_images()[0].get_extent() == [0.0, 24 * water["spacing"][1],
+                                                  24 * water["spacing"][0], 0.0]
+
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "drift.py").write_text(KERNEL_3D)
+    (tmp_path / "box.yaml").write_text(
+        "version: 2\nprecision: f64\ngrids:\n  box:\n    shape: [4, 5, 6]\n"
+        "    spacing: 0.5\n    fields: {flow: {components: 3, value: 1.0}}\n"
+        "step_kernels: {kernels: [kernels/drift.py:drift]}\ndt: 0.25\nsteps: 2\n")
+    box = load_scene(tmp_path / "box.yaml")
+    run_scene(box, tmp_path / "box", threads=1)
+    fig = still_figure(field_images(tmp_path / "box" / "frames.npz", "flow",
+                                    box.grids[0].to_dict()), SYSTEMS["reduced"])
+    first, _, bar = fig.axes
+    assert (first.get_xlabel(), first.get_ylabel()) == ("column [reduced]", "row [reduced]")
+    assert bar.get_ylabel() == "|flow|" and "slice [:, :, 3] of 6" in first.get_title()
+
+
+KERNEL_MIXED = '''import simrun.lang as ti
+
+
+@ti.kernel
+def drift(x: ti.template(), v: ti.template(), heat: ti.template(), flow: ti.template(),
+          dt: float):
+    for p in x:
+        x[p] += dt * v[p]
+    for i, j in heat:
+        heat[i, j] += dt * flow[i, j][0] * flow[i, j][0]
+
+
+@ti.kernel
+def total(x: ti.template(), heat: ti.template(), L: ti.template()):
+    for i, j in heat:
+        L[None] += heat[i, j]
+    for p in x:
+        L[None] += x[p][0] * x[p][1]
+'''
+
+
+def test_particles_and_two_grids_in_one_scene_step_save_draw_and_differentiate(
+        tmp_path: Path) -> None:
+    """Particles beside two grids (a scalar field on one, a vector field on the other), one
+    step kernel moving both and an objective reading both: after n steps heat = n dt
+    flow_x^2 and x = x0 + n dt v exactly (f64, dt a power of 2); the gradients are
+    dL/dflow_x = 2 n dt flow_x, dL/dflow_y = 0 and dL/dx0 = (y, x) at the end."""
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "mixed.py").write_text(KERNEL_MIXED)
+    x0, v0 = np.array([[0.5, 1.0], [2.0, -1.0]]), np.array([[1.0, 0.0], [0.5, 2.0]])
+    np.savez(tmp_path / "start.npz", x=x0, v=v0)
+    (tmp_path / "mixed.yaml").write_text(
+        "version: 2\nprecision: f64\nparticles: {count: 2, dim: 2}\n"
+        "initial: {type: file, path: start.npz}\ngrids:\n"
+        "  cells: {shape: [3, 4], spacing: 0.5, fields: {heat: {}}}\n"
+        "  wind: {shape: [3, 4], spacing: 0.5, fields: {flow: {components: 2, value: 3.0}}}\n"
+        "step_kernels: {kernels: [kernels/mixed.py:drift]}\n"
+        "objective: {kernel: kernels/mixed.py:total}\ndt: 0.125\nsteps: 8\n"
+        "outputs: {every: 4, xyz: false}\n")
+    scene = load_scene(tmp_path / "mixed.yaml")
+    run_scene(scene, tmp_path / "run", threads=1)
+    with np.load(tmp_path / "run" / "frames.npz") as frames:
+        assert frames["grid:heat"].shape == (3, 3, 4) and frames["x"].shape == (3, 2, 2)
+        np.testing.assert_array_equal(frames["grid:heat"][-1], np.full((3, 4), 9.0))
+        np.testing.assert_array_equal(frames["x"][-1], x0 + v0)
+        np.testing.assert_array_equal(frames["grid:flow"][-1], np.full((3, 4, 2), 3.0))
+    drawn = {p.name for p in render_run(tmp_path / "run")}
+    assert {"first.png", "last.png", "heat.png", "heat.gif", "flow.png"} <= drawn
+    result = scene_gradient(scene, ["state.flow", "state.x0"], threads=1)
+    assert result.objective == 9.0 * 12 + float(((x0 + v0)[:, 0] * (x0 + v0)[:, 1]).sum())
+    flow = np.asarray(result.gradients["state.flow"])
+    np.testing.assert_allclose(flow[..., 0], 2 * 1.0 * 3.0, rtol=1e-14)
+    np.testing.assert_array_equal(flow[..., 1], 0.0)
+    end = x0 + v0
+    np.testing.assert_allclose(np.asarray(result.gradients["state.x0"]).reshape(2, 2),
+                               end[:, ::-1], rtol=1e-14)

@@ -4,6 +4,7 @@ block's errors at their line, resumed training, and the pictures' rectangles."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -150,6 +151,8 @@ def test_a_dropped_box_lands_on_the_ground_and_stays_there(tmp_path):
      ":9:", "needs 2"),
     ("    - {a: 0, b: 1, offset_a: [0, 0], offset_b: [0, 0], stiffnes: 1, length: 0.1}",
      ":9:", "Did you mean 'stiffness'?"),
+    ("    - {a: 0, b: 1, offset_a: [0, 0], offset_b: [0, 0], stiffness: 1, length: 0.1, "
+     "actuation: 1.5}", ":9:", "(1 + actuation act), act in [-1, 1], must stay positive"),
 ])
 def test_bad_springs_are_errors_at_their_line(tmp_path, springs, where, words):
     path = free_scene(tmp_path, springs)
@@ -168,12 +171,18 @@ def test_bad_springs_are_errors_at_their_line(tmp_path, springs, where, words):
     ("bodies:\n", "initial: {velocity: [1, 0], low: 2}\nbodies:\n", "sets velocities only"),
     ("params: {ground: 0.1}", "params: {ground: 0.1, friction: -1}", "friction >= 0"),
     ("params: {ground: 0.1}", "params: {ground: 0.1, elasticity: 2}", "elasticity"),
+    # an integer flag: 0.5 was taken as 0, time of impact off without a word
+    ("params: {ground: 0.1}", "params: {ground: 0.1, toi: 0.5}",
+     "'toi' of kernel 'advance' (rigid_body.py) is an integer (i32), but the scene gives 0.5"),
+    # a mass of 4e400 is inf: refused at the box, in one paragraph (no overflow warning)
+    ("halfsize: [0.1, 0.03]", "halfsize: [1e200, 1e200]", "box 0's mass inf"),
 ])
 def test_bad_boxes_and_contact_parameters_are_errors_at_their_line(tmp_path, old, new, words):
     path = free_scene(tmp_path, SPRING)
     path.write_text(path.read_text().replace(old, new, 1))
     done = simrun("check", str(path))
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "Warning" not in done.stderr, done.stderr
     message = done.stderr + done.stdout
     assert words in message and "boxes.yaml:" in message
 
@@ -312,3 +321,35 @@ def test_trained_start_velocity_and_positions_are_what_best_yaml_replays(tmp_pat
                                            if key == "initial.velocity" else
                                            initial_state(scene)[0])).max() > 0
         assert objective_value(best, best.steps) == result.best_loss
+
+
+@pytest.mark.parametrize("name", ["rigid_body", "rigid_body_legs"])
+def test_the_start_weights_are_what_the_seeded_draw_gives(name):
+    """The scenes' weights files are the original's draw (random and NumPy seeded 0) for the
+    scene's own boxes and springs, as bench/robots/rigid_body_geometry.py writes them."""
+    sys.path.insert(0, str(REPO / "bench" / "robots"))
+    import rigid_body_geometry
+
+    bodies = load_scene(SCENES / f"{name}.yaml").bodies
+    drawn = rigid_body_geometry.weights(len(bodies.boxes), len(bodies.springs))
+    with np.load(SCENES / f"{name}_weights.npz") as saved:
+        assert sorted(saved.files) == sorted(drawn)
+        for key, value in drawn.items():
+            np.testing.assert_array_equal(saved[key], value, err_msg=f"{name}: {key}")
+
+
+def test_a_module_refusing_the_scene_names_the_scenes_line(tmp_path):
+    """rigid_body's kernels in a scene without 'bodies:': its allocate() refuses, and the
+    error starts at the scene's line naming the module (not at the module's path alone),
+    exit 2, one paragraph."""
+    path = free_scene(tmp_path, SPRING)
+    text = path.read_text()
+    start, end = text.index("bodies:\n"), text.index("controller:")
+    path.write_text(text[:start] + "particles: {count: 2, dim: 2}\n" + text[end:])
+    done = simrun("check", str(path))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    found = re.match(rf"error: {re.escape(str(path))}:(\d+):\d+: ", done.stderr)
+    assert found, done.stderr  # at a line that names one of the module's kernels
+    assert "simrun.kernels.rigid_body:" in path.read_text().splitlines()[int(found[1]) - 1]
+    assert "rigid_body.py's allocate() rejected this scene" in done.stderr
+    assert "need the scene's 'bodies:' block" in done.stderr

@@ -5,6 +5,7 @@ retracing the unbroken one."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -109,3 +110,21 @@ def test_a_resumed_training_retraces_the_unbroken_one(tmp_path):
     assert resumed.losses == whole.losses
     np.testing.assert_array_equal(np.load(tmp_path / "cut" / "params.npz")["fields.weights"],
                                   np.load(tmp_path / "whole" / "params.npz")["fields.weights"])
+
+
+@pytest.mark.parametrize("n_grid, words", [
+    ("100000", "the 100000^3 grid (n_grid = 100000) needs at least"),  # was exit 1, no line
+    ("16.5", "'n_grid' of kernel 'p2g' (diffmpm3d.py) is an integer (i32), but the scene "
+             "gives 16.5, which the kernel would take as 16"),  # was run on a 16^3 grid
+])
+def test_a_grid_size_that_cannot_be_is_an_error_at_the_scene(tmp_path, n_grid, words):
+    """A grid larger than the machine's memory is refused before it is allocated, and a
+    fractional n_grid instead of being truncated: exit 2 at a line of the scene."""
+    scene = small_robot(tmp_path, "diffmpm3d", False)
+    done = subprocess.run(
+        [sys.executable, "-m", "simrun.cli", "check", str(scene), "--allow-outside", "--set",
+         f"step_kernels.params.n_grid={n_grid}"], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert words in done.stderr
+    assert re.match(r"error: (\S*diffmpm3d\.yaml:\d+:\d+|--set step_kernels\.params\."
+                    r"n_grid=\S+ \(command line\)): ", done.stderr), done.stderr

@@ -76,6 +76,9 @@ Optional module hooks
         each kernel's reads and writes (a SceneError at the kernel that reads too early),
         but not which ELEMENTS are written: a step kernel that clears only part of a
         scratch field and reads the rest breaks it unseen, so clear it all.
+        ``ctx.check_memory(nbytes, what)`` refuses fields larger than the machine's memory
+        before they are made; a ValueError or KeyError raised here is the scene's error
+        (exit 2) at the line naming the module's first kernel.
 
     def render_shapes(params) -> dict
         scenery for the pictures (not the physics): ``{"boxes": [[low, high], ...],

@@ -49,6 +49,9 @@ def allocate(ctx) -> dict:
         raise ValueError("every particle must start inside the unit cube [0, 1)^3")
     n_grid = int(ctx.params.get("n_grid", _GRID["n_grid"]))
     n_act = int(ctx.params.get("n_actuators", 16))
+    # grid_v, grid_m, grid_out: 7 numbers a node, each with its gradient
+    ctx.check_memory(n_grid ** 3 * 7 * 2 * np.dtype(ctx.np_dtype).itemsize,
+                     f"the {n_grid}^3 grid (n_grid = {n_grid})")
 
     def field(*shape: int):
         f = ti.field(dtype=ctx.dtype, shape=shape, needs_grad=True)

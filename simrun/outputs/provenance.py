@@ -75,7 +75,10 @@ def plan_sources(scene: Scene) -> list[Source]:
     files += [(INPUTS, Path(path)) for path in dict.fromkeys(scene.fields.values())]
     files += [(INPUTS, f.image) for g in scene.grids for f in g.fields if f.image is not None]
     files += [(INPUTS, rdf) for rdf in _rdf_targets(scene)]
-    for folder, path in files:
+    # one copy of a file named twice (electric's start file gives the initial state and the
+    # fields): a second copy would take the first's place in scene.yaml, and a resume from
+    # that scene.yaml would plan a third, differing from the record
+    for folder, path in dict.fromkeys(files):
         name, n = path.name, 1
         while f"{folder}/{name}" in taken:
             n += 1

@@ -10,7 +10,7 @@ along the last axis."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -29,15 +29,19 @@ def grid_names(frames_npz: Path) -> list[str]:
         return [k[len(PREFIX):] for k in npz.files if k.startswith(PREFIX)]
 
 
-def _images(values: np.ndarray, grid: dict[str, Any]) -> tuple[np.ndarray, bool]:
-    """(frames, rows, columns) to draw, and whether they are magnitudes of vectors."""
+def _images(values: np.ndarray, grid: dict[str, Any]) -> tuple[np.ndarray, bool, str]:
+    """(frames, rows, columns) to draw, whether they are magnitudes of vectors, and which
+    slice of a 3-D grid they show ('' for a 2-D grid)."""
     dim = len(grid.get("shape") or values.shape[1:3])
     vector = values.ndim == dim + 2
     if vector:
         values = np.linalg.norm(values, axis=-1)
+    where = ""
     if dim == 3:
-        values = values[..., values.shape[-1] // 2]
-    return values, vector
+        depth = values.shape[-1]
+        values = values[..., depth // 2]
+        where = f" (slice [:, :, {depth // 2}] of {depth})"
+    return values, vector, where
 
 
 def _scale(images: np.ndarray) -> dict[str, Any]:
@@ -54,9 +58,9 @@ def _extent(grid: dict[str, Any], shape: tuple[int, int]) -> list[float]:
 
 
 def _axes_labels(ax, units: Units) -> None:
-    unit = f" ({units.length})" if units.length else ""
-    ax.set_xlabel(f"column{unit}")
-    ax.set_ylabel(f"row{unit}")
+    """The axes are lengths (cells times the spacing): in the scene's unit, or [reduced]."""
+    ax.set_xlabel(units.axis_label("column", "length"))
+    ax.set_ylabel(units.label("row", "length"))
 
 
 def _title(name: str, step: np.ndarray, time: np.ndarray, i: int, units: Units) -> str:
@@ -64,47 +68,73 @@ def _title(name: str, step: np.ndarray, time: np.ndarray, i: int, units: Units) 
     return f"{name}: step {int(step[i])}, t = {float(time[i]):.4g}{unit}"
 
 
+class FieldImages(NamedTuple):
+    """What a grid field's pictures show: one image per frame and how to label them."""
+
+    images: np.ndarray  # (frames, rows, columns)
+    step: np.ndarray
+    time: np.ndarray
+    title: str
+    label: str  # the colour bar's: the field (|field| for a vector's magnitude) [unit]
+    scale: dict[str, Any]
+    extent: list[float]
+
+
+def field_images(frames_npz: Path, field: str, grid: dict[str, Any], scene_name: str = ""
+                 ) -> FieldImages:
+    """A field's frames from frames.npz as images (`grid`: its grid in scene.yaml)."""
+    with np.load(frames_npz) as npz:
+        values, step, time = npz[PREFIX + field], npz["step"], npz["time"]
+    images, vector, where = _images(values, grid)
+    label = f"|{field}|" if vector else field
+    unit = ((grid.get("fields") or {}).get(field) or {}).get("unit")
+    label += f" [{unit}]" if unit else ""
+    title = (f"{scene_name}: {field}" if scene_name else field) + where
+    return FieldImages(images, step, time, title, label, _scale(images),
+                       _extent(grid, images.shape[1:3]))
+
+
 def render_grid_field(frames_npz: Path, out_dir: Path, field: str, grid: dict[str, Any],
                       units: Units = SYSTEMS["reduced"], scene_name: str = "",
                       max_frames: int = 60, fps: float = 15) -> list[Path]:
     """`<field>.png` (first and last frame) and `<field>.gif`; returns the paths."""
-    with np.load(frames_npz) as npz:
-        values, step, time = npz[PREFIX + field], npz["step"], npz["time"]
-    images, vector = _images(values, grid)
-    label = f"|{field}|" if vector else field
-    unit = ((grid.get("fields") or {}).get(field) or {}).get("unit")
-    label += f" ({unit})" if unit else ""
-    scale, extent = _scale(images), _extent(grid, images.shape[1:3])
-    title = f"{scene_name}: {field}" if scene_name else field
+    shown = field_images(frames_npz, field, grid, scene_name)
+    still = out_dir / f"{field}.png"
+    with atomic_path(still) as tmp:
+        still_figure(shown, units).savefig(tmp)
+    return [still, _animation(shown, out_dir / f"{field}.gif", units, max_frames, fps)]
+
+
+def still_figure(shown: FieldImages, units: Units) -> Figure:
+    """The first and last images side by side, one colour bar for both."""
+    images, step, time, title = shown.images, shown.step, shown.time, shown.title
     fig = Figure(figsize=(9, 4.2), dpi=90, layout="constrained")
     axes = fig.subplots(1, 2)
     for ax, i, which in ((axes[0], 0, "first"), (axes[1], len(images) - 1, "last")):
-        shown = ax.imshow(images[i], extent=extent, interpolation="nearest", **scale)
+        drawn = ax.imshow(images[i], extent=shown.extent, interpolation="nearest",
+                          **shown.scale)
         ax.set_title(f"{which}: " + _title(title, step, time, i, units), fontsize=9)
         _axes_labels(ax, units)
-    fig.colorbar(shown, ax=list(axes), label=label, shrink=0.85)
-    still = out_dir / f"{field}.png"
-    with atomic_path(still) as tmp:
-        fig.savefig(tmp)
-    return [still, _animation(images, step, time, out_dir / f"{field}.gif", title, label,
-                              scale, extent, units, max_frames, fps)]
+    fig.colorbar(drawn, ax=list(axes), label=shown.label, shrink=0.85)
+    return fig
 
 
-def _animation(images: np.ndarray, step, time, path: Path, title: str, label: str,
-               scale: dict, extent: list[float], units: Units, max_frames: int,
+def _animation(shown: FieldImages, path: Path, units: Units, max_frames: int,
                fps: float) -> Path:
+    images, step, time, title = shown.images, shown.step, shown.time, shown.title
+    scale, extent, label = shown.scale, shown.extent, shown.label
     fig = Figure(figsize=(5, 4.2), dpi=80, layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.subplots()
-    shown = ax.imshow(images[0], extent=extent, interpolation="nearest", **scale)
-    fig.colorbar(shown, ax=ax, label=label, shrink=0.85)
+    drawn = ax.imshow(images[0], extent=extent, interpolation="nearest", **scale)
+    fig.colorbar(drawn, ax=ax, label=label, shrink=0.85)
     _axes_labels(ax, units)
     heading = ax.set_title(_title(title, step, time, len(images) - 1, units), fontsize=9)
     fig.canvas.draw()  # laid out once, with the longest title; then only redrawn
     fig.set_layout_engine("none")
     rgbs = []
     for i in subsample(len(images), max_frames):
-        shown.set_data(images[i])
+        drawn.set_data(images[i])
         heading.set_text(_title(title, step, time, int(i), units))
         fig.canvas.draw()
         rgbs.append(np.asarray(fig.canvas.buffer_rgba())[:, :, :3].copy())

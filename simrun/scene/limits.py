@@ -77,13 +77,16 @@ def check_particles(node: Node, count: int, dim: int, precision: str = "f32") ->
 
 
 def check_frames(node: Node | None, count: int, dim: int, precision: str, frames: int,
-                 arrays: int, xyz: bool) -> None:
-    """Bound the frames a run keeps: ``frames`` saved moments of ``arrays`` arrays each."""
-    needed = count * particle_bytes(dim, precision) + frames * frame_bytes(
-        count, dim, precision, arrays, xyz)
-    check_memory(node, needed, f"saving {frames:,} frames of {count:,} particles",
-                 "Save fewer frames: raise 'outputs.every' (or lower 'steps'), or turn off "
-                 "outputs you do not need (velocities, forces, xyz)")
+                 arrays: int, xyz: bool, grid_bytes: int = 0) -> None:
+    """Bound the frames a run keeps: ``frames`` saved moments of ``arrays`` arrays each, and
+    ``grid_bytes`` of grid fields each (those a grid keeps in frames)."""
+    needed = count * particle_bytes(dim, precision) + frames * (frame_bytes(
+        count, dim, precision, arrays, xyz) + grid_bytes)
+    what = f"saving {frames:,} frames" + (f" of {count:,} particles" if count else "") + \
+        (f"{' and' if count else ' of'} the grids' fields" if grid_bytes else "")
+    check_memory(node, needed, what, "Save fewer frames: raise 'outputs.every' (or lower "
+                 "'steps'), or turn off outputs you do not need (velocities, forces, xyz; "
+                 "'frames: false' on a grid field)")
 
 
 THERMO_ROW_BYTES = 280  # a tuple of 7 Python floats: what one thermo.csv row holds in memory

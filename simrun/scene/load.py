@@ -260,7 +260,7 @@ def _neighbors(node: Node | None, boundary: Boundary, pair_cutoff: float | None 
 
 
 def _outputs(node: Node | None, steps_node: Node, steps: int, p: Particles,
-             precision: str) -> Outputs:
+             precision: str, grids: tuple[load_grids.Grid, ...] = ()) -> Outputs:
     default_every = max(1, steps // 100)
     every_node, values = None, {}
     if node is not None:
@@ -274,7 +274,7 @@ def _outputs(node: Node | None, steps_node: Node, steps: int, p: Particles,
     frames = steps // every + 1 + (steps % every != 0)  # the last step is always saved
     limits.check_frames(every_node or steps_node, p.count, p.dim, precision, frames,
                         1 + outputs.velocities + outputs.forces,
-                        outputs.xyz and outputs.positions)
+                        outputs.xyz and outputs.positions, load_grids.frame_bytes(grids, precision))
     return outputs
 
 
@@ -364,7 +364,7 @@ def _build(root: Node, path: Path, allow_outside: bool) -> Scene:
         boundary=boundary, neighbors=_neighbors(r.get("neighbors"), boundary,
                                                   _largest_pair_cutoff(energy),
                                                   CONSTANTS[units].skin),
-        outputs=_outputs(r.get("outputs"), steps_node, steps, particles, precision),
+        outputs=_outputs(r.get("outputs"), steps_node, steps, particles, precision, grids),
         step_kernels=stepk, controller=control, fields=field_files, fields_where=field_where,
         objective=objective, bodies=bodies[0] if bodies else None, grids=grids,
         optimize=load_optimize.optimize(r.get("optimize"), objective is not None),

@@ -80,6 +80,10 @@ def _spring(node: Node, i: int, n_boxes: int) -> Spring:
     length = -1.0 if joint else as_float(length_node, f"{name}.length", positive=True)
     act_node = r.get("actuation")
     actuation = as_float(act_node, f"{name}.actuation") if act_node else DEFAULT_ACTUATION
+    if not -1 < actuation < 1:
+        raise error_at(act_node, f"'{name}.actuation' is {actuation:g}, but the rest length "
+                       "length (1 + actuation act), act in [-1, 1], must stay positive",
+                       f"Give a fraction between -1 and 1 (default {DEFAULT_ACTUATION})")
     return Spring(ends[0], ends[1], offsets[0], offsets[1], stiffness, length, actuation, joint)
 
 

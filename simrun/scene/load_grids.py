@@ -90,6 +90,13 @@ def grids_to_dict(grids: tuple[Grid, ...]) -> dict[str, Any]:
     return {g.name: g.to_dict() for g in grids}
 
 
+def frame_bytes(grids: tuple[Grid, ...], precision: str) -> int:
+    """Bytes of the grid fields one saved frame keeps (those without ``frames: false``)."""
+    fp = 4 if precision == "f32" else 8
+    return sum(int(np.prod(g.shape, dtype=object)) * f.components * fp
+               for g in grids for f in g.fields if f.frames)
+
+
 def grid_field_names(grids: tuple[Grid, ...]) -> list[str]:
     return [f.name for g in grids for f in g.fields]
 

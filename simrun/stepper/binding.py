@@ -11,6 +11,7 @@ import ast
 import hashlib
 import importlib.util
 import inspect
+import math
 import sys
 import traceback
 from collections.abc import Callable, Iterable, Mapping
@@ -28,6 +29,7 @@ from simrun.lang.api import hold_init
 from simrun.lang.frontend.source import _annotation_span, get_source
 from simrun.scene import SceneError
 from simrun.scene.errors import did_you_mean, shorten
+from simrun.scene.limits import machine_memory
 from simrun.scene.schema import TOPOLOGY_KINDS, KernelRef
 
 _MODULES: dict[tuple[str, float], ModuleType] = {}
@@ -54,6 +56,15 @@ class KernelContext:
         states leave it out (kernels/__init__.py states the contract; the gradient checks it)."""
         self.scratch_fields.append(f)
         return f
+
+    def check_memory(self, nbytes: int, what: str) -> None:
+        """ValueError (the scene's error at the module's kernels) when fields of `nbytes`
+        cannot fit in this machine's memory: refused before they are made, not a MemoryError
+        or the OOM killer part-way."""
+        have = machine_memory()
+        if have is not None and nbytes > have:
+            raise ValueError(f"{what} needs at least {nbytes / 1e9:,.1f} GB of memory, but "
+                             f"this machine has {have / 1e9:,.1f} GB")
 
     def scratch_names(self, fields: Mapping[str, Any]) -> set[str]:
         """The names, among the hook's `fields`, of those marked scratch."""
@@ -190,8 +201,16 @@ def check_param_types(ref: KernelRef, kernel: Any, values: Mapping[str, Any], wh
         if arg.kind != "scalar" or arg.name not in values or \
                 (arg.dtype.is_float and not float_widths):
             continue
+        value = values[arg.name]
+        if not arg.dtype.is_float and isinstance(value, float) and math.isfinite(value) \
+                and not value.is_integer():  # a launch would truncate it, without a word
+            at = places[arg.name][1] if arg.name in places else where
+            raise SceneError(f"{at}: parameter '{arg.name}' of kernel '{ref.name}' "
+                             f"({ref.path.name}) is an integer ({arg.dtype.name}), but the "
+                             f"scene gives {value:g}, which the kernel would take as "
+                             f"{int(value)}. Write a whole number.")
         try:
-            checked_argument(ref.name, arg.name, arg.dtype, values[arg.name])
+            checked_argument(ref.name, arg.name, arg.dtype, value)
         except (OverflowError, ValueError, TypeError) as exc:
             at = places[arg.name][1] if arg.name in places else where
             raise SceneError(f"{at}: parameter '{arg.name}' does not fit its kernel argument: "

@@ -50,13 +50,15 @@ def start_values(grid: Grid, spec: GridField) -> np.ndarray:
 
 
 def read_png(path, where: str) -> np.ndarray:
-    """A PNG's first channel as f64 in [0, 1] (value / 255 for 8-bit, / 65535 for 16-bit)."""
+    """A PNG's first channel as f64 in [0, 1] (value / 255 for 8-bit, / 65535 for 16-bit).
+    A palette PNG's pixels are indices into its colours: they are looked up first, or the
+    field would hold index / 255."""
     from PIL import Image, UnidentifiedImageError  # start-up: only grid scenes read images
 
     try:
         with Image.open(path) as img:
-            raw = np.asarray(img)
-    except (OSError, UnidentifiedImageError, ValueError) as exc:
+            raw = np.asarray(img.convert("RGBA") if img.mode in ("P", "PA") else img)
+    except (OSError, UnidentifiedImageError, ValueError, Image.DecompressionBombError) as exc:
         raise SceneError(f"{where}: cannot read the image '{path}': {exc}. Save it as a "
                          "PNG.") from None
     if raw.ndim == 3:

@@ -75,8 +75,9 @@ class Objective:
         try:
             return dict(hook(ctx))
         except (ValueError, KeyError) as exc:
-            raise SceneError(f"{obj.kernel.path}: allocate() rejected this scene: {exc}. Check "
-                             "the scene's objective and particles for this module.") from None
+            raise SceneError(f"{obj.kernel.where}: {obj.kernel.path.name}'s allocate() "
+                             f"rejected this scene: {exc}. Check the scene's objective and "
+                             "particles for this module.") from None
 
     def value(self, x: np.ndarray, v: np.ndarray, potential: float, step: int = 0) -> float:
         obj = self.scene.objective

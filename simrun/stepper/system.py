@@ -140,7 +140,10 @@ class System:
         return merged
 
     def _allocate_module_fields(self) -> None:
-        for path in dict.fromkeys(ref.path for ref in self.scene.kernel_refs()):
+        named_at = {}  # each module's first reference in the scene, for its errors
+        for ref in self.scene.kernel_refs():
+            named_at.setdefault(ref.path, ref.where)
+        for path, where in named_at.items():
             hook = getattr(load_module(path), "allocate", None)
             if hook is None:
                 continue
@@ -151,8 +154,13 @@ class System:
             try:
                 fields = hook(ctx)
             except (ValueError, KeyError) as exc:
-                raise SceneError(f"{path}: allocate() rejected this scene: {exc}. Check the "
-                                 "scene's topology and parameters for this module.") from None
+                raise SceneError(f"{where}: {path.name}'s allocate() rejected this scene: "
+                                 f"{exc}. Check the scene's topology, parameters and bodies "
+                                 "for this module.") from None
+            except MemoryError:
+                raise SceneError(f"{where}: {path.name}'s allocate() ran out of memory making "
+                                 "its fields. Lower the sizes the scene's parameters give "
+                                 "this module (a grid's cells, a count).") from None
             for name, f in fields.items():
                 if name in BASE_NAMES or name in self.extra:
                     raise SceneError(f"{path}: allocate() returns a field named '{name}', which "

@@ -29,6 +29,13 @@ def as_expr(value) -> Expr:
         if dt.is_int and not _fits(raw, dt):  # 2**40: i64, and it widens what it meets
             return Const(raw, _wide_int(raw))
         return Const(raw, dt, weak=True)
+    shape = value.get_shape() if callable(getattr(value, "get_shape", None)) else None
+    if shape is not None:  # a ti.Vector / ti.Matrix: its repr would show IR objects
+        what = f"a {shape[0]}-vector" if len(shape) == 1 else \
+            f"a {' x '.join(map(str, shape))} matrix"
+        raise TypeError(f"{what} is used where a single number is needed (stored in a scalar "
+                        "field, or in scalar arithmetic): take one component, e.g. v[0], or "
+                        "make the field a vector field")
     raise TypeError(f"{type(value).__name__} value {value!r} cannot be used in kernel arithmetic")
 
 
