@@ -8,6 +8,7 @@ fit's files left as of its last iteration)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -100,6 +101,14 @@ def _rounding(x, side, eps, sig, cut) -> float:
         np.triu(r2 < cut * cut, 1)].sum())
 
 
+def _moved_to(stderr: str, by: str) -> float:
+    """The value the message says ``by`` moved energy.0.params.cutoff to."""
+    found = re.search(re.escape(by) + r" moved energy\.0\.params\.cutoff to ([0-9.e+-]+),",
+                      stderr)
+    assert found, stderr
+    return float(found.group(1))
+
+
 def test_a_cutoff_moved_within_the_list_is_the_all_pairs_energy_and_past_it_refused(
         tmp_path):
     scene = load_scene(_lj_scene(tmp_path), allow_outside=True)
@@ -160,7 +169,7 @@ def test_cli_fit_moving_the_cutoff_past_the_list_exits_2_naming_the_key(tmp_path
                   timeout=900)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
-    assert "moved energy.0.params.cutoff to 1.65" in done.stderr, done.stderr
+    assert _moved_to(done.stderr, "the fit (Adam, iteration 1)") == pytest.approx(1.65)
     assert "cutoff <= list_cutoff" in done.stderr and "neighbors.cutoff" in done.stderr
     record = json.loads((tmp_path / "o" / "fit.json").read_text())
     assert record["status"] == "failed"
@@ -180,7 +189,26 @@ def test_cli_optimize_moving_the_cutoff_past_the_list_exits_2_naming_the_key(tmp
                   cwd=tmp_path, timeout=900)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
-    assert "the optimizer moved energy.0.params.cutoff to 1.65" in done.stderr, done.stderr
+    assert _moved_to(done.stderr, "the optimizer") == pytest.approx(1.65)
     record = json.loads((tmp_path / "o" / "optimize.json").read_text())
     assert record["status"] == "failed" and "energy.0.params.cutoff" in record["message"]
     assert record["iterations_done"] == 0
+
+
+def test_cli_grad_check_at_the_list_cutoff_names_the_difference_that_stepped_past_it(
+        tmp_path):
+    """A cutoff at the list's own (allowed) is stepped past by --check's central
+    difference: the message says so, not 'cutoff = 1.5, list_cutoff = 1.5' at the scene's
+    value with advice to change it."""
+    path = _lj_scene(tmp_path)
+    done = simrun("grad", str(path), "--allow-outside", "--out", "g", "--wrt",
+                  "energy.0.params.cutoff", "--check", "--set", "energy.0.params.cutoff=1.5",
+                  "--set", "objective={builtin: potential, at: end}", "--set", "steps=20",
+                  "--set", "integrator=velocity_verlet", cwd=tmp_path, timeout=900)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr  # the error: one line after the sweep's own
+    assert done.stderr.strip().splitlines()[-1].startswith("error: ")
+    moved = re.search(r"error: --wrt energy\.0\.params\.cutoff: --check's finite difference "
+                      r"moved energy\.0\.params\.cutoff to ([0-9.e+-]+),", done.stderr)
+    assert moved and 1.5 < float(moved.group(1)) <= 1.5 * 1.1, done.stderr
+    assert "run without --check" in done.stderr

@@ -25,11 +25,17 @@ _LIST_REACH = ("list_cutoff is neighbors.cutoff, and the neighbour list holds no
                "plus the skin: those pairs would silently drop out of the energy and forces")
 
 
-def with_checked_values(scene: Scene, moved: Iterable[tuple[Key, Any]], by: str) -> Scene:
+BOUND_IT = ("bound the KEY in the scene's optimize.bounds to where it holds (e.g. 'bounds: "
+            "{{{key}: [low, high]}}')")
+
+
+def with_checked_values(scene: Scene, moved: Iterable[tuple[Key, Any]], by: str,
+                        fix: str = BOUND_IT, at: str | None = None) -> Scene:
     """The scene with each KEY's new value written in (`simrun.keys.with_value`), or a
     SceneError (exit 2) where a kernel's LIMITS no longer hold: at the KEY's entry in
     ``optimize.parameters``, naming the KEY, its new value (``by``: what moved it), the
-    condition and how to fix it."""
+    condition and how to fix it (``fix``, with ``{key}`` for the KEY); ``at``: where the
+    KEY was given, if not there."""
     moved = list(moved)
     new = scene
     for key, value in moved:
@@ -37,7 +43,7 @@ def with_checked_values(scene: Scene, moved: Iterable[tuple[Key, Any]], by: str)
     broken = broken_limit(new)
     if broken is None:
         return new
-    raise SceneError(_message(scene, broken, moved, by))
+    raise SceneError(_message(scene, broken, moved, by, fix, at))
 
 
 def _culprit(broken: BrokenLimit, moved: list[tuple[Key, Any]]) -> tuple[Key, Any] | None:
@@ -51,20 +57,20 @@ def _culprit(broken: BrokenLimit, moved: list[tuple[Key, Any]]) -> tuple[Key, An
     return named[-1] if named else None
 
 
-def _message(scene: Scene, broken: BrokenLimit, moved: list[tuple[Key, Any]], by: str) -> str:
+def _message(scene: Scene, broken: BrokenLimit, moved: list[tuple[Key, Any]], by: str,
+             fix: str, at: str | None) -> str:
     found = _culprit(broken, moved)
     texts = [k.text for k, _ in moved]
     key = found[0] if found is not None else moved[-1][0]
-    what = f"{key.text} to {float(found[1]):g}" if found is not None else \
-        f"{', '.join(texts)} (to {', '.join(f'{np.ravel(v)[0]:g}' for _, v in moved)})"
+    what = f"{key.text} to {float(found[1]):.10g}" if found is not None else \
+        f"{', '.join(texts)} (to {', '.join(f'{np.ravel(v)[0]:.10g}' for _, v in moved)})"
     optimize = getattr(scene, "optimize", None)
-    where = optimize.where.get(key.text, scene.source) if optimize else scene.source
-    shown = ", ".join(f"{n} = {v:g}" for n, v in broken.values.items())
+    where = at or (optimize.where.get(key.text, scene.source) if optimize else scene.source)
+    shown = ", ".join(f"{n} = {v:.10g}" for n, v in broken.values.items())
     pair = f" for the species pair {broken.pair[0]},{broken.pair[1]}" if broken.pair else ""
     reach = "list_cutoff" in broken.values
     why = f": {_LIST_REACH}" if reach else ""
     raise_list = "raise 'neighbors.cutoff' so that it holds, or " if reach else ""
     return (f"{where}: {by} moved {what}, but kernel '{broken.ref.name}' "
             f"({broken.ref.path.name}) requires {broken.condition}{pair} (here {shown}){why}. "
-            f"To fix it, {raise_list}bound the KEY in the scene's optimize.bounds to where it "
-            f"holds (e.g. 'bounds: {{{key.text}: [low, high]}}').")
+            f"To fix it, {raise_list}{fix.format(key=key.text)}.")
