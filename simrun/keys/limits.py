@@ -20,11 +20,11 @@ from simrun.keys.kinds import Key
 from simrun.scene import Scene, SceneError
 from simrun.stepper.validate import BrokenLimit, broken_limit
 
-# what a condition naming the list's cutoff guards, and its fix
+# what a condition naming the list's cutoff guards
 _LIST_REACH = ("list_cutoff is neighbors.cutoff, and the neighbour list holds no pair beyond it "
                "plus the skin: those pairs would silently drop out of the energy and forces")
 
-
+# the fix for a job that tunes the KEY
 BOUND_IT = ("bound the KEY in the scene's optimize.bounds to where it holds (e.g. 'bounds: "
             "{{{key}: [low, high]}}')")
 
