@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simrun.keys import key_of, with_checked_values, with_pair
 from simrun.keys.pairs import mask
 from simrun.lang.autodiff.tape import touched
 from simrun.lang.fields import grad_of
@@ -94,8 +95,13 @@ class FrameEvaluator:
         pair = tuple(types.index(n) for n in rest.rstrip("]").split(":")) if rest else None
         return field, mask(field.shape[0], pair)  # type: ignore[arg-type]
 
-    def set_values(self, values: dict[Param, float]) -> None:
-        """Evaluate at other parameter values from now on (reweighting moves theta)."""
+    def set_values(self, values: dict[Param, float], by: str = "FrameEvaluator.set_values") -> None:
+        """Evaluate at other parameter values from now on (reweighting moves theta). They
+        are checked against the kernels' LIMITS first (``by``: what moved them, for the
+        error): a cutoff past the neighbour list's would silently miss pairs."""
+        moved = [(with_pair(self.scene, key_of(f"energy.{i}.params.{name}")), float(value))
+                 for (i, name), value in values.items()]
+        self.scene = with_checked_values(self.scene, moved, by)
         for (i, name), value in values.items():
             at = self.masks.get((i, name))
             if at is not None:  # a pair field: the masked entries take the value

@@ -34,7 +34,7 @@ from simrun.ensemble.keys import parse_ensemble_key, require_canonical
 from simrun.ensemble.targets import TargetLoss
 from simrun.jobs.ensemble import sample, sampling_defaults, sampling_scene
 from simrun.jobs.finish import finish
-from simrun.keys import energy_params, value_of, with_role, with_value
+from simrun.keys import energy_params, value_of, with_checked_values, with_role, with_value
 from simrun.optimize.optimizers import Adam, project
 from simrun.optimize.schedules import learning_rate
 from simrun.outputs import atomic_write_text
@@ -119,9 +119,14 @@ def _reference(scene: Scene, keys: list, out_dir: Path, number: int, steps: int,
                       TargetLoss(scene, keys, samples.x), number)
 
 
-def _scene_at(scene: Scene, keys: list, vector: np.ndarray) -> Scene:
-    for key, value in zip(keys, vector):
-        scene = with_value(scene, key, float(value))
+def _scene_at(scene: Scene, keys: list, vector: np.ndarray, by: str | None = None) -> Scene:
+    """The scene at the parameters ``vector``; with ``by`` (what moved them) refused where a
+    kernel's LIMITS no longer hold (`with_checked_values`)."""
+    moved = [(key, float(value)) for key, value in zip(keys, vector)]
+    if by is not None:
+        return with_checked_values(scene, moved, by)
+    for key, value in moved:
+        scene = with_value(scene, key, value)
     return scene
 
 
@@ -258,7 +263,7 @@ def _adam(setup: _Setup, iterations: int, threshold: float, steps: int, every: i
     vector = np.array([float(value_of(scene, k)) for k in keys])
     adam, rows, ref = Adam(opt.lr, opt.betas), [], None
     for it in range(iterations):
-        current, stale = _scene_at(scene, keys, vector), None
+        current, stale = _scene_at(scene, keys, vector, f"the fit (Adam, iteration {it})"), None
         for attempt in range(2):
             if ref is None or attempt:
                 ref = _reference(current, keys, setup.out_dir,
@@ -308,7 +313,8 @@ def _polish(setup: _Setup, fit: Fit, runs: int, steps: int, every: int | None) -
     every, equilibrate = sampling_defaults(steps, every, None)
     vector, done, pool, chi2s, whole = fit.params.copy(), [], [], [], False
     for _ in range(runs):
-        current, number = _scene_at(scene, keys, vector), rows[-1].trajectory + 1
+        current = _scene_at(scene, keys, vector, "the fit (a Gauss-Newton step)")
+        number = rows[-1].trajectory + 1
         ref = _reference(_independent(current, number), keys, setup.out_dir, number, steps,
                          every, equilibrate, setup.threads)
         series = ref.loss.series(current, ref.table, setup.energy_keys, ref.samples.dof)

@@ -15,11 +15,14 @@ import numpy as np
 
 from simrun.jobs.grad import GradResult, objective_value
 from simrun.jobs.horizon import adjoint_growth
-from simrun.keys import Key, parse_keys, value_of, with_value
+from simrun.keys import Key, parse_keys, value_of, with_checked_values
 from simrun.scene import Scene
 
 RESOLVED = 0.05  # a difference resolves a gradient when its own error is under 5% of it
 STEP_CAP = 0.1  # the largest step tried, as a fraction of the KEY's size (or of 1)
+# a KEY at its kernel's limit: central differences step to both sides of it
+CHECK_FIX = ("check {key} a little inside its limit (--set it there: the check steps up to "
+             f"{STEP_CAP:g} of its size to either side), or run without --check")
 
 
 def _rounding(scene: Scene, objective: float) -> float:
@@ -33,7 +36,8 @@ def _perturbed(scene: Scene, key: Key, base, delta) -> tuple[Scene, dict]:
     if key.spec.lives != "scene":  # the start's x or v, or an allocated field
         return scene, {key.text: np.asarray(delta, float)}
     value = np.asarray(base, float) + delta
-    return with_value(scene, key, value if np.ndim(value) else float(value)), {}
+    return with_checked_values(scene, [(key, value if np.ndim(value) else float(value))],
+                               "--check's finite difference", CHECK_FIX, f"--wrt {key.text}"), {}
 
 
 def _central(scene: Scene, key: Key, base, delta, steps: int, threads) -> float:

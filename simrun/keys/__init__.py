@@ -32,6 +32,7 @@ import numpy as np
 
 from simrun.keys.kinds import FIELD, KINDS, ROLES, Key, Kind, known_keys
 from simrun.keys.known import FIXED_KEYS, THERMOSTAT_FLOATS, THERMOSTAT_KEYS
+from simrun.keys.limits import with_checked_values
 from simrun.keys.pairs import normalise, pair_keys
 from simrun.scene import Scene, SceneError
 from simrun.scene.errors import MAX_SHOWN, shorten
@@ -41,7 +42,8 @@ from simrun.stepper.thermostats import controller_conflict
 __all__ = ["FIXED_KEYS", "KEY_KINDS", "KINDS", "ROLES", "THERMOSTAT_FLOATS", "THERMOSTAT_KEYS",
            "Key", "Kind", "check_field_keys", "energy_params", "field_key", "key_of", "known_keys",
            "normalise", "objective_params", "pair_keys", "pair_params", "parse_key", "parse_keys",
-           "step_inputs", "value_of", "with_pair", "with_role", "with_value"]
+           "step_inputs", "value_of", "with_checked_values", "with_pair", "with_role",
+           "with_value"]
 
 FIELDS_HINT = "fields.<name> (a float field a kernel module's allocate hook makes)"
 KEY_KINDS = tuple(form for kind in KINDS.values() for form in kind.forms)  # `grad --help`

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simrun.keys import Key, parse_key, value_of, with_role, with_value
+from simrun.keys import Key, parse_key, value_of, with_checked_values, with_role
 from simrun.scene import Scene, SceneError, initial_state
 
 # (scene, field names) -> each allocated field's start value (jobs.grad.field_start_values)
@@ -102,15 +102,17 @@ class Layout:
             i += size
 
     def scene_at(self, vector: np.ndarray) -> tuple[Scene, tuple[np.ndarray, np.ndarray] | None]:
-        """The scene with the vector's values written in, and the start (x0, v0) when
-        state.x0 or state.v0 is tuned (else None: the scene's own start)."""
-        scene, start = self.scene, {}
+        """The scene with the vector's values written in (refused where a kernel's LIMITS
+        no longer hold: `with_checked_values`), and the start (x0, v0) when state.x0 or
+        state.v0 is tuned (else None: the scene's own start)."""
+        start, moved = {}, []
         for key, value in self.unpack(vector).items():
             k = next(k for k in self.keys if k.text == key)
             if k.spec.lives in ("x0", "v0"):
                 start[k.spec.lives] = value
             elif k.spec.lives == "scene":  # fields_at gives the fields
-                scene = with_value(scene, k, value)
+                moved.append((k, value))
+        scene = with_checked_values(self.scene, moved, "the optimizer")
         if not start:
             return scene, None
         x0, v0 = initial_state(scene)

@@ -168,16 +168,10 @@ def check_limits(ref: KernelRef, module: ModuleType, values: Mapping[str, Any], 
 
     A broken condition is reported at the value of a parameter it names that the scene sets
     (preferring a --set override), else at the kernel reference."""
-    for condition in getattr(module, "LIMITS", {}).get(ref.name, ()):
-        names = [n.id for n in ast.walk(ast.parse(condition, mode="eval"))
-                 if isinstance(n, ast.Name)]
-        scope = {**context, **values}
-        known = {n: scope[n] for n in dict.fromkeys(names) if n in scope}
-        if len(known) < len(set(names)):
-            continue  # a condition about an argument this binding does not have
-        if eval(condition, {"__builtins__": {}}, dict(known)):  # noqa: S307 - module's own text
-            continue
-        given = [n for n in dict.fromkeys(names) if n in places]
+    broken = broken_condition(module, ref.name, values, context)
+    if broken is not None:
+        condition, known = broken
+        given = [n for n in known if n in places]
         from_cli = [n for n in given if places[n][1].endswith("(command line)")]
         culprit = (from_cli or given or [None])[-1]  # an override, else the last one named
         at = places[culprit][1] if culprit else where
@@ -186,6 +180,23 @@ def check_limits(ref: KernelRef, module: ModuleType, values: Mapping[str, Any], 
         raise SceneError(f"{at}: {what} of kernel '{ref.name}' ({ref.path.name}) must satisfy "
                          f"{condition} (here {shown}). Change the value in the scene's "
                          "params.")
+
+
+def broken_condition(module: ModuleType, kernel: str, values: Mapping[str, Any],
+                     context: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The first of the module's ``LIMITS[kernel]`` that ``values`` (over ``context``: n,
+    dim, list_cutoff) break, with the values it names; None when every one holds. A
+    condition naming an argument this binding does not have is skipped."""
+    for condition in getattr(module, "LIMITS", {}).get(kernel, ()):
+        names = [n.id for n in ast.walk(ast.parse(condition, mode="eval"))
+                 if isinstance(n, ast.Name)]
+        scope = {**context, **values}
+        known = {n: scope[n] for n in dict.fromkeys(names) if n in scope}
+        if len(known) < len(set(names)):
+            continue
+        if not eval(condition, {"__builtins__": {}}, dict(known)):  # noqa: S307 - module's own text
+            return condition, known
+    return None
 
 
 def check_param_types(ref: KernelRef, kernel: Any, values: Mapping[str, Any], where: str,

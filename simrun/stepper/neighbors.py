@@ -54,6 +54,7 @@ import numpy as np
 
 import simrun.lang as ti
 from simrun.md import min_image
+from simrun.scene import SceneError
 from simrun.scene.limits import machine_memory
 from simrun.stepper.neighbor_cells import _bin, _bin_parallel, _open_grid
 from simrun.stepper.neighbor_search import _search, _search_parallel
@@ -75,9 +76,11 @@ class ListPairs:
     """Each type pair's reach for a list over species: the tables the search reads
     (``reach2``, ``cut2``: squared cutoff + skin and cutoff per type pair, and ``types``,
     each particle's type index). The cutoffs are the pair kernels' own (types x types)
-    fields, elementwise largest over them and at most the list's cutoff, read again at
-    each build; a write to one of them (a fit moving ``cutoff[A:B]``) makes the next
-    update rebuild, so the list never misses a pair a new cutoff takes in."""
+    fields, elementwise largest over them, read again at each build; a write to one of
+    them (a fit moving ``cutoff[A:B]``) makes the next update rebuild, so the list never
+    misses a pair a new cutoff takes in. One past the list's cutoff is refused: the cells
+    are sized for that reach, so its pairs could not be found (the kernels' LIMITS refuse
+    it before, at load and wherever a job moves a KEY: simrun/keys/limits.py)."""
 
     def __init__(self, types: np.ndarray, cutoffs: list[Any], cutoff: float, skin: float,
                  fp: Any) -> None:
@@ -95,8 +98,16 @@ class ListPairs:
 
     def refresh(self) -> None:
         """Read the tables from the cutoff fields."""
-        cut = np.minimum(np.maximum.reduce([f.to_numpy().astype(float) for f in self.cutoffs]),
-                         self.cutoff)
+        cut = np.maximum.reduce([f.to_numpy().astype(float) for f in self.cutoffs])
+        if (cut > self.cutoff).any():
+            a, b = np.argwhere(cut > self.cutoff)[0]
+            raise SceneError(
+                f"the per-pair cutoff of the type pair {a},{b} is {cut[a, b]:g}, past the "
+                f"neighbour list's cutoff {self.cutoff:g}: the list holds no pair beyond "
+                "its cutoff plus the skin, so the pairs in between would be left out of the "
+                "energy and forces. Raise 'neighbors.cutoff' in the scene, or keep the "
+                "pair's cutoff within it (a kernel module's LIMITS can require 'cutoff <= "
+                "list_cutoff', as kernels/lj.py's do).")
         self.cut2.from_numpy(cut * cut)
         self.reach2.from_numpy((cut + self.skin) ** 2)
         self.versions = [f.version for f in self.cutoffs]

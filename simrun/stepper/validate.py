@@ -1,11 +1,16 @@
 """The scene's kernel parameters checked against their kernels before anything is
-allocated or compiled: by System, and by batch's planner before a job is submitted."""
+allocated or compiled: by System, and by batch's planner before a job is submitted; and
+again (``broken_limit``) wherever a job moves a parameter of a scene already running (a fit
+reweighting its frames to new parameters), where no load would check them."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from simrun.scene.schema import KernelRef
 from simrun.stepper.binding import (
+    broken_condition,
     check_limits,
     check_param_types,
     check_params,
@@ -23,9 +28,7 @@ def validate_params(scene: Any, float_widths: bool = True, fp: Any = None) -> No
     submits a job). ``float_widths=False`` leaves out the check of a float argument's range,
     whose width (a ``float`` annotation) is known only after ``ti.init`` of the scene;
     ``fp`` (the scene's float type, once known) refuses narrower float annotations."""
-    context = {"n": scene.particles.count, "dim": scene.particles.dim}
-    if scene.neighbors is not None:  # pair kernels may not reach past the list
-        context.update(list_cutoff=scene.neighbors.cutoff, cutoff=scene.neighbors.cutoff)
+    context = limit_context(scene)
     for term in scene.energy:
         module = load_module(term.kernel.path)
         kernel = find_kernel(term.kernel, module)
@@ -67,3 +70,58 @@ def _validate_kernel_list(sk: Any, context: dict[str, int], float_widths: bool,
         check_param_types(ref, k, own, ref.where, sk.param_where, float_widths)
         if fp is not None:
             check_precision(ref, k, fp)
+
+
+def limit_context(scene: Any) -> dict[str, Any]:
+    """What LIMITS may name besides a kernel's parameters: n, dim and, with a neighbour list,
+    list_cutoff (pair kernels may not reach past the list) and its cutoff (a pair kernel's
+    default)."""
+    context: dict[str, Any] = {"n": scene.particles.count, "dim": scene.particles.dim}
+    if scene.neighbors is not None:
+        context.update(list_cutoff=scene.neighbors.cutoff, cutoff=scene.neighbors.cutoff)
+    return context
+
+
+@dataclass(frozen=True)
+class BrokenLimit:
+    """A LIMITS condition the scene's values break: of the kernel ``ref``, whose parameters
+    are KEYs ``<part>.params.<name>``, at the values it names (for one species pair of a
+    species kernel: ``pair``, its types' names)."""
+
+    ref: KernelRef
+    part: str  # energy.<i> | step_kernels | objective
+    condition: str
+    values: dict[str, Any]
+    pair: tuple[str, str] | None = None
+
+
+def broken_limit(scene: Any) -> BrokenLimit | None:
+    """The first LIMITS condition the scene's kernel parameters break (each species pair's
+    too), or None: the conditions of `validate_params`, for a scene made by moving KEYs."""
+    context = limit_context(scene)
+    for index, term in enumerate(scene.energy):
+        module = load_module(term.kernel.path)
+        scalars = {**getattr(module, "DEFAULTS", {}).get(term.kernel.name, {}), **term.params}
+        pairs = [(i, j) for i in range(len(term.types)) for j in range(i, len(term.types))]
+        for pair in [None, *pairs]:
+            values = scalars if pair is None else \
+                {**scalars, **{n: m[pair[0]][pair[1]] for n, m in term.pairs.items()}}
+            found = broken_condition(module, term.kernel.name, values, context)
+            if found is not None:
+                names = None if pair is None else (term.types[pair[0]], term.types[pair[1]])
+                return BrokenLimit(term.kernel, f"energy.{index}", *found, names)
+    objective = scene.objective
+    parts = [("step_kernels", scene.step_kernels.kernels if scene.step_kernels else (),
+              scene.step_kernels.params if scene.step_kernels else {}),
+             ("objective", [objective.kernel] if objective and objective.kernel else (),
+              objective.params if objective else {})]
+    for part, refs, params in parts:
+        for ref in refs:
+            module = load_module(ref.path)
+            own = parameter_names(find_kernel(ref, module))
+            values = {**getattr(module, "DEFAULTS", {}).get(ref.name, {}),
+                      **{n: v for n, v in params.items() if n in own}}
+            found = broken_condition(module, ref.name, values, context)
+            if found is not None:
+                return BrokenLimit(ref, part, *found)
+    return None
