@@ -193,7 +193,7 @@ def exit_codes(on_interrupt: Callable[[], str] | None = None,
     simrun and keeps its traceback. ``folder``: the job's folder once known (for the
     full-disk advice, and where a cut compile error is kept whole).
     """
-    from simrun.lang.runtime.interrupt import (  # start-up: loads the compiler
+    from simrun.lang.runtime.interrupt import (  # start-up: NumPy, not yet the compiler
         stopping_native_calls,
     )
 
