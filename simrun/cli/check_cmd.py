@@ -33,10 +33,10 @@ def check(scene_path: SceneArg, sets: SetOpt = None, threads: ThreadsOpt = None,
     when the scene is ready to run, 2 with file:line:column when it is not. Like run, check
     imports the scene's kernel modules, which runs their Python: a module outside the
     scene's folder and the kernels/ folder beside it is refused unless --allow-outside."""
-    from simrun.jobs.check import check_job  # start-up: loads the compiler
-
     with exit_codes():
         scene = load_scene(scene_path, list(sets or []), allow_outside=allow_outside)
+        from simrun.jobs.check import check_job  # start-up: the compiler, once input is read
+
         checked = check_job(scene, list(wrt or []), threads, debug)
     report, ensemble, objective = checked.report, checked.ensemble, checked.objective
     p = scene.particles

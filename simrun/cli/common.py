@@ -77,6 +77,13 @@ def is_kernel_failure(exc: BaseException) -> bool:
     return isinstance(exc, SimrunError)
 
 
+def is_simulation_failure(exc: BaseException) -> bool:
+    """The stepper's word that the simulation itself failed (e.g. NaN): exit 1."""
+    from simrun.stepper import SimulationError  # start-up: loads the compiler
+
+    return isinstance(exc, SimulationError)
+
+
 def is_bad_index(exc: BaseException) -> bool:
     """An out-of-range field index that --debug's bounds checks found in a kernel."""
     try:
@@ -186,10 +193,9 @@ def exit_codes(on_interrupt: Callable[[], str] | None = None,
     simrun and keeps its traceback. ``folder``: the job's folder once known (for the
     full-disk advice, and where a cut compile error is kept whole).
     """
-    from simrun.lang.runtime.interrupt import (  # start-up: loads the compiler
+    from simrun.lang.runtime.interrupt import (  # start-up: NumPy, not yet the compiler
         stopping_native_calls,
     )
-    from simrun.stepper import SimulationError  # start-up: loads the compiler
 
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
@@ -197,8 +203,6 @@ def exit_codes(on_interrupt: Callable[[], str] | None = None,
             yield
     except SceneError as exc:
         raise fail(f"error: {exc}", EXIT_BAD_INPUT) from None
-    except SimulationError as exc:
-        raise fail(f"simulation failed: {exc}", EXIT_FAILED) from None
     except UnwritableError as exc:
         raise fail(f"error: {exc}", EXIT_BAD_INPUT) from None
     except OutputError as exc:
@@ -211,6 +215,10 @@ def exit_codes(on_interrupt: Callable[[], str] | None = None,
         note = on_interrupt() if on_interrupt else ""
         raise fail(f"interrupted{': ' + note if note else ''}", EXIT_INTERRUPTED) from None
     except Exception as exc:
+        if isinstance(exc, typer.Exit):  # a command's own exit status, its message printed
+            raise
+        if is_simulation_failure(exc):
+            raise fail(f"simulation failed: {exc}", EXIT_FAILED) from None
         if is_no_room(exc):
             raise fail(f"error: {no_room_message(exc, folder() if folder else None)}",
                        EXIT_FAILED) from None

@@ -85,9 +85,6 @@ def optimize_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: boo
                  options: dict[str, Any], allow_changed: bool = False,
                  quiet: bool = False) -> None:
     """`simrun optimize` and `simrun resume` of an optimize folder."""
-    from simrun.jobs.optimize import OptimizeError  # start-up: loads the compiler
-    from simrun.jobs.optimize import optimize_job as training_job
-
     target: Path | None = None
 
     def interrupted() -> str:
@@ -112,6 +109,10 @@ def optimize_job(load: Callable[[], Scene], out_dir: Path | None, *, resume: boo
             fit_targets(scene, target, options, quiet)
             return
         target = _target(scene, out_dir, resume)
+        # start-up: the compiler, once the input is read
+        from simrun.jobs.optimize import OptimizeError
+        from simrun.jobs.optimize import optimize_job as training_job
+
         try:
             result, episode_error = training_job(
                 scene, target, iterations=options.get("iterations"), resume=resume,

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.progress import (
     BarColumn,
@@ -21,7 +22,9 @@ from rich.progress import (
 from rich.text import Text
 
 from simrun.cli.common import err
-from simrun.stepper.run import ProgressFn
+
+if TYPE_CHECKING:  # the stepper loads the compiler: a command that fails early needs neither
+    from simrun.stepper.run import ProgressFn
 
 
 class StepsPerSecond(ProgressColumn):

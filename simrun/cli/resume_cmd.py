@@ -13,7 +13,6 @@ from typing import Annotated, Any
 
 import typer
 
-from simrun.cli.batch_cmd import batch_job
 from simrun.cli.common import (
     EXIT_BAD_INPUT,
     AllowChangedOpt,
@@ -24,9 +23,6 @@ from simrun.cli.common import (
     on_device,
     out,
 )
-from simrun.cli.grad_cmd import grad_job
-from simrun.cli.optimize_cmd import optimize_job, resume_fit
-from simrun.cli.run_cmd import run_command
 from simrun.outputs.resumable import UnreadableRecord, job_record
 from simrun.scene import Scene, SceneError, load_scene
 
@@ -115,6 +111,8 @@ def _resume_job(folder: Path, job: str, record: dict[str, Any], options: dict[st
         return load_scene(scene_file, list(extra), allow_outside=allow_outside)
 
     if job == "run":
+        from simrun.cli.run_cmd import run_command  # start-up: only the job's own command
+
         run_command(lambda: load([f"steps={steps}"] if steps else []), folder, resume=True,
                 quiet=quiet, no_render=bool(options.get("no_render")),
                 threads=options.get("threads"), debug=bool(options.get("debug")),
@@ -133,14 +131,20 @@ def _resume_job(folder: Path, job: str, record: dict[str, Any], options: dict[st
         options.setdefault("mode", "reverse")
         if steps is not None:
             options["steps"] = steps
+        from simrun.cli.grad_cmd import grad_job  # start-up: the KEY table loads the compiler
+
         grad_job(load, folder, options, record.get("sources"), allow_changed, quiet=quiet)
     elif job == "fit":
         if iterations is not None:
             options["iterations"] = iterations
+        from simrun.cli.optimize_cmd import resume_fit  # start-up: only the job's own command
+
         resume_fit(load, folder, record, options, allow_changed, quiet)
     else:
         if iterations is not None:
             options["iterations"] = iterations
+        from simrun.cli.optimize_cmd import optimize_job  # start-up: only the job's command
+
         optimize_job(load, folder, resume=True, options=options, allow_changed=allow_changed,
                      quiet=quiet)
     return None
@@ -150,6 +154,7 @@ def _resume_batch(folder: Path, record: dict[str, Any], threads: int | None,
                   workers: int | None, quiet: bool) -> None:
     """The batch again from batch.json's arguments, on a local cluster of ``workers``."""
     from simrun.batch import Engine  # start-up: dask
+    from simrun.cli.batch_cmd import batch_job
 
     arguments = {k: record[k] for k in BATCH_ARGUMENTS if k in record}
     if "scene" not in arguments or "job" not in arguments:

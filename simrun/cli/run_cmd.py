@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 from shlex import quote
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -28,12 +28,13 @@ from simrun.cli.common import (
     out,
 )
 from simrun.cli.progress import step_bar
-from simrun.jobs.run import run_job
 from simrun.lang.config import job_policy
 from simrun.outputs.rundir import check_out_dir, choose_run_dir
+from simrun.outputs.thermo import DRIFT_TOLERANCE
 from simrun.scene import Scene, load_scene
-from simrun.stepper import RunResult
-from simrun.stepper.thermo import DRIFT_TOLERANCE
+
+if TYPE_CHECKING:  # the stepper loads the compiler: a scene refused early needs neither
+    from simrun.stepper import RunResult
 
 
 def overrides(sets: list[str] | None, steps: int | None, seed: int | None,
@@ -184,6 +185,8 @@ def run_command(load: Callable[[], Scene], out_dir: Path | None, *, resume: bool
             state["dir"] = choose_run_dir(scene.name, out_dir, resume=True, overwrite=False)
         elif out_dir is not None:
             check_out_dir(out_dir, overwrite=overwrite)  # fail before compiling anything
+        from simrun.jobs.run import run_job  # start-up: the compiler, once the input is read
+
         done = run_job(scene, state["dir"] if resume else new_dir, resume=resume,
                        render=not no_render, threads=threads, debug=debug,
                        allow_changed=allow_changed, options=options, drift_tolerance=max_drift,

@@ -1,174 +1,43 @@
 """simrun.lang: a Taichi-compatible differentiable kernel language, JIT-compiled with llvmlite.
 
 `import simrun.lang as ti` in place of `import taichi as ti`.
+
+The names (simrun.lang.public) load with the first one a program uses: a program that
+imports only a module of the package (simrun.lang.settings, .config, .errors: the CLI
+refusing bad input) does not load the compiler.
 """
 
-import numpy as np
+import importlib
+import importlib.util
+from typing import Any
 
-from . import ad, lang
-from . import tmath as math
-from .ad import Tape, clear_all_gradients, stop_grad
-from .api import (
-    Kernel,
-    amdgpu,
-    arm64,
-    cpu,
-    cuda,
-    data_oriented,
-    dx11,
-    dx12,
-    func,
-    gles,
-    gpu,
-    init,
-    kernel,
-    metal,
-    opengl,
-    pyfunc,
-    real_func,
-    reset,
-    sync,
-    vulkan,
-    x64,
-)
-from .builtins import MATH_FUNCTIONS as _MATH_FUNCTIONS
-from .builtins import (
-    abs,
-    bit_shl,
-    bit_shr,
-    cast,
-    ceil,
-    floor,
-    logical_and,
-    logical_not,
-    logical_or,
-    max,
-    min,
-    pow,
-    round,
-    rsqrt,
-    select,
-)
-from .errors import (
-    AutodiffError,
-    CompileError,
-    SimrunError,
-    TaichiAssertionError,
-    TaichiCompilationError,
-    TaichiIndexError,
-    TaichiNameError,
-    TaichiRuntimeError,
-    TaichiSyntaxError,
-    TaichiTypeError,
-)
-from .fields import (
-    Field,
-    MatrixField,
-    Ndarray,
-    ScalarField,
-    axes,
-    field,
-    i,
-    ij,
-    ijk,
-    ijkl,
-    ik,
-    j,
-    jk,
-    k,
-    l,
-    ndarray,
-    root,
-)
-from .frontend.special import ATOMICS as _ATOMICS
-from .frontend.special import Grouped as grouped
-from .frontend.special import NDRange as ndrange
-from .frontend.special import _loop_config as loop_config
-from .frontend.special import randn, random, static, static_assert, static_print
-from .linalg import polar_decompose, svd, sym_eig
-from .matrix import Matrix, Vector
-from .types import (
-    f16,
-    f32,
-    f64,
-    float16,
-    float32,
-    float64,
-    i8,
-    i16,
-    i32,
-    i64,
-    int8,
-    int16,
-    int32,
-    int64,
-    template,
-    types,
-    u1,
-    u8,
-    u16,
-    u32,
-    u64,
-    uint8,
-    uint16,
-    uint32,
-    uint64,
-)
-
-atomic_add = _ATOMICS["add"]
-atomic_sub = _ATOMICS["sub"]
-atomic_mul = _ATOMICS["mul"]
-atomic_min = _ATOMICS["min"]
-atomic_max = _ATOMICS["max"]
-atomic_and = _ATOMICS["and"]
-atomic_or = _ATOMICS["or"]
-atomic_xor = _ATOMICS["xor"]
-ifte = select
-
-
-
-def is_active() -> bool:
-    return True
-
-
-def rgb_to_hex(c) -> int:
-    """Taichi's GUI colour helper: (r, g, b) in [0, 1] (numbers or numpy arrays of them) to
-    0xRRGGBB integers."""
-    r, g, b = (np.clip(np.asarray(x, dtype=np.float64) * 255, 0, 255).astype(np.int64)
-               for x in c)
-    out = (r << 16) | (g << 8) | b
-    return int(out) if out.ndim == 0 else out
-
-
-def hex_to_rgb(color: int) -> tuple:
-    return ((color >> 16) & 255) / 255, ((color >> 8) & 255) / 255, (color & 255) / 255
-
-
-def block_local(*fields) -> None:
-    """Taichi's hint to cache fields in GPU block-local memory: nothing to do on the CPU."""
-
-
-class extension:  # noqa: N801 - Taichi's name
-    """Taichi's backend extensions, for `require=ti.extension.adstack`: the CPU backend
-    has them all (simrun's autodiff stack grows as needed)."""
-
-    sparse = "sparse"
-    quant = quant_basic = "quant"
-    data64 = "data64"
-    adstack = "adstack"
-    bls = "bls"
-    assertion = "assertion"
-    extfunc = "extfunc"
-    mesh = "mesh"
-
+# `ti.types` is Taichi's namespace (ti.types.vector), not the submodule of that name: bound
+# here, after the submodule's import, so that importing the submodule later cannot rebind it
+from .types import types
 
 __version__ = "0.1.0"
-globals().update(_MATH_FUNCTIONS)  # ti.sin, ti.atan2, ti.erf, ...: the op registry's functions
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     if name == "GUI":  # start-up: matplotlib is imported only by programs that draw
         from .gui import GUI  # start-up: see above
 
         return GUI
+    if name.startswith("__") and name.endswith("__") and name != "__all__":
+        raise AttributeError(f"module 'simrun.lang' has no attribute '{name}'")
+    if importlib.util.find_spec(f"{__name__}.{name}") is not None:  # ti.ad, from . import x
+        return importlib.import_module(f"{__name__}.{name}")
+    # start-up: the compiler loads with the first name a program uses
+    from . import public
+
+    names = globals()
+    names.update((k, v) for k, v in vars(public).items()
+                 if not (k.startswith("__") and k.endswith("__")))
+    if name in names:
+        return names[name]
     raise AttributeError(f"module 'simrun.lang' has no attribute '{name}'")
+
+
+def __dir__() -> list[str]:
+    __getattr__("kernel")  # every name loaded, so that dir() lists them
+    return sorted(globals())

@@ -13,12 +13,11 @@ import numbers
 
 import numpy as np
 
-from . import types
 from .ir import builder
 from .ir.emitter import active
 from .ir.nodes import Arith, Const, Expr
 from .ir.ops import OPS, Op, TypeRule
-from .types import DType, to_dtype
+from .types import DType, constructors, to_dtype
 
 
 def _is_matrix(x) -> bool:
@@ -181,7 +180,7 @@ def python_value(x):
     return x
 
 
-types.constructors["cast"] = cast
+constructors["cast"] = cast
 
 
 def is_dtype(x) -> bool:

@@ -11,10 +11,9 @@ import numbers
 import numpy as np
 
 from . import builtins as B
-from . import types
 from .fields import Field, Ndarray
 from .ir import builder
-from .types import to_dtype
+from .types import constructors, to_dtype
 
 
 def _is_scalar(x) -> bool:
@@ -387,7 +386,7 @@ class FieldElement(Matrix):
 
 
 builder.elementwise += (Matrix,)
-types.constructors.update(matrix=Matrix, field_element=FieldElement)
+constructors.update(matrix=Matrix, field_element=FieldElement)
 
 
 class _VectorMeta(type):

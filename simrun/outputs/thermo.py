@@ -26,6 +26,7 @@ from simrun.outputs.units import SYSTEMS, Units, column_name
 THERMO_COLUMNS = ("step", "time", "kinetic", "potential", "total", "temperature")
 THERMO_FILE = "thermo.csv"
 LATER_COLUMNS = ("pressure",)  # added after folders were written: a resume fills them with nan
+DRIFT_TOLERANCE = 0.05  # relative; beyond it a conservative run warns (see --max-drift)
 
 
 class ThermoLog:

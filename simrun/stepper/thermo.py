@@ -19,10 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simrun.outputs.thermo import Drift, drift_exceeds, measure_drift
+from simrun.outputs.thermo import DRIFT_TOLERANCE, Drift, drift_exceeds, measure_drift
 from simrun.scene import Scene
 
-DRIFT_TOLERANCE = 0.05  # relative; beyond it a conservative run warns (see --max-drift)
 _BREAKS_MOMENTUM = ("langevin", "rescale", "csvr")  # scalings change a nonzero momentum
 
 
