@@ -162,6 +162,7 @@ JOBS = {
     "projectile": lambda out: optimize_figures("projectile", out),
     "mass_spring": lambda out: optimize_figures("mass_spring", out),
     "billiards": lambda out: optimize_figures("billiards", out),
+    "diffmpm": lambda out: optimize_figures("diffmpm", out),
     "rigid_body": lambda out: optimize_figures("rigid_body", out),
     "rigid_body_legs": lambda out: optimize_figures("rigid_body_legs", out),
     "electric": lambda out: optimize_figures("electric", out, "--iterations", "200"),

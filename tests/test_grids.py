@@ -92,6 +92,27 @@ def test_a_misspelt_grid_key_is_exit_2_with_the_spelling(tmp_path: Path) -> None
     assert "Did you mean state.height" in done.stdout + done.stderr
 
 
+PARTICLE_KEYS = ("state.x0", "state.v0", "initial.velocity", "particles.mass")
+
+
+@pytest.mark.parametrize("scene, particle_key, grid_key", [
+    ("wave.yaml", "state.x0", "state.height"),
+    ("smoke.yaml", "initial.velocity", "state.velocity")])
+def test_a_grid_scene_without_particles_offers_no_particle_keys(
+        tmp_path: Path, scene: str, particle_key: str, grid_key: str) -> None:
+    """A particle KEY does nothing where there are no particles: it is refused, and the
+    keys the error lists are the scene's own."""
+    done = simrun("grad", str(SCENES / scene), "--wrt", particle_key, "--steps", "2",
+                  cwd=tmp_path)
+    said = done.stdout + done.stderr
+    assert done.returncode == 2 and "Traceback" not in said, said
+    listed = re.search(r"Its keys: (.*?)\.\s*$", said, re.S)
+    assert listed, said
+    keys = [k.strip() for k in listed.group(1).split(",")]
+    assert grid_key in keys and "dt" in keys, keys
+    assert not set(PARTICLE_KEYS) & set(keys), keys
+
+
 GRID = """version: 2
 precision: f32
 grids:

@@ -121,6 +121,12 @@ def _always(text: str) -> Callable[[Scene], list[str]]:
     return lambda scene: [text]
 
 
+def _with_particles(text: str) -> Callable[[Scene], list[str]]:
+    """A particle KEY, offered only where the scene has particles: in a grid scene without
+    them (wave, smoke) it would be a key that changes nothing."""
+    return lambda scene: [text] if scene.particles.count else []
+
+
 def _no_check(scene: Scene, key: Key) -> None:
     return None
 
@@ -300,18 +306,18 @@ _PARAM = {"listed": True, "check": _no_check, "lives": "scene", "step_input": No
 
 KINDS: dict[str, Kind] = {
     "x0": Kind(**_START, match=_fixed("state.x0"), forms=("state.x0",),
-               offered=_always("state.x0"),
+               offered=_with_particles("state.x0"),
                read=lambda scene, key: initial_state(scene)[0], write=_not_in_scene, lives="x0",
                gradient=lambda key, adj, scene: adj.x, tangents=_seed_start("x"),
                direction=_direction_of("x"), collect=_first),
     "v0": Kind(**_START, match=_fixed("state.v0"), forms=("state.v0",),
-               offered=_always("state.v0"),
+               offered=_with_particles("state.v0"),
                read=lambda scene, key: initial_state(scene)[1], write=_not_in_scene, lives="v0",
                gradient=lambda key, adj, scene: adj.v, tangents=_seed_start("v"),
                direction=_direction_of("v"), collect=_first),
     "velocity": Kind(
         **_START, match=_fixed("initial.velocity"), forms=("initial.velocity",),
-        offered=_always("initial.velocity"),
+        offered=_with_particles("initial.velocity"),
         **_scene_value(lambda s: np.asarray(s.initial.velocity, float),
                        lambda s, v: replace(s, initial=replace(
                            s.initial, velocity=tuple(map(float, v))))),
@@ -334,7 +340,7 @@ KINDS: dict[str, Kind] = {
         gradient=lambda key, adj, scene: adj.damping, tangents=_seed_scalar("damping"),
         direction=_no_direction, collect=_first, density=None, partial=None),
     "mass": Kind(forms=("particles.mass",), match=_fixed("particles.mass"), listed=True,
-                 offered=_always("particles.mass"),
+                 offered=_with_particles("particles.mass"),
                  check=_check_mass, read=_read_mass, write=_write_mass, lives="scene",
                  role="mass", step_input=None, gradient=_mass_gradient, tangents=_seed_mass,
                  direction=_mass_direction, collect=_first, density=None, partial=None),
