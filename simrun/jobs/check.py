@@ -1,6 +1,10 @@
 """The check job, `simrun check`: the scene validated and its kernels compiled, the
 potential at step 0 evaluated; its objective and KEYs (or its ensemble request) and the
-parameters and bounds of an `optimize:` section checked. Nothing is run or written."""
+parameters and bounds of an `optimize:` section checked. Nothing is run or written.
+
+Every kernel check launches is bounds-checked, --debug or not: check prints the potential
+and the objective, and one evaluation's cost does not matter, so an out-of-range index is
+exit 2 at its line, never a number read from beside a field."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from dataclasses import dataclass
 
 from simrun.ensemble.keys import check_ensemble, is_ensemble_objective
 from simrun.jobs.grad import check_objective, field_start_values
+from simrun.lang.config import bounds_checked
 from simrun.optimize.params import Layout
 from simrun.scene import Scene
 from simrun.stepper import check_scene
@@ -23,14 +28,16 @@ class CheckOutcome:
 
 def check_job(scene: Scene, wrt: list[str], threads: int | None = None,
               debug: bool = False) -> CheckOutcome:
-    """Everything `simrun check` checks; SceneError (file:line) for the first problem."""
-    report = check_scene(scene, threads, debug)
-    ensemble = is_ensemble_objective(scene)
-    objective = None
-    if ensemble:  # averages over the canonical ensemble: simrun grad --method ensemble
-        check_ensemble(scene, wrt)
-    elif scene.objective is not None or wrt:
-        objective = check_objective(scene, wrt, threads)
+    """Everything `simrun check` checks; SceneError (file:line) for the first problem.
+    `debug` is kept for callers: check bounds-checks every launch anyway."""
+    with bounds_checked(True):  # every System made inside: the objective's too
+        report = check_scene(scene, threads, debug=True)
+        ensemble = is_ensemble_objective(scene)
+        objective = None
+        if ensemble:  # averages over the canonical ensemble: simrun grad --method ensemble
+            check_ensemble(scene, wrt)
+        elif scene.objective is not None or wrt:
+            objective = check_objective(scene, wrt, threads)
     if scene.optimize is not None and not ensemble:
         layout = Layout.of(scene, field_start_values)  # each parameter a KEY, at its line
         layout.check_start(layout.initial())

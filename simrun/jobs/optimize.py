@@ -146,6 +146,9 @@ def optimize_scene(scene: Scene, out_dir: str | Path, *, iterations: int | None 
     except KeyboardInterrupt:
         record.write_json("interrupted", "stopped by the user; --resume continues")
         raise
+    except Exception as exc:  # a kernel that does not compile, an index --debug found:
+        record.write_json("failed", str(exc) or type(exc).__name__)  # never left 'running'
+        raise
     finally:  # the paced files (state.npz, params.npz) as of the last iteration
         evaluate.saves.flush()
         record.flush()
