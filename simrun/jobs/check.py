@@ -2,9 +2,9 @@
 potential at step 0 evaluated; its objective and KEYs (or its ensemble request) and the
 parameters and bounds of an `optimize:` section checked. Nothing is run or written.
 
-Every kernel check launches is bounds-checked, --debug or not: check prints the potential
-and the objective, and one evaluation's cost does not matter, so an out-of-range index is
-exit 2 at its line, never a number read from beside a field."""
+Without --debug the step-0 evaluation is made twice: bounds-checked first (an out-of-range
+index is exit 2 at its line, never a number read from beside a field), then as run makes it,
+for the numbers check prints (debug's code may round f32 sums otherwise: they are run's)."""
 
 from __future__ import annotations
 
@@ -28,17 +28,26 @@ class CheckOutcome:
 
 def check_job(scene: Scene, wrt: list[str], threads: int | None = None,
               debug: bool = False) -> CheckOutcome:
-    """Everything `simrun check` checks; SceneError (file:line) for the first problem.
-    `debug` is kept for callers: check bounds-checks every launch anyway."""
-    with bounds_checked(True):  # every System made inside: the objective's too
-        report = check_scene(scene, threads, debug=True)
-        ensemble = is_ensemble_objective(scene)
-        objective = None
-        if ensemble:  # averages over the canonical ensemble: simrun grad --method ensemble
-            check_ensemble(scene, wrt)
-        elif scene.objective is not None or wrt:
-            objective = check_objective(scene, wrt, threads)
+    """Everything `simrun check` checks; SceneError (file:line) for the first problem."""
+    ensemble = is_ensemble_objective(scene)
+    with bounds_checked(True):  # every System made inside, the objective's too
+        report, objective = _evaluate(scene, wrt, threads, ensemble)
+    if not debug:  # the numbers as run computes them
+        report, objective = _evaluate(scene, wrt, threads, ensemble)
+    if ensemble:  # averages over the canonical ensemble: simrun grad --method ensemble
+        check_ensemble(scene, wrt)
     if scene.optimize is not None and not ensemble:
         layout = Layout.of(scene, field_start_values)  # each parameter a KEY, at its line
         layout.check_start(layout.initial())
     return CheckOutcome(report, ensemble, objective)
+
+
+def _evaluate(scene: Scene, wrt: list[str], threads: int | None, ensemble: bool
+              ) -> tuple[CheckReport, float | None]:
+    """The kernels compiled and run at step 0: the potential, and the objective's value."""
+    report = check_scene(scene, threads)
+    objective = None
+    if not ensemble and (scene.objective is not None or wrt):
+        objective = check_objective(scene, wrt, threads)
+    return report, objective
+
