@@ -79,7 +79,8 @@ CHAIN = """import simrun.lang as ti
 @ti.kernel
 def chain(x: ti.template(), U: ti.template()):
     for i in x:
-        U[None] += 0.5 * (x[i + 1] - x[i]).norm_sqr()
+        if i >= 0:  # under an if: for --debug to find (unguarded, it does not compile)
+            U[None] += 0.5 * (x[i + 1] - x[i]).norm_sqr()
 """
 
 
@@ -96,7 +97,7 @@ def test_debug_finds_an_out_of_range_read_in_a_scene_kernel(tmp_path: Path,
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     first, source = done.stderr.strip().splitlines()
-    assert first.startswith(f"error: {tmp_path / 'k.py'}:7: in kernel 'chain': index (4,) is "
+    assert first.startswith(f"error: {tmp_path / 'k.py'}:8: in kernel 'chain': index (4,) is "
                             "out of range for field 'x' of shape (4,)"), first
     assert "x[i + 1]" in source
     assert not (tmp_path / "o").exists()  # found before anything was written
@@ -109,7 +110,8 @@ SHIFT = """import simrun.lang as ti
 def shift(x: ti.template(), v: ti.template(), dt: float):
     for i in x:
         x[i] += dt * v[i]
-        v[i + 2] = v[i]
+        if i >= 0:  # under an if: for --debug to find (unguarded, it does not compile)
+            v[i + 2] = v[i]
 """
 
 
@@ -125,7 +127,7 @@ def test_debug_finds_an_out_of_range_write_in_a_step_kernel(tmp_path: Path) -> N
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     first, source = done.stderr.strip().splitlines()[-2:]  # after the progress bar
-    assert first.startswith(f"error: {tmp_path / 'k.py'}:8: in kernel 'shift': index (4,) "), first
+    assert first.startswith(f"error: {tmp_path / 'k.py'}:9: in kernel 'shift': index (4,) "), first
     assert "is out of range for field 'v' of shape (4,)" in first
     assert "v[i + 2] = v[i]" in source
 
@@ -142,7 +144,7 @@ def test_debug_bounds_checks_grad_optimize_and_batch_too(tmp_path: Path, command
                                                                   "--job", "grad", "--wrt", "dt",
                                                                   "--workers", "1"]}[command]
     done = simrun(command, "s.yaml", "--debug", "--out", "o", *extra, cwd=tmp_path)
-    where = f"{tmp_path / 'k.py'}:7: in kernel 'chain': index (4,) is out of range"
+    where = f"{tmp_path / 'k.py'}:8: in kernel 'chain': index (4,) is out of range"
     if command == "batch":  # a job's failure is its result: exit 1, the error in the summary
         assert done.returncode == 1, done.stderr
         assert where in (tmp_path / "o" / "summary.csv").read_text()
@@ -157,7 +159,8 @@ def test_an_unchecked_out_of_range_write_fails_the_job_and_never_records_ok(
         tmp_path: Path, command: str) -> None:
     # without --debug, v[i + 2] wrote past v into the C heap: run.json said "ok", then the
     # process died of heap corruption. The guard zone around each field takes the write,
-    # and the job fails (exit 1) naming the field and --debug
+    # and the job fails (exit 1) naming the field and --debug. check bounds-checks its
+    # launches whatever --debug says: exit 2 at the kernel's line
     (tmp_path / "k.py").write_text(SHIFT)
     (tmp_path / "e.py").write_text(CHAIN.replace("x[i + 1]", "x[i]"))
     (tmp_path / "s.yaml").write_text(
@@ -165,6 +168,12 @@ def test_an_unchecked_out_of_range_write_fails_the_job_and_never_records_ok(
         "energy: [{kernel: e.py:chain}]\nstep_kernels: {kernels: [k.py:shift]}\n")
     done = simrun(command, "s.yaml", *(["--out", "o", "-q"] if command == "run" else []),
                   cwd=tmp_path)
+    if command == "check":
+        assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
+        assert f"{tmp_path / 'k.py'}:9: in kernel 'shift': index (4,) is out of range for " \
+            "field 'v' of shape (4,)" in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr and "ok" not in done.stdout
+        return
     assert done.returncode == 1, (done.returncode, done.stderr[-2000:])
     assert "Traceback" not in done.stderr
     message = done.stderr.strip().splitlines()[-1]

@@ -19,8 +19,9 @@ SPILL_OBJECTIVE = """import simrun.lang as ti
 def spill(x: ti.template(), x0: ti.template(), L: ti.template()):
     for i in x:
         L[None] += (x[i] - x0[i]).norm_sqr()
-    for i in x:  # past the end from i = 6
-        x0[i + 2] = ti.Vector([0.0, 0.0, 0.0])
+    for i in x:  # past the end from i = 6 (under an if: unguarded, it does not compile)
+        if i >= 0:
+            x0[i + 2] = ti.Vector([0.0, 0.0, 0.0])
 """
 
 SCENE = """version: 2

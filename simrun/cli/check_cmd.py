@@ -27,8 +27,8 @@ def check(scene_path: SceneArg, sets: SetOpt = None, threads: ThreadsOpt = None,
     """Validate SCENE and compile its kernels; write nothing.
 
     Every kernel the scene names (energy terms, step kernels, the objective) is compiled and
-    the potential energy at step 0 is evaluated (with --debug, every field access
-    bounds-checked); with --wrt, the KEYs are checked too, and so
+    the potential energy at step 0 is evaluated, every field access bounds-checked (as
+    --debug does elsewhere; here always); with --wrt, the KEYs are checked too, and so
     are the parameters and bounds of an `optimize:` section. Exit 0
     when the scene is ready to run, 2 with file:line:column when it is not. Like run, check
     imports the scene's kernel modules, which runs their Python: a module outside the

@@ -146,8 +146,8 @@ def optimize_scene(scene: Scene, out_dir: str | Path, *, iterations: int | None 
     except KeyboardInterrupt:
         record.write_json("interrupted", "stopped by the user; --resume continues")
         raise
-    except SceneError as exc:  # a step moved a KEY where its kernel's LIMITS fail
-        record.write_json("failed", str(exc))
+    except Exception as exc:  # a KEY moved past its LIMITS, a kernel that does not compile,
+        record.write_json("failed", str(exc) or type(exc).__name__)  # never left 'running'
         raise
     finally:  # the paced files (state.npz, params.npz) as of the last iteration
         evaluate.saves.flush()

@@ -46,6 +46,11 @@ class CompileError(SimrunError):
         return CompileError(self.bare, self.span or span, self.kernel or kernel)
 
 
+class FieldRangeError(CompileError, IndexError):
+    """An access outside a field that the compiler can prove (passes/loop_ranges.py): the
+    IndexError debug's checks would raise at run time, found before anything runs."""
+
+
 class AutodiffError(CompileError, RuntimeError):
     """A gradient simrun cannot compute correctly; raised instead of returning a wrong one."""
 

@@ -1,5 +1,6 @@
-"""The pass order, in one place: frontend IR -> autodiff for the launch mode -> dead code
-removed -> atomics hoisted out of serial loops; compiler.py takes it from there to LLVM.
+"""The pass order, in one place: frontend IR (checked by loop_ranges) -> autodiff for the
+launch mode -> dead code removed -> atomics hoisted out of serial loops; compiler.py takes
+it from there to LLVM.
 
 Each pass is a function KernelIR -> KernelIR. `checks` run after every pass with its name
 (tests register ir/verify.py's verify there, so every kernel the suite compiles is verified
@@ -12,7 +13,7 @@ from collections.abc import Callable
 
 from .autodiff import transform
 from .ir.nodes import KernelIR
-from .passes import dead_code, hoist_atomics, reciprocals, unread_outputs
+from .passes import dead_code, hoist_atomics, loop_ranges, reciprocals, unread_outputs
 
 checks: list[Callable[[KernelIR, str], None]] = []
 
@@ -26,7 +27,7 @@ def passes(mode: str, name: str, unread: tuple = (), varied: tuple | None = None
     pruned = [("unread_outputs", lambda kir: unread_outputs.run(kir, unread)),
               ("dead_code", dead_code.run)] if unread else []
     return [
-        ("frontend", lambda kir: kir),
+        ("frontend", loop_ranges.run),  # a check: refuses a loop's certain out-of-range access
         (f"autodiff ({mode})", lambda kir: transform(
             kir, mode, name, None if varied is None else frozenset(varied))),
         ("dead_code", dead_code.run),

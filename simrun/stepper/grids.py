@@ -31,9 +31,10 @@ def grid_fields(scene: Scene, fp, np_dtype, taken: dict[str, Any]) -> dict[str, 
 
 def _field(grid: Grid, spec: GridField, fp, np_dtype):
     if spec.components == 1:
-        f = ti.field(dtype=fp, shape=grid.shape, needs_grad=True)
+        f = ti.field(dtype=fp, shape=grid.shape, name=spec.name, needs_grad=True)
     else:
-        f = ti.Vector.field(spec.components, dtype=fp, shape=grid.shape, needs_grad=True)
+        f = ti.Vector.field(spec.components, dtype=fp, shape=grid.shape, name=spec.name,
+                            needs_grad=True)
     f.from_numpy(start_values(grid, spec).astype(np_dtype))
     return f
 
