@@ -128,3 +128,26 @@ def test_a_grid_size_that_cannot_be_is_an_error_at_the_scene(tmp_path, n_grid, w
     assert words in done.stderr
     assert re.match(r"error: (\S*diffmpm3d\.yaml:\d+:\d+|--set step_kernels\.params\."
                     r"n_grid=\S+ \(command line\)): ", done.stderr), done.stderr
+
+
+def test_an_unstable_robot_is_an_error_not_a_crash(tmp_path):
+    """Muscles 200x too strong crush the robot (J <= 0) within 60 steps and its positions
+    become NaN. A NaN position's cell (a cast to INT_MIN) then indexes the grid far outside it:
+    grad's forward sweep, which had no NaN watch between its steps, crashed (exit -11), as
+    diffmpm3d's training did at its 51st iteration. Now each forward step's state is watched:
+    grad and optimize stop with the unstable simulation named (exit 1), as run does."""
+    scene = small_robot(tmp_path, "diffmpm3d", False)
+    unstable = ["--set", "step_kernels.params.n_grid=16", "--set",
+                "step_kernels.params.strength=1e3", "--allow-outside"]
+    for command in (["grad", str(scene), "--wrt", "fields.weights", "--steps", "60"],
+                    ["grad", str(scene), "--wrt", "fields.weights", "--steps", "60",
+                     "--memory", "1K"],
+                    ["optimize", str(scene), "--iterations", "1", "--set", "steps=60",
+                     "--no-render"],
+                    ["run", str(scene), "--steps", "60", "--no-render"]):
+        out = tmp_path / f"out{len(list(tmp_path.iterdir()))}"
+        done = subprocess.run([sys.executable, "-m", "simrun.cli", *command, *unstable,
+                               "--out", str(out)], capture_output=True, text=True, cwd=tmp_path)
+        assert done.returncode == 1, (command, done.returncode, done.stderr[-2000:])
+        said = "loss is not finite" if command[0] == "optimize" else "NaN or infinite"
+        assert said in done.stderr and "Traceback" not in done.stderr, done.stderr

@@ -3,8 +3,8 @@ steps run from machine code, a few thousand schedule actions per call.
 
 The binomial schedule (schedule.py) still decides every action, but its states are slots of
 one slab of engine fields (slab.py) and its actions are rows of launches (launches.Rows):
-LOAD a slot into the system's fields, STEP n times (the stepper's own launches, without its
-NaN watch), STORE the fields into a slot, REVERSE one step (the state before it from a
+LOAD a slot into the system's fields, STEP n times (the stepper's own launches, then a
+watch of x and v that stops the program at a NaN state), STORE the fields into a slot, REVERSE one step (the state before it from a
 slot, then `reverse_step.ReverseStep`'s launches; folded, they keep the forces after the
 step from the step reversed just before). A small kernel at the start of each LOAD, STORE
 and REVERSE reads that row's slot, and the step of the state it names, from the slab's ops
@@ -30,7 +30,7 @@ from simrun.adjoint import policy
 from simrun.adjoint.schedule import Schedule, reverse
 from simrun.adjoint.slab import OPS, Slab, next_step
 from simrun.stepper.fieldstep import direct_launch
-from simrun.stepper.launches import Rows
+from simrun.stepper.launches import Rows, adjoint_watch
 from simrun.stepper.state import State
 
 STEPS_PER_CALL = 20_000  # forward steps per call at most (progress, Ctrl-C)
@@ -74,10 +74,14 @@ class NativeProgram:
             blocks["reverse"].append(self._seed_state)
         # recomputed steps never need U (only the final state's, which _first_reverse makes):
         # the gradients alone where they read nothing the energies' forward launches write
-        blocks["step"] = self._step(potential=False)
+        # each forward step ends with a watch of its state: a NaN position would give the next
+        # step's kernels indices far outside their fields (an MPM cell cast from NaN), a crash
+        watch = direct_launch(adjoint_watch, (system.x, system.v, native.bad))
+        blocks["step"] = self._step(potential=False) + [watch]
         blocks["first"] = blocks["step"]  # the first descent's steps: each state's J (mean)
         if traj.at_mean:
-            blocks["first"] = self._step(traj.model.objective.uses_potential) + [self._accumulate]
+            blocks["first"] = self._step(traj.model.objective.uses_potential) + [
+                watch, self._accumulate]
         blocks["first_store"] = blocks["first"] + blocks["store"]
         launches, rows = [], {}
         for name, block in blocks.items():
@@ -161,6 +165,7 @@ class NativeProgram:
         program = np.array(self.program, dtype=np.int64).reshape(-1, 3)
         done = self.rows.run_program(program)  # writes the launches' arguments first
         if self.native.bad.data[()]:
+            self.traj.check_state(self.system)  # a forward step's watch stopped it
             self.native.pull(self.adj)
             self.traj._check_finite(self.adj, stopped_at(program, done, self.reverse_row[0],
                                                          self.first_reversed))

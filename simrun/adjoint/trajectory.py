@@ -262,6 +262,8 @@ class Trajectory:
         potential, done = self.model.objective.uses_potential, 0
         while done < 1:  # the NaN watch stops a chain early: go on as the step would
             done += stepper.advance(1, potential, forces_after=potential)
+        if stepper.not_finite():
+            self.check_state(self.system)
         nxt = State(k + 1, None, None, None, 0.0,
                     {**state.fields, **{n: f.to_numpy() for n, f in moving.items()}})
         stepper.store(nxt)
@@ -325,6 +327,17 @@ class Trajectory:
         if k % max(1, steps // 1000) == 0:
             size = float(np.sqrt(np.sum(adj.x * adj.x) + np.sum(adj.v * adj.v)))
             self.adjoint_horizon.append((steps - k, 0.0, size))
+
+    def check_state(self, system) -> None:
+        """The forward sweep's state is finite, or the unstable simulation is the error (its
+        next steps would index fields from NaN positions)."""
+        for name, field in (("positions", system.x), ("velocities", system.v)):
+            if not np.isfinite(field.to_numpy()).all():
+                raise FloatingPointError(
+                    f"the forward sweep's {name} became NaN or infinite: the simulation is "
+                    "unstable at these parameters (`simrun run` of the scene with them names "
+                    "the step); try a smaller dt or, in an optimisation, a smaller learning "
+                    "rate or optimize.bounds")
 
     def _check_finite(self, adj: KernelAdjoint, k: int) -> None:
         for name, value in (("positions", adj.x), ("velocities", adj.v)):
