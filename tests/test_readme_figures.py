@@ -70,6 +70,10 @@ EXACT = [
     ("liquid command", r"simrun optimize liquid --iterations (\d+)", ["liquid.iterations"]),
     ("liquid against Taichi", rf"and liquid {NUMBER} vs {NUMBER} \(bench/README's table",
      ["taichi_liquid.simrun.losses.0", "taichi_liquid.taichi.losses.0"]),
+    ("diffmpm3d's 100 iterations", rf"iterations Taichi 1.7.4 ends at {NUMBER} \(best "
+     rf"{NUMBER}\)\. The scene's own training .* holds {NUMBER} at iteration 48",
+     ["taichi_diffmpm3d.taichi.losses.99", "taichi_diffmpm3d.taichi.losses.97",
+      "taichi_diffmpm3d.simrun.losses.48"]),
     ("liquid's fourth loss", rf"its fourth loss {NUMBER} in both",
      ["taichi_liquid.simrun.losses.3"]),
     ("liquid's fourth loss, Taichi", rf"its fourth loss {NUMBER} in both",
