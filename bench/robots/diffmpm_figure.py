@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 from mpm3d_figure import actuations, colours  # noqa: E402  (this folder: a sibling script)
+from robot_figure import loss_panel  # noqa: E402
 
 
 def main() -> None:
@@ -41,13 +42,7 @@ def main() -> None:
 
     fig, (ax_loss, ax_walk) = plt.subplots(1, 2, figsize=(11, 3.4),
                                            gridspec_kw={"width_ratios": [1, 2]})
-    ax_loss.plot(rows[:, 0], rows[:, 1], color="tab:blue")
-    best = int(np.argmin(rows[:, 1]))
-    ax_loss.plot(rows[best, 0], rows[best, 1], "o", color="tab:green",
-                 label=f"best {rows[best, 1]:.4f} (iteration {int(rows[best, 0])})")
-    ax_loss.set(xlabel="iteration", ylabel="loss = -(mean x at the end)", title="training")
-    ax_loss.legend(fontsize=8)
-    ax_loss.grid(alpha=0.3)
+    loss_panel(ax_loss, rows, "loss = -(mean x at the end)", digits=4)
 
     picks = np.linspace(0, len(steps) - 1, args.snapshots).astype(int)
     for k in picks:

@@ -16,19 +16,24 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 
+def loss_panel(ax, rows: np.ndarray, ylabel: str, digits: int) -> None:
+    """A training's loss.csv rows (iteration, loss, ...) with the best one marked."""
+    ax.plot(rows[:, 0], rows[:, 1], color="tab:blue")
+    best = int(np.argmin(rows[:, 1]))
+    ax.plot(rows[best, 0], rows[best, 1], "o", color="tab:green",
+            label=f"best {rows[best, 1]:.{digits}f} (iteration {int(rows[best, 0])})")
+    ax.set(xlabel="iteration", ylabel=ylabel, title="training")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+
+
 def main(opt_dir: Path, png: Path, snapshots: int = 6) -> None:
     rows = np.loadtxt(opt_dir / "loss.csv", delimiter=",", skiprows=1, ndmin=2)
     frames = np.load(opt_dir / "episode" / "frames.npz")
     bonds = np.load(opt_dir / "episode" / "topology.npz")["bonds"]
     fig, (ax_loss, ax_walk) = plt.subplots(1, 2, figsize=(11, 3.4),
                                            gridspec_kw={"width_ratios": [1, 2]})
-    ax_loss.plot(rows[:, 0], rows[:, 1], color="tab:blue")
-    best = int(np.argmin(rows[:, 1]))
-    ax_loss.plot(rows[best, 0], rows[best, 1], "o", color="tab:green",
-                 label=f"best {rows[best, 1]:.3f} (iteration {int(rows[best, 0])})")
-    ax_loss.set(xlabel="iteration", ylabel="loss = -x of the head", title="training")
-    ax_loss.legend(fontsize=8)
-    ax_loss.grid(alpha=0.3)
+    loss_panel(ax_loss, rows, "loss = -x of the head", digits=3)
     picks = np.linspace(0, len(frames["x"]) - 1, snapshots).astype(int)
     colours = plt.cm.viridis(np.linspace(0, 0.9, snapshots))
     for k, colour in zip(picks, colours):
