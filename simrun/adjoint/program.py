@@ -4,9 +4,10 @@ steps run from machine code, a few thousand schedule actions per call.
 The binomial schedule (schedule.py) still decides every action, but its states are slots of
 one slab of engine fields (slab.py) and its actions are rows of launches (launches.Rows):
 LOAD a slot into the system's fields, STEP n times (the stepper's own launches, then a
-watch of x and v that stops the program at a NaN state), STORE the fields into a slot, REVERSE one step (the state before it from a
-slot, then `reverse_step.ReverseStep`'s launches; folded, they keep the forces after the
-step from the step reversed just before). A small kernel at the start of each LOAD, STORE
+watch of x and v that stops the program at a NaN state), STORE the fields into a slot,
+REVERSE one step (the state before it from a slot, then `reverse_step.ReverseStep`'s
+launches; folded, they keep the forces after the step from the step reversed just before).
+A small kernel at the start of each LOAD, STORE
 and REVERSE reads that row's slot, and the step of the state it names, from the slab's ops
 tables, so one native call runs a whole stretch of the schedule without Python or NumPy
 between its steps (under the interpreted policy, and on a GPU, whose kernels chains cannot

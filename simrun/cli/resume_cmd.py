@@ -154,7 +154,7 @@ def _resume_batch(folder: Path, record: dict[str, Any], threads: int | None,
                   workers: int | None, quiet: bool) -> None:
     """The batch again from batch.json's arguments, on a local cluster of ``workers``."""
     from simrun.batch import Engine  # start-up: dask
-    from simrun.cli.batch_cmd import batch_job
+    from simrun.cli.batch_cmd import batch_job  # start-up: only the job's own command
 
     arguments = {k: record[k] for k in BATCH_ARGUMENTS if k in record}
     if "scene" not in arguments or "job" not in arguments:

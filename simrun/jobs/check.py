@@ -50,4 +50,3 @@ def _evaluate(scene: Scene, wrt: list[str], threads: int | None, ensemble: bool
     if not ensemble and (scene.objective is not None or wrt):
         objective = check_objective(scene, wrt, threads)
     return report, objective
-

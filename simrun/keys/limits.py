@@ -37,6 +37,8 @@ def with_checked_values(scene: Scene, moved: Iterable[tuple[Key, Any]], by: str,
     condition and how to fix it (``fix``, with ``{key}`` for the KEY); ``at``: where the
     KEY was given, if not there."""
     moved = list(moved)
+    if not moved:  # nothing moved: the scene's values were checked at load
+        return scene
     new = scene
     for key, value in moved:
         new = key.spec.write(new, key, value)  # simrun.keys.with_value

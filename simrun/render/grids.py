@@ -59,7 +59,7 @@ def _extent(grid: dict[str, Any], shape: tuple[int, int]) -> list[float]:
 
 def _axes_labels(ax, units: Units) -> None:
     """The axes are lengths (cells times the spacing): in the scene's unit, or [reduced]."""
-    ax.set_xlabel(units.axis_label("column", "length"))
+    ax.set_xlabel(units.label("column", "length"))
     ax.set_ylabel(units.label("row", "length"))
 
 

@@ -56,7 +56,8 @@ def assign_two(src: ti.template(), dst: ti.template(), dtype: ti.template(),
 
 @ti.kernel
 def adjoint_watch(ax: ti.template(), av: ti.template(), bad: ti.template()):
-    """bad = 1 where an adjoint of x or v is NaN or Inf."""
+    """bad = 1 where ax or av is NaN or Inf: the adjoints of x and v in a reverse step, and
+    x and v themselves after each forward step of a gradient's program."""
     for i in ax:
         for c in ti.static(range(ax.n)):
             if ax[i][c] - ax[i][c] != 0 or av[i][c] - av[i][c] != 0:
